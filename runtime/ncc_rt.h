@@ -1,0 +1,129 @@
+/* ncc_rt.h — libnccrt, the thin runtime under generated models.
+ *
+ * One device interface (a small table of functions, ggml's backend habit)
+ * with three implementations:
+ *   emu   — CPU emulation of the generated kernels (ncc_emu.h), GEMMs to a CPU BLAS;
+ *   jit   — NVRTC + CUDA driver API, both dlopen'ed at run time, so that
+ *           libnccrt itself links no CUDA library and loads on any machine;
+ *   cudart— the CUDA runtime + cuBLAS, for models compiled whole by nvcc:
+ *           header-only (ncc_cudart.h), compiled into the model by nvcc.
+ * Every call returns 0 or an NCC_E* code; the message of the last failure is
+ * kept in the device (ncc_dev_error) and names file and line of the failing
+ * CUDA/NVRTC/cuBLAS call. All public symbols start with ncc_.
+ */
+#ifndef NCC_RT_H
+#define NCC_RT_H
+#include <stddef.h>
+#include <stdint.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { NCC_OK = 0, NCC_EUSER = 1, NCC_EINTERNAL = 2 };
+
+/* dtype codes, in the order of the IR's DType */
+enum { NCC_F32 = 0, NCC_F16 = 1, NCC_BF16 = 2, NCC_I32 = 3, NCC_I8 = 4 };
+
+typedef struct ncc_dim3 { unsigned x, y, z; } ncc_dim3;
+
+/* One kernel of a generated model.  Generated code fills it per build:
+ *   emu:    emu_block runs one whole block (barrier-free kernels: a loop over
+ *           threads with the body inlined); emu_thread runs one thread (used
+ *           with fibers when flags has NCC_KF_BARRIER, and by the checked mode);
+ *   cudart: cuda_fn is the __global__ function;
+ *   jit:    only name is set; the function is looked up in the NVRTC module. */
+enum { NCC_KF_BARRIER = 1 };
+typedef struct ncc_kernel {
+  const char *name;
+  int flags;
+  void (*emu_block)(void **args);
+  void (*emu_thread)(void **args);
+  const void *cuda_fn;
+} ncc_kernel;
+
+typedef struct ncc_dev ncc_dev;
+enum { NCC_DEV_AUTO = 0, NCC_DEV_CUDA = 1, NCC_DEV_EMU = 2 };
+
+/* Tensor and model descriptions that generated code exports (MODEL_info()). */
+typedef struct ncc_tensor_info {
+  const char *name;
+  int dtype;
+  int rank;
+  int64_t shape[8];
+} ncc_tensor_info;
+typedef struct ncc_model_info {
+  const char *model;
+  int ninputs;  const ncc_tensor_info *inputs;
+  int noutputs; const ncc_tensor_info *outputs;
+  int nparams;  const ncc_tensor_info *params;   /* state_dict names */
+  size_t arena_bytes;
+} ncc_model_info;
+
+
+/* ---- devices ---------------------------------------------------------- */
+/* Opens a device. kind: NCC_DEV_AUTO (a GPU when one answers, else emu),
+ * NCC_DEV_CUDA (an error when no GPU answers), NCC_DEV_EMU.  For the jit
+ * backend, kernel_src is the kernels section (compiled by NVRTC with
+ * jit_opts, cubin cached on disk by a hash of source and options); for
+ * emu and cudart builds it is NULL.  On failure *d may still be set so that
+ * ncc_dev_error(*d) can be read; ncc_dev_close(*d) frees it. */
+int  ncc_dev_open(ncc_dev **d, int kind, const char *kernel_src, const char *jit_opts);
+void ncc_dev_close(ncc_dev *d);
+const char *ncc_dev_error(const ncc_dev *d);
+const char *ncc_dev_name(const ncc_dev *d);   /* "emu: 2 threads", "cuda: NVIDIA H100 (sm_90)" */
+int  ncc_dev_is_emu(const ncc_dev *d);
+
+int ncc_malloc(ncc_dev *d, void **p, size_t n);
+int ncc_free(ncc_dev *d, void *p);
+int ncc_memcpy_h2d(ncc_dev *d, void *dst, const void *src, size_t n);
+int ncc_memcpy_d2h(ncc_dev *d, void *dst, const void *src, size_t n);
+int ncc_memcpy_d2d(ncc_dev *d, void *dst, const void *src, size_t n);
+int ncc_memset(ncc_dev *d, void *p, int byte, size_t n);
+int ncc_sync(ncc_dev *d);
+/* Launches k over grid x block threads with `shmem` bytes of dynamic shared memory.
+ * args[i] points at the i-th kernel argument (the cudaLaunchKernel convention). */
+int ncc_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block,
+               size_t shmem, void **args);
+/* Row-major single-precision GEMM, batched with strides (batch=1 for one):
+ * C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b], op(X) = X or X^T.
+ * cuBLAS on a GPU, CPU BLAS (OpenBLAS) under emulation. */
+int ncc_sgemm(ncc_dev *d, int trans_a, int trans_b, int m, int n, int k, float alpha,
+              const float *A, int lda, long long stride_a,
+              const float *B, int ldb, long long stride_b, float beta,
+              float *C, int ldc, long long stride_c, int batch);
+
+/* Allocates n buffers at once (create time only).  Normally one arena of
+ * max(offsets[i] + sizes[i]) bytes with ptrs[i] = arena + offsets[i]; in checked
+ * mode (NCC_CHECK=1) each buffer gets its own guarded mapping.  *arena is what
+ * ncc_free_buffers releases. */
+int ncc_alloc_buffers(ncc_dev *d, int n, const size_t *offsets, const size_t *sizes,
+                      void **ptrs, void **arena);
+int ncc_free_buffers(ncc_dev *d, void *arena);
+/* Compiles CUDA C (the kernels section) to PTX with NVRTC (dlopen'ed).
+ * *ptx is malloc'ed. Returns 0, or NCC_EUSER with the compiler log in err. */
+int ncc_nvrtc_ptx(const char *src, const char *name, const char *const *opts, int nopts,
+                  char **ptx, char *err, size_t errn);
+
+/* ---- files -------------------------------------------------------------- */
+/* Loads every tensor of `params` from a safetensors file into dev_ptrs[i]
+ * (device memory, f32; f16/bf16/f64 in the file are converted).  Missing,
+ * extra (except those named in `ignore`, e.g. "num_batches_tracked") and
+ * mis-shaped tensors are all listed in the error.  Returns 0 or NCC_EUSER. */
+int ncc_load_safetensors(ncc_dev *d, const char *path, const ncc_tensor_info *params, int n,
+                         void *const *dev_ptrs, char *err, size_t errn);
+/* Writes tensors (host pointers) atomically: temp file, fsync, rename. */
+int ncc_save_safetensors(const char *path, const ncc_tensor_info *t, int n,
+                         const void *const *host_ptrs, char *err, size_t errn);
+/* .npy: reads a whole array (malloc'ed *data); validates magic, header, dtype, size. */
+int ncc_npy_read(const char *path, int *dtype, int *rank, int64_t shape[8], void **data,
+                 char *err, size_t errn);
+int ncc_npy_write(const char *path, int dtype, int rank, const int64_t *shape, const void *data,
+                  char *err, size_t errn);
+
+/* Wall-clock seconds, monotonic. */
+double ncc_now(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
