@@ -4,6 +4,7 @@
 #ifndef NCC_DIAG_H
 #define NCC_DIAG_H
 #include <stdarg.h>
+#include <stddef.h>
 
 typedef struct Loc {
   const char *file;   /* NULL: no location (command line, internal) */

@@ -151,7 +151,7 @@ Value *ir_param(Graph *g, const char *name, int kind, const Shape *s, const char
 Node *ir_find_param(Graph *g, const char *name);
 void ir_attrs_init(Attrs *a);   /* the defaults: stride 1, dilation 1, groups 1, ... */
 
-/* Shape rule of one op: fills *out_t/*out_s, or reports an error at n->loc and
+/* Shape rule of one op: fills *out_t and *out_s, or reports an error at n->loc and
  * returns -1.  Implemented in shape.c. */
 int ir_infer(Graph *g, Node *n, DType *out_t, Shape *out_s);
 
