@@ -153,9 +153,9 @@ static int infer_linear(Node *n, DType *t, Shape *s) {
   Value *x = n->in[0], *w = n->in[1];
   if (x->shape.rank != 2) {
     if (x->shape.rank > 2)
-      diag_error(n->loc, "linear expects a 2-D input [N, features], got %s; did you mean flatten() first?", sv(x));
+      diag_error(n->loc, "linear expects a 2-D input, got %s; did you mean flatten() first?", sv(x));
     else
-      diag_error(n->loc, "linear expects a 2-D input [N, features], got %s; reshape it to [1, %lld] or [N, 1]",
+      diag_error(n->loc, "linear expects a 2-D input [N, features], got %s; reshape it to [1, %lld]",
                  sv(x), (long long)(x->shape.rank ? x->shape.d[0] : 1));
     return -1;
   }
