@@ -80,6 +80,8 @@ typedef struct Model {
   int keep_tmp;             /* an internal failure: leave the source for the report */
   int gpu;                  /* compiled by nvcc for a GPU, else emulation */
   char devdesc[320];        /* "emu (2 threads)", "cuda (NVIDIA H100 ...)" */
+  const char **live_inputs; /* graph inputs that inference reads (labels are not) */
+  int nlive;
 } Model;
 
 static const char *g_cmd = "run";
@@ -524,6 +526,14 @@ static int model_build(const Opts *o, Model *M) {
   pc.opt_level = o->opt;
   if (passes_run(g, &pc, NULL) != 0 || diag_errors()) return 1;
   M->name = strdup(g->model && *g->model ? g->model : "model");
+  /* Inputs read only by the loss (labels) may still be listed by M_info;
+   * `ncc run` must not insist on a file for them. */
+  M->live_inputs = (const char **)calloc((size_t)g->nnodes + 1, sizeof *M->live_inputs);
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (n->op == OP_INPUT && !n->dead && n->out && n->out->nuses > 0 && n->name)
+      M->live_inputs[M->nlive++] = n->name;
+  }
   vlog(o, "front end and passes: %.1f ms", (ncc_now() - t0) * 1e3);
 
   const char *tmproot = getenv("TMPDIR");
@@ -819,7 +829,18 @@ static int read_inputs(const Opts *o, Model *M, void **data) {
     const KV *kv = NULL;
     for (int j = 0; j < o->nin; j++)
       if (!strcmp(o->in[j].name, t->name)) kv = &o->in[j];
-    if (!kv) return uerr("missing --input %s=FILE.npy (the model's input %s is %s)", t->name, t->name, want);
+    if (!kv) {
+      int live = 0;
+      for (int j = 0; j < M->nlive; j++) live |= !strcmp(M->live_inputs[j], t->name);
+      for (int j = 0; j < inf->noutputs; j++) live |= !strcmp(inf->outputs[j].name, t->name);
+      if (!live) {          /* not read by inference: zeros will do */
+        int64_t n = numel(t->rank, t->shape);
+        data[i] = calloc((size_t)(n > 0 ? n : 1), (size_t)(dt_size(t->dtype) ? dt_size(t->dtype) : 1));
+        vlog(o, "input %s (%s) is not read by inference; passing zeros", t->name, want);
+        continue;
+      }
+      return uerr("missing --input %s=FILE.npy (the model's input %s is %s)", t->name, t->name, want);
+    }
     int dt, rank;
     int64_t shape[8];
     if (ncc_npy_read(kv->path, &dt, &rank, shape, &data[i], err, sizeof err) != 0)

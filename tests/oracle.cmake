@@ -1,0 +1,60 @@
+# oracle.cmake — numeric tests of `ncc run` against PyTorch (tests/oracle/oracle.py),
+# the embedding example (examples/embed) and the emulation benchmark.
+#
+# Every oracle case is its own ctest test (oracle_<case>), so that `ctest -j2`
+# runs them in parallel and a failure names the op and attribute combination.
+# Labels: oracle plus the case's own (op, conv, cublas, model, check, fiber, bad,
+# slow ...).  `ctest -LE slow` skips the 224x224 VGG/ResNet-50/MobileNet runs.
+# Compiled models are cached in the build tree, not in ~/.cache.
+set(NCC_ORACLE_PY ${CMAKE_CURRENT_SOURCE_DIR}/oracle/oracle.py)
+execute_process(COMMAND ${NCC_PYTHON} ${NCC_ORACLE_PY} --list --labels
+                OUTPUT_VARIABLE _oracle_cases RESULT_VARIABLE _oracle_rc
+                ERROR_VARIABLE _oracle_err)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${NCC_ORACLE_PY})
+if(NOT _oracle_rc EQUAL 0)
+  message(WARNING "oracle tests disabled: ${NCC_PYTHON} ${NCC_ORACLE_PY} --list failed: ${_oracle_err}")
+else()
+  string(REPLACE "\n" ";" _oracle_lines "${_oracle_cases}")
+  foreach(_line ${_oracle_lines})
+    if(_line STREQUAL "")
+      continue()
+    endif()
+    string(REPLACE " " ";" _parts "${_line}")
+    list(GET _parts 0 _case)
+    set(_labels oracle)
+    list(LENGTH _parts _np)
+    if(_np GREATER 1)
+      list(GET _parts 1 _l)
+      string(REPLACE "," ";" _l "${_l}")
+      list(APPEND _labels ${_l})
+    endif()
+    add_test(NAME oracle_${_case}
+             COMMAND ${NCC_PYTHON} ${NCC_ORACLE_PY} ${_case} --ncc $<TARGET_FILE:ncc>
+                     --work ${CMAKE_BINARY_DIR}/oracle-work/${_case})
+    set(_timeout 300)
+    if("slow" IN_LIST _labels)
+      set(_timeout 1800)
+    elseif("model" IN_LIST _labels)
+      set(_timeout 900)
+    endif()
+    set_tests_properties(oracle_${_case} PROPERTIES
+      LABELS "${_labels}" TIMEOUT ${_timeout}
+      ENVIRONMENT "NCC_CACHE_DIR=${CMAKE_BINARY_DIR}/ncc-cache"
+      FAIL_REGULAR_EXPRESSION "FAIL ")
+  endforeach()
+endif()
+
+# ResNet-18, batch 2, 64x64 under emulation: prints ms/batch (aim: < 2 s on 2 cores).
+add_test(NAME bench_emu_resnet18
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/bench_emu.sh $<TARGET_FILE:ncc>)
+set_tests_properties(bench_emu_resnet18 PROPERTIES LABELS "bench;slow" TIMEOUT 900
+  ENVIRONMENT "NCC_CACHE_DIR=${CMAKE_BINARY_DIR}/ncc-cache")
+
+# examples/embed: a C program embedding generated lenet code, built with
+# find_package(ncc) against an install of this build tree in a temporary prefix.
+add_test(NAME embed_lenet
+         COMMAND ${CMAKE_COMMAND} -DNCC=$<TARGET_FILE:ncc> -DBUILD_DIR=${CMAKE_BINARY_DIR}
+                 -DSRC_DIR=${CMAKE_SOURCE_DIR} -DWORK=${CMAKE_BINARY_DIR}/embed-work
+                 -DPYTHON=${NCC_PYTHON}
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/oracle/embed_test.cmake)
+set_tests_properties(embed_lenet PROPERTIES LABELS "oracle;embed" TIMEOUT 600)

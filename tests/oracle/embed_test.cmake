@@ -1,0 +1,42 @@
+# embed_test.cmake — builds examples/embed against an installed ncc and checks
+# that it predicts the classes PyTorch predicts for the same weights and images.
+#   cmake -DNCC=... -DBUILD_DIR=... -DSRC_DIR=... -DWORK=... -DPYTHON=... -P embed_test.cmake
+# Steps: `cmake --install` the build tree into WORK/prefix (runtime/install.cmake's
+# rules, with find_package(ncc) config), configure and build examples/embed with
+# CMAKE_PREFIX_PATH=WORK/prefix, write weights/images/expected classes with
+# oracle.py --embed-data, run the program, compare its output line by line.
+cmake_minimum_required(VERSION 3.20)
+foreach(v NCC BUILD_DIR SRC_DIR WORK PYTHON)
+  if(NOT DEFINED ${v})
+    message(FATAL_ERROR "embed_test.cmake: -D${v}=... missing")
+  endif()
+endforeach()
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+
+function(run what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "embed test: ${what} failed (${rc}):\n${out}\n${err}")
+  endif()
+  set(last_out "${out}" PARENT_SCOPE)
+endfunction()
+
+if(NOT EXISTS ${SRC_DIR}/runtime/install.cmake)
+  message(FATAL_ERROR "embed test: runtime/install.cmake (install rules, find_package(ncc) config) is missing")
+endif()
+run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK}/prefix)
+run("configuring examples/embed" ${CMAKE_COMMAND} -S ${SRC_DIR}/examples/embed -B ${WORK}/build
+    -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCMAKE_BUILD_TYPE=Release)
+run("building examples/embed" ${CMAKE_COMMAND} --build ${WORK}/build)
+run("oracle.py --embed-data" ${PYTHON} ${SRC_DIR}/tests/oracle/oracle.py --embed-data ${WORK}/data)
+# The installed libnccrt is found through the executable's RUNPATH or, failing
+# that, LD_LIBRARY_PATH: set both library dirs a prefix may use.
+set(ENV{LD_LIBRARY_PATH} "${WORK}/prefix/lib:${WORK}/prefix/lib64:$ENV{LD_LIBRARY_PATH}")
+run("running embed_lenet" ${WORK}/build/embed_lenet ${WORK}/data/lenet.safetensors ${WORK}/data/images.npy)
+file(READ ${WORK}/data/expected.txt expected)
+message(STATUS "embed_lenet printed:\n${last_out}")
+if(NOT last_out STREQUAL expected)
+  message(FATAL_ERROR "embed_lenet's classes differ from PyTorch's:\nexpected:\n${expected}\ngot:\n${last_out}")
+endif()
+message(STATUS "embed_lenet agrees with PyTorch")

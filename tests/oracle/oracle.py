@@ -1,0 +1,1093 @@
+#!/usr/bin/python3
+"""oracle.py — numeric tests of ncc against PyTorch, one case per invocation.
+
+    oracle.py --list                      # the case names (no torch import: CMake calls this)
+    oracle.py CASE --ncc PATH --work DIR  # run one case; exit 0 pass, 1 fail
+
+Every case writes a tiny .net model (or uses one of examples/), random
+parameters under PyTorch state_dict names in a safetensors file, random inputs
+as .npy, computes the reference with PyTorch (float64, eval mode), runs
+`ncc run --device emu` and compares:
+
+    TOLERANCE: max|ncc - ref| <= 1e-4 * max(1, max|ref|)   (per output)
+
+The reference is computed in float64 so that it is the exact result up to
+float64 rounding; ncc computes in float32.  Bad-input cases check that
+`ncc run` exits with status 1, says what is wrong, and leaves no output file.
+Only torch and numpy are used; safetensors files are written by the small
+writer below (8-byte little-endian header length, JSON header, raw data).
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+EXAMPLES = os.path.join(ROOT, "examples")
+
+RTOL = 1e-4
+CASES = {}      # name -> (function, labels)
+
+
+def case(name, labels=()):
+    def deco(f):
+        CASES[name] = (f, tuple(labels))
+        return f
+    return deco
+
+
+# ---------------------------------------------------------------- file writers
+def write_safetensors(path, tensors):
+    """tensors: dict name -> torch tensor (f32/f64 stored as F32, int64 as I64)."""
+    import numpy as np
+    header, blobs, off = {}, [], 0
+    for name, t in tensors.items():
+        a = t.detach().cpu().numpy()
+        if a.dtype in (np.float64, np.float32):
+            a, dt = a.astype("<f4"), "F32"
+        elif a.dtype == np.int64:
+            a, dt = a.astype("<i8"), "I64"
+        elif a.dtype == np.int32:
+            a, dt = a.astype("<i4"), "I32"
+        else:
+            raise ValueError("dtype %s" % a.dtype)
+        b = np.ascontiguousarray(a).tobytes()
+        header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+def save_npy(path, a):
+    import numpy as np
+    np.save(path, a)
+
+
+# ---------------------------------------------------------------- running ncc
+class Ctx:
+    def __init__(self, name, ncc, work):
+        self.name, self.ncc, self.work = name, ncc, work
+        os.makedirs(work, exist_ok=True)
+
+    def path(self, f):
+        return os.path.join(self.work, f)
+
+    def run_ncc(self, args, env=None, timeout=900):
+        e = dict(os.environ)
+        e.update(env or {})
+        cmd = [self.ncc, "run"] + args
+        print("$", " ".join(cmd), flush=True)
+        p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=timeout, universal_newlines=True, errors="replace")
+        if p.stdout:
+            print(p.stdout.rstrip())
+        if p.stderr:
+            print(p.stderr.rstrip())
+        if p.returncode < 0:
+            raise Failure("ncc was killed by signal %d" % -p.returncode)
+        return p
+
+
+class Failure(Exception):
+    pass
+
+
+def check_close(name, got, ref):
+    import numpy as np
+    ref = np.asarray(ref, dtype=np.float64)
+    if got.shape != ref.shape:
+        raise Failure("output %s: shape %s, PyTorch's is %s" % (name, got.shape, ref.shape))
+    if got.dtype != np.float32:
+        raise Failure("output %s: dtype %s, expected float32" % (name, got.dtype))
+    if not np.all(np.isfinite(got)):
+        raise Failure("output %s: %d non-finite values" % (name, int(np.sum(~np.isfinite(got)))))
+    err = np.abs(got.astype(np.float64) - ref)
+    scale = max(1.0, float(np.max(np.abs(ref))) if ref.size else 1.0)
+    tol = RTOL * scale
+    m = float(err.max()) if err.size else 0.0
+    print("output %s %s: max|err| = %.3g, tolerance %.3g (= %g * max(1, max|ref| = %.4g))"
+          % (name, tuple(ref.shape), m, tol, RTOL, scale, scale))
+    if m > tol:
+        idx = np.argwhere(err > tol)[:5]
+        for i in idx:
+            i = tuple(int(k) for k in i)
+            print("  at %s: ncc %.7g, PyTorch %.7g" % (i, got[i], ref[i]))
+        raise Failure("output %s differs from PyTorch: max|err| %.3g > %.3g (%d of %d elements)"
+                      % (name, m, tol, int(np.sum(err > tol)), err.size))
+
+
+def run_and_compare(ctx, net_text, params, inputs, refs, flags=(), env=None, net_path=None):
+    """net_text: the model (written to ctx.work) unless net_path names one.
+    params: state_dict-named tensors (None: no --weights); inputs: name -> numpy;
+    refs: output name -> numpy reference."""
+    import numpy as np
+    if net_path is None:
+        net_path = ctx.path(ctx.name + ".net")
+        with open(net_path, "w") as f:
+            f.write(net_text)
+    args = [net_path, "--device", "emu"]
+    if params is not None:
+        wpath = ctx.path("weights.safetensors")
+        write_safetensors(wpath, params)
+        args += ["--weights", wpath]
+    for k, v in inputs.items():
+        p = ctx.path("in_%s.npy" % k)
+        save_npy(p, v)
+        args += ["--input", "%s=%s" % (k, p)]
+    outs = {}
+    for k in refs:
+        p = ctx.path("out_%s.npy" % k)
+        if os.path.exists(p):
+            os.unlink(p)
+        outs[k] = p
+        args += ["--output", "%s=%s" % (k, p)]
+    args += list(flags)
+    p = ctx.run_ncc(args, env=env)
+    if p.returncode != 0:
+        raise Failure("ncc run exited with status %d" % p.returncode)
+    if "device: emu" not in p.stdout:
+        raise Failure("ncc run did not say it used the emulator (stdout: %r)" % p.stdout)
+    for k, path in outs.items():
+        if not os.path.exists(path):
+            raise Failure("ncc run wrote no %s" % path)
+        check_close(k, np.load(path), refs[k])
+
+
+# ---------------------------------------------------------------- helpers
+def seed(s):
+    import torch
+    torch.manual_seed(s)
+
+
+def rand(*shape, lo=-1.0, hi=1.0):
+    import torch
+    return torch.rand(*shape, dtype=torch.float64) * (hi - lo) + lo
+
+
+def f32np(t):
+    return t.detach().numpy().astype("float32")
+
+
+def as64(t):
+    """The float32 value ncc will see, in float64 for the reference."""
+    import torch
+    return t.to(torch.float32).to(torch.float64)
+
+
+def dims(shape):
+    return ", ".join(str(d) for d in shape)
+
+
+def pair(v):
+    return "[%d, %d]" % tuple(v) if isinstance(v, (tuple, list)) else str(v)
+
+
+# ---------------------------------------------------------------- op cases
+CONV_VARIANTS = {
+    # name: (N, C, H, W, out, kernel, stride, pad, dilation, groups, bias)
+    "k3":        (2, 3, 8, 8, 4, 3, 1, 0, 1, 1, True),
+    "k3_s2_p1":  (2, 3, 9, 9, 5, 3, 2, 1, 1, 1, True),
+    "k5_p2":     (1, 2, 7, 7, 3, 5, 1, 2, 1, 1, True),
+    "k1":        (2, 8, 5, 5, 6, 1, 1, 0, 1, 1, True),
+    "k1_s2":     (2, 8, 6, 6, 6, 1, 2, 0, 1, 1, False),
+    "dil2":      (1, 3, 11, 11, 4, 3, 1, 2, 2, 1, True),
+    "groups2":   (2, 4, 7, 7, 6, 3, 1, 1, 1, 2, True),
+    "depthwise": (2, 6, 8, 8, 6, 3, 1, 1, 1, 6, False),
+    "dw_s2":     (1, 8, 9, 9, 8, 3, 2, 1, 1, 8, True),
+    "asym_k":    (2, 3, 9, 10, 4, (3, 1), 1, (1, 0), 1, 1, True),
+    "asym_all":  (1, 3, 11, 13, 5, (3, 5), (2, 3), (1, 2), 1, 1, True),
+    "nobias":    (2, 5, 6, 6, 7, 3, 1, 1, 1, 1, False),
+    "odd":       (3, 5, 13, 7, 9, 3, 2, 0, 1, 1, True),
+    "wide":      (1, 16, 10, 10, 32, 3, 1, 1, 1, 1, True),
+}
+
+
+def conv_case(ctx, variant, cublas=False, env=None):
+    import torch.nn.functional as F
+    N, C, H, W, O, k, s, p, d, g, bias = CONV_VARIANTS[variant]
+    kh, kw = k if isinstance(k, tuple) else (k, k)
+    seed(1)
+    x = as64(rand(N, C, H, W))
+    w = as64(rand(O, C // g, kh, kw) / (C // g * kh * kw) ** 0.5)
+    b = as64(rand(O)) if bias else None
+    net = ("model %s\ninput x: f32[%s]\n"
+           "y = conv2d(x, %d, kernel=%s, stride=%s, pad=%s, dilation=%d, groups=%d, bias=%s, name=\"conv\")\n"
+           "output y\n" % (ctx.name, dims((N, C, H, W)), O, pair(k), pair(s), pair(p), d, g,
+                           "true" if bias else "false"))
+    ref = F.conv2d(x, w, b, stride=s, padding=p, dilation=d, groups=g)
+    params = {"conv.weight": w}
+    if bias:
+        params["conv.bias"] = b
+    run_and_compare(ctx, net, params, {"x": f32np(x)}, {"y": ref.numpy()},
+                    flags=["--cublas"] if cublas else [], env=env)
+
+
+for _v in CONV_VARIANTS:
+    case("conv_" + _v, ["op", "conv"])(lambda ctx, v=_v: conv_case(ctx, v))
+    case("conv_" + _v + "_cublas", ["op", "conv", "cublas"])(lambda ctx, v=_v: conv_case(ctx, v, cublas=True))
+case("conv_k3_s2_p1_reverse", ["op", "conv", "fiber"])(
+    lambda ctx: conv_case(ctx, "k3_s2_p1", env={"NCC_FIBER_ORDER": "reverse"}))
+case("conv_wide_check", ["op", "conv", "check"])(
+    lambda ctx: conv_case(ctx, "wide", env={"NCC_CHECK": "1"}))
+
+
+def linear_case(ctx, n, i, o, bias, cublas=False):
+    import torch.nn.functional as F
+    seed(2)
+    x = as64(rand(n, i))
+    w = as64(rand(o, i) / i ** 0.5)
+    b = as64(rand(o)) if bias else None
+    net = ("model %s\ninput x: f32[%d, %d]\ny = linear(x, %d, bias=%s, name=\"fc\")\noutput y\n"
+           % (ctx.name, n, i, o, "true" if bias else "false"))
+    params = {"fc.weight": w}
+    if bias:
+        params["fc.bias"] = b
+    run_and_compare(ctx, net, params, {"x": f32np(x)}, {"y": F.linear(x, w, b).numpy()},
+                    flags=["--cublas"] if cublas else [])
+
+
+case("linear", ["op"])(lambda ctx: linear_case(ctx, 4, 20, 7, True))
+case("linear_nobias", ["op"])(lambda ctx: linear_case(ctx, 3, 33, 5, False))
+case("linear_big", ["op"])(lambda ctx: linear_case(ctx, 8, 130, 70, True))
+case("linear_cublas", ["op", "cublas"])(lambda ctx: linear_case(ctx, 8, 130, 70, True, cublas=True))
+
+
+def matmul_case(ctx, sa, sb, cublas=False):
+    import torch
+    seed(3)
+    a, b = as64(rand(*sa)), as64(rand(*sb))
+    net = ("model %s\ninput a: f32[%s]\ninput b: f32[%s]\ny = matmul(a, b)\noutput y\n"
+           % (ctx.name, dims(sa), dims(sb)))
+    run_and_compare(ctx, net, None, {"a": f32np(a), "b": f32np(b)}, {"y": torch.matmul(a, b).numpy()},
+                    flags=["--cublas"] if cublas else [])
+
+
+case("matmul_2d", ["op"])(lambda ctx: matmul_case(ctx, (5, 7), (7, 3)))
+case("matmul_batched", ["op"])(lambda ctx: matmul_case(ctx, (2, 3, 4, 6), (2, 3, 6, 5)))
+case("matmul_broadcast", ["op"])(lambda ctx: matmul_case(ctx, (2, 1, 4, 6), (3, 6, 5)))
+case("matmul_broadcast_2d", ["op"])(lambda ctx: matmul_case(ctx, (3, 4, 6), (6, 5)))
+case("matmul_batched_cublas", ["op", "cublas"])(lambda ctx: matmul_case(ctx, (2, 3, 4, 6), (2, 3, 6, 5), cublas=True))
+
+
+@case("batchnorm2d", ["op"])
+def _bn(ctx, eps=None, shape=(2, 5, 6, 7), env=None):
+    import torch.nn.functional as F
+    seed(4)
+    C = shape[1]
+    x = as64(rand(*shape, lo=-2, hi=2))
+    w, b = as64(rand(C, lo=0.5, hi=1.5)), as64(rand(C))
+    rm, rv = as64(rand(C, lo=-0.5, hi=0.5)), as64(rand(C, lo=0.3, hi=2.0))
+    e = 1e-5 if eps is None else eps
+    net = ("model %s\ninput x: f32[%s]\ny = batchnorm2d(x%s, name=\"bn\")\noutput y\n"
+           % (ctx.name, dims(shape), "" if eps is None else ", eps=%g" % eps))
+    import torch
+    params = {"bn.weight": w, "bn.bias": b, "bn.running_mean": rm, "bn.running_var": rv,
+              "bn.num_batches_tracked": torch.tensor(7, dtype=torch.int64)}
+    ref = F.batch_norm(x, rm, rv, w, b, training=False, eps=e)
+    run_and_compare(ctx, net, params, {"x": f32np(x)}, {"y": ref.numpy()}, env=env)
+
+
+case("batchnorm2d_eps", ["op"])(lambda ctx: _bn(ctx, eps=0.1, shape=(1, 3, 4, 5)))
+
+
+def layernorm_case(ctx, shape, eps=None, env=None):
+    import torch.nn.functional as F
+    seed(5)
+    D = shape[-1]
+    x = as64(rand(*shape, lo=-3, hi=3))
+    w, b = as64(rand(D, lo=0.5, hi=1.5)), as64(rand(D))
+    e = 1e-5 if eps is None else eps
+    net = ("model %s\ninput x: f32[%s]\ny = layernorm(x%s, name=\"ln\")\noutput y\n"
+           % (ctx.name, dims(shape), "" if eps is None else ", eps=%g" % eps))
+    ref = F.layer_norm(x, (D,), w, b, eps=e)
+    run_and_compare(ctx, net, {"ln.weight": w, "ln.bias": b}, {"x": f32np(x)}, {"y": ref.numpy()}, env=env)
+
+
+case("layernorm", ["op"])(lambda ctx: layernorm_case(ctx, (2, 5, 16)))
+case("layernorm_2d_eps", ["op"])(lambda ctx: layernorm_case(ctx, (3, 300), eps=1e-3))
+case("layernorm_reverse", ["op", "fiber"])(
+    lambda ctx: layernorm_case(ctx, (4, 130), env={"NCC_FIBER_ORDER": "reverse"}))
+
+ACTIVATIONS = {
+    "relu": lambda F, x: F.relu(x),
+    "relu6": lambda F, x: F.relu6(x),
+    "sigmoid": lambda F, x: F.sigmoid(x),
+    "tanh": lambda F, x: F.tanh(x),
+    "gelu": lambda F, x: F.gelu(x),
+    "silu": lambda F, x: F.silu(x),
+    "hardswish": lambda F, x: F.hardswish(x),
+    "leaky_relu": lambda F, x: F.leaky_relu(x, 0.01),
+}
+
+
+def act_case(ctx, act, call=None, ref=None):
+    import torch.nn.functional as F
+    seed(6)
+    shape = (2, 3, 5, 7)
+    x = as64(rand(*shape, lo=-8, hi=8))
+    call = call or "%s(x)" % act
+    net = "model %s\ninput x: f32[%s]\ny = %s\noutput y\n" % (ctx.name, dims(shape), call)
+    r = (ref or ACTIVATIONS[act])(F, x)
+    run_and_compare(ctx, net, None, {"x": f32np(x)}, {"y": r.numpy()})
+
+
+for _a in ACTIVATIONS:
+    case("act_" + _a, ["op", "act"])(lambda ctx, a=_a: act_case(ctx, a))
+case("act_leaky_relu_slope", ["op", "act"])(
+    lambda ctx: act_case(ctx, None, "leaky_relu(x, slope=0.2)", lambda F, x: F.leaky_relu(x, 0.2)))
+case("act_chain", ["op", "act"])(
+    lambda ctx: act_case(ctx, None, "hardswish(tanh(relu6(x) - 3.0) * 4.0) + sigmoid(x)",
+                         lambda F, x: F.hardswish(F.tanh(F.relu6(x) - 3.0) * 4.0) + F.sigmoid(x)))
+case("dropout_identity", ["op"])(
+    lambda ctx: act_case(ctx, None, "dropout2d(dropout(x, 0.5), 0.3)", lambda F, x: x))
+
+
+def pool_case(ctx, kind, shape, k, s=None, p=None, env=None):
+    import torch.nn.functional as F
+    seed(7)
+    x = as64(rand(*shape, lo=-2, hi=2))
+    extra = ""
+    if s is not None:
+        extra += ", stride=%s" % pair(s)
+    if p is not None:
+        extra += ", pad=%s" % pair(p)
+    net = ("model %s\ninput x: f32[%s]\ny = %s(x, %s%s)\noutput y\n"
+           % (ctx.name, dims(shape), kind, pair(k), extra))
+    stride = k if s is None else s
+    pad = 0 if p is None else p
+    if kind == "maxpool2d":
+        ref = F.max_pool2d(x, k, stride, pad)
+    else:   # PyTorch's default count_include_pad=True: padding zeros count in the mean
+        ref = F.avg_pool2d(x, k, stride, pad)
+    run_and_compare(ctx, net, None, {"x": f32np(x)}, {"y": ref.numpy()}, env=env)
+
+
+POOLS = {
+    "k2": ((2, 3, 8, 8), 2, None, None),
+    "k3_s2_p1": ((2, 4, 9, 9), 3, 2, 1),
+    "k3_s1": ((1, 2, 7, 6), 3, 1, None),
+    "k2_odd": ((2, 3, 7, 9), 2, None, None),
+    "k3_s2_odd": ((1, 3, 10, 11), 3, 2, None),
+    "asym": ((1, 2, 8, 9), (2, 3), (2, 1), (1, 1)),
+}
+for _k in ("maxpool2d", "avgpool2d"):
+    for _v in POOLS:
+        case("%s_%s" % (_k, _v), ["op", "pool"])(
+            lambda ctx, k=_k, v=_v: pool_case(ctx, k, *POOLS[v]))
+
+
+@case("global_avgpool2d", ["op", "pool"])
+def _gap(ctx, shape=(2, 5, 7, 6), env=None):
+    seed(8)
+    x = as64(rand(*shape))
+    net = "model %s\ninput x: f32[%s]\ny = global_avgpool2d(x)\noutput y\n" % (ctx.name, dims(shape))
+    ref = x.mean(dim=(2, 3), keepdim=True)
+    run_and_compare(ctx, net, None, {"x": f32np(x)}, {"y": ref.numpy()}, env=env)
+
+
+case("global_avgpool2d_big_reverse", ["op", "pool", "fiber"])(
+    lambda ctx: _gap(ctx, (2, 3, 31, 33), env={"NCC_FIBER_ORDER": "reverse"}))
+
+
+def binary_case(ctx, expr, sa, sb, fn):
+    seed(9)
+    a = as64(rand(*sa, lo=-2, hi=2))
+    # denominators away from zero: |b| in [0.5, 2]
+    b = rand(*sb, lo=0.5, hi=2.0)
+    b = as64(b * (rand(*sb) > 0).to(b.dtype).mul(2).sub(1))
+    net = ("model %s\ninput a: f32[%s]\ninput b: f32[%s]\ny = %s\noutput y\n"
+           % (ctx.name, dims(sa), dims(sb), expr))
+    run_and_compare(ctx, net, None, {"a": f32np(a), "b": f32np(b)}, {"y": fn(a, b).numpy()})
+
+
+BINARY = {
+    "add": ("add(a, b)", lambda a, b: a + b),
+    "sub": ("sub(a, b)", lambda a, b: a - b),
+    "mul": ("mul(a, b)", lambda a, b: a * b),
+    "div": ("div(a, b)", lambda a, b: a / b),
+    "ops": ("(a + b) * a - a / b", lambda a, b: (a + b) * a - a / b),
+}
+BSHAPES = {
+    "same": ((2, 3, 4, 5), (2, 3, 4, 5)),
+    "bcast": ((2, 3, 4, 5), (3, 1, 5)),
+    "bcast_both": ((2, 1, 4, 1), (1, 3, 1, 5)),
+    "bcast_channel": ((2, 6, 3, 3), (1, 6, 1, 1)),
+}
+for _o in BINARY:
+    for _s in BSHAPES:
+        if _o != "ops" and _s == "bcast_both" and _o not in ("add", "div"):
+            continue
+        case("%s_%s" % (_o, _s), ["op", "binary"])(
+            lambda ctx, o=_o, s=_s: binary_case(ctx, BINARY[o][0], *BSHAPES[s], BINARY[o][1]))
+case("scalar_arith", ["op", "binary"])(
+    lambda ctx: act_case(ctx, None, "x * 0.5 + 1.0 - x / 4.0", lambda F, x: x * 0.5 + 1.0 - x / 4.0))
+
+
+def concat_case(ctx, shapes, axis):
+    import torch
+    seed(10)
+    xs = [as64(rand(*s)) for s in shapes]
+    names = ["x%d" % i for i in range(len(xs))]
+    net = "model %s\n" % ctx.name
+    for n, s in zip(names, shapes):
+        net += "input %s: f32[%s]\n" % (n, dims(s))
+    net += "y = concat(%s, axis=%d)\noutput y\n" % (", ".join(names), axis)
+    run_and_compare(ctx, net, None, {n: f32np(x) for n, x in zip(names, xs)},
+                    {"y": torch.cat(xs, dim=axis).numpy()})
+
+
+case("concat_axis1", ["op", "move"])(lambda ctx: concat_case(ctx, [(2, 3, 4, 4), (2, 5, 4, 4)], 1))
+case("concat_axis0", ["op", "move"])(lambda ctx: concat_case(ctx, [(1, 3, 2), (3, 3, 2)], 0))
+case("concat_axis_last", ["op", "move"])(
+    lambda ctx: concat_case(ctx, [(2, 3, 4), (2, 3, 1), (2, 3, 6)], -1))
+case("concat_axis2_three", ["op", "move"])(
+    lambda ctx: concat_case(ctx, [(2, 2, 3, 5), (2, 2, 1, 5), (2, 2, 4, 5)], 2))
+
+
+def shape_case(ctx, shape, expr, fn):
+    seed(11)
+    x = as64(rand(*shape))
+    # `+ 0.0`-free: a shape-only op as the output must still be materialised
+    net = "model %s\ninput x: f32[%s]\ny = %s\noutput y\n" % (ctx.name, dims(shape), expr)
+    run_and_compare(ctx, net, None, {"x": f32np(x)}, {"y": fn(x).numpy()})
+
+
+case("flatten", ["op", "shape"])(lambda ctx: shape_case(ctx, (2, 3, 4, 5), "flatten(x)", lambda x: x.flatten(1)))
+case("reshape", ["op", "shape"])(
+    lambda ctx: shape_case(ctx, (2, 3, 4, 5), "reshape(x, [6, -1, 2])", lambda x: x.reshape(6, -1, 2)))
+case("transpose_nhwc", ["op", "shape"])(
+    lambda ctx: shape_case(ctx, (2, 3, 4, 5), "transpose(x, [0, 2, 3, 1])", lambda x: x.permute(0, 2, 3, 1)))
+case("transpose_2d", ["op", "shape"])(
+    lambda ctx: shape_case(ctx, (7, 13), "transpose(x, [1, 0])", lambda x: x.t()))
+case("transpose_relu_reshape", ["op", "shape"])(
+    lambda ctx: shape_case(ctx, (2, 3, 4), "reshape(relu(transpose(x, [2, 0, 1])), [8, 3])",
+                           lambda x: x.permute(2, 0, 1).relu().reshape(8, 3)))
+
+
+def softmax_case(ctx, kind, shape, axis, env=None):
+    import torch
+    seed(12)
+    x = as64(rand(*shape, lo=-6, hi=6))
+    net = ("model %s\ninput x: f32[%s]\ny = %s(x%s)\noutput y\n"
+           % (ctx.name, dims(shape), kind, "" if axis is None else ", axis=%d" % axis))
+    a = -1 if axis is None else axis
+    ref = torch.softmax(x, a) if kind == "softmax" else torch.log_softmax(x, a)
+    run_and_compare(ctx, net, None, {"x": f32np(x)}, {"y": ref.numpy()}, env=env)
+
+
+for _k in ("softmax", "log_softmax"):
+    case(_k, ["op", "softmax"])(lambda ctx, k=_k: softmax_case(ctx, k, (4, 10), None))
+    case(_k + "_axis1", ["op", "softmax"])(lambda ctx, k=_k: softmax_case(ctx, k, (2, 5, 3, 4), 1))
+    case(_k + "_axis0", ["op", "softmax"])(lambda ctx, k=_k: softmax_case(ctx, k, (3, 4, 5), 0))
+    case(_k + "_wide", ["op", "softmax"])(lambda ctx, k=_k: softmax_case(ctx, k, (3, 1000), -1))
+    case(_k + "_wide_reverse", ["op", "softmax", "fiber"])(
+        lambda ctx, k=_k: softmax_case(ctx, k, (3, 1000), -1, env={"NCC_FIBER_ORDER": "reverse"}))
+
+
+def loss_case(ctx, kind):
+    import torch
+    import torch.nn.functional as F
+    seed(13)
+    N, C = 6, 5
+    a = as64(rand(N, C, lo=-3, hi=3))
+    y = torch.randint(0, C, (N,))
+    if kind == "mse_loss":
+        b = as64(rand(N, C))
+        net = ("model %s\ninput a: f32[%d, %d]\ninput b: f32[%d, %d]\nloss = mse_loss(a, b)\noutput loss\n"
+               % (ctx.name, N, C, N, C))
+        ref = F.mse_loss(a, b)
+        inputs = {"a": f32np(a), "b": f32np(b)}
+    else:
+        net = ("model %s\ninput a: f32[%d, %d]\ninput y: i32[%d]\nloss = %s(a, y)\noutput loss\n"
+               % (ctx.name, N, C, N, kind))
+        if kind == "nll_loss":
+            a = torch.log_softmax(a, 1)
+            ref = F.nll_loss(a, y)
+        else:
+            ref = F.cross_entropy(a, y)
+        inputs = {"a": f32np(a), "y": y.numpy().astype("int32")}
+    run_and_compare(ctx, net, None, inputs, {"loss": ref.reshape(tuple(ref.shape)).numpy()})
+
+
+for _k in ("cross_entropy", "nll_loss", "mse_loss"):
+    case("loss_" + _k, ["op", "loss"])(lambda ctx, k=_k: loss_case(ctx, k))
+
+
+@case("multi_output", ["op"])
+def _multi(ctx):
+    import torch
+    import torch.nn.functional as F
+    seed(14)
+    x = as64(rand(2, 3, 6, 6))
+    w = as64(rand(4, 3, 3, 3) / 27 ** 0.5)
+    net = ("model %s\ninput x: f32[2, 3, 6, 6]\n"
+           "h = conv2d(x, 4, kernel=3, pad=1, bias=false, name=\"c\")\n"
+           "p = maxpool2d(relu(h), 2)\nq = softmax(flatten(p))\noutput p, q\n" % ctx.name)
+    p = F.max_pool2d(F.relu(F.conv2d(x, w, padding=1)), 2)
+    q = torch.softmax(p.flatten(1), -1)
+    run_and_compare(ctx, net, {"c.weight": w}, {"x": f32np(x)}, {"p": p.numpy(), "q": q.numpy()})
+
+
+# ---------------------------------------------------------------- example models
+# Plain torch.nn re-implementations of torchvision's models: module names as in
+# torchvision, so that state_dict keys are the ones the .net files use.
+def build_module(kind, num_classes=1000, size=224):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class LeNet(nn.Module):         # the PyTorch MNIST example
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(1, 10, 5)
+            self.conv2 = nn.Conv2d(10, 20, 5)
+            self.fc1 = nn.Linear(320, 50)
+            self.fc2 = nn.Linear(50, 10)
+
+        def forward(self, x):
+            x = F.relu(F.max_pool2d(self.conv1(x), 2))
+            x = F.relu(F.max_pool2d(self.conv2(x), 2))
+            return self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
+
+    class BasicBlock(nn.Module):
+        expansion = 1
+
+        def __init__(self, cin, c, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, c, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(c)
+            self.conv2 = nn.Conv2d(c, c, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(c)
+            self.downsample = None
+            if stride != 1 or cin != c:
+                self.downsample = nn.Sequential(nn.Conv2d(cin, c, 1, stride, bias=False), nn.BatchNorm2d(c))
+
+        def forward(self, x):
+            h = F.relu(self.bn1(self.conv1(x)))
+            h = self.bn2(self.conv2(h))
+            return F.relu(h + (self.downsample(x) if self.downsample is not None else x))
+
+    class Bottleneck(nn.Module):
+        expansion = 4
+
+        def __init__(self, cin, c, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, c, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(c)
+            self.conv2 = nn.Conv2d(c, c, 3, stride, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(c)
+            self.conv3 = nn.Conv2d(c, c * 4, 1, bias=False)
+            self.bn3 = nn.BatchNorm2d(c * 4)
+            self.downsample = None
+            if stride != 1 or cin != c * 4:
+                self.downsample = nn.Sequential(nn.Conv2d(cin, c * 4, 1, stride, bias=False),
+                                                nn.BatchNorm2d(c * 4))
+
+        def forward(self, x):
+            h = F.relu(self.bn1(self.conv1(x)))
+            h = F.relu(self.bn2(self.conv2(h)))
+            h = self.bn3(self.conv3(h))
+            return F.relu(h + (self.downsample(x) if self.downsample is not None else x))
+
+    class ResNet(nn.Module):
+        def __init__(self, block, layers):
+            super().__init__()
+            self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+            self.bn1 = nn.BatchNorm2d(64)
+            cin = 64
+            for i, (c, n) in enumerate(zip((64, 128, 256, 512), layers)):
+                blocks = []
+                for j in range(n):
+                    blocks.append(block(cin, c, 2 if (j == 0 and i > 0) else 1))
+                    cin = c * block.expansion
+                setattr(self, "layer%d" % (i + 1), nn.Sequential(*blocks))
+            self.fc = nn.Linear(512 * block.expansion, num_classes)
+
+        def forward(self, x):
+            x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 3, 2, 1)
+            for i in range(4):
+                x = getattr(self, "layer%d" % (i + 1))(x)
+            return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+    class ConvBNReLU(nn.Sequential):
+        def __init__(self, cin, cout, k=3, stride=1, groups=1):
+            super().__init__(nn.Conv2d(cin, cout, k, stride, (k - 1) // 2, groups=groups, bias=False),
+                             nn.BatchNorm2d(cout), nn.ReLU6())
+
+    class InvertedResidual(nn.Module):
+        def __init__(self, cin, cout, stride, t):
+            super().__init__()
+            hid = cin * t
+            self.use_res = stride == 1 and cin == cout
+            layers = []
+            if t != 1:
+                layers.append(ConvBNReLU(cin, hid, 1))
+            layers += [ConvBNReLU(hid, hid, 3, stride, groups=hid),
+                       nn.Conv2d(hid, cout, 1, bias=False), nn.BatchNorm2d(cout)]
+            self.conv = nn.Sequential(*layers)
+
+        def forward(self, x):
+            return x + self.conv(x) if self.use_res else self.conv(x)
+
+    class MobileNetV2(nn.Module):
+        def __init__(self):
+            super().__init__()
+            cfg = [[1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 3, 2], [6, 64, 4, 2],
+                   [6, 96, 3, 1], [6, 160, 3, 2], [6, 320, 1, 1]]
+            feats = [ConvBNReLU(3, 32, 3, 2)]
+            cin = 32
+            for t, c, n, s in cfg:
+                for i in range(n):
+                    feats.append(InvertedResidual(cin, c, s if i == 0 else 1, t))
+                    cin = c
+            feats.append(ConvBNReLU(cin, 1280, 1))
+            self.features = nn.Sequential(*feats)
+            self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(1280, num_classes))
+
+        def forward(self, x):
+            x = F.adaptive_avg_pool2d(self.features(x), 1)
+            return self.classifier(torch.flatten(x, 1))
+
+    VGG_CFG = {
+        "vgg11": [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
+        "vgg16": [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"],
+        "vgg19": [64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512, 512, "M",
+                  512, 512, 512, 512, "M"],
+    }
+
+    class MLP(nn.Module):           # examples/mlp.net
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(784, 256)
+            self.fc2 = nn.Linear(256, 128)
+            self.fc3 = nn.Linear(128, 10)
+
+        def forward(self, x):
+            x = torch.flatten(x, 1)
+            return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+    class VGG(nn.Module):
+        # torchvision's AdaptiveAvgPool2d((7, 7)) is the identity at 224x224
+        # and examples/vgg*.net leave it out; at another size S the
+        # classifier takes 512*(S/32)^2 inputs, as in the .net files.
+        def __init__(self, cfg):
+            super().__init__()
+            layers, cin = [], 3
+            for v in cfg:
+                if v == "M":
+                    layers.append(nn.MaxPool2d(2, 2))
+                else:
+                    layers += [nn.Conv2d(cin, v, 3, padding=1), nn.ReLU(True)]
+                    cin = v
+            self.features = nn.Sequential(*layers)
+            self.classifier = nn.Sequential(nn.Linear(512 * (size // 32) ** 2, 4096), nn.ReLU(True), nn.Dropout(),
+                                            nn.Linear(4096, 4096), nn.ReLU(True), nn.Dropout(),
+                                            nn.Linear(4096, num_classes))
+
+        def forward(self, x):
+            return self.classifier(torch.flatten(self.features(x), 1))
+
+    if kind == "lenet":
+        return LeNet()
+    if kind == "mlp":
+        return MLP()
+    if kind == "resnet18":
+        return ResNet(BasicBlock, [2, 2, 2, 2])
+    if kind == "resnet50":
+        return ResNet(Bottleneck, [3, 4, 6, 3])
+    if kind == "mobilenet_v2":
+        return MobileNetV2()
+    if kind in VGG_CFG:
+        return VGG(VGG_CFG[kind])
+    raise KeyError(kind)
+
+
+def randomize_bn(m):
+    """Gives every BatchNorm random affine parameters and running statistics,
+    so that eval-mode BN is not the identity and its folding is really tested."""
+    import torch
+    import torch.nn as nn
+    with torch.no_grad():
+        for mod in m.modules():
+            if isinstance(mod, nn.BatchNorm2d):
+                c = mod.num_features
+                mod.weight.copy_(torch.rand(c) * 0.5 + 0.75)
+                mod.bias.copy_(torch.rand(c) * 0.2 - 0.1)
+                mod.running_mean.copy_(torch.rand(c) * 0.2 - 0.1)
+                mod.running_var.copy_(torch.rand(c) * 0.5 + 0.75)
+                mod.num_batches_tracked.fill_(100)
+
+
+def model_case(ctx, kind, batch, size, sets=(), flags=(), env=None, in_ch=3, net_file=None):
+    import torch
+    seed(20)
+    m = build_module(kind, size=size).eval()
+    randomize_bn(m)
+    # round parameters to float32 first: the reference sees what ncc sees
+    sd = {k: v.to(torch.float32) if v.is_floating_point() else v for k, v in m.state_dict().items()}
+    m = m.double()
+    m.load_state_dict({k: v.to(torch.float64) if v.is_floating_point() else v for k, v in sd.items()})
+    x = as64(rand(batch, in_ch, size, size))
+    with torch.no_grad():
+        ref = m(x)
+    net = os.path.join(EXAMPLES, (net_file or kind) + ".net")
+    if not os.path.exists(net):
+        raise Failure("%s does not exist (examples are written by the ir engineer)" % net)
+    setflags = []
+    for s in sets:
+        setflags += ["--set", s]
+    run_and_compare(ctx, None, sd, {"x": f32np(x)}, {"logits": ref.numpy()},
+                    flags=setflags + list(flags), env=env, net_path=net)
+
+
+# Consts of the example models (see examples/*.net): batch N, spatial size S.
+# The small spatial sizes keep CPU time low; torchvision's models are fully
+# convolutional up to the global pooling, so any size the strides allow works.
+case("model_lenet", ["model"])(lambda ctx: model_case(ctx, "lenet", 4, 28, ["N=4"], in_ch=1))
+case("model_lenet_check", ["model", "check"])(
+    lambda ctx: model_case(ctx, "lenet", 2, 28, ["N=2"], flags=["--check"], in_ch=1))
+case("model_lenet_reverse", ["model", "fiber"])(
+    lambda ctx: model_case(ctx, "lenet", 2, 28, ["N=2"], env={"NCC_FIBER_ORDER": "reverse"}, in_ch=1))
+case("model_lenet_cublas", ["model", "cublas"])(
+    lambda ctx: model_case(ctx, "lenet", 3, 28, ["N=3"], flags=["--cublas"], in_ch=1))
+case("model_resnet18", ["model"])(lambda ctx: model_case(ctx, "resnet18", 2, 32, ["N=2", "S=32"]))
+case("model_resnet18_cublas", ["model", "cublas"])(
+    lambda ctx: model_case(ctx, "resnet18", 2, 32, ["N=2", "S=32"], flags=["--cublas"]))
+case("model_resnet18_check", ["model", "check"])(
+    lambda ctx: model_case(ctx, "resnet18", 1, 32, ["N=1", "S=32"], flags=["--check"]))
+case("model_resnet18_reverse", ["model", "fiber"])(
+    lambda ctx: model_case(ctx, "resnet18", 1, 32, ["N=1", "S=32"], env={"NCC_FIBER_ORDER": "reverse"}))
+case("model_mobilenet_v2", ["model"])(lambda ctx: model_case(ctx, "mobilenet_v2", 2, 32, ["N=2", "S=32"]))
+case("model_mobilenet_v2_check", ["model", "check"])(
+    lambda ctx: model_case(ctx, "mobilenet_v2", 1, 32, ["N=1", "S=32"], flags=["--check"]))
+case("model_resnet50_small", ["model"])(lambda ctx: model_case(ctx, "resnet50", 1, 32, ["N=1", "S=32"]))
+case("model_resnet50", ["model", "slow"])(lambda ctx: model_case(ctx, "resnet50", 1, 224, ["N=1", "S=224"]))
+case("model_mobilenet_v2_224", ["model", "slow"])(
+    lambda ctx: model_case(ctx, "mobilenet_v2", 1, 224, ["N=1", "S=224"]))
+for _v in ("vgg11", "vgg16", "vgg19"):
+    case("model_" + _v, ["model", "slow"])(lambda ctx, v=_v: model_case(ctx, v, 1, 224, ["N=1", "S=224"]))
+case("model_vgg11_small", ["model"])(lambda ctx: model_case(ctx, "vgg11", 1, 32, ["N=1", "S=32"]))
+
+
+case("model_mlp", ["model"])(lambda ctx: model_case(ctx, "mlp", 4, 28, ["N=4"], in_ch=1))
+
+
+# ---------------------------------------------------------------- bad input
+BAD_NET = """model bad
+input x: f32[2, 3, 8, 8]
+y = conv2d(x, 4, kernel=3, name="conv")
+output y
+"""
+
+
+def bad_setup(ctx):
+    import numpy as np
+    net = ctx.path("bad.net")
+    with open(net, "w") as f:
+        f.write(BAD_NET)
+    seed(30)
+    w = {"conv.weight": rand(4, 3, 3, 3), "conv.bias": rand(4)}
+    wp = ctx.path("w.safetensors")
+    write_safetensors(wp, w)
+    xp = ctx.path("x.npy")
+    np.save(xp, np.random.RandomState(0).rand(2, 3, 8, 8).astype("float32"))
+    out = ctx.path("out.npy")
+    if os.path.exists(out):
+        os.unlink(out)
+    return net, wp, xp, out
+
+
+def expect_user_error(ctx, args, words, out, env=None):
+    p = ctx.run_ncc(args, env=env)
+    if p.returncode != 1:
+        raise Failure("expected exit status 1, got %d" % p.returncode)
+    low = p.stderr.lower()
+    for w in words:
+        if w.lower() not in low:
+            raise Failure("the message does not mention %r:\n%s" % (w, p.stderr))
+    if os.path.exists(out):
+        raise Failure("an output file %s was left behind" % out)
+    leftovers = [f for f in os.listdir(os.path.dirname(out)) if ".ncc-tmp" in f]
+    if leftovers:
+        raise Failure("temporary files left behind: %s" % leftovers)
+
+
+@case("bad_npy_shape", ["bad"])
+def _bad_shape(ctx):
+    import numpy as np
+    net, wp, xp, out = bad_setup(ctx)
+    np.save(xp, np.zeros((2, 3, 8, 9), "float32"))
+    expect_user_error(ctx, [net, "--device", "emu", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out],
+                      ["x.npy", "f32[2, 3, 8, 9]", "f32[2, 3, 8, 8]"], out)
+
+
+@case("bad_npy_dtype", ["bad"])
+def _bad_dtype(ctx):
+    import numpy as np
+    net, wp, xp, out = bad_setup(ctx)
+    np.save(xp, np.zeros((2, 3, 8, 8), "int32"))
+    expect_user_error(ctx, [net, "--device", "emu", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out],
+                      ["x.npy", "i32", "f32"], out)
+
+
+@case("bad_npy_f64", ["bad"])
+def _bad_f64(ctx):
+    import numpy as np
+    net, wp, xp, out = bad_setup(ctx)
+    np.save(xp, np.zeros((2, 3, 8, 8), "float64"))
+    expect_user_error(ctx, [net, "--device", "emu", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out],
+                      ["x.npy"], out)
+
+
+@case("bad_npy_garbage", ["bad"])
+def _bad_npy_garbage(ctx):
+    net, wp, xp, out = bad_setup(ctx)
+    with open(xp, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00garbage that is not a header")
+    expect_user_error(ctx, [net, "--device", "emu", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out],
+                      ["x.npy"], out)
+
+
+@case("bad_missing_input", ["bad"])
+def _bad_missing(ctx):
+    net, wp, xp, out = bad_setup(ctx)
+    expect_user_error(ctx, [net, "--device", "emu", "--weights", wp, "--output", "y=" + out],
+                      ["missing", "x", "f32[2, 3, 8, 8]"], out)
+
+
+@case("bad_unknown_input", ["bad"])
+def _bad_unknown(ctx):
+    net, wp, xp, out = bad_setup(ctx)
+    expect_user_error(ctx, [net, "--device", "emu", "--weights", wp, "--input", "x=" + xp,
+                            "--input", "z=" + xp, "--output", "y=" + out], ["'z'"], out)
+
+
+@case("bad_unknown_output", ["bad"])
+def _bad_unknown_out(ctx):
+    net, wp, xp, out = bad_setup(ctx)
+    expect_user_error(ctx, [net, "--device", "emu", "--weights", wp, "--input", "x=" + xp,
+                            "--output", "logits=" + out], ["logits"], out)
+
+
+@case("bad_input_file_missing", ["bad"])
+def _bad_nofile(ctx):
+    net, wp, xp, out = bad_setup(ctx)
+    expect_user_error(ctx, [net, "--device", "emu", "--weights", wp, "--input", "x=" + ctx.path("nope.npy"),
+                            "--output", "y=" + out], ["nope.npy"], out)
+
+
+@case("bad_truncated_safetensors", ["bad"])
+def _bad_trunc(ctx):
+    net, wp, xp, out = bad_setup(ctx)
+    data = open(wp, "rb").read()
+    with open(wp, "wb") as f:
+        f.write(data[:len(data) - 40])
+    expect_user_error(ctx, [net, "--device", "emu", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out],
+                      ["w.safetensors"], out)
+
+
+@case("bad_safetensors_header", ["bad"])
+def _bad_header(ctx):
+    net, wp, xp, out = bad_setup(ctx)
+    with open(wp, "wb") as f:
+        f.write(struct.pack("<Q", 1 << 40) + b"{")
+    expect_user_error(ctx, [net, "--device", "emu", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out],
+                      ["w.safetensors"], out)
+
+
+@case("bad_missing_tensor", ["bad"])
+def _bad_missing_tensor(ctx):
+    net, wp, xp, out = bad_setup(ctx)
+    write_safetensors(wp, {"conv.weight": rand(4, 3, 3, 3)})
+    expect_user_error(ctx, [net, "--device", "emu", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out],
+                      ["conv.bias"], out)
+
+
+@case("bad_misshaped_tensor", ["bad"])
+def _bad_misshaped(ctx):
+    net, wp, xp, out = bad_setup(ctx)
+    write_safetensors(wp, {"conv.weight": rand(4, 3, 5, 5), "conv.bias": rand(4)})
+    expect_user_error(ctx, [net, "--device", "emu", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out],
+                      ["conv.weight"], out)
+
+
+@case("bad_weights_file_missing", ["bad"])
+def _bad_wmissing(ctx):
+    net, wp, xp, out = bad_setup(ctx)
+    expect_user_error(ctx, [net, "--device", "emu", "--weights", ctx.path("none.safetensors"), "--input",
+                            "x=" + xp, "--output", "y=" + out], ["none.safetensors"], out)
+
+
+@case("bad_device_cuda", ["bad"])
+def _bad_cuda(ctx):
+    net, wp, xp, out = bad_setup(ctx)
+    try:
+        import ctypes
+        ctypes.CDLL("libcuda.so.1")
+        cu = ctypes.CDLL("libcuda.so.1")
+        n = ctypes.c_int(0)
+        if cu.cuInit(0) == 0 and cu.cuDeviceGetCount(ctypes.byref(n)) == 0 and n.value > 0:
+            print("SKIP: a GPU answers on this machine")
+            return
+    except OSError:
+        pass
+    expect_user_error(ctx, [net, "--device", "cuda", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out],
+                      ["--device cuda", "gpu"], out)
+
+
+@case("bad_flag", ["bad"])
+def _bad_flag(ctx):
+    net, wp, xp, out = bad_setup(ctx)
+    expect_user_error(ctx, [net, "--device", "tpu", "--input", "x=" + xp, "--output", "y=" + out], ["tpu"], out)
+    expect_user_error(ctx, [net, "--bogus", "--input", "x=" + xp, "--output", "y=" + out], ["--bogus"], out)
+    expect_user_error(ctx, [net, "--set", "nonsense", "--input", "x=" + xp, "--output", "y=" + out],
+                      ["nonsense"], out)
+
+
+@case("bad_model_syntax", ["bad"])
+def _bad_model(ctx):
+    net, wp, xp, out = bad_setup(ctx)
+    with open(net, "w") as f:
+        f.write("model bad\ninput x: f32[2, 3, 8, 8]\ny = conv2d(x, 4, kernel=3\noutput y\n")
+    expect_user_error(ctx, [net, "--device", "emu", "--input", "x=" + xp, "--output", "y=" + out], ["bad.net:"], out)
+
+
+@case("run_default_init", ["run"])
+def _default_init(ctx):
+    """Without --weights: PyTorch's default init (uniform(+-1/sqrt(fan_in))) from --seed.
+    Checks the distribution through the outputs of a 1x1 conv on unit inputs:
+    y[o] = sum_c w[o, c] + b[o] lies in +-(C+1)/sqrt(C), and two seeds differ."""
+    import numpy as np
+    C = 64
+    net = ctx.path("init.net")
+    with open(net, "w") as f:
+        f.write("model init\ninput x: f32[1, %d, 1, 1]\ny = conv2d(x, 256, kernel=1, name=\"c\")\noutput y\n" % C)
+    xp = ctx.path("x.npy")
+    np.save(xp, np.ones((1, C, 1, 1), "float32"))
+    ys = []
+    for s in ("1", "2", "1"):
+        out = ctx.path("y%s_%d.npy" % (s, len(ys)))
+        p = ctx.run_ncc([net, "--device", "emu", "--seed", s, "--input", "x=" + xp, "--output", "y=" + out])
+        if p.returncode != 0:
+            raise Failure("ncc run exited with %d" % p.returncode)
+        ys.append(np.load(out).ravel())
+    bound = (C + 1) / C ** 0.5
+    if np.abs(ys[0]).max() > bound:
+        raise Failure("|y| %.3g exceeds the init bound %.3g" % (np.abs(ys[0]).max(), bound))
+    # sum of C+1 U(-b, b) with b = 1/sqrt(C): variance (C+1)/(3C) ~ 0.338
+    var = float(np.var(ys[0]))
+    if not 0.2 < var < 0.5:
+        raise Failure("variance of outputs %.3f is not that of PyTorch's default init (~0.34)" % var)
+    if np.array_equal(ys[0], ys[1]) or not np.array_equal(ys[0], ys[2]):
+        raise Failure("--seed does not decide the initial weights")
+    print("default init: var %.3f (expected ~0.34), seeds 1 and 2 differ, seed 1 repeats" % var)
+
+
+@case("run_cache", ["run"])
+def _cache(ctx):
+    """A second run of the same model finds the compiled object in the cache."""
+    import numpy as np
+    net, wp, xp, out = bad_setup(ctx)
+    env = {"NCC_CACHE_DIR": ctx.path("cache")}
+    args = [net, "--device", "emu", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out, "-v"]
+    p1 = ctx.run_ncc(args, env=env)
+    y1 = np.load(out)
+    p2 = ctx.run_ncc(args, env=env)
+    if p1.returncode or p2.returncode:
+        raise Failure("ncc run failed")
+    if "compiling" not in p1.stderr or "compiling" in p2.stderr or "cache" not in p2.stderr:
+        raise Failure("the second run compiled again")
+    if not np.array_equal(y1, np.load(out)):
+        raise Failure("the cached object gave another result")
+    if len([f for f in os.listdir(ctx.path("cache")) if f.endswith(".so")]) != 1:
+        raise Failure("expected one object in the cache")
+
+
+# ---------------------------------------------------------------- embed example data
+def embed_data(d):
+    """For tests/oracle/embed_test.cmake: lenet weights, 4 images and the
+    classes PyTorch predicts for them (one per line)."""
+    import torch
+    os.makedirs(d, exist_ok=True)
+    seed(40)
+    m = build_module("lenet").eval()
+    sd = {k: v.to(torch.float32) for k, v in m.state_dict().items()}
+    write_safetensors(os.path.join(d, "lenet.safetensors"), sd)
+    m = m.double()
+    # of 512 random images keep, for as many distinct predicted classes as
+    # possible, the one whose top-1 class wins by the widest margin: float32
+    # rounding must not be able to flip a prediction, and a program printing
+    # one class for everything must not pass
+    x = as64(torch.randn(512, 1, 28, 28, dtype=torch.float64) * 2)
+    with torch.no_grad():
+        lg = m(x)
+    t2 = torch.topk(lg, 2, dim=1).values
+    marg, cls = t2[:, 0] - t2[:, 1], lg.argmax(1)
+    best = {}
+    for i in range(512):
+        c = int(cls[i])
+        if c not in best or marg[i] > marg[best[c]]:
+            best[c] = i
+    pick = sorted(best.values(), key=lambda i: -float(marg[i]))[:4]
+    while len(pick) < 4:
+        pick.append(pick[0])
+    x = x[pick].contiguous()
+    save_npy(os.path.join(d, "images.npy"), f32np(x))
+    with torch.no_grad():
+        logits = m(x)
+    top2 = torch.topk(logits, 2, dim=1).values
+    margin = float((top2[:, 0] - top2[:, 1]).min())
+    with open(os.path.join(d, "expected.txt"), "w") as f:
+        for i, c in enumerate(logits.argmax(1).tolist()):
+            f.write("image %d: class %d\n" % (i, c))
+    print("expected classes written; smallest top-1 margin %.3g" % margin)
+
+
+# ---------------------------------------------------------------- main
+def main():
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", nargs="?")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--labels", action="store_true", help="with --list: NAME;LABELS per line")
+    ap.add_argument("--ncc")
+    ap.add_argument("--work", default=None)
+    ap.add_argument("--embed-data", metavar="DIR")
+    a = ap.parse_args()
+    if a.embed_data:
+        embed_data(a.embed_data)
+        return 0
+    if a.list:
+        for n, (f, labels) in CASES.items():
+            print("%s %s" % (n, ",".join(labels)) if a.labels else n)
+        return 0
+    if a.case not in CASES:
+        print("unknown case %r" % a.case, file=sys.stderr)
+        return 2
+    if not a.ncc:
+        print("--ncc PATH is required", file=sys.stderr)
+        return 2
+    work = a.work or os.path.join(os.getcwd(), "oracle-work", a.case)
+    ctx = Ctx(a.case, os.path.abspath(a.ncc), work)
+    try:
+        CASES[a.case][0](ctx)
+    except Failure as e:
+        print("FAIL %s: %s" % (a.case, e))
+        return 1
+    except subprocess.TimeoutExpired as e:
+        print("FAIL %s: timed out: %s" % (a.case, e))
+        return 1
+    print("PASS %s" % a.case)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
