@@ -1,0 +1,117 @@
+/* frontend.c — the entry points of frontend.h: text -> AST -> Graph.
+ *
+ * Owns what happens around the parse: empty input, the model name (the graph
+ * needs it before elaboration starts), `--set` options that name no const,
+ * and the rule that a load either succeeds completely or returns NULL with
+ * every error reported.  The AST lives in its own arena, freed before
+ * returning; the graph keeps only what it needs in its own arena. */
+#include "frontend.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ast.h"
+
+/* "path/to/lenet.net" -> "lenet", made a C identifier: the model name when
+ * the file has no `model` statement. */
+static char *stem_name(Arena *ar, const char *path) {
+  const char *b = strrchr(path, '/');
+  b = b ? b + 1 : path;
+  size_t n = strcspn(b, ".");
+  char *s = arena_strndup(ar, b, n);
+  for (char *p = s; *p; p++)
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_')) *p = '_';
+  if (!*s || (*s >= '0' && *s <= '9')) return arena_printf(ar, "m_%s", s);
+  return s;
+}
+
+static int blank(const char *t, size_t len) {
+  for (size_t i = 0; i < len; i++) {
+    if (t[i] == '#') { while (i < len && t[i] != '\n') i++; continue; }
+    if (t[i] != ' ' && t[i] != '\t' && t[i] != '\r' && t[i] != '\n') return 0;
+  }
+  return 1;
+}
+
+Graph *frontend_load_text(const char *path, const char *text, size_t len, const SetOpt *sets, int nsets) {
+  if (!path) path = "<input>";
+  int errors0 = diag_errors();
+  diag_add_source(path, text ? text : "", text ? len : 0);
+  Loc start = {path, 1, 1};
+  if (!text || blank(text, len)) {
+    diag_error(start, "the file is empty; a model starts with 'model NAME' followed by its inputs and ops");
+    return NULL;
+  }
+  if (len > ((size_t)1 << 28)) {
+    diag_error(start, "the file is larger than 256 MiB; this is not a .net model");
+    return NULL;
+  }
+  Arena *ar = arena_new();
+  Block top = ast_parse(ar, path, text, len);
+
+  /* --set must name a const; checked even after syntax errors, since it is
+   * known from the statements that did parse */
+  int *used = xmalloc(sizeof(int) * (size_t)(nsets > 0 ? nsets : 1));
+  memset(used, 0, sizeof(int) * (size_t)(nsets > 0 ? nsets : 1));
+  for (int i = 0; i < nsets; i++)
+    for (int k = 0; k < top.n; k++)
+      if (top.s[k]->kind == S_CONST && sets[i].name && strcmp(top.s[k]->name, sets[i].name) == 0) used[i] = 1;
+  for (int i = 0; i < nsets; i++)
+    if (!used[i])
+      diag_error((Loc){0}, "--set %s=%s: %s has no const named '%s'", sets[i].name ? sets[i].name : "",
+                 sets[i].value ? sets[i].value : "", path, sets[i].name ? sets[i].name : "");
+
+  Graph *g = NULL;
+  if (diag_errors() == errors0) {
+    const char *model = NULL;
+    if (top.n > 0 && top.s[0]->kind == S_MODEL) model = top.s[0]->name;
+    g = ir_graph_new(model ? model : stem_name(ar, path));
+    memset(used, 0, sizeof(int) * (size_t)(nsets > 0 ? nsets : 1));
+    elaborate(g, &top, sets, nsets, used);
+    if (diag_errors() != errors0) {
+      ir_graph_free(g);
+      g = NULL;
+    }
+  }
+  free(used);
+  arena_free(ar);
+  return g;
+}
+
+/* Loaded texts stay alive until exit: diagnostics may show their lines at
+ * any time.  Kept reachable here so leak checkers do not flag them. */
+static char **kept;
+static int nkept;
+
+Graph *frontend_load(const char *path, const SetOpt *sets, int nsets) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    diag_error((Loc){0}, "cannot open '%s': %s", path, strerror(errno));
+    return NULL;
+  }
+  size_t cap = 1 << 16, len = 0;
+  char *buf = xmalloc(cap);
+  for (;;) {
+    if (len == cap) {
+      if (cap >= ((size_t)1 << 29)) break;
+      cap *= 2;
+      buf = xrealloc(buf, cap);
+    }
+    size_t n = fread(buf + len, 1, cap - len, f);
+    len += n;
+    if (n == 0) break;
+  }
+  int rerr = ferror(f);
+  int e = errno;
+  fclose(f);
+  if (rerr) {
+    diag_error((Loc){0}, "cannot read '%s': %s", path, strerror(e));
+    free(buf);
+    return NULL;
+  }
+  kept = xrealloc(kept, sizeof(char *) * (size_t)(nkept + 1));
+  kept[nkept++] = buf;
+  return frontend_load_text(path, buf, len, sets, nsets);
+}

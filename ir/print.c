@@ -1,0 +1,155 @@
+/* print.c — the text form of the IR (--emit=ir, --print-after, golden tests)
+ * and a Graphviz view (--emit=dot).
+ *
+ * The text form is meant to be stable and diffable: one node per line in graph
+ * order, values named %<id>, only the attributes the op reads (as listed in
+ * ops.def), floats with %g, the layer name as a trailing comment.  Dead nodes
+ * (marked by a pass, not yet compacted) are skipped.  Outputs, named losses
+ * and the training set-up follow the nodes.
+ *
+ *   model lenet
+ *   %0 = input "x" : f32[64, 1, 28, 28]
+ *   %1 = param "conv1.weight" : f32[10, 1, 5, 5]
+ *   %3 = conv2d(%0, %1, %2) kernel=[5,5] stride=[1,1] pad=[0,0] dilation=[1,1] groups=1 : f32[64, 10, 24, 24]  # conv1
+ *   output logits = %12
+ *
+ * In the dot form parameters are folded into the label of the node that
+ * consumes them, so that a ResNet stays readable. */
+#include <string.h>
+
+#include "ir.h"
+
+static void print_pair(FILE *f, const char *k, const int *p) { fprintf(f, " %s=[%d,%d]", k, p[0], p[1]); }
+
+static void print_list(FILE *f, const char *k, const Attrs *a) {
+  fprintf(f, " %s=[", k);
+  for (int i = 0; i < a->nlist && i < NCC_MAX_RANK; i++) fprintf(f, "%s%lld", i ? "," : "", (long long)a->list[i]);
+  fputc(']', f);
+}
+
+/* The attributes an op reads, in a fixed order. */
+static void print_attrs(FILE *f, const Node *n) {
+  const Attrs *a = &n->a;
+  switch (n->op) {
+  case OP_CONV2D:
+    print_pair(f, "kernel", a->kernel);
+    print_pair(f, "stride", a->stride);
+    print_pair(f, "pad", a->pad);
+    print_pair(f, "dilation", a->dilation);
+    fprintf(f, " groups=%d", a->groups);
+    break;
+  case OP_LINEAR: fprintf(f, " out=%lld", (long long)a->out); break;
+  case OP_BATCHNORM2D: fprintf(f, " eps=%g momentum=%g", a->eps, a->momentum); break;
+  case OP_LAYERNORM: fprintf(f, " eps=%g", a->eps); break;
+  case OP_LEAKY_RELU: fprintf(f, " slope=%g", a->slope); break;
+  case OP_DROPOUT: case OP_DROPOUT2D: fprintf(f, " p=%g", a->p); break;
+  case OP_MAXPOOL2D: case OP_AVGPOOL2D:
+    print_pair(f, "kernel", a->kernel);
+    print_pair(f, "stride", a->stride);
+    print_pair(f, "pad", a->pad);
+    break;
+  case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_CONCAT: fprintf(f, " axis=%d", a->axis); break;
+  case OP_RESHAPE: print_list(f, "shape", a); break;
+  case OP_TRANSPOSE: print_list(f, "perm", a); break;
+  case OP_CONST: fprintf(f, " value=%g", a->fval); break;
+  default: break;
+  }
+}
+
+static const char *opt_name(OptKind k) {
+  switch (k) {
+  case OPT_SGD: return "sgd";
+  case OPT_ADAM: return "adam";
+  case OPT_ADAMW: return "adamw";
+  default: return "none";
+  }
+}
+
+void ir_print(Graph *g, FILE *f) {
+  char buf[200];
+  fprintf(f, "model %s\n", g->model ? g->model : "?");
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = g->nodes[i];
+    if (n->dead || !n->out) continue;
+    fprintf(f, "%%%d = ", n->out->id);
+    switch (n->op) {
+    case OP_INPUT: fprintf(f, "input \"%s\"", n->name ? n->name : "?"); break;
+    case OP_PARAM: fprintf(f, "param \"%s\"", n->name ? n->name : "?"); break;
+    default:
+      fprintf(f, "%s(", ncc_ops[n->op].name);
+      for (int k = 0; k < n->nin; k++) fprintf(f, "%s%%%d", k ? ", " : "", n->in[k] ? n->in[k]->id : -1);
+      fputc(')', f);
+      print_attrs(f, n);
+    }
+    fprintf(f, " : %s", shape_str(buf, sizeof buf, n->out->dtype, &n->out->shape));
+    if (n->op != OP_INPUT && n->op != OP_PARAM && n->name) fprintf(f, "  # %s", n->name);
+    fputc('\n', f);
+  }
+  for (int i = 0; i < g->noutputs; i++)
+    fprintf(f, "output %s = %%%d\n", g->outputs[i].name, g->outputs[i].v ? g->outputs[i].v->id : -1);
+  for (int i = 0; i < g->nlosses; i++)
+    fprintf(f, "loss %s = %%%d\n", g->losses[i].name, g->losses[i].v ? g->losses[i].v->id : -1);
+  const TrainCfg *t = &g->train;
+  if (t->present) {
+    fprintf(f, "train optimizer=%s lr=%g", opt_name(t->opt), t->lr);
+    if (t->opt == OPT_SGD)
+      fprintf(f, " momentum=%g weight_decay=%g nesterov=%d", t->momentum, t->weight_decay, t->nesterov);
+    else
+      fprintf(f, " beta1=%g beta2=%g eps=%g weight_decay=%g", t->beta1, t->beta2, t->eps, t->weight_decay);
+    switch (t->sched) {
+    case SCHED_STEP: fprintf(f, " schedule=step every=%lld gamma=%g", (long long)t->every, t->gamma); break;
+    case SCHED_COSINE: fprintf(f, " schedule=cosine total=%lld", (long long)t->total); break;
+    default: fprintf(f, " schedule=none"); break;
+    }
+    fprintf(f, " minimize=%%%d\n", t->minimize ? t->minimize->id : -1);
+  }
+}
+
+/* Escapes a string for a dot label (quotes, backslashes). */
+static void dot_str(FILE *f, const char *s) {
+  for (; s && *s; s++) {
+    if (*s == '"' || *s == '\\') fputc('\\', f);
+    if (*s == '\n') { fputs("\\n", f); continue; }
+    fputc(*s, f);
+  }
+}
+
+void ir_print_dot(Graph *g, FILE *f) {
+  char buf[200];
+  fprintf(f, "digraph \"");
+  dot_str(f, g->model);
+  fprintf(f, "\" {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n");
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = g->nodes[i];
+    if (n->dead || !n->out || n->op == OP_PARAM) continue;
+    fprintf(f, "  v%d [label=\"", n->out->id);
+    if (n->op == OP_INPUT) {
+      fprintf(f, "input ");
+      dot_str(f, n->name);
+    } else {
+      fputs(ncc_ops[n->op].name, f);
+      if (n->name) { fputs(" ", f); dot_str(f, n->name); }
+    }
+    fprintf(f, "\\n%s", shape_str(buf, sizeof buf, n->out->dtype, &n->out->shape));
+    for (int k = 0; k < n->nin; k++) {
+      const Value *v = n->in[k];
+      if (v && v->def && v->def->op == OP_PARAM) {
+        fputs("\\n", f);
+        dot_str(f, v->def->name);
+        fprintf(f, " %s", shape_str(buf, sizeof buf, v->dtype, &v->shape));
+      }
+    }
+    fprintf(f, "\"%s];\n", n->op == OP_INPUT ? ", shape=ellipse" : (ncc_ops[n->op].flags & OPF_LOSS) ? ", style=bold" : "");
+    for (int k = 0; k < n->nin; k++) {
+      const Value *v = n->in[k];
+      if (v && v->def && v->def->op != OP_PARAM) fprintf(f, "  v%d -> v%d;\n", v->id, n->out->id);
+    }
+  }
+  for (int i = 0; i < g->noutputs; i++) {
+    fprintf(f, "  out%d [label=\"output ", i);
+    dot_str(f, g->outputs[i].name);
+    fprintf(f, "\", shape=ellipse];\n");
+    if (g->outputs[i].v) fprintf(f, "  v%d -> out%d;\n", g->outputs[i].v->id, i);
+  }
+  fprintf(f, "}\n");
+}
