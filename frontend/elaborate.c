@@ -812,14 +812,18 @@ static Val call_op(Elab *E, const OpSpec *sp, Expr *c) {
     }
     int64_t C = x->shape.d[1], out = A[1].i, groups = A[6].i;
     if (out <= 0 || out > (1 << 24)) { err(E, A[1].loc, "conv2d: out channels must be positive, got %lld", (long long)out); return POISON; }
-    if (groups <= 0 || C % groups != 0 || out % groups != 0) {
-      err(E, A[6].loc, "conv2d: groups=%lld must divide both the input channels (%lld, of %s) and out (%lld)",
-          (long long)groups, (long long)C, tshape(E, x), (long long)out);
+    /* the weight's shape needs C / groups: check what shape.c would, in its words */
+    if (groups < 1 || groups > (1 << 24)) { err(E, loc, "conv2d: groups must be at least 1, got %lld", (long long)groups); return POISON; }
+    if (C % groups) {
+      err(E, loc, "conv2d: input has %lld channels but groups=%lld does not divide it (input %s)", (long long)C,
+          (long long)groups, tshape(E, x));
       return POISON;
     }
-    if (check_pos(E, &A[2], nm, "kernel", 1) || check_pos(E, &A[3], nm, "stride", 1) ||
-        check_pos(E, &A[4], nm, "pad", 0) || check_pos(E, &A[5], nm, "dilation", 1))
+    if (out % groups) {
+      err(E, loc, "conv2d: %lld output channels are not divisible by groups=%lld", (long long)out, (long long)groups);
       return POISON;
+    }
+    if (check_pos(E, &A[2], nm, "kernel", 1)) return POISON;
     const char *layer = layer_name(E, op, ca.name);
     memcpy(a.kernel, A[2].pair, sizeof a.kernel);
     memcpy(a.stride, A[3].pair, sizeof a.stride);
@@ -905,16 +909,7 @@ static Val call_op(Elab *E, const OpSpec *sp, Expr *c) {
     }
     a.p = A[1].f;
     break;
-  case OP_MAXPOOL2D: case OP_AVGPOOL2D:
-    if (check_pos(E, &A[1], nm, "kernel", 1) || check_pos(E, &A[2], nm, "stride", 1) ||
-        check_pos(E, &A[3], nm, "pad", 0))
-      return POISON;
-    for (int k = 0; k < 2; k++)
-      if (A[3].pair[k] * 2 > A[1].pair[k]) {
-        err(E, A[3].loc, "%s: pad (%d) must be at most half the kernel (%d), as in PyTorch", nm, A[3].pair[k],
-            A[1].pair[k]);
-        return POISON;
-      }
+  case OP_MAXPOOL2D: case OP_AVGPOOL2D:   /* shape.c checks the window */
     memcpy(a.kernel, A[1].pair, sizeof a.kernel);
     memcpy(a.stride, A[2].pair, sizeof a.stride);
     memcpy(a.pad, A[3].pair, sizeof a.pad);
@@ -930,6 +925,7 @@ static Val call_op(Elab *E, const OpSpec *sp, Expr *c) {
     break;
   }
   case OP_RESHAPE:   /* ir/shape.c resolves -1 and checks the element count */
+  case OP_TRANSPOSE: /* and checks the permutation */
     a.nlist = A[1].nints;
     memcpy(a.list, A[1].ints, sizeof a.list);
     break;

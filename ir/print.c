@@ -51,7 +51,6 @@ static void print_attrs(FILE *f, const Node *n) {
   case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_CONCAT: fprintf(f, " axis=%d", a->axis); break;
   case OP_RESHAPE: print_list(f, "shape", a); break;
   case OP_TRANSPOSE: print_list(f, "perm", a); break;
-  case OP_CONST: fprintf(f, " value=%g", a->fval); break;
   default: break;
   }
 }
@@ -75,6 +74,7 @@ void ir_print(Graph *g, FILE *f) {
     switch (n->op) {
     case OP_INPUT: fprintf(f, "input \"%s\"", n->name ? n->name : "?"); break;
     case OP_PARAM: fprintf(f, "param \"%s\"", n->name ? n->name : "?"); break;
+    case OP_CONST: fprintf(f, "const %g", n->a.fval); break;
     default:
       fprintf(f, "%s(", ncc_ops[n->op].name);
       for (int k = 0; k < n->nin; k++) fprintf(f, "%s%%%d", k ? ", " : "", n->in[k] ? n->in[k]->id : -1);
