@@ -1,0 +1,170 @@
+/* cg.h — codegen's internal interface: text buffers, the CUDA dialect strings,
+ * kernel groups, buffer assignment and the emitter context shared by the
+ * emitters (elemwise.c, kernels.c, gemm.c), the host-code writer (host.c) and
+ * the driver (codegen.c).
+ *
+ * The flow: group.c turns the graph into an ordered list of kernel groups
+ * (ARCHITECTURE.md decision 2); codegen.c assigns every live value a buffer
+ * (or an alias of one) and asks the emitter of each group's main op for its
+ * kernels and the host statements that launch them.  Emitters register
+ * kernel text with cg_kernel(), which dedupes identical kernels, and append
+ * host statements to the context's `run` buffer; they never write files. */
+#ifndef NCC_CG_H
+#define NCC_CG_H
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codegen.h"
+
+/* ---- growable text ---------------------------------------------------- */
+typedef struct Buf {
+  char *s;
+  size_t len, cap;
+} Buf;
+void buf_printf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void buf_puts(Buf *b, const char *s);
+void buf_free(Buf *b);
+/* A float literal that both C and CUDA read back as the same float ("2.0f", "1e-05f"). */
+const char *cg_flit(char out[40], double v);
+
+/* ---- the CUDA dialect, in one place (tinygrad's habit) -----------------
+ * Everything the kernels spell that is not plain C comes from here, so a
+ * different target (HIP, OpenCL) or the emulation is one table away. */
+#define D_KERNEL "NCC_KERNEL void"
+#define D_HELPER "static __device__ __forceinline__"
+#define D_SHARED "__shared__"
+#define D_BARRIER "__syncthreads();"
+#define D_RESTRICT "__restrict__"
+#define D_TID_X "(int)threadIdx.x"
+#define D_TID_Y "(int)threadIdx.y"
+#define D_BID_X "(int)blockIdx.x"
+#define D_BID_Y "(int)blockIdx.y"
+#define D_BID_Z "(int)blockIdx.z"
+#define D_NEG_MAX "-3.402823466e+38f"   /* -FLT_MAX: no <float.h>/INFINITY in kernels */
+#define D_KERNELS_BEGIN "/* ---- kernels (this section alone is what NVRTC compiles for --jit) ---- */"
+#define D_KERNELS_END "/* ---- end of kernels ---- */"
+
+/* ---- kernel groups (group.c) -------------------------------------------
+ * A group is one main node plus an elementwise epilogue chain applied to the
+ * main node's result before it is stored (and, later, a prologue chain on
+ * its first input).  Every epilogue node takes the running value as one input
+ * and has the main node's output shape; its other inputs are extra tensors
+ * read at the broadcast index.  The group stores only its last value. */
+typedef struct KGroup {
+  Node *main;
+  Node **epi;
+  int nepi;
+  Node **pro;       /* reserved for BN+ReLU prologues; emitters assert it is empty */
+  int npro;
+} KGroup;
+/* Value the group stores: the last epilogue node's output, else main's. */
+Value *group_out(const KGroup *gr);
+
+typedef struct GroupList {
+  KGroup *g;
+  int n;
+} GroupList;
+/* Forms groups over the live computing nodes of g (live[node id] != 0), in
+ * topological order.  Sources, SHAPE_ONLY and TRAIN_ONLY nodes form none. */
+GroupList group_form(Graph *g, const unsigned char *live);
+void group_free(GroupList *gl);
+/* Nodes that produce no kernel: their output aliases the first input. */
+int node_is_alias(const Node *n);
+
+/* ---- buffers ------------------------------------------------------------ */
+enum { BK_PARAM, BK_INPUT, BK_ACT, BK_CONST, BK_WORK };
+typedef struct CgBuf {
+  int kind;
+  Value *v;          /* NULL for the workspace */
+  size_t offset, bytes;
+} CgBuf;
+
+/* ---- kernels ------------------------------------------------------------ */
+typedef struct CgKernel {
+  char *name;
+  char *text;        /* full definition, the name spelled "@K@" */
+  char *args;        /* NCC_ARG list for NCC_KERNEL_DESC, without parentheses */
+  int flags;         /* NCC_KF_BARRIER_ */
+} CgKernel;
+
+#define NCC_KF_BARRIER_ 1   /* = NCC_KF_BARRIER of ncc_rt.h, which the compiler does not include */
+
+/* Parameters of one kernel being built: declaration text and the host
+ * expressions that point at the values (cudaLaunchKernel convention). */
+#define CG_MAX_PARAMS 80
+typedef struct KParams {
+  int n;
+  char decl[CG_MAX_PARAMS][64];     /* "const float *__restrict__ in0" */
+  char ctype[CG_MAX_PARAMS][32];    /* "const float *" */
+  char host[CG_MAX_PARAMS][48];     /* "&m->bufs[3]" */
+} KParams;
+
+typedef struct Cg {
+  Graph *g;
+  const CodegenOpts *o;
+  const char *model;
+  int *vbuf;                 /* value id -> buffer index, -1 when none */
+  CgBuf *bufs;
+  int nbufs;
+  int work;                  /* workspace buffer index, -1 while none is needed */
+  size_t work_bytes;
+  CgKernel *k;
+  int nk, capk;
+  Buf run;                   /* host statements of <model>_run() */
+  int err;                   /* an emitter reported a diag error */
+} Cg;
+
+/* Registers a kernel; `text` spells its name "@K@".  Returns the name of an
+ * identical kernel registered before, or a new name <model>_k<i>_<op>. */
+const char *cg_kernel(Cg *c, const char *op, int flags, const KParams *p, const char *text);
+/* Wraps `body` into a kernel definition with the params' signature and registers it. */
+const char *cg_finish(Cg *c, const char *op, int flags, const KParams *p, const Buf *body);
+/* Appends the host statements launching `name` with the params' host args. */
+void cg_launch(Cg *c, const char *name, const KParams *p, long long gx, long long gy, long long gz,
+               int bx, int by, size_t shmem);
+
+/* Adds a pointer parameter for value v (its buffer); returns its C name. */
+const char *kp_value(Cg *c, KParams *p, Value *v, int is_out);
+/* Adds a pointer parameter for the workspace. */
+const char *kp_work(Cg *c, KParams *p);
+/* Adds an int parameter whose host value is the C variable `hostvar`. */
+const char *kp_int(KParams *p, const char *hostvar);
+/* "const float *__restrict__ in0, ..." */
+void kp_decl(const KParams *p, Buf *b);
+
+int cg_buf_of(Cg *c, Value *v);
+
+/* ---- emitters ----------------------------------------------------------- */
+/* Index (C expression) of element `idx` (linear index into `out`) in a tensor of
+ * shape `in` that broadcasts to `out` (NumPy rules, right-aligned). */
+void cg_bcast_index(Buf *b, const Shape *out, const Shape *in, const char *idx);
+/* Applies the group's epilogue to the float variable `var` holding element
+ * `idx` (linear, C expression) of the main output; adds the extra inputs
+ * as kernel params. Appends statements indented by `ind`. */
+int cg_epilogue(Cg *c, const KGroup *gr, KParams *p, Buf *body, const char *var, const char *idx, int ind);
+/* Emits a statement `var = f(x0[, x1])` for one elementwise node; x0/x1 are
+ * the operands' C expressions in the node's input order. */
+int cg_elem_stmt(Cg *c, Buf *body, const Node *n, const char *var, const char *x0, const char *x1, int ind);
+
+int emit_elemwise(Cg *c, const KGroup *gr);
+int emit_pool(Cg *c, const KGroup *gr);
+int emit_gavgpool(Cg *c, const KGroup *gr);
+int emit_batchnorm(Cg *c, const KGroup *gr);
+int emit_layernorm(Cg *c, const KGroup *gr);
+int emit_softmax(Cg *c, const KGroup *gr);
+int emit_concat(Cg *c, const KGroup *gr);
+int emit_transpose(Cg *c, const KGroup *gr);
+int emit_loss(Cg *c, const KGroup *gr);
+int emit_gemm(Cg *c, const KGroup *gr);   /* conv2d, linear, matmul: tiled or cuBLAS */
+/* Bytes of im2col workspace the group of main node n needs (cuBLAS path), 0 if none. */
+size_t gemm_workspace_bytes(const Cg *c, const Node *n);
+
+/* A number of threads for a block reduction over d elements: a power of two in [32, 256]. */
+int cg_reduce_threads(int64_t d);
+/* Block-wide reduction of the float `var` over `nthr` threads in shared array
+ * `red` (declared by the caller); leaves the result in var for every thread. */
+void cg_block_reduce(Buf *b, const char *red, const char *var, int nthr, int is_max, int ind);
+
+void cg_ind(Buf *b, int ind);
+#endif

@@ -1,0 +1,220 @@
+/* cg_util.c — the small machinery every emitter shares: text buffers, float
+ * literals, kernel registration with dedupe, launch statements, kernel
+ * parameters, broadcast index expressions and the block reduction. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cg.h"
+
+void buf_printf(Buf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  NCC_ASSERT(n >= 0);
+  if (b->len + (size_t)n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (b->len + (size_t)n + 1 > cap) cap *= 2;
+    b->s = xrealloc(b->s, cap);
+    b->cap = cap;
+  }
+  va_start(ap, fmt);
+  vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  b->len += (size_t)n;
+}
+
+void buf_puts(Buf *b, const char *s) { buf_printf(b, "%s", s); }
+
+void buf_free(Buf *b) {
+  free(b->s);
+  b->s = NULL;
+  b->len = b->cap = 0;
+}
+
+void cg_ind(Buf *b, int ind) {
+  for (int i = 0; i < ind; i++) buf_puts(b, "  ");
+}
+
+/* %.9g round-trips a float; a literal needs a '.' or an exponent before the
+ * 'f' suffix ("2f" is not C). */
+const char *cg_flit(char out[40], double v) {
+  float f = (float)v;
+  char tmp[32];
+  snprintf(tmp, sizeof tmp, "%.9g", (double)f);
+  if (!strpbrk(tmp, ".eEn")) strcat(tmp, ".0");
+  snprintf(out, 40, "%sf", tmp);
+  return out;
+}
+
+static char *xstrdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = xmalloc(n);
+  memcpy(d, s, n);
+  return d;
+}
+
+static void args_list(const KParams *p, Buf *b) {
+  for (int i = 0; i < p->n; i++) buf_printf(b, "%sNCC_ARG(%s, %d)", i ? ", " : "", p->ctype[i], i);
+}
+
+const char *cg_kernel(Cg *c, const char *op, int flags, const KParams *p, const char *text) {
+  Buf args = {0};
+  args_list(p, &args);
+  for (int i = 0; i < c->nk; i++)
+    if (c->k[i].flags == flags && strcmp(c->k[i].text, text) == 0 && strcmp(c->k[i].args, args.s) == 0) {
+      buf_free(&args);
+      return c->k[i].name;
+    }
+  if (c->nk == c->capk) {
+    c->capk = c->capk ? 2 * c->capk : 32;
+    c->k = xrealloc(c->k, sizeof(CgKernel) * (size_t)c->capk);
+  }
+  CgKernel *k = &c->k[c->nk];
+  char name[256];
+  snprintf(name, sizeof name, "%s_k%d_%s", c->model, c->nk, op);
+  k->name = xstrdup(name);
+  k->text = xstrdup(text);
+  k->args = args.s ? args.s : xstrdup("");
+  k->flags = flags;
+  c->nk++;
+  return k->name;
+}
+
+void cg_launch(Cg *c, const char *name, const KParams *p, long long gx, long long gy, long long gz,
+               int bx, int by, size_t shmem) {
+  NCC_ASSERT(gx >= 1 && gx <= 2147483647LL && gy >= 1 && gy <= 65535 && gz >= 1 && gz <= 65535);
+  Buf *b = &c->run;
+  buf_printf(b, "  {\n    void *a_[] = {");
+  for (int i = 0; i < p->n; i++) buf_printf(b, "%s%s", i ? ", " : "", p->host[i]);
+  if (!p->n) buf_puts(b, "NULL");
+  buf_printf(b, "};\n    ncc_dim3 g_ = {%lldu, %lldu, %lldu}, b_ = {%du, %du, 1u};\n", gx, gy, gz, bx, by);
+  buf_printf(b, "    rc = ncc_launch(m->dev, &%s_desc, g_, b_, %zu, a_);\n", name, shmem);
+  buf_printf(b, "    if (rc) return %s_fail(m, rc, \"%s\");\n  }\n", c->model, name);
+}
+
+int cg_buf_of(Cg *c, Value *v) {
+  int b = c->vbuf[v->id];
+  NCC_ASSERT(b >= 0);
+  return b;
+}
+
+static const char *kp_add(KParams *p, const char *ctype, const char *prefix, const char *host) {
+  NCC_ASSERT(p->n < CG_MAX_PARAMS);
+  int i = p->n++;
+  snprintf(p->ctype[i], sizeof p->ctype[i], "%s", ctype);
+  int ptr = strchr(ctype, '*') != NULL;
+  snprintf(p->decl[i], sizeof p->decl[i], "%s%s%s%d", ctype, ptr ? D_RESTRICT " " : " ", prefix, i);
+  snprintf(p->host[i], sizeof p->host[i], "%s", host);
+  /* the C name is the decl's last word */
+  return strrchr(p->decl[i], ' ') + 1;
+}
+
+const char *kp_value(Cg *c, KParams *p, Value *v, int is_out) {
+  char host[48];
+  int b = cg_buf_of(c, v);
+  snprintf(host, sizeof host, "&m->bufs[%d]", b);
+  /* the same buffer twice (x + x) gets one parameter: __restrict__ then still holds */
+  for (int i = 0; i < p->n; i++)
+    if (strcmp(p->host[i], host) == 0 && !is_out && strncmp(p->ctype[i], "const", 5) == 0)
+      return strrchr(p->decl[i], ' ') + 1;
+  const char *ct = v->dtype == DT_I32 ? (is_out ? "int *" : "const int *") : (is_out ? "float *" : "const float *");
+  return kp_add(p, ct, is_out ? "out" : "in", host);
+}
+
+const char *kp_work(Cg *c, KParams *p) {
+  char host[48];
+  NCC_ASSERT(c->work >= 0);
+  snprintf(host, sizeof host, "&m->bufs[%d]", c->work);
+  return kp_add(p, "float *", "ws", host);
+}
+
+const char *kp_int(KParams *p, const char *hostvar) {
+  char host[48];
+  snprintf(host, sizeof host, "&%s", hostvar);
+  return kp_add(p, "int", "n", host);
+}
+
+void kp_decl(const KParams *p, Buf *b) {
+  for (int i = 0; i < p->n; i++) buf_printf(b, "%s%s", i ? ", " : "", p->decl[i]);
+}
+
+void cg_bcast_index(Buf *b, const Shape *out, const Shape *in, const char *idx) {
+  int64_t n_in = shape_numel(in), n_out = shape_numel(out);
+  if (n_in == n_out) {          /* same elements in the same order (leading 1s only) */
+    buf_printf(b, "%s", idx);
+    return;
+  }
+  if (n_in == 1) {
+    buf_puts(b, "0");
+    return;
+  }
+  int off = out->rank - in->rank;
+  int64_t ostride = 1, istride = 1;
+  int64_t ostr[NCC_MAX_RANK], istr[NCC_MAX_RANK];
+  for (int d = out->rank - 1; d >= 0; d--) {
+    ostr[d] = ostride;
+    ostride *= out->d[d];
+    int di = d - off;
+    int64_t ind = di >= 0 ? in->d[di] : 1;
+    istr[d] = ind == 1 ? 0 : istride;
+    istride *= ind;
+  }
+  int first = 1;
+  buf_puts(b, "(");
+  for (int d = 0; d < out->rank; d++) {
+    if (!istr[d] || out->d[d] == 1) continue;
+    buf_printf(b, "%s", first ? "" : " + ");
+    first = 0;
+    /* coordinate d of the output: (idx / ostr) % dim; the outermost needs no % */
+    int outer = 1;
+    for (int e = 0; e < d; e++) outer &= out->d[e] == 1;
+    buf_puts(b, "(");
+    if (ostr[d] != 1) buf_printf(b, "(%s) / %lld", idx, (long long)ostr[d]);
+    else buf_printf(b, "(%s)", idx);
+    if (!outer) buf_printf(b, " %% %lld", (long long)out->d[d]);
+    buf_puts(b, ")");
+    if (istr[d] != 1) buf_printf(b, " * %lld", (long long)istr[d]);
+  }
+  if (first) buf_puts(b, "0");
+  buf_puts(b, ")");
+}
+
+int cg_reduce_threads(int64_t d) {
+  int t = 32;
+  while (t < 256 && t < d) t *= 2;
+  return t;
+}
+
+void cg_block_reduce(Buf *b, const char *red, const char *var, int nthr, int is_max, int ind) {
+  /* a tree in shared memory; every barrier is reached by all threads (the
+   * loops are block-uniform), and the final read is fenced before reuse */
+  cg_ind(b, ind);
+  buf_printf(b, "%s[t] = %s;\n", red, var);
+  cg_ind(b, ind);
+  buf_printf(b, "%s\n", D_BARRIER);
+  cg_ind(b, ind);
+  buf_printf(b, "for (int s = %d; s > 0; s >>= 1) {\n", nthr / 2);
+  cg_ind(b, ind + 1);
+  if (is_max) buf_printf(b, "if (t < s) %s[t] = fmaxf(%s[t], %s[t + s]);\n", red, red, red);
+  else buf_printf(b, "if (t < s) %s[t] = %s[t] + %s[t + s];\n", red, red, red);
+  cg_ind(b, ind + 1);
+  buf_printf(b, "%s\n", D_BARRIER);
+  cg_ind(b, ind);
+  buf_puts(b, "}\n");
+  cg_ind(b, ind);
+  buf_printf(b, "%s = %s[0];\n", var, red);
+  cg_ind(b, ind);
+  buf_printf(b, "%s\n", D_BARRIER);
+}
+
+const char *cg_finish(Cg *c, const char *op, int flags, const KParams *p, const Buf *body) {
+  Buf k = {0};
+  buf_printf(&k, "%s @K@(", D_KERNEL);
+  kp_decl(p, &k);
+  buf_printf(&k, ") {\n%s}\n", body->s ? body->s : "");
+  const char *name = cg_kernel(c, op, flags, p, k.s);
+  buf_free(&k);
+  return name;
+}

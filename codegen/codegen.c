@@ -1,0 +1,232 @@
+/* codegen.c — the driver of code generation: which nodes inference needs,
+ * which buffer holds each value, the groups, one emitter per group's main op,
+ * and the layout of MODEL.cu (codegen/GENERATED.md).
+ *
+ * Buffers: parameters first (contiguous, in graph order, so that a later
+ * "all parameters in one kernel" optimizer sees one range), then constants,
+ * inputs, activations and the im2col workspace; each its own 256-byte
+ * aligned range until memory planning overlaps them.  Nodes that compute
+ * nothing (flatten/reshape, dropout at inference) alias their input's buffer. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cg.h"
+
+void host_header(Cg *c, FILE *h);
+void host_source(Cg *c, FILE *f, const char *kernels);
+
+static int valid_ident(const char *s) {
+  if (!s || !*s || !((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_')) return 0;
+  for (; *s; s++)
+    if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_')) return 0;
+  return 1;
+}
+
+static Loc noloc(void) {
+  Loc l = {NULL, 0, 0};
+  return l;
+}
+
+/* Can this node's main op be emitted, for these dtypes?  (f32 only until the
+ * precision pass lands; labels of the classification losses are i32.) */
+static int check_node(Cg *c, Node *n) {
+  char sb[128];
+  for (int i = 0; i < n->nin; i++) {
+    Value *v = n->in[i];
+    int label = (n->op == OP_CROSS_ENTROPY || n->op == OP_NLL_LOSS) && i == 1;
+    if (v->dtype != (label ? DT_I32 : DT_F32)) {
+      diag_error(n->loc, "codegen: %s on %s is not supported yet (only f32 tensors%s)", ncc_ops[n->op].name,
+                 shape_str(sb, sizeof sb, v->dtype, &v->shape), label ? "; labels i32" : "");
+      return -1;
+    }
+  }
+  for (int i = 0; i <= n->nin; i++) {
+    Value *v = i < n->nin ? n->in[i] : n->out;
+    if (shape_numel(&v->shape) > 2147483647LL) {
+      diag_error(n->loc, "codegen: %s has more than 2^31 elements; kernels index with 32-bit integers",
+                 shape_str(sb, sizeof sb, v->dtype, &v->shape));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int add_buf(Cg *c, int kind, Value *v, size_t bytes) {
+  int i = c->nbufs++;
+  c->bufs = xrealloc(c->bufs, sizeof(CgBuf) * (size_t)c->nbufs);
+  size_t off = 0;
+  if (i) off = (c->bufs[i - 1].offset + c->bufs[i - 1].bytes + 255) / 256 * 256;
+  c->bufs[i].kind = kind;
+  c->bufs[i].v = v;
+  c->bufs[i].offset = off;
+  c->bufs[i].bytes = bytes ? bytes : 4;
+  if (v) c->vbuf[v->id] = i;
+  return i;
+}
+
+static size_t vbytes(const Value *v) { return (size_t)shape_numel(&v->shape) * (size_t)dtype_size(v->dtype); }
+
+static int emit_group(Cg *c, const KGroup *gr) {
+  Node *n = gr->main;
+  unsigned f = ncc_ops[n->op].flags;
+  if (gr->npro) ncc_die("prologue chains are not emitted yet");
+  switch (n->op) {
+  case OP_CONV2D:
+  case OP_LINEAR:
+  case OP_MATMUL: return emit_gemm(c, gr);
+  case OP_MAXPOOL2D:
+  case OP_AVGPOOL2D: return emit_pool(c, gr);
+  case OP_GAVGPOOL2D: return emit_gavgpool(c, gr);
+  case OP_BATCHNORM2D: return emit_batchnorm(c, gr);
+  case OP_LAYERNORM: return emit_layernorm(c, gr);
+  case OP_SOFTMAX:
+  case OP_LOG_SOFTMAX: return emit_softmax(c, gr);
+  case OP_CONCAT: return emit_concat(c, gr);
+  case OP_TRANSPOSE: return emit_transpose(c, gr);
+  case OP_CROSS_ENTROPY:
+  case OP_NLL_LOSS:
+  case OP_MSE_LOSS: return emit_loss(c, gr);
+  default: break;
+  }
+  if (f & OPF_ELEMWISE) return emit_elemwise(c, gr);
+  diag_error(n->loc, "codegen: no emitter for %s yet", ncc_ops[n->op].name);
+  return -1;
+}
+
+typedef struct Prepared {
+  Cg c;
+  GroupList gl;
+  unsigned char *live;
+  Buf kernels;
+} Prepared;
+
+static void prepared_free(Prepared *p) {
+  group_free(&p->gl);
+  free(p->live);
+  free(p->c.vbuf);
+  free(p->c.bufs);
+  for (int i = 0; i < p->c.nk; i++) {
+    free(p->c.k[i].name);
+    free(p->c.k[i].text);
+    free(p->c.k[i].args);
+  }
+  free(p->c.k);
+  buf_free(&p->c.run);
+  buf_free(&p->kernels);
+}
+
+static void kernels_section(Prepared *p) {
+  Cg *c = &p->c;
+  Buf *b = &p->kernels;
+  buf_printf(b, "#include \"ncc_kernel.h\"\n\n%s\n", D_KERNELS_BEGIN);
+  for (int i = 0; i < c->nk; i++) {
+    buf_printf(b, "\n/* %s%s */\n", c->k[i].name, c->k[i].flags & NCC_KF_BARRIER_ ? " (barriers)" : "");
+    for (const char *s = c->k[i].text; *s; s++) {
+      if (s[0] == '@' && strncmp(s, "@K@", 3) == 0) {
+        buf_puts(b, c->k[i].name);
+        s += 2;
+      } else {
+        buf_printf(b, "%c", *s);
+      }
+    }
+  }
+  buf_printf(b, "\n%s\n", D_KERNELS_END);
+}
+
+static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) {
+  memset(p, 0, sizeof *p);
+  Cg *c = &p->c;
+  c->g = g;
+  c->o = o;
+  c->model = g->model;
+  c->work = -1;
+  if (!valid_ident(g->model)) {
+    diag_error(noloc(), "codegen: the model name '%s' is not a C identifier", g->model ? g->model : "");
+    return -1;
+  }
+  if (g->noutputs < 1) {
+    diag_error(noloc(), "model %s declares no output (`output NAME`): there is nothing to compute", g->model);
+    return -1;
+  }
+  /* liveness: what the outputs need, walking back in topological order */
+  p->live = calloc((size_t)g->nnodes + 1, 1);
+  c->vbuf = malloc(sizeof(int) * (size_t)(g->next_value_id + 1));
+  if (!p->live || !c->vbuf) ncc_die("out of memory");
+  for (int i = 0; i <= g->next_value_id; i++) c->vbuf[i] = -1;
+  for (int i = 0; i < g->noutputs; i++) p->live[g->outputs[i].v->def->id] = 1;
+  for (int i = g->nnodes - 1; i >= 0; i--) {
+    Node *n = g->nodes[i];
+    NCC_ASSERT(n->id == i);
+    if (!p->live[i] || n->dead) continue;
+    for (int j = 0; j < n->nin; j++) p->live[n->in[j]->def->id] = 1;
+  }
+  int bad = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (p->live[i] && !n->dead && !(ncc_ops[n->op].flags & OPF_SOURCE) && !node_is_alias(n)) bad |= check_node(c, n);
+  }
+  if (bad) return -1;
+  /* buffers */
+  for (int i = 0; i < g->nnodes; i++)
+    if (!g->nodes[i]->dead && g->nodes[i]->op == OP_PARAM) add_buf(c, BK_PARAM, g->nodes[i]->out, vbytes(g->nodes[i]->out));
+  for (int k = 0; k < 3; k++) {
+    int want = k == 0 ? OP_CONST : k == 1 ? OP_INPUT : -1;
+    for (int i = 0; i < g->nnodes; i++) {
+      Node *n = g->nodes[i];
+      if (n->dead || !p->live[i] || n->op == OP_PARAM) continue;
+      if (want >= 0 ? (int)n->op != want : (n->op == OP_CONST || n->op == OP_INPUT)) continue;
+      if (node_is_alias(n)) c->vbuf[n->out->id] = cg_buf_of(c, n->in[0]);
+      else add_buf(c, k == 0 ? BK_CONST : k == 1 ? BK_INPUT : BK_ACT, n->out, vbytes(n->out));
+    }
+  }
+  p->gl = group_form(g, p->live);
+  for (int i = 0; i < p->gl.n; i++) {
+    size_t w = gemm_workspace_bytes(c, p->gl.g[i].main);
+    if (w > c->work_bytes) c->work_bytes = w;
+  }
+  if (c->work_bytes) c->work = add_buf(c, BK_WORK, NULL, c->work_bytes);
+  for (int i = 0; i < p->gl.n; i++)
+    if (emit_group(c, &p->gl.g[i]) != 0) return -1;
+  if (c->err) return -1;
+  kernels_section(p);
+  return 0;
+}
+
+static void banner(FILE *f, Graph *g, const CodegenOpts *o) {
+  fprintf(f, "/* %s — generated by ncc %s from model %s; do not edit.\n", o->jit ? "host C (--jit)" : "CUDA C",
+          "0.1.0", g->model);
+  if (o->command) {
+    fputs(" * command: ", f);
+    for (const char *s = o->command; *s; s++) {
+      if (s[0] == '*' && s[1] == '/') fputs("* /", f);   /* keep the comment closed only by us */
+      else if (*s == '\n') fputc(' ', f);
+      else fputc(*s, f);
+      if (s[0] == '*' && s[1] == '/') s++;
+    }
+    fputs("\n", f);
+  }
+  fprintf(f, " * GEMMs and convolutions: %s. Kernels compile as CUDA (nvcc, NVRTC) and, with -DNCC_EMU,\n"
+             " * as C11 on the CPU emulation of libnccrt (codegen/GENERATED.md). */\n",
+          o->use_cublas ? "cuBLAS (CPU BLAS under emulation)" : "shared-memory tiled kernels");
+}
+
+int codegen_emit(Graph *g, const CodegenOpts *o, FILE *src, FILE *hdr) {
+  Prepared p;
+  int rc = prepare(g, o, &p);
+  if (rc == 0) {
+    banner(src, g, o);
+    host_source(&p.c, src, p.kernels.s);
+    host_header(&p.c, hdr);
+  }
+  prepared_free(&p);
+  return rc;
+}
+
+int codegen_emit_kernels(Graph *g, const CodegenOpts *o, FILE *f) {
+  Prepared p;
+  int rc = prepare(g, o, &p);
+  if (rc == 0) fputs(p.kernels.s, f);
+  prepared_free(&p);
+  return rc;
+}

@@ -1,0 +1,119 @@
+/* elemwise.c — elementwise ops: the op -> C expression table (tinygrad's
+ * habit), the epilogue chain every group emitter applies before its store,
+ * and the kernel of a group whose main op is itself elementwise.
+ *
+ * Expressions are written once, in the table, with $0/$1 for the operands
+ * and $s for the leaky_relu slope; operands are always plain variables or
+ * loads, so an operand used twice (silu, hardswish) costs nothing.  The
+ * formulas follow PyTorch's definitions (gelu: exact erf form; hardswish:
+ * x * relu6(x + 3) / 6; silu: x * sigmoid(x)). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cg.h"
+
+typedef struct ElemExpr {
+  OpKind op;
+  const char *expr;
+} ElemExpr;
+
+static const ElemExpr elem_table[] = {
+  {OP_RELU, "fmaxf($0, 0.0f)"},
+  {OP_RELU6, "fminf(fmaxf($0, 0.0f), 6.0f)"},
+  {OP_SIGMOID, "1.0f / (1.0f + expf(-$0))"},
+  {OP_TANH, "tanhf($0)"},
+  {OP_GELU, "0.5f * $0 * (1.0f + erff($0 * 0.707106781f))"},
+  {OP_SILU, "$0 / (1.0f + expf(-$0))"},
+  {OP_HARDSWISH, "$0 * fminf(fmaxf($0 + 3.0f, 0.0f), 6.0f) / 6.0f"},
+  {OP_LEAKY_RELU, "$0 > 0.0f ? $0 : $0 * $s"},
+  {OP_DROPOUT, "$0"},
+  {OP_DROPOUT2D, "$0"},
+  {OP_ADD, "$0 + $1"},
+  {OP_SUB, "$0 - $1"},
+  {OP_MUL, "$0 * $1"},
+  {OP_DIV, "$0 / $1"},
+};
+
+int cg_elem_stmt(Cg *c, Buf *body, const Node *n, const char *var, const char *x0, const char *x1, int ind) {
+  const char *e = NULL;
+  for (size_t i = 0; i < sizeof elem_table / sizeof elem_table[0]; i++)
+    if (elem_table[i].op == n->op) e = elem_table[i].expr;
+  if (!e) {
+    diag_error(n->loc, "codegen: %s is not an elementwise op it can emit", ncc_ops[n->op].name);
+    c->err = 1;
+    return -1;
+  }
+  cg_ind(body, ind);
+  buf_printf(body, "%s = ", var);
+  char lit[40];
+  for (const char *p = e; *p; p++) {
+    if (*p == '$' && p[1] == '0') buf_puts(body, x0), p++;
+    else if (*p == '$' && p[1] == '1') buf_puts(body, x1 ? x1 : "0.0f"), p++;
+    else if (*p == '$' && p[1] == 's') buf_puts(body, cg_flit(lit, n->a.slope)), p++;
+    else buf_printf(body, "%c", *p);
+  }
+  buf_puts(body, ";\n");
+  return 0;
+}
+
+/* Operand expression of value v at linear output index idx of shape `out`:
+ * a literal for a constant, else a load at the broadcast index. */
+static void operand(Cg *c, KParams *p, Value *v, const Shape *out, const char *idx, char *dst, size_t n) {
+  if (v->def->op == OP_CONST) {
+    char lit[40];
+    snprintf(dst, n, "%s", cg_flit(lit, v->def->a.fval));
+    return;
+  }
+  const char *name = kp_value(c, p, v, 0);
+  Buf b = {0};
+  cg_bcast_index(&b, out, &v->shape, idx);
+  snprintf(dst, n, "%s[%s]", name, b.s);
+  buf_free(&b);
+}
+
+int cg_epilogue(Cg *c, const KGroup *gr, KParams *p, Buf *body, const char *var, const char *idx, int ind) {
+  Value *cur = gr->main->out;
+  for (int i = 0; i < gr->nepi; i++) {
+    Node *n = gr->epi[i];
+    const Shape *os = &gr->main->out->shape;
+    NCC_ASSERT(shape_numel(&n->out->shape) == shape_numel(os));
+    char x[2][512];
+    for (int j = 0; j < n->nin; j++) {
+      if (n->in[j] == cur) snprintf(x[j], sizeof x[j], "%s", var);
+      else operand(c, p, n->in[j], os, idx, x[j], sizeof x[j]);
+    }
+    if (cg_elem_stmt(c, body, n, var, x[0], n->nin > 1 ? x[1] : NULL, ind)) return -1;
+    cur = n->out;
+  }
+  return 0;
+}
+
+int emit_elemwise(Cg *c, const KGroup *gr) {
+  Node *n = gr->main;
+  Value *out = group_out(gr);
+  int64_t total = shape_numel(&n->out->shape);
+  KParams p = {0};
+  Buf body = {0};
+  char x[2][512];
+  for (int j = 0; j < n->nin; j++) operand(c, &p, n->in[j], &n->out->shape, "i", x[j], sizeof x[j]);
+  buf_printf(&body, "  int i = %s * 256 + %s;\n  if (i < %lld) {\n    float v;\n", D_BID_X, D_TID_X,
+             (long long)total);
+  if (cg_elem_stmt(c, &body, n, "v", x[0], n->nin > 1 ? x[1] : NULL, 2)) goto fail;
+  if (cg_epilogue(c, gr, &p, &body, "v", "i", 2)) goto fail;
+  const char *y = kp_value(c, &p, out, 1);
+  buf_printf(&body, "    %s[i] = v;\n  }\n", y);
+  {
+    Buf k = {0};
+    buf_printf(&k, "%s @K@(", D_KERNEL);
+    kp_decl(&p, &k);
+    buf_printf(&k, ") {\n%s}\n", body.s);
+    const char *name = cg_kernel(c, ncc_ops[n->op].name, 0, &p, k.s);
+    cg_launch(c, name, &p, (total + 255) / 256, 1, 1, 256, 1, 0);
+    buf_free(&k);
+  }
+  buf_free(&body);
+  return 0;
+fail:
+  buf_free(&body);
+  return -1;
+}

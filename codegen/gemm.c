@@ -1,0 +1,392 @@
+/* gemm.c — conv2d, linear and matmul: a shared-memory tiled GEMM kernel
+ * (implicit GEMM for convolutions, no im2col buffer), a direct kernel for
+ * convolutions with few output channels per group (depthwise), and the
+ * cuBLAS path (CodegenOpts.use_cublas) through ncc_sgemm.
+ *
+ * The tiled kernel is written once, for C[z][m][n] = sum_k A(z,m,k) B(z,k,n):
+ * each op supplies C statements that load one element of A and of B, the
+ * index of the output element and the bias term.  Blocks of 16x16 threads
+ * compute a (16*TM) x (16*TN) tile, each thread a TM x TN micro-tile strided
+ * by 16 so that stores are coalesced along n; K advances by 16, both tiles
+ * staged through shared memory between two barriers.  Each operand is loaded
+ * along its contiguous axis (k or m/n) so consecutive threads read
+ * consecutive addresses.  The epilogue (bias, then the group's elementwise
+ * chain) runs on the accumulator just before the single store. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cg.h"
+
+#define LL(x) ((long long)(x))
+#define BK 16
+
+typedef struct GemmSpec {
+  int64_t M, N, K, Z;
+  int a_kcontig, b_kcontig;
+  char a_load[1024];   /* statement: sets float v from A(z, m, k), indices in range */
+  char b_load[1024];   /* statement: sets float v from B(z, k, n) */
+  char out_idx[512];   /* expression: linear index of C(z, m, n) in the main output */
+  char bias[256];      /* expression added to the accumulator, or "" */
+  int uses_z;
+} GemmSpec;
+
+static int tile_of(int64_t d) { return d >= 64 ? 4 : d >= 32 ? 2 : 1; }
+
+static void load_tile(Buf *b, const char *sm, int rows, int kcontig, const char *rowvar, const char *rowbase,
+                      int64_t RMAX, int64_t K, const char *stmt) {
+  /* sm[BK][rows]: element (kk, rr) */
+  buf_printf(b, "    for (int l = tid; l < %d; l += 256) {\n", BK * rows);
+  if (kcontig) buf_printf(b, "      int kk = l %% %d, rr = l / %d;\n", BK, BK);
+  else buf_printf(b, "      int rr = l %% %d, kk = l / %d;\n", rows, rows);
+  buf_printf(b, "      int %s = %s + rr, k = k0 + kk;\n      float v = 0.0f;\n", rowvar, rowbase);
+  int krem = K % BK != 0, rrem = RMAX % rows != 0;
+  if (krem || rrem) {
+    buf_printf(b, "      if (");
+    if (rrem) buf_printf(b, "%s < %lld", rowvar, LL(RMAX));
+    if (rrem && krem) buf_puts(b, " && ");
+    if (krem) buf_printf(b, "k < %lld", LL(K));
+    buf_printf(b, ") {\n        %s\n      }\n", stmt);
+  } else {
+    buf_printf(b, "      {\n        %s\n      }\n", stmt);
+  }
+  buf_printf(b, "      %s[kk][rr] = v;\n    }\n", sm);
+}
+
+static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
+  int TM = tile_of(s->M), TN = tile_of(s->N), BM = 16 * TM, BN = 16 * TN;
+  Buf b = {0};
+  buf_printf(&b, "  %s float As[%d][%d];\n  %s float Bs[%d][%d];\n", D_SHARED, BK, BM + 1, D_SHARED, BK, BN + 1);
+  buf_printf(&b, "  int tx = %s, ty = %s, tid = ty * 16 + tx;\n", D_TID_X, D_TID_Y);
+  buf_printf(&b, "  int m0 = %s * %d, n0 = %s * %d;\n", D_BID_Y, BM, D_BID_X, BN);
+  if (s->uses_z) buf_printf(&b, "  int z = %s;\n", D_BID_Z);
+  buf_printf(&b, "  float acc[%d][%d];\n", TM, TN);
+  buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n", TM, TN);
+  buf_printf(&b, "  for (int k0 = 0; k0 < %lld; k0 += %d) {\n", LL(s->K), BK);
+  load_tile(&b, "As", BM, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load);
+  load_tile(&b, "Bs", BN, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load);
+  buf_printf(&b, "    %s\n", D_BARRIER);
+  buf_printf(&b, "    for (int kk = 0; kk < %d; kk++) {\n      float a[%d], b[%d];\n", BK, TM, TN);
+  buf_printf(&b, "      for (int i = 0; i < %d; i++) a[i] = As[kk][ty + 16 * i];\n", TM);
+  buf_printf(&b, "      for (int j = 0; j < %d; j++) b[j] = Bs[kk][tx + 16 * j];\n", TN);
+  buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);\n",
+             TM, TN);
+  buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
+  buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) {\n", TM, TN);
+  buf_printf(&b, "      int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;\n");
+  buf_printf(&b, "      if (m < %lld && n < %lld) {\n", LL(s->M), LL(s->N));
+  buf_printf(&b, "        float v = acc[i][j];\n");
+  if (s->bias[0]) buf_printf(&b, "        v = v + %s;\n", s->bias);
+  buf_printf(&b, "        int o = %s;\n", s->out_idx);
+  if (cg_epilogue(c, gr, p, &b, "v", "o", 4)) {
+    buf_free(&b);
+    return -1;
+  }
+  buf_printf(&b, "        %s[o] = v;\n      }\n    }\n", kp_value(c, p, group_out(gr), 1));
+  const char *name = cg_finish(c, ncc_ops[gr->main->op].name, NCC_KF_BARRIER_, p, &b);
+  cg_launch(c, name, p, (s->N + BN - 1) / BN, (s->M + BM - 1) / BM, s->Z, 16, 16, 0);
+  buf_free(&b);
+  return 0;
+}
+
+/* ---- convolution ------------------------------------------------------- */
+typedef struct ConvDims {
+  int64_t Nb, Cin, H, W, Cout, OH, OW, G, Cig, Mg, KH, KW, Kg;
+  int sh, sw, ph, pw, dh, dw;
+} ConvDims;
+
+static ConvDims conv_dims(const Node *n) {
+  ConvDims d;
+  const Shape *xs = &n->in[0]->shape, *ys = &n->out->shape;
+  const Attrs *a = &n->a;
+  d.Nb = xs->d[0], d.Cin = xs->d[1], d.H = xs->d[2], d.W = xs->d[3];
+  d.Cout = ys->d[1], d.OH = ys->d[2], d.OW = ys->d[3];
+  d.G = a->groups, d.Cig = d.Cin / d.G, d.Mg = d.Cout / d.G;
+  d.KH = a->kernel[0], d.KW = a->kernel[1], d.Kg = d.Cig * d.KH * d.KW;
+  d.sh = a->stride[0], d.sw = a->stride[1], d.ph = a->pad[0], d.pw = a->pad[1];
+  d.dh = a->dilation[0], d.dw = a->dilation[1];
+  return d;
+}
+
+/* statement: v = x[img, cbase + ci, ih, iw] for the column element (k, p),
+ * zero in the padding; `img`, `k`, `p` and `cbase` are C expressions */
+static void im2col_load(char *dst, size_t n, const ConvDims *d, const char *x, const char *img, const char *k,
+                        const char *p, const char *cbase) {
+  char test[160] = "";
+  if (d->ph || d->pw)
+    snprintf(test, sizeof test, "if (ih >= 0 && ih < %lld && iw >= 0 && iw < %lld) ", LL(d->H), LL(d->W));
+  snprintf(dst, n,
+           "int ci = (%s) / %lld, r = (%s) %% %lld, pp = %s;\n"
+           "        int ih = (pp / %lld) * %d - %d + (r / %lld) * %d, iw = (pp %% %lld) * %d - %d + (r %% %lld) * %d;\n"
+           "        %sv = %s[((%s * %lld + %s + ci) * %lld + ih) * %lld + iw];",
+           k, LL(d->KH * d->KW), k, LL(d->KH * d->KW), p, LL(d->OW), d->sh, d->ph, LL(d->KW), d->dh, LL(d->OW),
+           d->sw, d->pw, LL(d->KW), d->dw, test, x, img, LL(d->Cin), cbase, LL(d->H), LL(d->W));
+}
+
+static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
+  Node *nd = gr->main;
+  KParams p = {0};
+  Buf b = {0};
+  const char *x = kp_value(c, &p, nd->in[0], 0), *w = kp_value(c, &p, nd->in[1], 0);
+  const char *bias = nd->nin > 2 ? kp_value(c, &p, nd->in[2], 0) : NULL;
+  int64_t OHW = d->OH * d->OW, total = d->Nb * d->Cout * OHW;
+  buf_printf(&b, "  int i = %s * 256 + %s;\n  if (i < %lld) {\n", D_BID_X, D_TID_X, LL(total));
+  buf_printf(&b, "    int ow = i %% %lld, oh = (i / %lld) %% %lld, co = (i / %lld) %% %lld, img = i / %lld;\n",
+             LL(d->OW), LL(d->OW), LL(d->OH), LL(OHW), LL(d->Cout), LL(d->Cout * OHW));
+  buf_printf(&b, "    const float *xp = %s + (img * %lld + (co / %lld) * %lld) * %lld;\n", x, LL(d->Cin), LL(d->Mg),
+             LL(d->Cig), LL(d->H * d->W));
+  buf_printf(&b, "    const float *wp = %s + co * %lld;\n    float v = 0.0f;\n", w, LL(d->Kg));
+  buf_printf(&b, "    for (int ci = 0; ci < %lld; ci++)\n      for (int kh = 0; kh < %lld; kh++) {\n", LL(d->Cig),
+             LL(d->KH));
+  buf_printf(&b, "        int ih = oh * %d - %d + kh * %d;\n", d->sh, d->ph, d->dh);
+  if (d->ph) buf_printf(&b, "        if (ih < 0 || ih >= %lld) continue;\n", LL(d->H));
+  buf_printf(&b, "        for (int kw = 0; kw < %lld; kw++) {\n", LL(d->KW));
+  buf_printf(&b, "          int iw = ow * %d - %d + kw * %d;\n", d->sw, d->pw, d->dw);
+  if (d->pw) buf_printf(&b, "          if (iw < 0 || iw >= %lld) continue;\n", LL(d->W));
+  buf_printf(&b, "          v = fmaf(xp[(ci * %lld + ih) * %lld + iw], wp[(ci * %lld + kh) * %lld + kw], v);\n",
+             LL(d->H), LL(d->W), LL(d->KH), LL(d->KW));
+  buf_puts(&b, "        }\n      }\n");
+  if (bias) buf_printf(&b, "    v = v + %s[co];\n", bias);
+  if (cg_epilogue(c, gr, &p, &b, "v", "i", 2)) {
+    buf_free(&b);
+    return -1;
+  }
+  buf_printf(&b, "    %s[i] = v;\n  }\n", kp_value(c, &p, group_out(gr), 1));
+  const char *name = cg_finish(c, "conv2d", 0, &p, &b);
+  cg_launch(c, name, &p, (total + 255) / 256, 1, 1, 256, 1, 0);
+  buf_free(&b);
+  return 0;
+}
+
+static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
+  Node *nd = gr->main;
+  KParams p = {0};
+  GemmSpec s;
+  memset(&s, 0, sizeof s);
+  const char *x = kp_value(c, &p, nd->in[0], 0), *w = kp_value(c, &p, nd->in[1], 0);
+  const char *bias = nd->nin > 2 ? kp_value(c, &p, nd->in[2], 0) : NULL;
+  int64_t OHW = d->OH * d->OW;
+  s.M = d->Mg, s.N = d->Nb * OHW, s.K = d->Kg, s.Z = d->G;
+  s.uses_z = d->G > 1;
+  s.a_kcontig = 1, s.b_kcontig = 0;
+  if (s.uses_z) snprintf(s.a_load, sizeof s.a_load, "v = %s[(z * %lld + m) * %lld + k];", w, LL(d->Mg), LL(d->Kg));
+  else snprintf(s.a_load, sizeof s.a_load, "v = %s[m * %lld + k];", w, LL(d->Kg));
+  char img[64], pp[64], cb[64];
+  snprintf(img, sizeof img, "(n / %lld)", LL(OHW));
+  snprintf(pp, sizeof pp, "n %% %lld", LL(OHW));
+  if (s.uses_z) snprintf(cb, sizeof cb, "z * %lld", LL(d->Cig));
+  else snprintf(cb, sizeof cb, "0");
+  im2col_load(s.b_load, sizeof s.b_load, d, x, img, "k", pp, cb);
+  if (s.uses_z)
+    snprintf(s.out_idx, sizeof s.out_idx, "((n / %lld) * %lld + z * %lld + m) * %lld + n %% %lld", LL(OHW),
+             LL(d->Cout), LL(d->Mg), LL(OHW), LL(OHW));
+  else
+    snprintf(s.out_idx, sizeof s.out_idx, "((n / %lld) * %lld + m) * %lld + n %% %lld", LL(OHW), LL(d->Cout),
+             LL(OHW), LL(OHW));
+  if (bias) {
+    if (s.uses_z) snprintf(s.bias, sizeof s.bias, "%s[z * %lld + m]", bias, LL(d->Mg));
+    else snprintf(s.bias, sizeof s.bias, "%s[m]", bias);
+  }
+  return tiled(c, gr, &p, &s);
+}
+
+/* ---- the cuBLAS path ----------------------------------------------------- */
+#define WS_LIMIT ((int64_t)64 << 20)   /* bytes of im2col columns per chunk of images */
+
+static int conv_is_1x1(const ConvDims *d) {
+  return d->KH == 1 && d->KW == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 && d->pw == 0;
+}
+
+static int64_t conv_chunk(const ConvDims *d) {
+  int64_t per = d->Cin * d->KH * d->KW * d->OH * d->OW * 4;
+  int64_t ch = WS_LIMIT / per;
+  if (ch < 1) ch = 1;
+  if (ch > d->Nb) ch = d->Nb;
+  return ch;
+}
+
+size_t gemm_workspace_bytes(const Cg *c, const Node *n) {
+  if (!c->o->use_cublas || n->op != OP_CONV2D) return 0;
+  ConvDims d = conv_dims(n);
+  if (conv_is_1x1(&d) || d.Mg < 8) return 0;
+  return (size_t)(conv_chunk(&d) * d.Cin * d.KH * d.KW * d.OH * d.OW * 4);
+}
+
+/* y[i] = epilogue(y[i] + bias[(i / inner) % nb]) in place on the group's output */
+static int bias_epilogue(Cg *c, const KGroup *gr, Value *bias, int64_t inner, int64_t nb) {
+  if (!bias && !gr->nepi) return 0;
+  KParams p = {0};
+  Buf b = {0};
+  Value *y = group_out(gr);
+  int64_t total = shape_numel(&y->shape);
+  const char *yn = kp_value(c, &p, y, 1);
+  const char *bn = bias ? kp_value(c, &p, bias, 0) : NULL;
+  buf_printf(&b, "  int i = %s * 256 + %s;\n  if (i < %lld) {\n    float v = %s[i];\n", D_BID_X, D_TID_X, LL(total), yn);
+  if (bn) {
+    if (inner == 1) buf_printf(&b, "    v = v + %s[i %% %lld];\n", bn, LL(nb));
+    else buf_printf(&b, "    v = v + %s[(i / %lld) %% %lld];\n", bn, LL(inner), LL(nb));
+  }
+  if (cg_epilogue(c, gr, &p, &b, "v", "i", 2)) {
+    buf_free(&b);
+    return -1;
+  }
+  buf_printf(&b, "    %s[i] = v;\n  }\n", yn);
+  const char *name = cg_finish(c, "bias", 0, &p, &b);
+  cg_launch(c, name, &p, (total + 255) / 256, 1, 1, 256, 1, 0);
+  buf_free(&b);
+  return 0;
+}
+
+static const char *what(const Node *n, char *buf, size_t len) {
+  snprintf(buf, len, "%s%s%s (ncc_sgemm)", ncc_ops[n->op].name, n->name ? " " : "", n->name ? n->name : "");
+  return buf;
+}
+
+static void sgemm(Cg *c, const Node *n, int ta, int tb, int64_t M, int64_t N, int64_t K, int A, int64_t aoff,
+                  int64_t lda, int64_t sa, int B, int64_t boff, int64_t ldb, int64_t sb, int C, const char *coff,
+                  int64_t ldc, int64_t sc, const char *batch) {
+  char w[256];
+  /* the label goes into a C string literal: keep only harmless characters */
+  what(n, w, sizeof w);
+  for (char *q = w; *q; q++)
+    if (*q == '"' || *q == '\\' || (unsigned char)*q < 32) *q = '_';
+  buf_printf(&c->run,
+             "  rc = ncc_sgemm(m->dev, %d, %d, %lld, %lld, %lld, 1.0f, (const float *)m->bufs[%d] + %lld, %lld, %lldLL,\n"
+             "                 (const float *)m->bufs[%d] + %lld, %lld, %lldLL, 0.0f, (float *)m->bufs[%d] + %s, %lld, %lldLL, %s);\n"
+             "  if (rc) return %s_fail(m, rc, \"%s\");\n",
+             ta, tb, LL(M), LL(N), LL(K), A, LL(aoff), LL(lda), LL(sa), B, LL(boff), LL(ldb), LL(sb), C, coff,
+             LL(ldc), LL(sc), batch, c->model, w);
+}
+
+static int conv_cublas(Cg *c, const KGroup *gr, const ConvDims *d) {
+  Node *nd = gr->main;
+  int X = cg_buf_of(c, nd->in[0]), Wb = cg_buf_of(c, nd->in[1]), Y = cg_buf_of(c, group_out(gr));
+  int64_t OHW = d->OH * d->OW;
+  char nbs[32], coff[64];
+  snprintf(nbs, sizeof nbs, "%lld", LL(d->Nb));
+  if (conv_is_1x1(d)) {
+    /* each image's [Cin, H*W] block is already the column matrix */
+    for (int64_t g = 0; g < d->G; g++) {
+      snprintf(coff, sizeof coff, "%lld", LL(g * d->Mg * OHW));
+      sgemm(c, nd, 0, 0, d->Mg, OHW, d->Cig, Wb, g * d->Mg * d->Cig, d->Cig, 0, X, g * d->Cig * OHW, OHW,
+            d->Cin * OHW, Y, coff, OHW, d->Cout * OHW, nbs);
+    }
+  } else {
+    int64_t CH = conv_chunk(d), Kall = d->Cin * d->KH * d->KW;
+    KParams p = {0};
+    Buf b = {0};
+    const char *x = kp_value(c, &p, nd->in[0], 0), *ws = kp_work(c, &p), *n0 = kp_int(&p, "n0_");
+    int64_t total = CH * Kall * OHW;
+    buf_printf(&b, "  int i = %s * 256 + %s;\n  if (i < %lld) {\n", D_BID_X, D_TID_X, LL(total));
+    buf_printf(&b, "    int p = i %% %lld, kq = (i / %lld) %% %lld, img = %s + i / %lld;\n    float v = 0.0f;\n",
+               LL(OHW), LL(OHW), LL(Kall), n0, LL(Kall * OHW));
+    char ld[1024];
+    im2col_load(ld, sizeof ld, d, x, "img", "kq", "p", "0");
+    buf_printf(&b, "    if (img < %lld) {\n      %s\n    }\n    %s[i] = v;\n  }\n", LL(d->Nb), ld, ws);
+    const char *name = cg_finish(c, "im2col", 0, &p, &b);
+    buf_free(&b);
+    buf_printf(&c->run, "  for (int n0_ = 0; n0_ < %lld; n0_ += %lld) {\n", LL(d->Nb), LL(CH));
+    buf_printf(&c->run, "  int nb_ = %lld - n0_ < %lld ? %lld - n0_ : %lld;\n", LL(d->Nb), LL(CH), LL(d->Nb), LL(CH));
+    cg_launch(c, name, &p, (total + 255) / 256, 1, 1, 256, 1, 0);
+    for (int64_t g = 0; g < d->G; g++) {
+      snprintf(coff, sizeof coff, "(long long)n0_ * %lld + %lld", LL(d->Cout * OHW), LL(g * d->Mg * OHW));
+      sgemm(c, nd, 0, 0, d->Mg, OHW, d->Kg, Wb, g * d->Mg * d->Kg, d->Kg, 0, c->work, g * d->Kg * OHW, OHW,
+            Kall * OHW, Y, coff, OHW, d->Cout * OHW, "nb_");
+    }
+    buf_puts(&c->run, "  }\n");
+  }
+  return bias_epilogue(c, gr, nd->nin > 2 ? nd->in[2] : NULL, OHW, d->Cout);
+}
+
+/* ---- linear and matmul ----------------------------------------------------- */
+static int emit_linear(Cg *c, const KGroup *gr) {
+  Node *nd = gr->main;
+  const Shape *xs = &nd->in[0]->shape;
+  int64_t rows = xs->d[0], in = xs->d[1], out = nd->out->shape.d[1];
+  if (c->o->use_cublas) {
+    char coff[8] = "0";
+    sgemm(c, nd, 0, 1, rows, out, in, cg_buf_of(c, nd->in[0]), 0, in, 0, cg_buf_of(c, nd->in[1]), 0, in, 0,
+          cg_buf_of(c, group_out(gr)), coff, out, 0, "1");
+    return bias_epilogue(c, gr, nd->nin > 2 ? nd->in[2] : NULL, 1, out);
+  }
+  KParams p = {0};
+  GemmSpec s;
+  memset(&s, 0, sizeof s);
+  const char *x = kp_value(c, &p, nd->in[0], 0), *w = kp_value(c, &p, nd->in[1], 0);
+  const char *bias = nd->nin > 2 ? kp_value(c, &p, nd->in[2], 0) : NULL;
+  s.M = rows, s.N = out, s.K = in, s.Z = 1;
+  s.a_kcontig = s.b_kcontig = 1;
+  snprintf(s.a_load, sizeof s.a_load, "v = %s[m * %lld + k];", x, LL(in));
+  snprintf(s.b_load, sizeof s.b_load, "v = %s[n * %lld + k];", w, LL(in));
+  snprintf(s.out_idx, sizeof s.out_idx, "m * %lld + n", LL(out));
+  if (bias) snprintf(s.bias, sizeof s.bias, "%s[n]", bias);
+  return tiled(c, gr, &p, &s);
+}
+
+static int emit_matmul(Cg *c, const KGroup *gr) {
+  Node *nd = gr->main;
+  Shape A = nd->in[0]->shape, B = nd->in[1]->shape;
+  if (A.rank == 1) A = (Shape){2, {1, A.d[0]}};
+  if (B.rank == 1) B = (Shape){2, {B.d[0], 1}};
+  int64_t M = A.d[A.rank - 2], K = A.d[A.rank - 1], N = B.d[B.rank - 1];
+  Shape ba = {A.rank - 2, {0}}, bb = {B.rank - 2, {0}}, bo = {0, {0}};
+  for (int i = 0; i < ba.rank; i++) ba.d[i] = A.d[i];
+  for (int i = 0; i < bb.rank; i++) bb.d[i] = B.d[i];
+  bo.rank = ba.rank > bb.rank ? ba.rank : bb.rank;
+  for (int i = 0; i < bo.rank; i++) {
+    int ia = i - (bo.rank - ba.rank), ib = i - (bo.rank - bb.rank);
+    int64_t da = ia >= 0 ? ba.d[ia] : 1, db = ib >= 0 ? bb.d[ib] : 1;
+    bo.d[i] = da > db ? da : db;
+  }
+  int64_t Z = shape_numel(&bo), za = shape_numel(&ba), zb = shape_numel(&bb);
+  if (Z > 65535) {
+    diag_error(nd->loc, "codegen: matmul with %lld batch matrices (more than 65535) is not supported yet", LL(Z));
+    c->err = 1;
+    return -1;
+  }
+  /* cuBLAS's strided batch covers full or single operands; mixed broadcasts go tiled */
+  if (c->o->use_cublas && (za == Z || za == 1) && (zb == Z || zb == 1)) {
+    char coff[8] = "0", zs[32];
+    snprintf(zs, sizeof zs, "%lld", LL(Z));
+    sgemm(c, nd, 0, 0, M, N, K, cg_buf_of(c, nd->in[0]), 0, K, za == 1 ? 0 : M * K, cg_buf_of(c, nd->in[1]), 0, N,
+          zb == 1 ? 0 : K * N, cg_buf_of(c, group_out(gr)), coff, N, M * N, zs);
+    return bias_epilogue(c, gr, NULL, 1, 1);
+  }
+  KParams p = {0};
+  GemmSpec s;
+  memset(&s, 0, sizeof s);
+  const char *a = kp_value(c, &p, nd->in[0], 0), *b = kp_value(c, &p, nd->in[1], 0);
+  s.M = M, s.N = N, s.K = K, s.Z = Z;
+  s.uses_z = Z > 1;
+  s.a_kcontig = 1, s.b_kcontig = 0;
+  Buf ia = {0}, ib = {0};
+  cg_bcast_index(&ia, &bo, &ba, "z");
+  cg_bcast_index(&ib, &bo, &bb, "z");
+  if (s.uses_z) {
+    snprintf(s.a_load, sizeof s.a_load, "v = %s[%s * %lld + m * %lld + k];", a, ia.s, LL(M * K), LL(K));
+    snprintf(s.b_load, sizeof s.b_load, "v = %s[%s * %lld + k * %lld + n];", b, ib.s, LL(K * N), LL(N));
+    snprintf(s.out_idx, sizeof s.out_idx, "z * %lld + m * %lld + n", LL(M * N), LL(N));
+  } else {
+    snprintf(s.a_load, sizeof s.a_load, "v = %s[m * %lld + k];", a, LL(K));
+    snprintf(s.b_load, sizeof s.b_load, "v = %s[k * %lld + n];", b, LL(N));
+    snprintf(s.out_idx, sizeof s.out_idx, "m * %lld + n", LL(N));
+  }
+  buf_free(&ia);
+  buf_free(&ib);
+  return tiled(c, gr, &p, &s);
+}
+
+int emit_gemm(Cg *c, const KGroup *gr) {
+  Node *n = gr->main;
+  if (n->op == OP_LINEAR) return emit_linear(c, gr);
+  if (n->op == OP_MATMUL) return emit_matmul(c, gr);
+  ConvDims d = conv_dims(n);
+  if (ir_window_out(d.H, (int)d.KH, d.sh, d.ph, d.dh) != d.OH || ir_window_out(d.W, (int)d.KW, d.sw, d.pw, d.dw) != d.OW)
+    ncc_die("conv2d attributes disagree with the output shape");
+  /* few output channels per group (depthwise): a GEMM tile (or one cuBLAS
+   * call per group) would idle; a thread per output with the window loop is
+   * both simpler and faster */
+  if (d.Mg < 8) return conv_direct(c, gr, &d);
+  if (c->o->use_cublas) return conv_cublas(c, gr, &d);
+  if (d.G > 65535) ncc_die("conv2d with more than 65535 groups");
+  return conv_tiled(c, gr, &d);
+}

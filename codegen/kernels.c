@@ -1,0 +1,271 @@
+/* kernels.c — emitters of the non-GEMM, non-elementwise ops: pooling,
+ * normalisation, softmax, data movement and losses.
+ *
+ * Every index is specialised to the static shapes: the kernels hold only
+ * constants, so nvcc turns the divisions into multiplications and NVRTC
+ * sees the same text.  Thread-per-output kernels use 256-thread blocks and
+ * no barrier; row reductions (layernorm, softmax, losses) use one block per
+ * row with a shared-memory tree and are flagged NCC_KF_BARRIER so that the
+ * emulator runs them on fibers.  Each kernel applies its group's epilogue to
+ * the value just before the store. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cg.h"
+
+#define LL(x) ((long long)(x))
+
+/* One thread per output element: the common head and launch. */
+static void flat_head(Buf *b, int64_t total) {
+  buf_printf(b, "  int i = %s * 256 + %s;\n  if (i < %lld) {\n", D_BID_X, D_TID_X, LL(total));
+}
+
+static int flat_finish(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t total) {
+  if (cg_epilogue(c, gr, p, b, "v", "i", 2)) return -1;
+  const char *y = kp_value(c, p, group_out(gr), 1);
+  buf_printf(b, "    %s[i] = v;\n  }\n", y);
+  const char *name = cg_finish(c, ncc_ops[gr->main->op].name, 0, p, b);
+  cg_launch(c, name, p, (total + 255) / 256, 1, 1, 256, 1, 0);
+  return 0;
+}
+
+int emit_pool(Cg *c, const KGroup *gr) {
+  Node *n = gr->main;
+  const Attrs *a = &n->a;
+  const Shape *xs = &n->in[0]->shape, *ys = &n->out->shape;
+  int is_max = n->op == OP_MAXPOOL2D;
+  int64_t H = xs->d[2], W = xs->d[3], OH = ys->d[2], OW = ys->d[3];
+  int dil[2] = {is_max ? a->dilation[0] : 1, is_max ? a->dilation[1] : 1};
+  if (ir_window_out(H, a->kernel[0], a->stride[0], a->pad[0], dil[0]) != OH ||
+      ir_window_out(W, a->kernel[1], a->stride[1], a->pad[1], dil[1]) != OW)
+    ncc_die("pool attributes disagree with the output shape");
+  int64_t total = shape_numel(ys);
+  KParams p = {0};
+  Buf b = {0};
+  const char *x = kp_value(c, &p, n->in[0], 0);
+  flat_head(&b, total);
+  buf_printf(&b, "    int ow = i %% %lld, oh = (i / %lld) %% %lld, nc = i / %lld;\n", LL(OW), LL(OW), LL(OH),
+             LL(OH * OW));
+  buf_printf(&b, "    const float *xp = %s + nc * %lld;\n", x, LL(H * W));
+  buf_printf(&b, "    float v = %s;\n", is_max ? D_NEG_MAX : "0.0f");
+  buf_printf(&b, "    for (int kh = 0; kh < %d; kh++) {\n", a->kernel[0]);
+  buf_printf(&b, "      int ih = oh * %d - %d + kh * %d;\n", a->stride[0], a->pad[0], dil[0]);
+  /* with no padding every window lies inside the input (no ceil_mode) */
+  if (a->pad[0]) buf_printf(&b, "      if (ih < 0 || ih >= %lld) continue;\n", LL(H));
+  buf_printf(&b, "      for (int kw = 0; kw < %d; kw++) {\n", a->kernel[1]);
+  buf_printf(&b, "        int iw = ow * %d - %d + kw * %d;\n", a->stride[1], a->pad[1], dil[1]);
+  if (a->pad[1]) buf_printf(&b, "        if (iw < 0 || iw >= %lld) continue;\n", LL(W));
+  buf_printf(&b, "        float e = xp[ih * %lld + iw];\n", LL(W));
+  /* torch's max pooling propagates NaN */
+  if (is_max) buf_puts(&b, "        v = (e > v || e != e) ? e : v;\n");
+  else buf_puts(&b, "        v = v + e;\n");
+  buf_puts(&b, "      }\n    }\n");
+  if (!is_max) {
+    /* count_include_pad=True (torch's default): the divisor is always the
+     * window size, since without ceil_mode no window reaches past the padding */
+    char lit[40];
+    buf_printf(&b, "    v = v / %s;\n", cg_flit(lit, (double)a->kernel[0] * a->kernel[1]));
+  }
+  int r = flat_finish(c, gr, &p, &b, total);
+  buf_free(&b);
+  return r;
+}
+
+int emit_gavgpool(Cg *c, const KGroup *gr) {
+  Node *n = gr->main;
+  const Shape *xs = &n->in[0]->shape;
+  int64_t HW = xs->d[2] * xs->d[3], total = xs->d[0] * xs->d[1];
+  KParams p = {0};
+  Buf b = {0};
+  const char *x = kp_value(c, &p, n->in[0], 0);
+  char lit[40];
+  flat_head(&b, total);
+  buf_printf(&b, "    const float *xp = %s + i * %lld;\n    float v = 0.0f;\n", x, LL(HW));
+  buf_printf(&b, "    for (int j = 0; j < %lld; j++) v = v + xp[j];\n", LL(HW));
+  buf_printf(&b, "    v = v / %s;\n", cg_flit(lit, (double)HW));
+  int r = flat_finish(c, gr, &p, &b, total);
+  buf_free(&b);
+  return r;
+}
+
+int emit_batchnorm(Cg *c, const KGroup *gr) {
+  Node *n = gr->main;
+  const Shape *xs = &n->in[0]->shape;
+  int64_t C = xs->d[1], HW = xs->d[2] * xs->d[3], total = shape_numel(xs);
+  KParams p = {0};
+  Buf b = {0};
+  const char *nm[5];
+  for (int j = 0; j < 5; j++) nm[j] = kp_value(c, &p, n->in[j], 0);
+  char lit[40];
+  flat_head(&b, total);
+  buf_printf(&b, "    int ch = (i / %lld) %% %lld;\n", LL(HW), LL(C));
+  /* inference: running statistics, as torch's eval mode */
+  buf_printf(&b, "    float v = (%s[i] - %s[ch]) / sqrtf(%s[ch] + %s) * %s[ch] + %s[ch];\n", nm[0], nm[3], nm[4],
+             cg_flit(lit, n->a.eps), nm[1], nm[2]);
+  int r = flat_finish(c, gr, &p, &b, total);
+  buf_free(&b);
+  return r;
+}
+
+int emit_layernorm(Cg *c, const KGroup *gr) {
+  Node *n = gr->main;
+  const Shape *xs = &n->in[0]->shape;
+  int64_t D = xs->d[xs->rank - 1], rows = shape_numel(xs) / D;
+  int T = cg_reduce_threads(D);
+  KParams p = {0};
+  Buf b = {0};
+  const char *x = kp_value(c, &p, n->in[0], 0), *w = kp_value(c, &p, n->in[1], 0), *bb = kp_value(c, &p, n->in[2], 0);
+  char lit[40], dl[40];
+  cg_flit(dl, (double)D);
+  buf_printf(&b, "  %s float red[%d];\n", D_SHARED, T);
+  buf_printf(&b, "  int row = %s, t = %s;\n", D_BID_X, D_TID_X);
+  buf_printf(&b, "  const float *xr = %s + row * %lld;\n", x, LL(D));
+  buf_printf(&b, "  float acc = 0.0f;\n  for (int j = t; j < %lld; j += %d) acc = acc + xr[j];\n", LL(D), T);
+  cg_block_reduce(&b, "red", "acc", T, 0, 1);
+  buf_printf(&b, "  float mean = acc / %s;\n  acc = 0.0f;\n", dl);
+  /* two passes: the variance of centred values, as accurate as torch's Welford */
+  buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n    float d = xr[j] - mean;\n    acc = fmaf(d, d, acc);\n  }\n",
+             LL(D), T);
+  cg_block_reduce(&b, "red", "acc", T, 0, 1);
+  buf_printf(&b, "  float rstd = 1.0f / sqrtf(acc / %s + %s);\n", dl, cg_flit(lit, n->a.eps));
+  buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n", LL(D), T);
+  buf_printf(&b, "    int i = row * %lld + j;\n", LL(D));
+  buf_printf(&b, "    float v = (xr[j] - mean) * rstd * %s[j] + %s[j];\n", w, bb);
+  if (cg_epilogue(c, gr, &p, &b, "v", "i", 2)) goto fail;
+  buf_printf(&b, "    %s[i] = v;\n  }\n", kp_value(c, &p, group_out(gr), 1));
+  const char *name = cg_finish(c, "layernorm", NCC_KF_BARRIER_, &p, &b);
+  cg_launch(c, name, &p, rows, 1, 1, T, 1, 0);
+  buf_free(&b);
+  return 0;
+fail:
+  buf_free(&b);
+  return -1;
+}
+
+int emit_softmax(Cg *c, const KGroup *gr) {
+  Node *n = gr->main;
+  const Shape *xs = &n->in[0]->shape;
+  int ax = n->a.axis;
+  int64_t D = xs->d[ax], inner = 1;
+  for (int i = ax + 1; i < xs->rank; i++) inner *= xs->d[i];
+  int64_t rows = shape_numel(xs) / D;
+  int T = cg_reduce_threads(D);
+  KParams p = {0};
+  Buf b = {0};
+  const char *x = kp_value(c, &p, n->in[0], 0);
+  buf_printf(&b, "  %s float red[%d];\n", D_SHARED, T);
+  buf_printf(&b, "  int row = %s, t = %s;\n", D_BID_X, D_TID_X);
+  if (inner == 1) buf_printf(&b, "  int base = row * %lld;\n", LL(D));
+  else buf_printf(&b, "  int base = (row / %lld) * %lld + row %% %lld;\n", LL(inner), LL(D * inner), LL(inner));
+  /* stable: subtract the row maximum before exp */
+  buf_printf(&b, "  float mx = %s;\n  for (int j = t; j < %lld; j += %d) mx = fmaxf(mx, %s[base + j * %lld]);\n",
+             D_NEG_MAX, LL(D), T, x, LL(inner));
+  cg_block_reduce(&b, "red", "mx", T, 1, 1);
+  buf_printf(&b, "  float acc = 0.0f;\n  for (int j = t; j < %lld; j += %d) acc = acc + expf(%s[base + j * %lld] - mx);\n",
+             LL(D), T, x, LL(inner));
+  cg_block_reduce(&b, "red", "acc", T, 0, 1);
+  if (n->op == OP_LOG_SOFTMAX) buf_puts(&b, "  float lse = logf(acc);\n");
+  buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n    int i = base + j * %lld;\n", LL(D), T, LL(inner));
+  if (n->op == OP_LOG_SOFTMAX) buf_printf(&b, "    float v = %s[i] - mx - lse;\n", x);
+  else buf_printf(&b, "    float v = expf(%s[i] - mx) / acc;\n", x);
+  if (cg_epilogue(c, gr, &p, &b, "v", "i", 2)) goto fail;
+  buf_printf(&b, "    %s[i] = v;\n  }\n", kp_value(c, &p, group_out(gr), 1));
+  const char *name = cg_finish(c, ncc_ops[n->op].name, NCC_KF_BARRIER_, &p, &b);
+  cg_launch(c, name, &p, rows, 1, 1, T, 1, 0);
+  buf_free(&b);
+  return 0;
+fail:
+  buf_free(&b);
+  return -1;
+}
+
+int emit_concat(Cg *c, const KGroup *gr) {
+  Node *n = gr->main;
+  const Shape *ys = &n->out->shape;
+  int ax = n->a.axis;
+  int64_t DO = ys->d[ax], inner = 1, total = shape_numel(ys);
+  for (int i = ax + 1; i < ys->rank; i++) inner *= ys->d[i];
+  KParams p = {0};
+  Buf b = {0};
+  flat_head(&b, total);
+  buf_printf(&b, "    int outer = i / %lld, a = (i / %lld) %% %lld, r = i %% %lld;\n    float v;\n", LL(DO * inner),
+             LL(inner), LL(DO), LL(inner));
+  int64_t off = 0;
+  for (int j = 0; j < n->nin; j++) {
+    int64_t dj = n->in[j]->shape.d[ax];
+    const char *x = kp_value(c, &p, n->in[j], 0);
+    if (j == n->nin - 1) buf_puts(&b, n->nin == 1 ? "    " : "    else ");
+    else buf_printf(&b, "    %sif (a < %lld) ", j ? "else " : "", LL(off + dj));
+    buf_printf(&b, "v = %s[(outer * %lld + (a - %lld)) * %lld + r];\n", x, LL(dj), LL(off), LL(inner));
+    off += dj;
+  }
+  int r = flat_finish(c, gr, &p, &b, total);
+  buf_free(&b);
+  return r;
+}
+
+int emit_transpose(Cg *c, const KGroup *gr) {
+  Node *n = gr->main;
+  const Shape *xs = &n->in[0]->shape, *ys = &n->out->shape;
+  int64_t total = shape_numel(ys), istr[NCC_MAX_RANK], s = 1;
+  for (int d = xs->rank - 1; d >= 0; d--) istr[d] = s, s *= xs->d[d];
+  KParams p = {0};
+  Buf b = {0};
+  const char *x = kp_value(c, &p, n->in[0], 0);
+  flat_head(&b, total);
+  buf_puts(&b, "    int r = i, src = 0;\n");
+  for (int d = ys->rank - 1; d >= 0; d--) {
+    if (ys->d[d] == 1) continue;
+    buf_printf(&b, "    src += (r %% %lld) * %lld;\n    r /= %lld;\n", LL(ys->d[d]), LL(istr[n->a.list[d]]),
+               LL(ys->d[d]));
+  }
+  buf_printf(&b, "    (void)r;\n    float v = %s[src];\n", x);
+  int r = flat_finish(c, gr, &p, &b, total);
+  buf_free(&b);
+  return r;
+}
+
+/* Losses: one block of 256 threads; rows are split over the threads and the
+ * partial sums reduced in shared memory; the mean over the batch (or over all
+ * elements for mse_loss) as torch's reduction='mean'. */
+int emit_loss(Cg *c, const KGroup *gr) {
+  Node *n = gr->main;
+  const Shape *xs = &n->in[0]->shape;
+  KParams p = {0};
+  Buf b = {0};
+  const char *x = kp_value(c, &p, n->in[0], 0), *y = kp_value(c, &p, n->in[1], 0);
+  char lit[40];
+  buf_printf(&b, "  %s float red[256];\n  int t = %s;\n  float acc = 0.0f;\n", D_SHARED, D_TID_X);
+  if (n->op == OP_MSE_LOSS) {
+    int64_t total = shape_numel(xs);
+    buf_printf(&b, "  for (int j = t; j < %lld; j += 256) {\n    float d = %s[j] - %s[j];\n    acc = fmaf(d, d, acc);\n  }\n",
+               LL(total), x, y);
+    cg_block_reduce(&b, "red", "acc", 256, 0, 1);
+    buf_printf(&b, "  float v = acc / %s;\n", cg_flit(lit, (double)total));
+  } else {
+    int64_t N = xs->d[0], C = xs->d[1];
+    buf_printf(&b, "  for (int r = t; r < %lld; r += 256) {\n", LL(N));
+    buf_printf(&b, "    const float *xr = %s + r * %lld;\n    int label = %s[r];\n", x, LL(C), y);
+    /* a label out of range gives NaN, where torch raises */
+    buf_printf(&b, "    float picked = sqrtf(-1.0f);\n    if (label >= 0 && label < %lld) picked = xr[label];\n", LL(C));
+    if (n->op == OP_CROSS_ENTROPY) {
+      buf_printf(&b, "    float mx = %s;\n    for (int j = 0; j < %lld; j++) mx = fmaxf(mx, xr[j]);\n", D_NEG_MAX, LL(C));
+      buf_printf(&b, "    float se = 0.0f;\n    for (int j = 0; j < %lld; j++) se = se + expf(xr[j] - mx);\n", LL(C));
+      buf_puts(&b, "    acc = acc + (mx + logf(se) - picked);\n  }\n");
+    } else {
+      buf_puts(&b, "    acc = acc - picked;\n  }\n");
+    }
+    cg_block_reduce(&b, "red", "acc", 256, 0, 1);
+    buf_printf(&b, "  float v = acc / %s;\n", cg_flit(lit, (double)N));
+  }
+  buf_puts(&b, "  if (t == 0) {\n");
+  if (cg_epilogue(c, gr, &p, &b, "v", "0", 2)) goto fail;
+  buf_printf(&b, "    %s[0] = v;\n  }\n", kp_value(c, &p, group_out(gr), 1));
+  const char *name = cg_finish(c, ncc_ops[n->op].name, NCC_KF_BARRIER_, &p, &b);
+  cg_launch(c, name, &p, 1, 1, 1, 256, 1, 0);
+  buf_free(&b);
+  return 0;
+fail:
+  buf_free(&b);
+  return -1;
+}

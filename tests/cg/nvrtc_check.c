@@ -1,0 +1,83 @@
+/* nvrtc_check.c — compiles the kernels section of generated MODEL.cu files
+ * with NVRTC, as `--jit` does at load time, so that a kernel NVRTC rejects
+ * (or warns about) fails the build and not a user's first run.
+ *
+ *   nvrtc_check RUNTIME_INCLUDE_DIR ARCH FILE.cu...     (ARCH: compute_80, compute_90)
+ *
+ * The section is everything up to the "end of kernels" marker; it includes
+ * ncc_kernel.h itself.  Warnings count as failures (-w is not passed, and
+ * a non-empty log with "warning" fails), like nvcc --Werror all-warnings. */
+#include <nvrtc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)n + 1);
+  if (!s || fread(s, 1, (size_t)n, f) != (size_t)n) {
+    fclose(f);
+    free(s);
+    return NULL;
+  }
+  s[n] = 0;
+  fclose(f);
+  return s;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 4) {
+    fprintf(stderr, "usage: nvrtc_check RUNTIME_INCLUDE_DIR compute_XX FILE.cu...\n");
+    return 2;
+  }
+  char inc[1024], arch[64];
+  snprintf(inc, sizeof inc, "-I%s", argv[1]);
+  snprintf(arch, sizeof arch, "--gpu-architecture=%s", argv[2]);
+  const char *opts[] = {arch, inc, "-I/usr/local/cuda/include", "--std=c++17"};
+  int fail = 0;
+  for (int i = 3; i < argc; i++) {
+    char *src = slurp(argv[i]);
+    if (!src) {
+      fprintf(stderr, "%s: cannot read\n", argv[i]);
+      fail = 1;
+      continue;
+    }
+    char *end = strstr(src, "/* ---- end of kernels ---- */");
+    if (!end) {
+      fprintf(stderr, "%s: no kernels section\n", argv[i]);
+      fail = 1;
+      free(src);
+      continue;
+    }
+    end[0] = 0;
+    nvrtcProgram prog;
+    nvrtcResult r = nvrtcCreateProgram(&prog, src, argv[i], 0, NULL, NULL);
+    if (r != NVRTC_SUCCESS) {
+      fprintf(stderr, "%s: nvrtcCreateProgram: %s\n", argv[i], nvrtcGetErrorString(r));
+      return 2;
+    }
+    r = nvrtcCompileProgram(prog, (int)(sizeof opts / sizeof opts[0]), opts);
+    size_t ln = 0;
+    nvrtcGetProgramLogSize(prog, &ln);
+    char *log = malloc(ln + 1);
+    nvrtcGetProgramLog(prog, log);
+    log[ln] = 0;
+    size_t ptxn = 0;
+    if (r == NVRTC_SUCCESS) nvrtcGetPTXSize(prog, &ptxn);
+    if (r != NVRTC_SUCCESS || strstr(log, "warning")) {
+      fprintf(stderr, "%s: NVRTC %s: %s\n%s\n", argv[i], argv[2], r == NVRTC_SUCCESS ? "warnings" : "failed",
+              log);
+      fail = 1;
+    } else {
+      printf("%s: NVRTC %s ok, %zu bytes of PTX\n", argv[i], argv[2], ptxn);
+    }
+    free(log);
+    nvrtcDestroyProgram(&prog);
+    free(src);
+  }
+  return fail;
+}
