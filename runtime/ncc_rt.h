@@ -123,6 +123,52 @@ int ncc_npy_write(const char *path, int dtype, int rank, const int64_t *shape, c
 /* Wall-clock seconds, monotonic. */
 double ncc_now(void);
 
+
+/* ---- additions (runtime engineer): emulator switches and the backend table ---- */
+/* Checked mode of the emulator (also NCC_CHECK=1 in the environment): from now on
+ * ncc_alloc_buffers gives every buffer its own guarded mapping and an
+ * out-of-bounds access is reported with kernel, block and thread (exit status 2). */
+void ncc_emu_set_checked(int on);
+int  ncc_emu_checked(void);
+/* Fiber order at every barrier phase (also NCC_FIBER_ORDER=reverse): 0 forward, 1 reverse. */
+void ncc_emu_set_fiber_order(int reverse);
+/* Number of OS threads that run blocks (NCC_EMU_THREADS, default: cores). */
+int  ncc_emu_threads(void);
+/* How many distinct OS threads ran at least one block of the last emulated launch
+ * of the calling thread (for tests of the worker pool). */
+int  ncc_emu_last_launch_threads(void);
+
+/* A device backend: a table of functions.  emu and jit live in libnccrt; the
+ * cudart backend is compiled into nvcc-built models (ncc_cudart.h) and
+ * registers itself at load time, since libnccrt links no CUDA library.
+ * memcpy_ dir: 0 host->device, 1 device->host, 2 device->device. */
+typedef struct ncc_backend {
+  const char *name;
+  int  (*open)(ncc_dev *d, const char *kernel_src, const char *jit_opts);
+  void (*close)(ncc_dev *d);
+  int  (*malloc_)(ncc_dev *d, void **p, size_t n);
+  int  (*free_)(ncc_dev *d, void *p);
+  int  (*memcpy_)(ncc_dev *d, void *dst, const void *src, size_t n, int dir);
+  int  (*memset_)(ncc_dev *d, void *p, int byte, size_t n);
+  int  (*sync)(ncc_dev *d);
+  int  (*launch)(ncc_dev *d, const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block,
+                 size_t shmem, void **args);
+  int  (*sgemm)(ncc_dev *d, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                const float *A, int lda, long long stride_a,
+                const float *B, int ldb, long long stride_b, float beta,
+                float *C, int ldc, long long stride_c, int batch);
+} ncc_backend;
+void ncc_register_cudart(const ncc_backend *b);
+/* For backends: record a failure (printf-style message) and return code. */
+int  ncc_dev_fail(ncc_dev *d, int code, const char *fmt, ...)
+#if defined(__GNUC__)
+  __attribute__((format(printf, 3, 4)))
+#endif
+  ;
+void  ncc_dev_set_name(ncc_dev *d, const char *name);
+void *ncc_dev_state(const ncc_dev *d);
+void  ncc_dev_set_state(ncc_dev *d, void *state);
+
 #ifdef __cplusplus
 }
 #endif

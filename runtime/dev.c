@@ -1,0 +1,245 @@
+/* dev.c — the device interface of ncc_rt.h: picks a backend (a table of
+ * functions, ggml's habit) and forwards every call to it, keeping the last
+ * error message in the device.  Also the emu backend itself (host memory,
+ * launches through emu.c, GEMMs through the CPU BLAS) and the arena of
+ * activations (ncc_alloc_buffers), which checked mode replaces with guarded
+ * mappings.
+ *
+ * Which backend a device gets:
+ *   kernel_src != NULL  (--jit build)     -> jit; AUTO and CUDA both need a GPU, since
+ *                                            such a build has no CPU kernels;
+ *   cudart registered   (nvcc build)      -> cudart, same;
+ *   otherwise           (-DNCC_EMU build) -> EMU and AUTO run on the emulator; CUDA
+ *                                            probes the GPU and says why it cannot be used.
+ */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "rt_internal.h"
+
+/* the CPU BLAS; declared here so that no particular cblas.h is needed */
+enum { NccCblasRowMajor = 101, NccCblasNoTrans = 111, NccCblasTrans = 112 };
+void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                 const float *b, int ldb, float beta, float *c, int ldc);
+
+static const ncc_backend *g_cudart;
+
+void ncc_register_cudart(const ncc_backend *b) { g_cudart = b; }
+
+int ncc_dev_fail(ncc_dev *d, int code, const char *fmt, ...) {
+  va_list ap;
+  if (!d) return code;
+  va_start(ap, fmt);
+  vsnprintf(d->err, sizeof d->err, fmt, ap);
+  va_end(ap);
+  return code;
+}
+void ncc_dev_set_name(ncc_dev *d, const char *name) { snprintf(d->name, sizeof d->name, "%s", name); }
+void *ncc_dev_state(const ncc_dev *d) { return d->state; }
+void ncc_dev_set_state(ncc_dev *d, void *state) { d->state = state; }
+
+double ncc_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------------- emu backend */
+static int emu_open(ncc_dev *d, const char *src, const char *opts) {
+  char nm[64];
+  (void)src;
+  (void)opts;
+  snprintf(nm, sizeof nm, "emu: %d thread%s%s", ncc_emu_threads(), ncc_emu_threads() == 1 ? "" : "s",
+           ncc_emu_checked() ? ", checked" : "");
+  ncc_dev_set_name(d, nm);
+  return 0;
+}
+static void emu_close(ncc_dev *d) { (void)d; }
+static int emu_malloc(ncc_dev *d, void **p, size_t n) {
+  /* 256-byte alignment, like cudaMalloc */
+  *p = aligned_alloc(256, (n ? n + 255 : 256) / 256 * 256);
+  if (!*p) return ncc_dev_fail(d, NCC_EUSER, "emu: out of memory allocating %zu bytes", n);
+  return 0;
+}
+static int emu_free(ncc_dev *d, void *p) {
+  (void)d;
+  free(p);
+  return 0;
+}
+static int emu_memcpy(ncc_dev *d, void *dst, const void *src, size_t n, int dir) {
+  (void)d;
+  (void)dir;
+  if (n) memmove(dst, src, n);
+  return 0;
+}
+static int emu_memset(ncc_dev *d, void *p, int byte, size_t n) {
+  (void)d;
+  if (n) memset(p, byte, n);
+  return 0;
+}
+static int emu_sync(ncc_dev *d) {
+  (void)d;
+  return 0;   /* launches are synchronous under emulation */
+}
+static int emu_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block, size_t shmem, void **args) {
+  char err[1024];
+  int rc = ncc_emu_launch(k, grid, block, shmem, args, err, sizeof err);
+  if (rc) return ncc_dev_fail(d, rc, "%s", err);
+  return 0;
+}
+static int emu_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
+                     long long sa, const float *B, int ldb, long long sb, float beta, float *C, int ldc,
+                     long long sc, int batch) {
+  int b;
+  (void)d;
+  for (b = 0; b < batch; b++)
+    cblas_sgemm(NccCblasRowMajor, ta ? NccCblasTrans : NccCblasNoTrans, tb ? NccCblasTrans : NccCblasNoTrans, m, n,
+                k, alpha, A + b * sa, lda, B + b * sb, ldb, beta, C + b * sc, ldc);
+  return 0;
+}
+
+const ncc_backend ncc_backend_emu = {"emu",      emu_open,   emu_close, emu_malloc, emu_free, emu_memcpy,
+                                     emu_memset, emu_sync,   emu_launch, emu_sgemm};
+
+/* ---------------------------------------------------------------- dispatch */
+int ncc_dev_open(ncc_dev **out, int kind, const char *kernel_src, const char *jit_opts) {
+  ncc_dev *d;
+  const ncc_backend *be;
+  int rc;
+  if (!out) return NCC_EINTERNAL;
+  *out = NULL;
+  d = calloc(1, sizeof *d);
+  if (!d) return NCC_EUSER;
+  *out = d;
+  if (kind != NCC_DEV_AUTO && kind != NCC_DEV_CUDA && kind != NCC_DEV_EMU)
+    return ncc_dev_fail(d, NCC_EINTERNAL, "ncc_dev_open: unknown device kind %d", kind);
+  if (kernel_src || g_cudart) {
+    /* a GPU build: nothing to run on the CPU */
+    char why[512];
+    const char *build = kernel_src ? "--jit" : "nvcc";
+    if (kind == NCC_DEV_EMU)
+      return ncc_dev_fail(d, NCC_EUSER,
+                          "this model was built for a GPU (%s); CPU emulation needs a build with -DNCC_EMU", build);
+    if (!kernel_src) {
+      be = g_cudart;   /* the cudart backend probes through the CUDA runtime itself */
+    } else {
+      if (ncc_cuda_probe(why, sizeof why))
+        return ncc_dev_fail(d, NCC_EUSER, "no CUDA device answers: %s", why);
+      be = &ncc_backend_jit;
+    }
+  } else {
+    if (kind == NCC_DEV_CUDA) {
+      char why[512];
+      if (ncc_cuda_probe(why, sizeof why))
+        return ncc_dev_fail(d, NCC_EUSER, "no CUDA device answers: %s", why);
+      return ncc_dev_fail(d, NCC_EUSER,
+                          "a CUDA device answers, but this model was built for CPU emulation (-DNCC_EMU); "
+                          "build it with nvcc or --jit to run on the GPU");
+    }
+    be = &ncc_backend_emu;
+  }
+  d->be = be;
+  rc = be->open(d, kernel_src, jit_opts);
+  if (rc) {
+    be->close(d);   /* frees what open got before failing; the message stays readable */
+    d->be = NULL;
+    return rc;
+  }
+  return 0;
+}
+
+void ncc_dev_close(ncc_dev *d) {
+  if (!d) return;
+  while (d->be && d->guarded) {
+    ncc_guarded *g = d->guarded;
+    ncc_free_buffers(d, g);
+  }
+  if (d->be) d->be->close(d);
+  free(d);
+}
+
+const char *ncc_dev_error(const ncc_dev *d) { return d ? d->err : "no device (ncc_dev_open was not called)"; }
+const char *ncc_dev_name(const ncc_dev *d) { return d ? d->name : "none"; }
+int ncc_dev_is_emu(const ncc_dev *d) { return d && d->be == &ncc_backend_emu; }
+
+#define NEED_DEV(d)                                                          \
+  do {                                                                       \
+    if (!(d) || !(d)->be) {                                                  \
+      if (d) ncc_dev_fail((d), NCC_EINTERNAL, "%s: device is not open", __func__); \
+      return NCC_EINTERNAL;                                                  \
+    }                                                                        \
+  } while (0)
+
+int ncc_malloc(ncc_dev *d, void **p, size_t n) { NEED_DEV(d); return d->be->malloc_(d, p, n); }
+int ncc_free(ncc_dev *d, void *p) { NEED_DEV(d); return p ? d->be->free_(d, p) : 0; }
+int ncc_memcpy_h2d(ncc_dev *d, void *dst, const void *src, size_t n) { NEED_DEV(d); return d->be->memcpy_(d, dst, src, n, 0); }
+int ncc_memcpy_d2h(ncc_dev *d, void *dst, const void *src, size_t n) { NEED_DEV(d); return d->be->memcpy_(d, dst, src, n, 1); }
+int ncc_memcpy_d2d(ncc_dev *d, void *dst, const void *src, size_t n) { NEED_DEV(d); return d->be->memcpy_(d, dst, src, n, 2); }
+int ncc_memset(ncc_dev *d, void *p, int byte, size_t n) { NEED_DEV(d); return d->be->memset_(d, p, byte, n); }
+int ncc_sync(ncc_dev *d) { NEED_DEV(d); return d->be->sync(d); }
+
+int ncc_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block, size_t shmem, void **args) {
+  NEED_DEV(d);
+  if (!k) return ncc_dev_fail(d, NCC_EINTERNAL, "ncc_launch: no kernel");
+  return d->be->launch(d, k, grid, block, shmem, args);
+}
+
+int ncc_sgemm(ncc_dev *d, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *A, int lda,
+              long long stride_a, const float *B, int ldb, long long stride_b, float beta, float *C, int ldc,
+              long long stride_c, int batch) {
+  NEED_DEV(d);
+  /* the checks cuBLAS would make, so that every backend rejects the same calls */
+  if (m < 0 || n < 0 || k < 0 || batch < 0 || ldc < (n > 1 ? n : 1) ||
+      lda < ((trans_a ? m : k) > 1 ? (trans_a ? m : k) : 1) || ldb < ((trans_b ? k : n) > 1 ? (trans_b ? k : n) : 1))
+    return ncc_dev_fail(d, NCC_EINTERNAL,
+                        "ncc_sgemm: invalid arguments m=%d n=%d k=%d lda=%d ldb=%d ldc=%d trans_a=%d trans_b=%d batch=%d",
+                        m, n, k, lda, ldb, ldc, trans_a, trans_b, batch);
+  if (!m || !n || !batch) return 0;
+  return d->be->sgemm(d, trans_a, trans_b, m, n, k, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
+                      stride_c, batch);
+}
+
+int ncc_alloc_buffers(ncc_dev *d, int n, const size_t *offsets, const size_t *sizes, void **ptrs, void **arena) {
+  size_t total = 0;
+  int i, rc;
+  NEED_DEV(d);
+  if (n < 0 || !arena || (n > 0 && (!offsets || !sizes || !ptrs)))
+    return ncc_dev_fail(d, NCC_EINTERNAL, "ncc_alloc_buffers: invalid arguments");
+  *arena = NULL;
+  for (i = 0; i < n; i++) {
+    if (offsets[i] > (size_t)-1 - sizes[i])
+      return ncc_dev_fail(d, NCC_EINTERNAL, "ncc_alloc_buffers: buffer #%d overflows (offset %zu, size %zu)", i,
+                          offsets[i], sizes[i]);
+    if (offsets[i] + sizes[i] > total) total = offsets[i] + sizes[i];
+  }
+  if (d->be == &ncc_backend_emu && ncc_emu_checked()) {
+    ncc_guarded *g;
+    rc = ncc_emu_guarded_alloc(n, sizes, ptrs, &g, d->err, sizeof d->err);
+    if (rc) return rc;
+    g->next = d->guarded;
+    d->guarded = g;
+    *arena = g;
+    return 0;
+  }
+  rc = d->be->malloc_(d, arena, total ? total : 1);
+  if (rc) return rc;
+  for (i = 0; i < n; i++) ptrs[i] = (char *)*arena + offsets[i];
+  return 0;
+}
+
+int ncc_free_buffers(ncc_dev *d, void *arena) {
+  ncc_guarded **pp;
+  NEED_DEV(d);
+  if (!arena) return 0;
+  for (pp = &d->guarded; *pp; pp = &(*pp)->next)
+    if ((void *)*pp == arena) {
+      ncc_guarded *g = *pp;
+      *pp = g->next;
+      ncc_emu_guarded_free(g);
+      return 0;
+    }
+  return d->be->free_(d, arena);
+}

@@ -1,0 +1,515 @@
+/* dev_cuda.c — the jit backend: NVRTC + the CUDA driver API + cuBLAS, all
+ * dlopen'ed at run time, so that libnccrt links no CUDA library and loads on
+ * a machine without one (ncc_dev_open then says why no GPU answers).
+ *
+ * The kernels section of a --jit build is compiled by NVRTC for the device's
+ * own sm_XX, with this runtime's NVRTC prelude (the NVRTC branch of
+ * ncc_kernel.h) as an in-memory header; the cubin is cached on disk under
+ * $XDG_CACHE_HOME/ncc (or ~/.cache/ncc) by a hash of source, options, arch and
+ * NVRTC version, written atomically so that two processes never see half a file.
+ * Every CUDA/NVRTC/cuBLAS call is checked; messages name file:line of the call.
+ * Also ncc_nvrtc_ptx (ncc --emit=ptx), which needs NVRTC but no GPU.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "rt_internal.h"
+
+/* The NVRTC part of ncc_kernel.h, given to NVRTC under the same name; keep the
+ * two in step (tests/rt compiles the test kernels through this prelude). */
+static const char NCC_NVRTC_PRELUDE[] =
+    "#ifndef NCC_KERNEL_H\n"
+    "#define NCC_KERNEL_H\n"
+    "#include <cuda_fp16.h>\n"
+    "#include <cuda_bf16.h>\n"
+    "#define NCC_KERNEL extern \"C\" __global__\n"
+    "#define NCC_DYN_SHARED(T, name) extern __shared__ T name[]\n"
+    "#endif\n";
+
+/* ---------------------------------------------------------------- driver API, by hand */
+typedef int CUresult;
+typedef int CUdevice;
+typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream;
+typedef unsigned long long CUdeviceptr;
+typedef int nvrtcResult;
+typedef void *nvrtcProgram;
+typedef void *cublasHandle_t;
+
+static struct {
+  void *lib;
+  CUresult (*Init)(unsigned);
+  CUresult (*DeviceGetCount)(int *);
+  CUresult (*DeviceGet)(CUdevice *, int);
+  CUresult (*DeviceGetName)(char *, int, CUdevice);
+  CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
+  CUresult (*PrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*PrimaryCtxRelease)(CUdevice);
+  CUresult (*CtxSetCurrent)(CUcontext);
+  CUresult (*CtxSynchronize)(void);
+  CUresult (*ModuleLoadData)(CUmodule *, const void *);
+  CUresult (*ModuleUnload)(CUmodule);
+  CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+  CUresult (*FuncSetAttribute)(CUfunction, int, int);
+  CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                           CUstream, void **, void **);
+  CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+  CUresult (*MemFree)(CUdeviceptr);
+  CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
+  CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
+  CUresult (*MemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
+  CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
+  CUresult (*GetErrorString)(CUresult, const char **);
+} cu;
+
+static struct {
+  void *lib;
+  nvrtcResult (*Create)(nvrtcProgram *, const char *, const char *, int, const char *const *, const char *const *);
+  nvrtcResult (*Compile)(nvrtcProgram, int, const char *const *);
+  nvrtcResult (*LogSize)(nvrtcProgram, size_t *);
+  nvrtcResult (*Log)(nvrtcProgram, char *);
+  nvrtcResult (*PTXSize)(nvrtcProgram, size_t *);
+  nvrtcResult (*PTX)(nvrtcProgram, char *);
+  nvrtcResult (*CUBINSize)(nvrtcProgram, size_t *);
+  nvrtcResult (*CUBIN)(nvrtcProgram, char *);
+  nvrtcResult (*Destroy)(nvrtcProgram *);
+  const char *(*ErrorString)(nvrtcResult);
+  nvrtcResult (*Version)(int *, int *);
+} nv;
+
+static struct {
+  void *lib;
+  int (*Create)(cublasHandle_t *);
+  int (*Destroy)(cublasHandle_t);
+  int (*SgemmStridedBatched)(cublasHandle_t, int, int, int, int, int, const float *, const float *, int, long long,
+                             const float *, int, long long, const float *, float *, int, long long, int);
+} cb;
+
+static pthread_mutex_t g_load_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *cuda_home(void) {
+  const char *h = getenv("CUDA_HOME");
+  if (!h || !*h) h = getenv("CUDA_PATH");
+  return h && *h ? h : "/usr/local/cuda";
+}
+
+/* dlopen the first of names, then any lib*.so* under $CUDA_HOME/lib64 matching pattern. */
+static void *open_lib(const char *const *names, const char *pattern, char *why, size_t n) {
+  void *h = NULL;
+  char path[1024];
+  int i;
+  glob_t gl;
+  for (i = 0; names[i] && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  if (h) return h;
+  {
+    const char *e = dlerror();
+    snprintf(why, n, "%s", e ? e : "not found");
+  }
+  snprintf(path, sizeof path, "%s/lib64/%s", cuda_home(), pattern);
+  if (glob(path, 0, NULL, &gl) == 0) {
+    size_t k;
+    for (k = gl.gl_pathc; k-- > 0 && !h;) h = dlopen(gl.gl_pathv[k], RTLD_NOW | RTLD_LOCAL);
+    globfree(&gl);
+  }
+  return h;
+}
+
+#define SYM(tab, field, name)                                                                     \
+  do {                                                                                            \
+    *(void **)&tab.field = dlsym(tab.lib, name);                                                  \
+    if (!tab.field) { snprintf(why, n, "symbol %s missing from the library", name); return -1; } \
+  } while (0)
+
+static int load_cuda(char *why, size_t n) {
+  static const char *const names[] = {"libcuda.so.1", "libcuda.so", NULL};
+  if (cu.lib) return 0;
+  cu.lib = open_lib(names, "stubs/.none", why, n);
+  if (!cu.lib) return -1;
+  SYM(cu, Init, "cuInit");
+  SYM(cu, DeviceGetCount, "cuDeviceGetCount");
+  SYM(cu, DeviceGet, "cuDeviceGet");
+  SYM(cu, DeviceGetName, "cuDeviceGetName");
+  SYM(cu, DeviceGetAttribute, "cuDeviceGetAttribute");
+  SYM(cu, PrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+  SYM(cu, PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
+  SYM(cu, CtxSetCurrent, "cuCtxSetCurrent");
+  SYM(cu, CtxSynchronize, "cuCtxSynchronize");
+  SYM(cu, ModuleLoadData, "cuModuleLoadData");
+  SYM(cu, ModuleUnload, "cuModuleUnload");
+  SYM(cu, ModuleGetFunction, "cuModuleGetFunction");
+  SYM(cu, FuncSetAttribute, "cuFuncSetAttribute");
+  SYM(cu, LaunchKernel, "cuLaunchKernel");
+  SYM(cu, MemAlloc, "cuMemAlloc_v2");
+  SYM(cu, MemFree, "cuMemFree_v2");
+  SYM(cu, MemcpyHtoD, "cuMemcpyHtoD_v2");
+  SYM(cu, MemcpyDtoH, "cuMemcpyDtoH_v2");
+  SYM(cu, MemcpyDtoD, "cuMemcpyDtoD_v2");
+  SYM(cu, MemsetD8, "cuMemsetD8_v2");
+  SYM(cu, GetErrorString, "cuGetErrorString");
+  return 0;
+}
+
+static int load_nvrtc(char *why, size_t n) {
+  static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so", NULL};
+  if (nv.lib) return 0;
+  nv.lib = open_lib(names, "libnvrtc.so*", why, n);
+  if (!nv.lib) return -1;
+  SYM(nv, Create, "nvrtcCreateProgram");
+  SYM(nv, Compile, "nvrtcCompileProgram");
+  SYM(nv, LogSize, "nvrtcGetProgramLogSize");
+  SYM(nv, Log, "nvrtcGetProgramLog");
+  SYM(nv, PTXSize, "nvrtcGetPTXSize");
+  SYM(nv, PTX, "nvrtcGetPTX");
+  SYM(nv, CUBINSize, "nvrtcGetCUBINSize");
+  SYM(nv, CUBIN, "nvrtcGetCUBIN");
+  SYM(nv, Destroy, "nvrtcDestroyProgram");
+  SYM(nv, ErrorString, "nvrtcGetErrorString");
+  SYM(nv, Version, "nvrtcVersion");
+  return 0;
+}
+
+static int load_cublas(char *why, size_t n) {
+  static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so", NULL};
+  if (cb.lib) return 0;
+  cb.lib = open_lib(names, "libcublas.so*", why, n);
+  if (!cb.lib) return -1;
+  SYM(cb, Create, "cublasCreate_v2");
+  SYM(cb, Destroy, "cublasDestroy_v2");
+  SYM(cb, SgemmStridedBatched, "cublasSgemmStridedBatched");
+  return 0;
+}
+
+static const char *cu_str(CUresult r) {
+  const char *s = NULL;
+  if (cu.GetErrorString) cu.GetErrorString(r, &s);
+  return s ? s : "unknown CUDA error";
+}
+
+int ncc_cuda_probe(char *why, size_t n) {
+  int count = 0, rc;
+  CUresult r;
+  pthread_mutex_lock(&g_load_mu);
+  rc = load_cuda(why, n);
+  pthread_mutex_unlock(&g_load_mu);
+  if (rc) {
+    char tmp[400];
+    snprintf(tmp, sizeof tmp, "%s", why);
+    snprintf(why, n, "cannot load the CUDA driver (libcuda.so.1): %s", tmp);
+    return NCC_EUSER;
+  }
+  if ((r = cu.Init(0)) != 0) { snprintf(why, n, "cuInit: %s (error %d)", cu_str(r), r); return NCC_EUSER; }
+  if ((r = cu.DeviceGetCount(&count)) != 0) {
+    snprintf(why, n, "cuDeviceGetCount: %s (error %d)", cu_str(r), r);
+    return NCC_EUSER;
+  }
+  if (count < 1) { snprintf(why, n, "the CUDA driver finds no device"); return NCC_EUSER; }
+  return 0;
+}
+
+/* ---------------------------------------------------------------- NVRTC */
+static char *cuda_include_opt(void) {
+  char *s = malloc(1100);
+  if (s) snprintf(s, 1100, "-I%s/include", cuda_home());
+  return s;
+}
+
+/* Compiles src (+ the prelude) with opts; *out is PTX (want_cubin 0) or a cubin. */
+static int nvrtc_compile(const char *src, const char *name, const char *const *opts, int nopts, int want_cubin,
+                         char **out, size_t *outn, char *err, size_t errn, const char *file, int line) {
+  nvrtcProgram prog = NULL;
+  nvrtcResult r;
+  char *full, *inc, *log = NULL;
+  const char **o;
+  const char *hdr[1] = {NCC_NVRTC_PRELUDE}, *hname[1] = {"ncc_kernel.h"};
+  size_t len, logn = 0;
+  int i, rc = 0;
+  char why[512];
+  pthread_mutex_lock(&g_load_mu);
+  rc = load_nvrtc(why, sizeof why);
+  pthread_mutex_unlock(&g_load_mu);
+  if (rc) { ncc_errf(err, errn, "cannot load NVRTC (libnvrtc.so): %s", why); return NCC_EUSER; }
+  len = strlen(src) + strlen(name) + 64;
+  full = malloc(len);
+  inc = cuda_include_opt();
+  o = malloc(sizeof *o * (size_t)(nopts + 2));
+  if (!full || !inc || !o) { free(full); free(inc); free(o); ncc_errf(err, errn, "out of memory"); return NCC_EUSER; }
+  /* #line keeps the log's line numbers those of the kernels section */
+  snprintf(full, len, "#include \"ncc_kernel.h\"\n#line 1 \"%s\"\n%s", name, src);
+  for (i = 0; i < nopts; i++) o[i] = opts[i];
+  o[nopts] = inc;
+  if ((r = nv.Create(&prog, full, name, 1, hdr, hname)) != 0) {
+    ncc_errf(err, errn, "%s:%d: nvrtcCreateProgram: %s", file, line, nv.ErrorString(r));
+    rc = NCC_EUSER;
+    goto out;
+  }
+  r = nv.Compile(prog, nopts + 1, o);
+  if (nv.LogSize(prog, &logn) == 0 && logn > 1 && (log = malloc(logn + 1)) != NULL) {
+    if (nv.Log(prog, log) != 0) log[0] = 0;
+    log[logn] = 0;
+  }
+  if (r != 0) {
+    ncc_errf(err, errn, "%s:%d: NVRTC cannot compile %s: %s\n%s", file, line, name, nv.ErrorString(r),
+             log ? log : "");
+    rc = NCC_EUSER;
+    goto out;
+  }
+  {
+    size_t sz = 0;
+    r = want_cubin ? nv.CUBINSize(prog, &sz) : nv.PTXSize(prog, &sz);
+    if (r == 0 && (*out = malloc(sz + 1)) != NULL) {
+      r = want_cubin ? nv.CUBIN(prog, *out) : nv.PTX(prog, *out);
+      (*out)[sz] = 0;
+      *outn = sz;
+    }
+    if (r != 0 || !*out) {
+      ncc_errf(err, errn, "%s:%d: NVRTC: cannot get the %s: %s", file, line, want_cubin ? "cubin" : "PTX",
+               r ? nv.ErrorString(r) : "out of memory");
+      free(*out);
+      *out = NULL;
+      rc = NCC_EUSER;
+    }
+  }
+out:
+  if (prog) nv.Destroy(&prog);
+  free(log);
+  free(full);
+  free(inc);
+  free(o);
+  return rc;
+}
+
+int ncc_nvrtc_ptx(const char *src, const char *name, const char *const *opts, int nopts, char **ptx, char *err,
+                  size_t errn) {
+  size_t n;
+  if (!src || !ptx) { ncc_errf(err, errn, "ncc_nvrtc_ptx: no source"); return NCC_EUSER; }
+  *ptx = NULL;
+  return nvrtc_compile(src, name ? name : "kernels.cu", opts, nopts, 0, ptx, &n, err, errn, __FILE__, __LINE__);
+}
+
+/* ---------------------------------------------------------------- cubin cache */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+  const unsigned char *s = (const unsigned char *)p;
+  size_t i;
+  for (i = 0; i < n; i++) { h ^= s[i]; h *= 1099511628211ull; }
+  return h;
+}
+
+static int cache_dir(char *dir, size_t n) {
+  const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  if (x && *x) snprintf(dir, n, "%s/ncc", x);
+  else if (home && *home) snprintf(dir, n, "%s/.cache/ncc", home);
+  else return -1;
+  {
+    /* mkdir -p of the last two levels is enough for ~/.cache/ncc */
+    char parent[1024], *slash;
+    snprintf(parent, sizeof parent, "%s", dir);
+    slash = strrchr(parent, '/');
+    if (slash) { *slash = 0; mkdir(parent, 0755); }
+  }
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) return -1;
+  return 0;
+}
+
+static char *read_all(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  char *b = NULL;
+  long sz;
+  if (!f) return NULL;
+  if (fseek(f, 0, SEEK_END) == 0 && (sz = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 && (b = malloc((size_t)sz))) {
+    if (fread(b, 1, (size_t)sz, f) != (size_t)sz) { free(b); b = NULL; }
+    else *n = (size_t)sz;
+  }
+  fclose(f);
+  return b;
+}
+
+static void write_atomic(const char *path, const void *p, size_t n) {
+  char tmp[1200];
+  int fd;
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return;   /* the cache is an optimisation: no cache, no error */
+  if (write(fd, p, n) == (ssize_t)n && fsync(fd) == 0) {
+    close(fd);
+    if (rename(tmp, path) != 0) unlink(tmp);
+    return;
+  }
+  close(fd);
+  unlink(tmp);
+}
+
+/* ---------------------------------------------------------------- the backend */
+typedef struct jit_state {
+  CUdevice dev;
+  CUcontext ctx;
+  CUmodule mod;
+  cublasHandle_t blas;
+  int blas_tried;
+  int smem_optin;
+  /* kernel lookup cache: name -> function */
+  int nfn;
+  struct { const char *name; CUfunction fn; size_t shmem_set; } fn[256];
+} jit_state;
+
+#define CU_CHECK(d, call)                                                                           \
+  do {                                                                                              \
+    CUresult r_ = (call);                                                                           \
+    if (r_ != 0) return ncc_dev_fail((d), NCC_EUSER, "%s:%d: %s: %s (CUDA error %d)", __FILE__, __LINE__, \
+                                     #call, cu_str(r_), r_);                                        \
+  } while (0)
+
+static int jit_open(ncc_dev *d, const char *src, const char *opts) {
+  jit_state *s = calloc(1, sizeof *s);
+  int major = 0, minor = 0, rc, nopts = 0;
+  char name[256], arch[64], nm[400], why[512], dir[1024], path[1200], err[16384];
+  char *cubin = NULL, *optcopy = NULL, *tok, *save = NULL;
+  const char *ov[64];
+  size_t ncubin = 0;
+  uint64_t h = 1469598103934665603ull;
+  int nvmaj = 0, nvmin = 0;
+  if (!s) return ncc_dev_fail(d, NCC_EUSER, "out of memory");
+  ncc_dev_set_state(d, s);
+  CU_CHECK(d, cu.DeviceGet(&s->dev, 0));
+  CU_CHECK(d, cu.DeviceGetName(name, sizeof name, s->dev));
+  CU_CHECK(d, cu.DeviceGetAttribute(&major, 75, s->dev));
+  CU_CHECK(d, cu.DeviceGetAttribute(&minor, 76, s->dev));
+  CU_CHECK(d, cu.DeviceGetAttribute(&s->smem_optin, 97, s->dev));
+  CU_CHECK(d, cu.PrimaryCtxRetain(&s->ctx, s->dev));
+  CU_CHECK(d, cu.CtxSetCurrent(s->ctx));
+  snprintf(nm, sizeof nm, "cuda: %s (sm_%d%d, jit)", name, major, minor);
+  ncc_dev_set_name(d, nm);
+  snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d%d", major, minor);
+  ov[nopts++] = arch;
+  if (opts && *opts) {
+    optcopy = strdup(opts);
+    for (tok = optcopy ? strtok_r(optcopy, " \t\n", &save) : NULL; tok && nopts < 63;
+         tok = strtok_r(NULL, " \t\n", &save))
+      ov[nopts++] = tok;
+  }
+  pthread_mutex_lock(&g_load_mu);
+  rc = load_nvrtc(why, sizeof why);
+  pthread_mutex_unlock(&g_load_mu);
+  if (rc) { free(optcopy); return ncc_dev_fail(d, NCC_EUSER, "cannot load NVRTC (libnvrtc.so): %s", why); }
+  nv.Version(&nvmaj, &nvmin);
+  h = fnv1a(h, src, strlen(src) + 1);
+  h = fnv1a(h, NCC_NVRTC_PRELUDE, sizeof NCC_NVRTC_PRELUDE);
+  {
+    int i;
+    for (i = 0; i < nopts; i++) h = fnv1a(h, ov[i], strlen(ov[i]) + 1);
+  }
+  h = fnv1a(h, &nvmaj, sizeof nvmaj);
+  h = fnv1a(h, &nvmin, sizeof nvmin);
+  path[0] = 0;
+  if (cache_dir(dir, sizeof dir) == 0) {
+    snprintf(path, sizeof path, "%s/%016llx.cubin", dir, (unsigned long long)h);
+    cubin = read_all(path, &ncubin);
+  }
+  if (!cubin) {
+    rc = nvrtc_compile(src, "kernels.cu", ov, nopts, 1, &cubin, &ncubin, err, sizeof err, __FILE__, __LINE__);
+    if (rc) { free(optcopy); return ncc_dev_fail(d, rc, "%s", err); }
+    if (path[0]) write_atomic(path, cubin, ncubin);
+  }
+  free(optcopy);
+  {
+    CUresult r = cu.ModuleLoadData(&s->mod, cubin);
+    free(cubin);
+    if (r != 0) {
+      if (path[0]) unlink(path);   /* a damaged cache entry must not stick */
+      return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cuModuleLoadData: %s (CUDA error %d)", __FILE__, __LINE__, cu_str(r),
+                          r);
+    }
+  }
+  return 0;
+}
+
+static void jit_close(ncc_dev *d) {
+  jit_state *s = (jit_state *)ncc_dev_state(d);
+  if (!s) return;
+  if (s->blas) cb.Destroy(s->blas);
+  if (s->mod) cu.ModuleUnload(s->mod);
+  if (s->ctx) cu.PrimaryCtxRelease(s->dev);
+  free(s);
+}
+
+static int jit_malloc(ncc_dev *d, void **p, size_t n) {
+  CUdeviceptr q = 0;
+  CU_CHECK(d, cu.MemAlloc(&q, n ? n : 1));
+  *p = (void *)(uintptr_t)q;
+  return 0;
+}
+static int jit_free(ncc_dev *d, void *p) {
+  CU_CHECK(d, cu.MemFree((CUdeviceptr)(uintptr_t)p));
+  return 0;
+}
+static int jit_memcpy(ncc_dev *d, void *dst, const void *src, size_t n, int dir) {
+  if (!n) return 0;
+  if (dir == 0) CU_CHECK(d, cu.MemcpyHtoD((CUdeviceptr)(uintptr_t)dst, src, n));
+  else if (dir == 1) CU_CHECK(d, cu.MemcpyDtoH(dst, (CUdeviceptr)(uintptr_t)src, n));
+  else CU_CHECK(d, cu.MemcpyDtoD((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, n));
+  return 0;
+}
+static int jit_memset(ncc_dev *d, void *p, int byte, size_t n) {
+  if (n) CU_CHECK(d, cu.MemsetD8((CUdeviceptr)(uintptr_t)p, (unsigned char)byte, n));
+  return 0;
+}
+static int jit_sync(ncc_dev *d) {
+  CU_CHECK(d, cu.CtxSynchronize());
+  return 0;
+}
+static int jit_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 g, ncc_dim3 b, size_t shmem, void **args) {
+  jit_state *s = (jit_state *)ncc_dev_state(d);
+  int i;
+  CUfunction fn = NULL;
+  for (i = 0; i < s->nfn; i++)
+    if (s->fn[i].name == k->name || strcmp(s->fn[i].name, k->name) == 0) { fn = s->fn[i].fn; break; }
+  if (!fn) {
+    CU_CHECK(d, cu.ModuleGetFunction(&fn, s->mod, k->name));
+    if (s->nfn < 256) {
+      i = s->nfn++;
+      s->fn[i].name = k->name;
+      s->fn[i].fn = fn;
+      s->fn[i].shmem_set = 0;
+    } else {
+      i = -1;
+    }
+  }
+  if (shmem > 48 * 1024 && (i < 0 || s->fn[i].shmem_set < shmem)) {
+    /* above 48 KiB a kernel must opt in */
+    CU_CHECK(d, cu.FuncSetAttribute(fn, 8, (int)shmem));
+    if (i >= 0) s->fn[i].shmem_set = shmem;
+  }
+  CU_CHECK(d, cu.LaunchKernel(fn, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned)shmem, NULL, args, NULL));
+  return 0;
+}
+static int jit_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
+                     long long sa, const float *B, int ldb, long long sb, float beta, float *C, int ldc, long long sc,
+                     int batch) {
+  jit_state *s = (jit_state *)ncc_dev_state(d);
+  int st;
+  if (!s->blas) {
+    char why[512];
+    int rc;
+    pthread_mutex_lock(&g_load_mu);
+    rc = load_cublas(why, sizeof why);
+    pthread_mutex_unlock(&g_load_mu);
+    if (rc) return ncc_dev_fail(d, NCC_EUSER, "cannot load cuBLAS (libcublas.so): %s", why);
+    if ((st = cb.Create(&s->blas)) != 0)
+      return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cublasCreate: status %d", __FILE__, __LINE__, st);
+  }
+  /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands */
+  st = cb.SgemmStridedBatched(s->blas, tb ? 1 : 0, ta ? 1 : 0, n, m, k, &alpha, B, ldb, sb, A, lda, sa, &beta, C, ldc,
+                              sc, batch);
+  if (st != 0)
+    return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cublasSgemmStridedBatched: status %d", __FILE__, __LINE__, st);
+  return 0;
+}
+
+const ncc_backend ncc_backend_jit = {"jit",      jit_open,   jit_close, jit_malloc, jit_free, jit_memcpy,
+                                     jit_memset, jit_sync,   jit_launch, jit_sgemm};

@@ -1,0 +1,622 @@
+/* emu.c — runs generated kernels on the CPU (the emulator behind ncc_emu.h).
+ *
+ * A launch is a grid of blocks; blocks are handed out one at a time (an atomic
+ * counter) to a persistent pool of OS threads, the caller included.  A block
+ * runs on one OS thread, start to end, so that `__shared__` (static
+ * _Thread_local) storage is exactly block-shared.
+ *   - Barrier-free kernels: the generated fn_block loops over the threads with the
+ *     body inlined (2 ns/element territory, EMULATION.md).
+ *   - Kernels flagged NCC_KF_BARRIER: one user-level fiber per thread.  Fibers
+ *     are switched by hand-written x86-64 assembly (swapcontext costs a syscall
+ *     per switch: 19x slower), chained round-robin: at __syncthreads() a fiber
+ *     passes control straight to the next one; the last one returns to the
+ *     block's scheduler, which starts the next phase.  Each fiber counts its
+ *     barriers; a block whose fibers end in different phases (a `return`
+ *     before a barrier) is reported as an error, not run on silently.
+ *     NCC_FIBER_ORDER=reverse runs every phase last-thread-first, so that a
+ *     missing barrier shows up as a wrong result in one of the two orders.
+ *   - Checked mode: buffers have guard pages (ncc_emu_guarded_alloc); barrier-free
+ *     kernels then run thread by thread through fn_thread, so that threadIdx in
+ *     memory is always the faulting thread's, and a SIGSEGV handler on an
+ *     alternate stack names buffer, kernel, block and thread, then _exit(2).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include "ncc_emu.h"
+#include "rt_internal.h"
+
+#if !defined(__x86_64__)
+#error "the emulator's fibers are written for x86-64 (an aarch64 port needs its own ncc_fiber_switch)"
+#endif
+
+_Thread_local uint3 threadIdx;
+_Thread_local uint3 blockIdx;
+_Thread_local dim3 blockDim;
+_Thread_local dim3 gridDim;
+_Thread_local void *ncc_emu_shared_dyn;
+
+void ncc_errf(char *err, size_t n, const char *fmt, ...) {
+  va_list ap;
+  if (!err || !n) return;
+  va_start(ap, fmt);
+  vsnprintf(err, n, fmt, ap);
+  va_end(ap);
+}
+
+/* ---------------------------------------------------------------- context switch */
+/* ncc_fiber_switch(save, to): pushes the callee-saved registers, stores rsp in
+ * *save, loads `to` and pops the other side's registers.  A fresh fiber's stack is
+ * laid out so that the first switch "returns" into ncc_fiber_entry with the
+ * function in r13 and its argument in r12.  Top-level asm must sit in its own
+ * section push/pop (pitfall 7). */
+void ncc_fiber_switch(void **save, void *to);
+void ncc_fiber_entry(void);
+__asm__(".pushsection .text\n"
+        ".globl ncc_fiber_switch\n"
+        ".hidden ncc_fiber_switch\n"
+        ".type ncc_fiber_switch,@function\n"
+        "ncc_fiber_switch:\n"
+        "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+        "  movq %rsp, (%rdi)\n"
+        "  movq %rsi, %rsp\n"
+        "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+        "  ret\n"
+        ".size ncc_fiber_switch, .-ncc_fiber_switch\n"
+        ".globl ncc_fiber_entry\n"
+        ".hidden ncc_fiber_entry\n"
+        ".type ncc_fiber_entry,@function\n"
+        "ncc_fiber_entry:\n"
+        "  movq %r12, %rdi\n"
+        "  callq *%r13\n"
+        "  ud2\n"
+        ".size ncc_fiber_entry, .-ncc_fiber_entry\n"
+        ".popsection\n");
+
+enum { FIBER_STACK = 16 * 1024, ALT_STACK = 64 * 1024 };
+
+typedef struct fiber {
+  void *sp;
+  char *map;            /* guard page + stack */
+  size_t maplen;
+  unsigned tx, ty, tz;
+  int nbar;             /* barriers passed in this block */
+  int done;             /* finished this block's thread */
+  int fresh;            /* stack must be (re)initialised before the next switch */
+  struct worker *w;
+} fiber;
+
+enum { MODE_IDLE, MODE_BLOCK, MODE_FIBER, MODE_THREAD };
+
+typedef struct worker {
+  fiber **fib;
+  int nfib;
+  void *sched_sp;
+  int cur, dir, nthreads;
+  int mode;
+  const ncc_kernel *k;
+  void **args;
+  char *dyn;
+  size_t dyncap;
+  int misuse;           /* __syncthreads() outside a barrier kernel */
+  void *altstack;
+} worker;
+
+static _Thread_local worker *tw;
+
+/* ---------------------------------------------------------------- settings */
+static int g_checked = -1;         /* -1: read NCC_CHECK on first use */
+static int g_reverse = -1;         /* -1: read NCC_FIBER_ORDER */
+static long g_pagesz;
+
+void ncc_emu_set_checked(int on) { __atomic_store_n(&g_checked, on ? 1 : 0, __ATOMIC_SEQ_CST); }
+int ncc_emu_checked(void) {
+  int c = __atomic_load_n(&g_checked, __ATOMIC_SEQ_CST);
+  if (c < 0) {
+    const char *e = getenv("NCC_CHECK");
+    c = e && *e && strcmp(e, "0") != 0;
+    __atomic_store_n(&g_checked, c, __ATOMIC_SEQ_CST);
+  }
+  return c;
+}
+void ncc_emu_set_fiber_order(int reverse) { __atomic_store_n(&g_reverse, reverse ? 1 : 0, __ATOMIC_SEQ_CST); }
+static int fiber_reverse(void) {
+  int r = __atomic_load_n(&g_reverse, __ATOMIC_SEQ_CST);
+  if (r < 0) {
+    const char *e = getenv("NCC_FIBER_ORDER");
+    r = e && strcmp(e, "reverse") == 0;
+    __atomic_store_n(&g_reverse, r, __ATOMIC_SEQ_CST);
+  }
+  return r;
+}
+static long pagesz(void) {
+  if (!g_pagesz) g_pagesz = sysconf(_SC_PAGESIZE);
+  return g_pagesz;
+}
+
+/* ---------------------------------------------------------------- checked mode */
+static ncc_guarded *volatile g_guarded;      /* read by the signal handler */
+static pthread_mutex_t g_guard_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_handler_installed;
+
+static void ensure_altstack(worker *w) {
+  stack_t ss;
+  if (w->altstack) return;
+  w->altstack = malloc(ALT_STACK);
+  if (!w->altstack) return;
+  memset(&ss, 0, sizeof ss);
+  ss.ss_sp = w->altstack;
+  ss.ss_size = ALT_STACK;
+  sigaltstack(&ss, NULL);
+}
+
+static void segv_report(int sig, siginfo_t *si, void *uc) {
+  char msg[768], where[256];
+  const char *a = (const char *)si->si_addr;
+  worker *w = tw;
+  ncc_guarded *g;
+  int i, len = -1;
+  (void)uc;
+  if (w && w->k && w->mode != MODE_IDLE)
+    snprintf(where, sizeof where, "kernel %s, block (%u,%u,%u), thread (%u,%u,%u)", w->k->name,
+             blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x, threadIdx.y, threadIdx.z);
+  else
+    snprintf(where, sizeof where, "host code (not in a kernel)");
+  for (g = g_guarded; g && len < 0; g = g->gnext)
+    for (i = 0; i < g->n; i++) {
+      struct gbuf *b = &g->b[i];
+      if (a >= b->start + b->size && a < b->map + b->maplen) {
+        len = snprintf(msg, sizeof msg,
+                       "ncc: checked mode: out-of-bounds access at %p (%zu bytes past buffer #%d of %zu bytes) in %s\n",
+                       (const void *)a, (size_t)(a - (b->start + b->size)), i, b->size, where);
+        break;
+      }
+      if (a >= b->map && a < b->start) {
+        len = snprintf(msg, sizeof msg,
+                       "ncc: checked mode: out-of-bounds access at %p (%zu bytes before buffer #%d of %zu bytes) in %s\n",
+                       (const void *)a, (size_t)(b->start - a), i, b->size, where);
+        break;
+      }
+    }
+  if (len < 0 && w)
+    for (i = 0; i < w->nfib; i++)
+      if (a >= w->fib[i]->map && a < w->fib[i]->map + pagesz()) {
+        len = snprintf(msg, sizeof msg, "ncc: emulator: fiber stack overflow (%d KiB) in %s\n",
+                       FIBER_STACK / 1024, where);
+        break;
+      }
+  if (len < 0) {
+    if (!(w && w->k && w->mode != MODE_IDLE)) {
+      /* not ours: let the default action happen */
+      signal(sig, SIG_DFL);
+      return;
+    }
+    len = snprintf(msg, sizeof msg, "ncc: checked mode: invalid memory access at %p (not next to any buffer) in %s\n",
+                   (const void *)a, where);
+  }
+  if (len > (int)sizeof msg - 1) len = (int)sizeof msg - 1;
+  if (write(2, msg, (size_t)len) < 0) { /* nothing left to do */ }
+  _exit(2);
+}
+
+static void install_handler(void) {
+  struct sigaction sa;
+  if (g_handler_installed) return;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = segv_report;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, NULL);
+  sigaction(SIGBUS, &sa, NULL);
+  g_handler_installed = 1;
+}
+
+static worker *get_worker(void);
+
+int ncc_emu_guarded_alloc(int n, const size_t *sizes, void **ptrs, ncc_guarded **out, char *err, size_t errn) {
+  size_t pg = (size_t)pagesz();
+  ncc_guarded *g = calloc(1, sizeof *g);
+  int i;
+  if (!g || !(g->b = calloc(n > 0 ? (size_t)n : 1, sizeof *g->b))) {
+    free(g);
+    ncc_errf(err, errn, "checked mode: out of memory");
+    return NCC_EUSER;
+  }
+  for (i = 0; i < n; i++) {
+    size_t body = (sizes[i] + pg - 1) / pg * pg;
+    size_t len = body + 2 * pg;
+    char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+      ncc_errf(err, errn, "checked mode: cannot map buffer #%d of %zu bytes: %s", i, sizes[i], strerror(errno));
+      g->n = i;
+      ncc_emu_guarded_free(g);
+      return NCC_EUSER;
+    }
+    mprotect(m, pg, PROT_NONE);
+    mprotect(m + pg + body, pg, PROT_NONE);
+    g->b[i].map = m;
+    g->b[i].maplen = len;
+    g->b[i].size = sizes[i];
+    /* end-aligned: the first byte past the buffer is the first byte of the guard */
+    g->b[i].start = m + pg + body - sizes[i];
+    ptrs[i] = g->b[i].start;
+  }
+  g->n = n;
+  pthread_mutex_lock(&g_guard_mu);
+  g->gnext = g_guarded;
+  g_guarded = g;
+  install_handler();
+  pthread_mutex_unlock(&g_guard_mu);
+  ensure_altstack(get_worker());
+  *out = g;
+  return 0;
+}
+
+void ncc_emu_guarded_free(ncc_guarded *g) {
+  ncc_guarded **pp;
+  int i;
+  if (!g) return;
+  pthread_mutex_lock(&g_guard_mu);
+  for (pp = (ncc_guarded **)&g_guarded; *pp; pp = &(*pp)->gnext)
+    if (*pp == g) { *pp = g->gnext; break; }
+  pthread_mutex_unlock(&g_guard_mu);
+  for (i = 0; i < g->n; i++) munmap(g->b[i].map, g->b[i].maplen);
+  free(g->b);
+  free(g);
+}
+
+/* ---------------------------------------------------------------- fibers */
+static worker *get_worker(void) {
+  if (!tw) tw = calloc(1, sizeof *tw);
+  return tw;
+}
+
+static void fiber_main(void *p);
+
+static void fiber_reset(fiber *f) {
+  /* rsp after the six pops and the ret must be 16-byte aligned at the `call` */
+  uintptr_t top = ((uintptr_t)(f->map + f->maplen)) & ~(uintptr_t)15;
+  void **sp = (void **)(top - 72);
+  memset(sp, 0, 72);
+  sp[2] = (void *)fiber_main;            /* r13 */
+  sp[3] = f;                             /* r12 */
+  sp[6] = (void *)ncc_fiber_entry;       /* return address */
+  f->sp = sp;
+  f->fresh = 0;
+}
+
+static int ensure_fibers(worker *w, int n, char *err, size_t errn) {
+  size_t pg = (size_t)pagesz();
+  fiber **nf;
+  if (w->nfib >= n) return 0;
+  /* an array of pointers: a fiber's own stack holds its address, so fibers never move */
+  nf = realloc(w->fib, (size_t)n * sizeof *nf);
+  if (!nf) { ncc_errf(err, errn, "emulator: out of memory for %d fibers", n); return NCC_EINTERNAL; }
+  w->fib = nf;
+  for (; w->nfib < n; w->nfib++) {
+    fiber *f = calloc(1, sizeof *f);
+    size_t len = FIBER_STACK + pg;
+    if (!f) { ncc_errf(err, errn, "emulator: out of memory for %d fibers", n); return NCC_EINTERNAL; }
+    f->map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (f->map == MAP_FAILED) {
+      free(f);
+      ncc_errf(err, errn, "emulator: cannot map a fiber stack: %s", strerror(errno));
+      return NCC_EINTERNAL;
+    }
+    mprotect(f->map, pg, PROT_NONE);     /* stack overflow faults instead of corrupting */
+    f->maplen = len;
+    f->w = w;
+    f->fresh = 1;
+    w->fib[w->nfib] = f;
+  }
+  return 0;
+}
+
+/* Passes control from fiber f to the next one of this phase, or to the scheduler. */
+static void fiber_pass(worker *w, fiber *f) {
+  int n = w->cur + w->dir;
+  if (n >= 0 && n < w->nthreads) {
+    fiber *g = w->fib[n];
+    w->cur = n;
+    threadIdx.x = g->tx;
+    threadIdx.y = g->ty;
+    threadIdx.z = g->tz;
+    if (g->fresh) fiber_reset(g);
+    ncc_fiber_switch(&f->sp, g->sp);
+  } else {
+    ncc_fiber_switch(&f->sp, w->sched_sp);
+  }
+}
+
+static void fiber_main(void *p) {
+  fiber *f = (fiber *)p;
+  for (;;) {
+    worker *w = f->w;
+    w->k->emu_thread(w->args);
+    f->done = 1;
+    fiber_pass(w, f);
+  }
+}
+
+void ncc_emu_syncthreads(void) {
+  worker *w = tw;
+  if (!w || w->mode != MODE_FIBER) {
+    /* a kernel with a barrier that is not flagged NCC_KF_BARRIER: its threads run
+     * one after another here, so the barrier cannot be honoured */
+    if (w) w->misuse = 1;
+    return;
+  }
+  w->fib[w->cur]->nbar++;
+  fiber_pass(w, w->fib[w->cur]);
+}
+
+static int run_block_fibers(worker *w, char *err, size_t errn) {
+  int n = w->nthreads, i, ndone, start;
+  unsigned bx = blockDim.x, by = blockDim.y;
+  int rc = ensure_fibers(w, n, err, errn);
+  if (rc) return rc;
+  for (i = 0; i < n; i++) {
+    fiber *f = w->fib[i];
+    f->tx = (unsigned)i % bx;
+    f->ty = ((unsigned)i / bx) % by;
+    f->tz = (unsigned)i / (bx * by);
+    f->nbar = 0;
+    f->done = 0;
+  }
+  start = w->dir > 0 ? 0 : n - 1;
+  for (;;) {
+    fiber *f = w->fib[start];
+    w->cur = start;
+    threadIdx.x = f->tx;
+    threadIdx.y = f->ty;
+    threadIdx.z = f->tz;
+    if (f->fresh) fiber_reset(f);
+    ncc_fiber_switch(&w->sched_sp, f->sp);
+    for (ndone = 0, i = 0; i < n; i++) ndone += w->fib[i]->done;
+    if (ndone == n) return 0;
+    if (ndone == 0) continue;        /* everybody waits at the same barrier */
+    {
+      fiber *d = NULL, *b = NULL;
+      for (i = 0; i < n; i++) {
+        if (w->fib[i]->done && !d) d = w->fib[i];
+        if (!w->fib[i]->done && !b) b = w->fib[i];
+      }
+      ncc_errf(err, errn,
+               "emulator: kernel %s, block (%u,%u,%u): thread (%u,%u,%u) returned after %d __syncthreads() "
+               "while thread (%u,%u,%u) waits at barrier %d: threads of a block reached different numbers "
+               "of barriers (a return before a barrier?)",
+               w->k->name, blockIdx.x, blockIdx.y, blockIdx.z, d->tx, d->ty, d->tz, d->nbar, b->tx, b->ty,
+               b->tz, b->nbar);
+      /* the waiting fibers are abandoned mid-kernel: restart their stacks next time */
+      for (i = 0; i < n; i++)
+        if (!w->fib[i]->done) w->fib[i]->fresh = 1;
+      return NCC_EINTERNAL;
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- the pool */
+typedef struct job {
+  const ncc_kernel *k;
+  ncc_dim3 grid, block;
+  size_t shmem;
+  void **args;
+  long long nblocks;
+  atomic_llong next;
+  atomic_int failed;
+  int use_fibers, checked, dir;
+  atomic_int nthreads_used;
+  pthread_mutex_t mu;
+  char msg[1024];
+} job;
+
+static void job_fail(job *j, const char *msg) {
+  pthread_mutex_lock(&j->mu);
+  if (!atomic_load(&j->failed)) snprintf(j->msg, sizeof j->msg, "%s", msg);
+  atomic_store(&j->failed, 1);
+  pthread_mutex_unlock(&j->mu);
+  atomic_store(&j->next, j->nblocks);
+}
+
+static void run_job(job *j) {
+  worker *w = get_worker();
+  char err[1024];
+  long long b;
+  int ran = 0;
+  unsigned nthreads = j->block.x * j->block.y * j->block.z;
+  if (!w) { job_fail(j, "emulator: out of memory"); return; }
+  if (j->checked) ensure_altstack(w);
+  if (j->shmem > w->dyncap) {
+    free(w->dyn);
+    w->dyn = aligned_alloc(64, (j->shmem + 63) / 64 * 64);
+    w->dyncap = w->dyn ? j->shmem : 0;
+    if (!w->dyn) { job_fail(j, "emulator: out of memory for dynamic shared memory"); return; }
+  }
+  ncc_emu_shared_dyn = j->shmem ? w->dyn : NULL;
+  gridDim.x = j->grid.x; gridDim.y = j->grid.y; gridDim.z = j->grid.z;
+  blockDim.x = j->block.x; blockDim.y = j->block.y; blockDim.z = j->block.z;
+  w->k = j->k;
+  w->args = j->args;
+  w->nthreads = (int)nthreads;
+  w->dir = j->dir;
+  w->misuse = 0;
+  while ((b = atomic_fetch_add(&j->next, 1)) < j->nblocks) {
+    if (!ran) { ran = 1; atomic_fetch_add(&j->nthreads_used, 1); }
+    blockIdx.x = (unsigned)(b % j->grid.x);
+    blockIdx.y = (unsigned)((b / j->grid.x) % j->grid.y);
+    blockIdx.z = (unsigned)(b / ((long long)j->grid.x * j->grid.y));
+    if (j->use_fibers) {
+      w->mode = MODE_FIBER;
+      if (run_block_fibers(w, err, sizeof err)) { w->mode = MODE_IDLE; job_fail(j, err); break; }
+    } else if (j->checked) {
+      unsigned x, y, z;
+      w->mode = MODE_THREAD;
+      for (z = 0; z < j->block.z; z++)
+        for (y = 0; y < j->block.y; y++)
+          for (x = 0; x < j->block.x; x++) {
+            threadIdx.x = x; threadIdx.y = y; threadIdx.z = z;
+            j->k->emu_thread(j->args);
+          }
+    } else {
+      w->mode = MODE_BLOCK;
+      j->k->emu_block(j->args);
+    }
+    w->mode = MODE_IDLE;
+    if (w->misuse) {
+      snprintf(err, sizeof err,
+               "emulator: kernel %s calls __syncthreads() but is not flagged NCC_KF_BARRIER "
+               "(its threads ran one after another, the barrier was not honoured)", j->k->name);
+      job_fail(j, err);
+      break;
+    }
+  }
+  w->mode = MODE_IDLE;
+  w->k = NULL;
+}
+
+static struct {
+  pthread_mutex_t mu;          /* guards everything below */
+  pthread_cond_t wake, done;
+  pthread_mutex_t launch_mu;   /* one launch at a time uses the pool */
+  int nthreads;                /* OS threads running blocks, the caller included */
+  int started;
+  unsigned long gen;
+  int running;
+  job *cur;
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
+          PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, NULL};
+
+static void *pool_main(void *arg) {
+  unsigned long seen = 0;
+  sigset_t all;
+  (void)arg;
+  /* signals go to the application's threads, not to the emulator's */
+  sigfillset(&all);
+  sigdelset(&all, SIGSEGV);
+  sigdelset(&all, SIGBUS);
+  sigdelset(&all, SIGFPE);
+  sigdelset(&all, SIGILL);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  ensure_altstack(get_worker());
+  pthread_mutex_lock(&pool.mu);
+  for (;;) {
+    while (pool.gen == seen) pthread_cond_wait(&pool.wake, &pool.mu);
+    seen = pool.gen;
+    {
+      job *j = pool.cur;
+      pthread_mutex_unlock(&pool.mu);
+      run_job(j);
+      pthread_mutex_lock(&pool.mu);
+    }
+    if (--pool.running == 0) pthread_cond_signal(&pool.done);
+  }
+  return NULL;
+}
+
+int ncc_emu_threads(void) {
+  pthread_mutex_lock(&pool.mu);
+  if (!pool.nthreads) {
+    const char *e = getenv("NCC_EMU_THREADS");
+    long n = e && *e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    if (n > 256) n = 256;
+    pool.nthreads = (int)n;
+  }
+  pthread_mutex_unlock(&pool.mu);
+  return pool.nthreads;
+}
+
+/* Starts the pool's threads (nthreads - 1 of them) once; 0 or an errno. */
+static int pool_start(void) {
+  int i, rc = 0;
+  pthread_mutex_lock(&pool.mu);
+  if (!pool.started) {
+    for (i = 1; i < pool.nthreads; i++) {
+      pthread_t t;
+      pthread_attr_t at;
+      pthread_attr_init(&at);
+      pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+      rc = pthread_create(&t, &at, pool_main, NULL);
+      pthread_attr_destroy(&at);
+      if (rc) { pool.nthreads = i; break; }
+    }
+    pool.started = 1;
+  }
+  pthread_mutex_unlock(&pool.mu);
+  return 0;
+}
+
+static _Thread_local int last_threads;
+int ncc_emu_last_launch_threads(void) { return last_threads; }
+
+int ncc_emu_launch(const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block, size_t shmem, void **args, char *err,
+                   size_t errn) {
+  job *j;
+  unsigned long long nthr = (unsigned long long)block.x * block.y * block.z;
+  int nt = ncc_emu_threads(), rc;
+  if (!k || !k->name) { ncc_errf(err, errn, "launch: no kernel"); return NCC_EINTERNAL; }
+  if (!k->emu_block || !k->emu_thread) {
+    ncc_errf(err, errn, "kernel %s has no CPU emulation in this build (build the model with -DNCC_EMU)", k->name);
+    return NCC_EUSER;
+  }
+  /* the limits of a CUDA launch, so that emulation rejects what a GPU rejects */
+  if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z || nthr > 1024 || block.z > 64 ||
+      grid.y > 65535 || grid.z > 65535 || grid.x > 2147483647u) {
+    ncc_errf(err, errn, "kernel %s: invalid launch configuration grid (%u,%u,%u) block (%u,%u,%u)", k->name,
+             grid.x, grid.y, grid.z, block.x, block.y, block.z);
+    return NCC_EINTERNAL;
+  }
+  if (shmem > 227 * 1024) {
+    ncc_errf(err, errn, "kernel %s: %zu bytes of dynamic shared memory exceed the 227 KiB of a block", k->name, shmem);
+    return NCC_EINTERNAL;
+  }
+  j = calloc(1, sizeof *j);
+  if (!j) { ncc_errf(err, errn, "emulator: out of memory"); return NCC_EINTERNAL; }
+  j->k = k;
+  j->grid = grid;
+  j->block = block;
+  j->shmem = shmem;
+  j->args = args;
+  j->nblocks = (long long)grid.x * grid.y * grid.z;
+  atomic_init(&j->next, 0);
+  atomic_init(&j->failed, 0);
+  atomic_init(&j->nthreads_used, 0);
+  pthread_mutex_init(&j->mu, NULL);
+  j->use_fibers = (k->flags & NCC_KF_BARRIER) != 0;
+  j->checked = ncc_emu_checked();
+  j->dir = fiber_reverse() ? -1 : 1;
+  if (nt > 1 && j->nblocks > 1 && pool_start() == 0 && pool.nthreads > 1) {
+    pthread_mutex_lock(&pool.launch_mu);
+    pthread_mutex_lock(&pool.mu);
+    pool.cur = j;
+    pool.running = pool.nthreads - 1;
+    pool.gen++;
+    pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.mu);
+    run_job(j);
+    pthread_mutex_lock(&pool.mu);
+    while (pool.running > 0) pthread_cond_wait(&pool.done, &pool.mu);
+    pool.cur = NULL;
+    pthread_mutex_unlock(&pool.mu);
+    pthread_mutex_unlock(&pool.launch_mu);
+  } else {
+    run_job(j);
+  }
+  last_threads = atomic_load(&j->nthreads_used);
+  rc = 0;
+  if (atomic_load(&j->failed)) {
+    ncc_errf(err, errn, "%s", j->msg);
+    rc = NCC_EINTERNAL;
+  }
+  pthread_mutex_destroy(&j->mu);
+  free(j);
+  return rc;
+}

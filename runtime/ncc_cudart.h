@@ -1,0 +1,108 @@
+/* ncc_cudart.h — the cudart backend: CUDA runtime + cuBLAS for models that nvcc
+ * compiles whole (host code and kernels in one MODEL.cu).
+ *
+ * libnccrt must load on machines without CUDA, so it links no CUDA library;
+ * this header is compiled into the nvcc-built model instead (it is included by
+ * ncc_kernel.h on the host side of an nvcc build) and registers its table of
+ * functions with libnccrt when the model is loaded.  Link such a model with
+ * -lcudart -lcublas -lnccrt.  Every CUDA and cuBLAS call is checked and a
+ * failure names file:line of the call.
+ */
+#ifndef NCC_CUDART_H
+#define NCC_CUDART_H
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "ncc_rt.h"
+
+typedef struct ncc_cudart_state {
+  int dev;
+  cublasHandle_t blas;
+} ncc_cudart_state;
+
+#define NCC_CUDART_CHECK(d, call)                                                                         \
+  do {                                                                                                    \
+    cudaError_t e_ = (call);                                                                              \
+    if (e_ != cudaSuccess)                                                                                \
+      return ncc_dev_fail((d), NCC_EUSER, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+  } while (0)
+
+static int ncc_cudart_open(ncc_dev *d, const char *src, const char *opts) {
+  int n = 0;
+  cudaDeviceProp p;
+  char nm[400];
+  ncc_cudart_state *s;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  (void)src;
+  (void)opts;
+  if (e != cudaSuccess || n < 1)
+    return ncc_dev_fail(d, NCC_EUSER, "no CUDA device answers: %s",
+                        e != cudaSuccess ? cudaGetErrorString(e) : "the CUDA runtime finds no device");
+  NCC_CUDART_CHECK(d, cudaSetDevice(0));
+  NCC_CUDART_CHECK(d, cudaGetDeviceProperties(&p, 0));
+  s = (ncc_cudart_state *)calloc(1, sizeof *s);
+  if (!s) return ncc_dev_fail(d, NCC_EUSER, "out of memory");
+  ncc_dev_set_state(d, s);
+  snprintf(nm, sizeof nm, "cuda: %s (sm_%d%d)", p.name, p.major, p.minor);
+  ncc_dev_set_name(d, nm);
+  return 0;
+}
+static void ncc_cudart_close(ncc_dev *d) {
+  ncc_cudart_state *s = (ncc_cudart_state *)ncc_dev_state(d);
+  if (!s) return;
+  if (s->blas) cublasDestroy(s->blas);
+  free(s);
+}
+static int ncc_cudart_malloc(ncc_dev *d, void **p, size_t n) {
+  NCC_CUDART_CHECK(d, cudaMalloc(p, n ? n : 1));
+  return 0;
+}
+static int ncc_cudart_free(ncc_dev *d, void *p) {
+  NCC_CUDART_CHECK(d, cudaFree(p));
+  return 0;
+}
+static int ncc_cudart_memcpy(ncc_dev *d, void *dst, const void *src, size_t n, int dir) {
+  if (n)
+    NCC_CUDART_CHECK(d, cudaMemcpy(dst, src, n, dir == 0 ? cudaMemcpyHostToDevice
+                                                : dir == 1 ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice));
+  return 0;
+}
+static int ncc_cudart_memset(ncc_dev *d, void *p, int byte, size_t n) {
+  if (n) NCC_CUDART_CHECK(d, cudaMemset(p, byte, n));
+  return 0;
+}
+static int ncc_cudart_sync(ncc_dev *d) {
+  NCC_CUDART_CHECK(d, cudaDeviceSynchronize());
+  return 0;
+}
+static int ncc_cudart_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 g, ncc_dim3 b, size_t shmem, void **args) {
+  if (!k->cuda_fn) return ncc_dev_fail(d, NCC_EINTERNAL, "kernel %s has no GPU code in this build", k->name);
+  if (shmem > 48 * 1024)   /* above 48 KiB a kernel must opt in */
+    NCC_CUDART_CHECK(d, cudaFuncSetAttribute(k->cuda_fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shmem));
+  NCC_CUDART_CHECK(d, cudaLaunchKernel(k->cuda_fn, dim3(g.x, g.y, g.z), dim3(b.x, b.y, b.z), args, shmem, 0));
+  NCC_CUDART_CHECK(d, cudaGetLastError());
+  return 0;
+}
+static int ncc_cudart_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
+                            long long sa, const float *B, int ldb, long long sb, float beta, float *C, int ldc,
+                            long long sc, int batch) {
+  ncc_cudart_state *s = (ncc_cudart_state *)ncc_dev_state(d);
+  cublasStatus_t st;
+  if (!s->blas && (st = cublasCreate(&s->blas)) != CUBLAS_STATUS_SUCCESS)
+    return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cublasCreate: status %d", __FILE__, __LINE__, (int)st);
+  /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T */
+  st = cublasSgemmStridedBatched(s->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                                 &alpha, B, ldb, sb, A, lda, sa, &beta, C, ldc, sc, batch);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cublasSgemmStridedBatched: status %d", __FILE__, __LINE__, (int)st);
+  return 0;
+}
+
+static const ncc_backend ncc_cudart_backend = {
+    "cudart",          ncc_cudart_open,  ncc_cudart_close,  ncc_cudart_malloc, ncc_cudart_free,
+    ncc_cudart_memcpy, ncc_cudart_memset, ncc_cudart_sync,  ncc_cudart_launch, ncc_cudart_sgemm};
+
+__attribute__((constructor)) static void ncc_cudart_register(void) { ncc_register_cudart(&ncc_cudart_backend); }
+
+#endif

@@ -1,0 +1,235 @@
+/* ncc_emu.h — the CUDA subset of generated kernels, spelled in C11, so that the
+ * very MODEL.cu that nvcc compiles also compiles with `cc -x c -DNCC_EMU` and
+ * runs on the CPU (EMULATION.md has the facts and rules behind every choice).
+ *
+ * - threadIdx/blockIdx/blockDim/gridDim are thread-local globals that live in
+ *   libnccrt (pitfall 2: the builtins must be in the library loaded at start,
+ *   not in a dlopen'ed model) and are set by the emulator.
+ * - __shared__ is `static _Thread_local`: the threads (fibers) of one block run
+ *   on one OS thread, blocks one after another, so that storage is exactly
+ *   block-shared.  Dynamic shared memory comes through NCC_DYN_SHARED.
+ * - CUDA fast-math intrinsics are macros (pitfall 1: glibc declares __expf...).
+ * - __half and __nv_bfloat16 are storage-only structs (pitfall 5): arithmetic is
+ *   in float with explicit round-to-nearest-even conversions; a kernel that
+ *   does arithmetic on __half directly does not compile here, on purpose.
+ * - atomics are real atomics: blocks run on several OS threads.
+ * Warp-level operations (__shfl_*_sync, __ballot_sync) are not provided: they
+ * need warp-aware emulation, and the subset does not allow them yet.
+ */
+#ifndef NCC_EMU_H
+#define NCC_EMU_H
+#include <math.h>
+#include <string.h>
+#include <stdint.h>
+#include <stddef.h>
+#include "ncc_rt.h"
+
+#ifdef __cplusplus
+#error "ncc_emu.h is the C11 emulation; compile the kernels as C (-x c -std=c11 -DNCC_EMU)"
+#endif
+
+/* ---- built-in variables ---- */
+typedef struct dim3 { unsigned x, y, z; } dim3;
+typedef dim3 uint3;
+extern _Thread_local uint3 threadIdx;
+extern _Thread_local uint3 blockIdx;
+extern _Thread_local dim3 blockDim;
+extern _Thread_local dim3 gridDim;
+extern _Thread_local void *ncc_emu_shared_dyn;   /* this block's dynamic shared memory */
+#define warpSize 32
+
+/* ---- qualifiers ---- */
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ __inline__ __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+#define __shared__ static _Thread_local
+#define __constant__
+/* __restrict__ is a keyword of gcc and clang in C as well. */
+
+/* ---- barriers and fences (runtime: emu.c) ---- */
+void ncc_emu_syncthreads(void);
+#define __syncthreads() ncc_emu_syncthreads()
+#define __threadfence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#define __threadfence_block() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+
+/* ---- math: fast-math intrinsics as macros (pitfall 1) ---- */
+#define __expf(x) expf(x)
+#define __exp10f(x) powf(10.0f, (x))
+#define __logf(x) logf(x)
+#define __log2f(x) log2f(x)
+#define __log10f(x) log10f(x)
+#define __sinf(x) sinf(x)
+#define __cosf(x) cosf(x)
+#define __tanf(x) tanf(x)
+#define __powf(x, y) powf((x), (y))
+#define __fdividef(x, y) ((x) / (y))
+#define __fdiv_rn(x, y) ((x) / (y))
+#define __fadd_rn(x, y) ((x) + (y))
+#define __fsub_rn(x, y) ((x) - (y))
+#define __fmul_rn(x, y) ((x) * (y))
+#define __fmaf_rn(x, y, z) fmaf((x), (y), (z))
+#define __frcp_rn(x) (1.0f / (x))
+#define __fsqrt_rn(x) sqrtf(x)
+#define __saturatef(x) fminf(fmaxf((x), 0.0f), 1.0f)
+#define __ldg(p) (*(p))
+static __inline__ float ncc_emu_rsqrtf(float x) { return 1.0f / sqrtf(x); }
+#define rsqrtf(x) ncc_emu_rsqrtf(x)
+#define __frsqrt_rn(x) ncc_emu_rsqrtf(x)
+static __inline__ float ncc_emu_normcdff(float x) { return 0.5f * erfcf(-x * 0.70710678118654752f); }
+#define normcdff(x) ncc_emu_normcdff(x)
+
+/* min/max: CUDA overloads them; _Generic on the common type picks the same one. */
+static __inline__ int ncc_emu_mini(int a, int b) { return a < b ? a : b; }
+static __inline__ int ncc_emu_maxi(int a, int b) { return a > b ? a : b; }
+static __inline__ unsigned ncc_emu_minu(unsigned a, unsigned b) { return a < b ? a : b; }
+static __inline__ unsigned ncc_emu_maxu(unsigned a, unsigned b) { return a > b ? a : b; }
+static __inline__ long long ncc_emu_minll(long long a, long long b) { return a < b ? a : b; }
+static __inline__ long long ncc_emu_maxll(long long a, long long b) { return a > b ? a : b; }
+static __inline__ unsigned long long ncc_emu_minull(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+static __inline__ unsigned long long ncc_emu_maxull(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+#define min(a, b) _Generic((a) + (b), int: ncc_emu_mini, unsigned: ncc_emu_minu, \
+    long: ncc_emu_minll, long long: ncc_emu_minll, unsigned long: ncc_emu_minull, \
+    unsigned long long: ncc_emu_minull, float: fminf, double: fmin)((a), (b))
+#define max(a, b) _Generic((a) + (b), int: ncc_emu_maxi, unsigned: ncc_emu_maxu, \
+    long: ncc_emu_maxll, long long: ncc_emu_maxll, unsigned long: ncc_emu_maxull, \
+    unsigned long long: ncc_emu_maxull, float: fmaxf, double: fmax)((a), (b))
+
+/* ---- bit casts ---- */
+static __inline__ int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
+static __inline__ unsigned __float_as_uint(float f) { unsigned i; memcpy(&i, &f, 4); return i; }
+static __inline__ float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static __inline__ float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
+
+/* ---- __half and __nv_bfloat16: storage only, conversions round to nearest even ---- */
+typedef struct __half { unsigned short x; } __half;
+typedef struct __nv_bfloat16 { unsigned short x; } __nv_bfloat16;
+
+static __inline__ unsigned short ncc_f32_to_f16_bits(float f) {
+  /* F. Giesen's float_to_half_fast3_rtne: exact round-to-nearest-even incl. subnormals. */
+  uint32_t u, sign, o;
+  memcpy(&u, &f, 4);
+  sign = (u >> 16) & 0x8000u;
+  u &= 0x7fffffffu;
+  if (u >= 0x47800000u) {                  /* >= 65536 (and inf/nan): rounding can't reach it */
+    o = u > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  } else if (u < 0x38800000u) {            /* result is subnormal or zero */
+    float a, magic = 0.5f;                 /* (127-15+23-10+1) << 23: FPU rounds the shift */
+    uint32_t ai, mu;
+    memcpy(&a, &u, 4);
+    a += magic;
+    memcpy(&ai, &a, 4);
+    memcpy(&mu, &magic, 4);
+    o = ai - mu;
+  } else {
+    uint32_t odd = (u >> 13) & 1u;
+    u += ((uint32_t)(15 - 127) << 23) + 0xfffu;
+    u += odd;
+    o = u >> 13;
+  }
+  return (unsigned short)(o | sign);
+}
+static __inline__ float ncc_f16_bits_to_f32(unsigned short h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
+  float f;
+  if (e == 0) {
+    if (m == 0) { u = sign; memcpy(&f, &u, 4); return f; }
+    f = (float)m * 5.9604644775390625e-8f;   /* m * 2^-24, exact */
+    return sign ? -f : f;
+  }
+  if (e == 31) u = sign | 0x7f800000u | (m << 13);
+  else u = sign | ((e + 112u) << 23) | (m << 13);
+  memcpy(&f, &u, 4);
+  return f;
+}
+static __inline__ unsigned short ncc_f32_to_bf16_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);  /* quiet NaN */
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (unsigned short)(u >> 16);
+}
+static __inline__ float ncc_bf16_bits_to_f32(unsigned short b) {
+  uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static __inline__ __half __float2half(float f) { __half h; h.x = ncc_f32_to_f16_bits(f); return h; }
+static __inline__ float __half2float(__half h) { return ncc_f16_bits_to_f32(h.x); }
+static __inline__ __nv_bfloat16 __float2bfloat16(float f) { __nv_bfloat16 b; b.x = ncc_f32_to_bf16_bits(f); return b; }
+static __inline__ float __bfloat162float(__nv_bfloat16 b) { return ncc_bf16_bits_to_f32(b.x); }
+#define __float2half_rn(f) __float2half(f)
+#define __float2bfloat16_rn(f) __float2bfloat16(f)
+static __inline__ unsigned short __half_as_ushort(__half h) { return h.x; }
+static __inline__ __half __ushort_as_half(unsigned short u) { __half h; h.x = u; return h; }
+static __inline__ unsigned short __bfloat16_as_ushort(__nv_bfloat16 b) { return b.x; }
+static __inline__ __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) { __nv_bfloat16 b; b.x = u; return b; }
+
+/* ---- atomics: blocks run on several OS threads, so these are real atomics ---- */
+static __inline__ float ncc_emu_atomic_add_f32(float *p, float v) {
+  uint32_t *q = (uint32_t *)p, old = __atomic_load_n(q, __ATOMIC_RELAXED), nw;
+  float of, nf;
+  do {
+    memcpy(&of, &old, 4);
+    nf = of + v;
+    memcpy(&nw, &nf, 4);
+  } while (!__atomic_compare_exchange_n(q, &old, nw, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+  return of;
+}
+static __inline__ int ncc_emu_atomic_add_i32(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static __inline__ unsigned ncc_emu_atomic_add_u32(unsigned *p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static __inline__ unsigned long long ncc_emu_atomic_add_u64(unsigned long long *p, unsigned long long v) {
+  return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+#define atomicAdd(p, v) _Generic((p), float *: ncc_emu_atomic_add_f32, int *: ncc_emu_atomic_add_i32, \
+    unsigned *: ncc_emu_atomic_add_u32, unsigned long long *: ncc_emu_atomic_add_u64)((p), (v))
+#define atomicSub(p, v) _Generic((p), int *: ncc_emu_atomic_add_i32, unsigned *: ncc_emu_atomic_add_u32)((p), -(v))
+
+static __inline__ int ncc_emu_atomic_max_i32(int *p, int v) {
+  int old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (old < v && !__atomic_compare_exchange_n(p, &old, v, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
+  return old;
+}
+static __inline__ unsigned ncc_emu_atomic_max_u32(unsigned *p, unsigned v) {
+  unsigned old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (old < v && !__atomic_compare_exchange_n(p, &old, v, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
+  return old;
+}
+static __inline__ int ncc_emu_atomic_min_i32(int *p, int v) {
+  int old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (old > v && !__atomic_compare_exchange_n(p, &old, v, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
+  return old;
+}
+static __inline__ unsigned ncc_emu_atomic_min_u32(unsigned *p, unsigned v) {
+  unsigned old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (old > v && !__atomic_compare_exchange_n(p, &old, v, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
+  return old;
+}
+#define atomicMax(p, v) _Generic((p), int *: ncc_emu_atomic_max_i32, unsigned *: ncc_emu_atomic_max_u32)((p), (v))
+#define atomicMin(p, v) _Generic((p), int *: ncc_emu_atomic_min_i32, unsigned *: ncc_emu_atomic_min_u32)((p), (v))
+static __inline__ int ncc_emu_atomic_exch_i32(int *p, int v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+static __inline__ unsigned ncc_emu_atomic_exch_u32(unsigned *p, unsigned v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+static __inline__ float ncc_emu_atomic_exch_f32(float *p, float v) {
+  uint32_t nw, old;
+  float of;
+  memcpy(&nw, &v, 4);
+  old = __atomic_exchange_n((uint32_t *)p, nw, __ATOMIC_SEQ_CST);
+  memcpy(&of, &old, 4);
+  return of;
+}
+#define atomicExch(p, v) _Generic((p), int *: ncc_emu_atomic_exch_i32, unsigned *: ncc_emu_atomic_exch_u32, \
+    float *: ncc_emu_atomic_exch_f32)((p), (v))
+static __inline__ int ncc_emu_atomic_cas_i32(int *p, int cmp, int v) {
+  __atomic_compare_exchange_n(p, &cmp, v, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return cmp;
+}
+static __inline__ unsigned ncc_emu_atomic_cas_u32(unsigned *p, unsigned cmp, unsigned v) {
+  __atomic_compare_exchange_n(p, &cmp, v, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return cmp;
+}
+#define atomicCAS(p, c, v) _Generic((p), int *: ncc_emu_atomic_cas_i32, unsigned *: ncc_emu_atomic_cas_u32)((p), (c), (v))
+
+#endif

@@ -1,0 +1,71 @@
+/* ncc_kernel.h — the first line of every generated MODEL.cu.
+ *
+ * One kernel source, three builds (GENERATED.md is the contract):
+ *   NCC_EMU        C11 on the CPU: the CUDA subset comes from ncc_emu.h, and
+ *                  NCC_KERNEL_DESC emits the per-thread and per-block trampolines
+ *                  that the emulator (libnccrt, emu.c) runs;
+ *   nvcc           CUDA C++: kernels are __global__, the host part talks to the GPU
+ *                  through ncc_cudart.h (header-only, registers itself with libnccrt);
+ *   NVRTC          only the kernels section is compiled; the jit backend hands this
+ *                  file's NVRTC part to NVRTC as an in-memory header;
+ *   NCC_JIT        the host C file of a --jit build: kernels are a string, so the
+ *                  descriptors carry only names.
+ */
+#ifndef NCC_KERNEL_H
+#define NCC_KERNEL_H
+
+#if defined(NCC_EMU)
+/* ------------------------------------------------------------ CPU emulation */
+#include "ncc_emu.h"
+/* always_inline: the barrier-free fast path is a loop over threads with the body inlined */
+#define NCC_KERNEL static __inline__ __attribute__((always_inline, unused))
+#define NCC_DYN_SHARED(T, name) T *name = (T *)ncc_emu_shared_dyn
+#define NCC_ARG(T, i) (*(T *)a[i])
+/* fn##_thread runs one thread (fibers, checked mode); fn##_block runs the whole
+ * current block for barrier-free kernels.  The macro supplies its own ';'. */
+#define NCC_KERNEL_DESC(fn, flags, args)                                              \
+  static void fn##_thread(void **a) { (void)a; fn args; }                             \
+  static void fn##_block(void **a) {                                                  \
+    unsigned ncc_tx_, ncc_ty_, ncc_tz_;                                               \
+    (void)a;                                                                          \
+    for (ncc_tz_ = 0; ncc_tz_ < blockDim.z; ncc_tz_++) {                              \
+      threadIdx.z = ncc_tz_;                                                          \
+      for (ncc_ty_ = 0; ncc_ty_ < blockDim.y; ncc_ty_++) {                            \
+        threadIdx.y = ncc_ty_;                                                        \
+        for (ncc_tx_ = 0; ncc_tx_ < blockDim.x; ncc_tx_++) {                          \
+          threadIdx.x = ncc_tx_;                                                      \
+          fn args;                                                                    \
+        }                                                                             \
+      }                                                                               \
+    }                                                                                 \
+  }                                                                                   \
+  static const ncc_kernel fn##_desc __attribute__((unused)) =                        \
+      {#fn, (flags), fn##_block, fn##_thread, 0};
+
+#elif defined(__CUDACC_RTC__) || defined(__CUDACC__)
+/* ------------------------------------------------------------ NVRTC and nvcc */
+/* The jit backend (dev_cuda.c, NCC_NVRTC_PRELUDE) gives NVRTC these same lines. */
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#define NCC_KERNEL extern "C" __global__
+#define NCC_DYN_SHARED(T, name) extern __shared__ T name[]
+#if !defined(__CUDACC_RTC__)
+#include "ncc_cudart.h"
+#define NCC_ARG(T, i) 0
+#define NCC_KERNEL_DESC(fn, flags, args)                                              \
+  static const ncc_kernel fn##_desc __attribute__((unused)) =                        \
+      {#fn, (flags), 0, 0, (const void *)fn};
+#endif
+
+#elif defined(NCC_JIT)
+/* ------------------------------------------------------------ --jit host C */
+#include "ncc_rt.h"
+#define NCC_ARG(T, i) 0
+#define NCC_KERNEL_DESC(fn, flags, args)                                              \
+  static const ncc_kernel fn##_desc __attribute__((unused)) = {#fn, (flags), 0, 0, 0};
+
+#else
+#error "ncc_kernel.h: compile with nvcc, or as C with -DNCC_EMU (CPU emulation) or -DNCC_JIT (--jit host file)"
+#endif
+
+#endif

@@ -1,0 +1,63 @@
+/* rt_internal.h — what the files of libnccrt share and nobody else sees:
+ * the device struct, the built-in backends and the emulator's entry points. */
+#ifndef NCC_RT_INTERNAL_H
+#define NCC_RT_INTERNAL_H
+#include <stdarg.h>
+#include "ncc_rt.h"
+
+#define NCC_HIDDEN __attribute__((visibility("hidden")))
+
+/* checked-mode buffers of one ncc_alloc_buffers: each its own mapping with guards */
+typedef struct ncc_guarded ncc_guarded;
+struct ncc_guarded {
+  int n;
+  struct gbuf { char *map; size_t maplen; char *start; size_t size; } *b;
+  ncc_guarded *next;       /* in the device's list */
+  ncc_guarded *gnext;      /* in the signal handler's list */
+};
+
+struct ncc_dev {
+  const ncc_backend *be;
+  void *state;                 /* the backend's own */
+  char name[256];
+  char err[2048];
+  ncc_guarded *guarded;        /* list of checked-mode allocations */
+};
+
+NCC_HIDDEN extern const ncc_backend ncc_backend_emu;
+NCC_HIDDEN extern const ncc_backend ncc_backend_jit;
+/* Probes libcuda: 0 when a GPU answers, else NCC_EUSER with the reason in why. */
+NCC_HIDDEN int ncc_cuda_probe(char *why, size_t n);
+
+/* emu.c */
+NCC_HIDDEN int ncc_emu_launch(const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block, size_t shmem,
+                              void **args, char *err, size_t errn);
+/* Checked mode: one guarded mapping per buffer, registered for the SIGSEGV report. */
+NCC_HIDDEN int ncc_emu_guarded_alloc(int n, const size_t *sizes, void **ptrs, ncc_guarded **g,
+                                     char *err, size_t errn);
+NCC_HIDDEN void ncc_emu_guarded_free(ncc_guarded *g);
+
+/* safetensors.c: the header index (offsets relative to the data area) */
+typedef struct ncc_st_entry {
+  char *name;
+  int dtype;            /* index into safetensors.c's dtype table */
+  int rank;
+  int64_t shape[8];
+  int64_t numel;
+  uint64_t begin, end;
+} ncc_st_entry;
+NCC_HIDDEN int ncc_st_index(const unsigned char *buf, size_t n, const char *path, ncc_st_entry **e, int *ne,
+                            size_t *data_off, char *err, size_t errn);
+NCC_HIDDEN int ncc_st_match(const ncc_st_entry *e, int ne, const char *path, const ncc_tensor_info *params, int n,
+                            int *map, char *err, size_t errn);
+NCC_HIDDEN void ncc_st_free(ncc_st_entry *e, int n);
+/* Writes the parts to path atomically: temp file beside it, fsync, rename, fsync dir. */
+NCC_HIDDEN int ncc_write_atomic(const char *path, const void *const *parts, const size_t *sizes, int nparts,
+                                char *err, size_t errn);
+/* npy.c: parses a whole .npy image; *src_kind is the file's element type
+ * (0 f4, 1 f2, 2 i4, 3 i1, 4 f8, 5 i8, 6 u1), *dtype what ncc_npy_read returns. */
+NCC_HIDDEN int ncc_npy_parse(const unsigned char *buf, size_t n, const char *path, int *dtype, int *src_kind,
+                             int *rank, int64_t shape[8], size_t *data_off, char *err, size_t errn);
+
+NCC_HIDDEN void ncc_errf(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#endif

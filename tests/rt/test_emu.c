@@ -1,0 +1,403 @@
+/* test_emu.c — the emulator against plain C loops: the kernels of kernels.cu
+ * run through ncc_launch on the emu device, over several worker threads, in
+ * both fiber orders, and every result is checked against a reference written
+ * as an ordinary loop (bit-exact where the order of additions is the same).
+ * Also the emulator's error paths: a forgotten barrier, a return before a
+ * barrier, a barrier in an unflagged kernel, checked mode catching a
+ * one-past-end write (in a child process: it must exit 2 with a report).
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "kernels.cu"
+
+static int failures;
+#define CHECK(c, ...)                                            \
+  do {                                                           \
+    if (!(c)) {                                                  \
+      failures++;                                                \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);       \
+      fprintf(stderr, __VA_ARGS__);                              \
+      fprintf(stderr, "\n");                                     \
+    }                                                            \
+  } while (0)
+
+static ncc_dim3 d3(unsigned x, unsigned y, unsigned z) {
+  ncc_dim3 d;
+  d.x = x; d.y = y; d.z = z;
+  return d;
+}
+
+static unsigned rng = 12345;
+static float frand(void) {
+  rng = rng * 1664525u + 1013904223u;
+  return (float)((rng >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static void test_bias_relu(ncc_dev *d) {
+  int n = 100003, inner = 7, ch = 13, i, bad = 0;
+  float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n), b[13];
+  void *args[6];
+  for (i = 0; i < n; i++) x[i] = frand();
+  for (i = 0; i < ch; i++) b[i] = frand() * 0.5f;
+  {
+    const float *xa = x, *ba = b;
+    float *ya = y;
+    args[0] = &xa; args[1] = &ba; args[2] = &ya; args[3] = &n; args[4] = &inner; args[5] = &ch;
+    CHECK(ncc_launch(d, &k_bias_relu_desc, d3((n + 255) / 256, 1, 1), d3(256, 1, 1), 0, args) == 0, "%s",
+          ncc_dev_error(d));
+  }
+  for (i = 0; i < n; i++) {
+    float v = x[i] + b[(i / inner) % ch];
+    if (y[i] != (v > 0 ? v : 0)) bad++;
+  }
+  CHECK(bad == 0, "bias_relu: %d mismatches of %d", bad, n);
+  free(x);
+  free(y);
+}
+
+static void test_f16(ncc_dev *d) {
+  int n = 65536, i, bad = 0;
+  float s = 0.75f;
+  __half *x = malloc(sizeof(__half) * n), *y = malloc(sizeof(__half) * n);
+  void *args[4];
+  const __half *xa = x;
+  __half *ya = y;
+  for (i = 0; i < n; i++) x[i].x = (unsigned short)i;   /* every f16 bit pattern */
+  args[0] = &xa; args[1] = &ya; args[2] = &s; args[3] = &n;
+  CHECK(ncc_launch(d, &k_relu_scale_f16_desc, d3(n / 128, 1, 1), d3(128, 1, 1), 0, args) == 0, "%s", ncc_dev_error(d));
+  for (i = 0; i < n; i++) {
+    /* reference: gcc's own _Float16 conversions (libgcc), independent of ncc_emu.h */
+    _Float16 h;
+    float v, r;
+    unsigned short hb = (unsigned short)i, rb;
+    memcpy(&h, &hb, 2);
+    v = (float)h;
+    if (v != v) continue;   /* NaN payloads differ between implementations */
+    r = fmaxf(v, 0.0f) * s;
+    h = (_Float16)r;
+    memcpy(&rb, &h, 2);
+    if (y[i].x != rb) {
+      if (bad++ < 5) fprintf(stderr, "  f16 %04x: got %04x want %04x\n", i, y[i].x, rb);
+    }
+  }
+  CHECK(bad == 0, "relu_scale_f16: %d mismatches of %d", bad, n);
+  free(x);
+  free(y);
+}
+
+/* conversions: every half round-trips; random floats round like gcc's _Float16;
+ * bf16 rounds to nearest even (checked against a double-precision choice) */
+static void test_conversions(void) {
+  int i, bad = 0;
+  for (i = 0; i < 65536; i++) {
+    __half h;
+    float f;
+    h.x = (unsigned short)i;
+    f = __half2float(h);
+    if (f != f) continue;
+    if (__float2half(f).x != h.x) bad++;
+  }
+  CHECK(bad == 0, "f16 round trip: %d failures", bad);
+  for (bad = 0, i = 0; i < 2000000; i++) {
+    unsigned u = (unsigned)rand() ^ ((unsigned)rand() << 16);
+    float f;
+    _Float16 h;
+    unsigned short hb;
+    if (i & 1) u = (u & 0x807fffffu) | ((100u + u % 50u) << 23);   /* exponents of the f16 range and edges */
+    memcpy(&f, &u, 4);
+    if (f != f) continue;
+    h = (_Float16)f;
+    memcpy(&hb, &h, 2);
+    if (__float2half(f).x != hb) {
+      if (bad++ < 5) fprintf(stderr, "  f32 %a -> f16 got %04x want %04x\n", (double)f, __float2half(f).x, hb);
+    }
+  }
+  CHECK(bad == 0, "f32->f16 against _Float16: %d failures", bad);
+  for (bad = 0, i = 0; i < 2000000; i++) {
+    unsigned u = (unsigned)rand() ^ ((unsigned)rand() << 16), lo, hi;
+    float f, fl, fh;
+    double dl, dh;
+    unsigned short want;
+    memcpy(&f, &u, 4);
+    if (f != f || isinf(f)) continue;
+    lo = u & 0xffff0000u;
+    hi = lo + 0x10000u;
+    memcpy(&fl, &lo, 4);
+    memcpy(&fh, &hi, 4);
+    dl = fabs((double)f - (double)fl);
+    dh = isinf(fh) ? fabs((double)f - ldexp(copysign(1.0, f), 128)) : fabs((double)f - (double)fh);
+    want = (unsigned short)((dl < dh || (dl == dh && !((lo >> 16) & 1))) ? lo >> 16 : hi >> 16);
+    if (__float2bfloat16(f).x != want) bad++;
+    if (__bfloat162float(__float2bfloat16(fl)) != fl) bad++;
+  }
+  CHECK(bad == 0, "f32->bf16: %d failures", bad);
+}
+
+static void ref_sgemm(const float *A, const float *B, float *C, int M, int N, int K) {
+  int i, j, k;
+  for (i = 0; i < M; i++)
+    for (j = 0; j < N; j++) {
+      float acc = 0.0f;
+      for (k = 0; k < K; k++) acc = fmaf(A[i * K + k], B[k * N + j], acc);
+      C[i * N + j] = acc;
+    }
+}
+
+static void test_sgemm16(ncc_dev *d) {
+  static const int shapes[][3] = {{64, 48, 80}, {37, 29, 51}, {1, 1, 1}, {16, 16, 16}};
+  int s;
+  for (s = 0; s < 4; s++) {
+    int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], i, bad = 0;
+    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);
+    float *C = malloc(sizeof(float) * M * N), *R = malloc(sizeof(float) * M * N);
+    const float *Aa = A, *Ba = B;
+    float *Ca = C;
+    void *args[6];
+    for (i = 0; i < M * K; i++) A[i] = frand();
+    for (i = 0; i < K * N; i++) B[i] = frand();
+    args[0] = &Aa; args[1] = &Ba; args[2] = &Ca; args[3] = &M; args[4] = &N; args[5] = &K;
+    CHECK(ncc_launch(d, &k_sgemm16_desc, d3((N + 15) / 16, (M + 15) / 16, 1), d3(16, 16, 1), 0, args) == 0, "%s",
+          ncc_dev_error(d));
+    ref_sgemm(A, B, R, M, N, K);
+    for (i = 0; i < M * N; i++) bad += memcmp(&C[i], &R[i], 4) != 0;
+    CHECK(bad == 0, "sgemm16 %dx%dx%d: %d of %d differ from the ordered loop", M, N, K, bad, M * N);
+    free(A); free(B); free(C); free(R);
+  }
+}
+
+static float tree_sum(const float *x, int n0, int len) {
+  float s[256];
+  int t, st;
+  for (t = 0; t < 256; t++) s[t] = n0 + t < len ? x[n0 + t] : 0.0f;
+  for (st = 128; st > 0; st >>= 1)
+    for (t = 0; t < st; t++) s[t] += s[t + st];
+  return s[0];
+}
+
+/* returns the number of blocks whose sum differs from the tree reference */
+static int run_block_sum(ncc_dev *d, const ncc_kernel *k, const float *x, int n, int *rc) {
+  int nb = (n + 255) / 256, i, bad = 0;
+  float *out = calloc((size_t)nb, sizeof(float));
+  float *outa = out;
+  void *args[3];
+  args[0] = &x; args[1] = &outa; args[2] = &n;
+  *rc = ncc_launch(d, k, d3((unsigned)nb, 1, 1), d3(256, 1, 1), 256 * sizeof(float), args);
+  for (i = 0; i < nb; i++) bad += out[i] != tree_sum(x, i * 256, n);
+  free(out);
+  return bad;
+}
+
+static void test_reduction_and_race(ncc_dev *d) {
+  int n = 256 * 37 + 11, i, rc, order, racy_bad[2];
+  float *x = malloc(sizeof(float) * n);
+  for (i = 0; i < n; i++) x[i] = frand();
+  for (order = 0; order < 2; order++) {
+    ncc_emu_set_fiber_order(order);
+    CHECK(run_block_sum(d, &k_block_sum_desc, x, n, &rc) == 0 && rc == 0, "block_sum wrong in %s order: %s",
+          order ? "reverse" : "forward", ncc_dev_error(d));
+    racy_bad[order] = run_block_sum(d, &k_block_sum_racy_desc, x, n, &rc);
+    CHECK(rc == 0, "racy launch failed: %s", ncc_dev_error(d));
+  }
+  ncc_emu_set_fiber_order(0);
+  printf("missing barrier: %d wrong blocks in forward order, %d in reverse order (of %d)\n", racy_bad[0],
+         racy_bad[1], (n + 255) / 256);
+  CHECK(racy_bad[0] + racy_bad[1] > 0, "a kernel with a barrier removed was right in both fiber orders");
+  free(x);
+}
+
+static void test_softmax(ncc_dev *d) {
+  int rows = 33, cols = 200, i, j, bad = 0, order;
+  float *x = malloc(sizeof(float) * rows * cols), *y = malloc(sizeof(float) * rows * cols);
+  for (i = 0; i < rows * cols; i++) x[i] = 4 * frand();
+  for (order = 0; order < 2; order++) {
+    const float *xa = x;
+    float *ya = y;
+    void *args[3];
+    ncc_emu_set_fiber_order(order);
+    args[0] = &xa; args[1] = &ya; args[2] = &cols;
+    CHECK(ncc_launch(d, &k_softmax_desc, d3((unsigned)rows, 1, 1), d3(256, 1, 1), 0, args) == 0, "%s",
+          ncc_dev_error(d));
+    for (i = 0; i < rows; i++) {
+      double m = -1e30, s = 0;
+      for (j = 0; j < cols; j++) m = fmax(m, x[i * cols + j]);
+      for (j = 0; j < cols; j++) s += exp(x[i * cols + j] - m);
+      for (j = 0; j < cols; j++) {
+        double r = exp(x[i * cols + j] - m) / s;
+        if (fabs(y[i * cols + j] - r) > 1e-6 + 1e-5 * fabs(r)) bad++;
+      }
+    }
+  }
+  ncc_emu_set_fiber_order(0);
+  CHECK(bad == 0, "softmax: %d mismatches", bad);
+  free(x);
+  free(y);
+}
+
+static void test_early_return(ncc_dev *d) {
+  float x[64] = {0}, out[64];
+  const float *xa = x;
+  float *oa = out;
+  void *args[2];
+  int rc;
+  args[0] = &xa; args[1] = &oa;
+  rc = ncc_launch(d, &k_early_return_desc, d3(3, 1, 1), d3(64, 1, 1), 0, args);
+  CHECK(rc == NCC_EINTERNAL, "early return before a barrier not reported (rc %d)", rc);
+  CHECK(strstr(ncc_dev_error(d), "k_early_return") && strstr(ncc_dev_error(d), "different numbers of barriers") &&
+            strstr(ncc_dev_error(d), "thread (48,0,0) returned after 0"),
+        "message: %s", ncc_dev_error(d));
+  printf("early return: %s\n", ncc_dev_error(d));
+  /* the abandoned fibers must not poison the next launch */
+  test_reduction_and_race(d);
+}
+
+static void test_unflagged(ncc_dev *d) {
+  float y[32];
+  float *ya = y;
+  void *args[1];
+  int rc;
+  args[0] = &ya;
+  rc = ncc_launch(d, &k_unflagged_barrier_desc, d3(2, 1, 1), d3(32, 1, 1), 0, args);
+  CHECK(rc == NCC_EINTERNAL && strstr(ncc_dev_error(d), "not flagged NCC_KF_BARRIER"),
+        "barrier in an unflagged kernel not reported: rc %d, %s", rc, ncc_dev_error(d));
+}
+
+static void test_atomics(ncc_dev *d) {
+  int n = 50000, i, hist[16] = {0}, ref[16] = {0}, imax = -1, rmax = -1, *v = malloc(sizeof(int) * n);
+  unsigned ucount = 0;
+  float fsum = 0, rsum = 0;
+  const int *va = v;
+  int *ha = hist, *ma = &imax;
+  float *fa = &fsum;
+  unsigned *ua = &ucount;
+  void *args[6];
+  for (i = 0; i < n; i++) {
+    v[i] = (int)((rng = rng * 1664525u + 1013904223u) >> 12);
+    ref[v[i] & 15]++;
+    rsum += (float)(v[i] & 7);   /* integers below 2^24: exact in any order */
+    if (v[i] > rmax) rmax = v[i];
+  }
+  args[0] = &va; args[1] = &n; args[2] = &ha; args[3] = &fa; args[4] = &ma; args[5] = &ua;
+  CHECK(ncc_launch(d, &k_atomics_desc, d3((unsigned)(n + 127) / 128, 1, 1), d3(128, 1, 1), 0, args) == 0, "%s",
+        ncc_dev_error(d));
+  CHECK(memcmp(hist, ref, sizeof hist) == 0, "atomicAdd(int) histogram differs");
+  CHECK(fsum == rsum, "atomicAdd(float): %f want %f", fsum, rsum);
+  CHECK(imax == rmax, "atomicMax: %d want %d", imax, rmax);
+  CHECK(ucount == (unsigned)n, "atomicAdd(unsigned): %u want %d", ucount, n);
+  printf("atomics: %d OS threads ran blocks\n", ncc_emu_last_launch_threads());
+  free(v);
+}
+
+static void test_concurrency(ncc_dev *d) {
+  int flag = 0, seen = 0, *fa = &flag, *sa = &seen;
+  long long spins = 2000000000LL;
+  void *args[3];
+  if (ncc_emu_threads() < 2) {
+    printf("concurrency: skipped (NCC_EMU_THREADS < 2)\n");
+    return;
+  }
+  args[0] = &fa; args[1] = &sa; args[2] = &spins;
+  CHECK(ncc_launch(d, &k_handshake_desc, d3(2, 1, 1), d3(32, 1, 1), 0, args) == 0, "%s", ncc_dev_error(d));
+  CHECK(seen == 1, "blocks 0 and 1 did not run concurrently on two OS threads");
+  CHECK(ncc_emu_last_launch_threads() == 2, "last launch used %d threads", ncc_emu_last_launch_threads());
+}
+
+static void test_coords(ncc_dev *d) {
+  unsigned gx = 3, gy = 2, gz = 2, bx = 4, by = 3, bz = 2;
+  int n = (int)(gx * gy * gz * bx * by * bz), i, bad = 0, pass;
+  int *out = malloc(sizeof(int) * 4 * n), *oa = out;
+  void *args[1];
+  args[0] = &oa;
+  for (pass = 0; pass < 2; pass++) {
+    ncc_kernel k = k_coords_desc;
+    if (pass) k.flags = NCC_KF_BARRIER;   /* the fiber path must lay threads out the same way */
+    memset(out, 0xff, sizeof(int) * 4 * n);
+    CHECK(ncc_launch(d, &k, d3(gx, gy, gz), d3(bx, by, bz), 0, args) == 0, "%s", ncc_dev_error(d));
+    for (i = 0; i < n; i++) {
+      int t = i % (int)(bx * by * bz), b = i / (int)(bx * by * bz);
+      int want[4];
+      want[0] = t % (int)bx;
+      want[1] = (t / (int)bx) % (int)by;
+      want[2] = t / (int)(bx * by);
+      want[3] = b % (int)gx + 100 * ((b / (int)gx) % (int)gy) + 10000 * (b / (int)(gx * gy));
+      bad += memcmp(&out[4 * i], want, sizeof want) != 0;
+    }
+  }
+  CHECK(bad == 0, "3-D geometry: %d threads wrong", bad);
+  {
+    int rc = ncc_launch(d, &k_coords_desc, d3(1, 1, 1), d3(1025, 1, 1), 0, args);
+    CHECK(rc == NCC_EINTERNAL && strstr(ncc_dev_error(d), "invalid launch"), "1025 threads accepted: %s",
+          ncc_dev_error(d));
+  }
+  free(out);
+}
+
+/* checked mode: a one-past-end write must end the process with status 2 and a
+ * report naming buffer, kernel, block and thread */
+static void test_checked(int barrier) {
+  int pfd[2], status;
+  pid_t pid;
+  char msg[2048];
+  ssize_t got = 0, r;
+  if (pipe(pfd) != 0) { CHECK(0, "pipe"); return; }
+  pid = fork();
+  if (pid == 0) {
+    ncc_dev *d;
+    size_t sizes[2] = {sizeof(float) * 1000, sizeof(float) * 1000}, offs[2] = {0, 4096};
+    void *ptrs[2], *arena;
+    float *x, *y;
+    int n = 1000;
+    void *args[3];
+    ncc_kernel k = k_oob_write_desc;
+    dup2(pfd[1], 2);
+    close(pfd[0]);
+    ncc_emu_set_checked(1);
+    if (barrier) k.flags = NCC_KF_BARRIER;
+    if (ncc_dev_open(&d, NCC_DEV_EMU, NULL, NULL) || ncc_alloc_buffers(d, 2, offs, sizes, ptrs, &arena)) _exit(3);
+    x = (float *)ptrs[0];
+    y = (float *)ptrs[1];
+    args[0] = &x; args[1] = &y; args[2] = &n;
+    ncc_launch(d, &k, d3(4, 1, 1), d3(256, 1, 1), 0, args);
+    _exit(0);   /* not reached when the checked mode works */
+  }
+  close(pfd[1]);
+  while ((r = read(pfd[0], msg + got, sizeof msg - 1 - (size_t)got)) > 0) got += r;
+  msg[got > 0 ? got : 0] = 0;
+  close(pfd[0]);
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 2, "checked mode: child status %d (want exit 2)", status);
+  CHECK(strstr(msg, "out-of-bounds access") && strstr(msg, "0 bytes past buffer #1 of 4000 bytes") &&
+            strstr(msg, "kernel k_oob_write") && strstr(msg, "block (3,0,0)") && strstr(msg, "thread (232,0,0)"),
+        "checked mode report: %s", msg);
+  printf("checked mode (%s): %s", barrier ? "fibers" : "threads", msg);
+}
+
+int main(void) {
+  ncc_dev *d;
+  double t0 = ncc_now();
+  int rc = ncc_dev_open(&d, NCC_DEV_EMU, NULL, NULL);
+  CHECK(rc == 0, "open: %s", ncc_dev_error(d));
+  if (rc) return 1;
+  printf("device: %s\n", ncc_dev_name(d));
+  CHECK(ncc_dev_is_emu(d), "not emu");
+  CHECK(strncmp(ncc_dev_name(d), "emu: ", 5) == 0, "name %s", ncc_dev_name(d));
+  test_conversions();
+  test_bias_relu(d);
+  test_f16(d);
+  test_sgemm16(d);
+  test_reduction_and_race(d);
+  test_softmax(d);
+  test_early_return(d);
+  test_unflagged(d);
+  test_atomics(d);
+  test_concurrency(d);
+  test_coords(d);
+  test_checked(0);
+  test_checked(1);
+  ncc_dev_close(d);
+  printf("%s: %d failures (%.2f s)\n", failures ? "FAILED" : "ok", failures, ncc_now() - t0);
+  return failures ? 1 : 0;
+}
