@@ -47,6 +47,7 @@ typedef struct Val Val;
 struct Val {
   VKind k;
   int n;            /* V_LIST: items */
+  Loc f0;           /* only in the table of parameters: the call that made it */
   union {
     int64_t i;      /* V_INT, V_BOOL */
     double f;
@@ -130,11 +131,21 @@ typedef struct Elab {
   Loc train_loc;
 } Elab;
 
+/* "in the call of 'basic' here" for each enclosing call, innermost first;
+ * a run of calls from one place (recursion) is shown once with its count. */
 static void call_notes(Elab *E) {
-  int k = 0;
-  for (Frame *f = E->fr; f && f->fname; f = f->parent) {
-    if (k++ == 4) { diag_note(f->call, "... (more calls)"); break; }
-    diag_note(f->call, "in the call of '%s' here", f->fname);
+  int shown = 0;
+  for (Frame *f = E->fr; f && f->fname;) {
+    int n = 1;
+    Frame *g = f->parent;
+    while (g && g->fname && g->call.line == f->call.line && g->call.col == f->call.col && g->call.file == f->call.file) {
+      n++;
+      g = g->parent;
+    }
+    if (shown++ == 4) { diag_note(f->call, "... (and more enclosing calls)"); break; }
+    if (n > 1) diag_note(f->call, "in the call of '%s' here (%d nested calls from this place)", f->fname, n);
+    else diag_note(f->call, "in the call of '%s' here", f->fname);
+    f = g;
   }
 }
 
@@ -330,14 +341,24 @@ static Value *param(Elab *E, const char *layer, const char *suffix, int kind, Sh
   const char *name = arena_printf(E->ar, "%s.%s", layer, suffix);
   Bind *b = scope_find(&E->params, name);
   if (b) {
-    err(E, loc, "two parameters are named '%s'; give the layers distinct name= values", name);
+    diag_error(loc, "two parameters are named '%s'; give the layers distinct name= values", name);
     diag_note(b->loc, "'%s' was first defined here", name);
+    if (b->v.k == V_STR) diag_note(b->v.f0, "(in the call of '%s' here)", b->v.s);
+    call_notes(E);
     return NULL;
   }
   Value *v = ir_param(E->g, name, kind, &s, layer, loc);
-  if (!v) return NULL;
+  if (!v) {
+    if (E->g->max_nodes < 0) fatal_limit(E);
+    return NULL;
+  }
   b = scope_put(E->ar, &E->params, name);
   b->loc = loc;
+  if (E->fr->fname) {   /* remember the call that made it, for the note above */
+    b->v.k = V_STR;
+    b->v.s = E->fr->fname;
+    b->v.f0 = E->fr->call;
+  }
   return v;
 }
 
@@ -834,6 +855,7 @@ static Val call_op(Elab *E, const OpSpec *sp, Expr *c) {
     a.has_bias = (int)A[7].i;
     in[0] = x;
     in[1] = param(E, layer, "weight", PK_WEIGHT, (Shape){4, {out, C / groups, a.kernel[0], a.kernel[1]}}, loc);
+    if (!in[1]) return POISON;   /* one report per layer */
     in[2] = a.has_bias ? param(E, layer, "bias", PK_BIAS, (Shape){1, {out}}, loc) : NULL;
     if (!in[1] || (a.has_bias && !in[2])) return POISON;
     return make_op(E, op, in, 2 + a.has_bias, &a, layer, loc);
@@ -853,6 +875,7 @@ static Val call_op(Elab *E, const OpSpec *sp, Expr *c) {
     a.has_bias = (int)A[2].i;
     in[0] = x;
     in[1] = param(E, layer, "weight", PK_WEIGHT, (Shape){2, {out, x->shape.d[1]}}, loc);
+    if (!in[1]) return POISON;
     in[2] = a.has_bias ? param(E, layer, "bias", PK_BIAS, (Shape){1, {out}}, loc) : NULL;
     if (!in[1] || (a.has_bias && !in[2])) return POISON;
     return make_op(E, op, in, 2 + a.has_bias, &a, layer, loc);
@@ -869,6 +892,7 @@ static Val call_op(Elab *E, const OpSpec *sp, Expr *c) {
     a.momentum = A[2].f;
     in[0] = x;
     in[1] = param(E, layer, "weight", PK_WEIGHT, s, loc);
+    if (!in[1]) return POISON;
     in[2] = param(E, layer, "bias", PK_BIAS, s, loc);
     in[3] = param(E, layer, "running_mean", PK_RUNNING_MEAN, s, loc);
     in[4] = param(E, layer, "running_var", PK_RUNNING_VAR, s, loc);
@@ -886,8 +910,9 @@ static Val call_op(Elab *E, const OpSpec *sp, Expr *c) {
     a.eps = A[1].f;
     in[0] = x;
     in[1] = param(E, layer, "weight", PK_WEIGHT, s, loc);
+    if (!in[1]) return POISON;
     in[2] = param(E, layer, "bias", PK_BIAS, s, loc);
-    if (!in[1] || !in[2]) return POISON;
+    if (!in[2]) return POISON;
     return make_op(E, op, in, 3, &a, layer, loc);
   }
   case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: {

@@ -35,6 +35,35 @@ static int blank(const char *t, size_t len) {
   return 1;
 }
 
+/* A NUL byte, or many bytes that are neither printable text nor valid UTF-8,
+ * mean "not a text file": one clear error at the first such byte instead of
+ * one per byte from the lexer. */
+static int binary_at(const char *t, size_t len, size_t *pos, int *nul) {
+  size_t bad = 0, first = (size_t)-1;
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)t[i];
+    if (c == 0) { *pos = i; *nul = 1; return 1; }
+    int isbad = 0;
+    if (c < 32 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v') isbad = 1;
+    else if (c == 127) isbad = 1;
+    else if (c >= 0x80) {
+      int n = c >= 0xf0 && c < 0xf5 ? 3 : c >= 0xe0 ? 2 : c >= 0xc2 && c < 0xe0 ? 1 : -1;
+      if (c >= 0xf5) n = -1;
+      for (int k = 1; n > 0 && k <= n; k++)
+        if (i + (size_t)k >= len || ((unsigned char)t[i + (size_t)k] & 0xc0) != 0x80) n = -1;
+      if (n < 0) isbad = 1;
+      else i += (size_t)n;
+    }
+    if (isbad) {
+      if (first == (size_t)-1) first = i;
+      bad++;
+    }
+  }
+  *nul = 0;
+  *pos = first;
+  return bad > 8 && bad * 50 > len;
+}
+
 Graph *frontend_load_text(const char *path, const char *text, size_t len, const SetOpt *sets, int nsets) {
   if (!path) path = "<input>";
   int errors0 = diag_errors();
@@ -46,6 +75,18 @@ Graph *frontend_load_text(const char *path, const char *text, size_t len, const 
   }
   if (len > ((size_t)1 << 28)) {
     diag_error(start, "the file is larger than 256 MiB; this is not a .net model");
+    return NULL;
+  }
+  size_t bpos;
+  int nul;
+  if (binary_at(text, len, &bpos, &nul)) {
+    Loc l = {path, 1, 1};
+    for (size_t i = 0; i < bpos; i++) {
+      if (text[i] == '\n') { l.line++; l.col = 1; }
+      else l.col++;
+    }
+    diag_error(l, "the file holds %s; this does not look like a .net text file",
+               nul ? "a NUL byte" : "binary data (bytes that are neither text nor UTF-8)");
     return NULL;
   }
   Arena *ar = arena_new();

@@ -27,6 +27,8 @@ struct ParseCtx {
   int bad_runs;
   int eof_nl;
   int unclosed;        /* the file ended inside ( or [ */
+  Loc braces[64];      /* where the open { are, for "never closed" */
+  int nbraces;
   Loc str_start;
   char last[48];       /* text of the last token, for "found 'x'" */
   Block top;
@@ -81,6 +83,7 @@ static void yyerror(YYLTYPE *l, yyscan_t sc, ParseCtx *ctx, const char *msg) {
 %define api.pure full
 %locations
 %define parse.error custom
+%define parse.lac full
 %lex-param {yyscan_t scanner}
 %parse-param {yyscan_t scanner} {ParseCtx *ctx}
 
@@ -293,8 +296,25 @@ static int yyreport_syntax_error(const yypcontext_t *pc, yyscan_t sc, ParseCtx *
   if (ctx->quiet) { ctx->quiet = 0; return 0; }
   Loc loc = LOC(*yypcontext_location(pc));
   yysymbol_kind_t found = yypcontext_token(pc);
-  yysymbol_kind_t exp[6];
-  int n = yypcontext_expected_tokens(pc, exp, 6);
+  yysymbol_kind_t all[YYNTOKENS], exp[6];
+  int na = yypcontext_expected_tokens(pc, all, YYNTOKENS), n = 0, ops = 0;
+  /* after an operand every binary operator is possible: say "an operator"
+   * instead of listing fifteen of them */
+  for (int i = 0; i < na; i++) {
+    static const char *const binops[] = {"'+'", "'-'", "'*'", "'/'", "'%'", "'<'", "'>'", "'//'", "'=='",
+                                         "'!='", "'<='", "'>='", "'and'", "'or'", "'.'", "'['", NULL};
+    int isop = 0;
+    for (int k = 0; binops[k]; k++) isop |= strcmp(yysymbol_name(all[i]), binops[k]) == 0;
+    if (isop) ops++;
+    else {
+      if (n < 6) exp[n] = all[i];
+      n++;
+    }
+  }
+  /* where an operand may start, "an expression" says it better than a list */
+  int expr_start = 0;
+  for (int i = 0; i < na; i++) expr_start |= all[i] == YYSYMBOL_INT;
+  if (n > 5 || expr_start) n = 0;
   char buf[400];
   size_t k = 0;
   if (n > 0 && n <= 5) {
@@ -302,9 +322,11 @@ static int yyreport_syntax_error(const yypcontext_t *pc, yyscan_t sc, ParseCtx *
     for (int i = 0; i < n && k < sizeof buf; i++)
       k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ",
                             yysymbol_name(exp[i]));
+    if (ops && k < sizeof buf) k += (size_t)snprintf(buf + k, sizeof buf - k, " (or an operator)");
     if (k < sizeof buf) k += (size_t)snprintf(buf + k, sizeof buf - k, ", ");
   }
   if (k >= sizeof buf) k = sizeof buf - 1;
+  if (expr_start && !k) k = (size_t)snprintf(buf, sizeof buf, "expected an expression, ");
   char what[120];
   if (found == YYSYMBOL_YYEOF)
     snprintf(what, sizeof what, "the end of the file");
@@ -314,8 +336,13 @@ static int yyreport_syntax_error(const yypcontext_t *pc, yyscan_t sc, ParseCtx *
     snprintf(what, sizeof what, "%s '%s'", yysymbol_name(found), ctx->last);
   else
     snprintf(what, sizeof what, "%s", yysymbol_name(found));
-  diag_error(loc, "syntax error: %sfound %s", k ? buf : "unexpected ", what);
+  if (k) diag_error(loc, "syntax error: %sfound %s", buf, what);
+  else diag_error(loc, "syntax error: unexpected %s", strncmp(what, "the ", 4) ? what : what + 4);
   if ((found == YYSYMBOL_YYEOF || found == YYSYMBOL_NL) && ctx->open.file && ctx->unclosed)
     diag_note(ctx->open, "this bracket is never closed");
+  else if (ctx->depth > 0 && ctx->open.file && loc.line > ctx->open.line)
+    diag_note(ctx->open, "this bracket is not closed before");
+  else if ((found == YYSYMBOL_YYEOF || found == YYSYMBOL_NL) && ctx->eof_nl && ctx->nbraces > 0)
+    diag_note(ctx->braces[ctx->nbraces > 64 ? 63 : ctx->nbraces - 1], "this '{' is never closed");
   return 0;
 }

@@ -844,7 +844,10 @@ static int read_inputs(const Opts *o, Model *M, void **data) {
     int dt, rank;
     int64_t shape[8];
     if (ncc_npy_read(kv->path, &dt, &rank, shape, &data[i], err, sizeof err) != 0)
-      return uerr("input %s: %s", t->name, err[0] ? err : kv->path);
+    {
+      if (err[0] && strstr(err, kv->path)) return uerr("input %s: %s", t->name, err);
+      return uerr("input %s: %s: %s", t->name, kv->path, err[0] ? err : "cannot read");
+    }
     tensor_str(got, sizeof got, dt, rank, shape);
     int same = dt == t->dtype && rank == t->rank;
     for (int k = 0; same && k < rank; k++) same = shape[k] == t->shape[k];
