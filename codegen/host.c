@@ -219,15 +219,14 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   fprintf(f, "int %s_create(%s **m) { return %s_create_on(m, NCC_DEV_AUTO); }\n\n", M, M, M);
 
   /* load / save */
-  fprintf(f, "int %s_load(%s *m, const char *path) {\n  void *p[%d];\n", M, M, par.n ? par.n : 1);
+  fprintf(f, "int %s_load(%s *m, const char *path) {\n  void *p[%d] = {0};\n", M, M, par.n ? par.n : 1);
   fprintf(f, "  if (!m || !m->dev) return %s_user_error(m, \"%s_load: no model\");\n", M, M);
   fprintf(f, "  if (!path) return %s_user_error(m, \"%s_load: no file name\");\n", M, M);
   fprintf(f, "  for (int i = 0; i < %d; i++) p[i] = m->bufs[%s_params_buf_[i]];\n", par.n, M);
-  fprintf(f, "  if (%d == 0) p[0] = NULL;\n", par.n);
   fprintf(f, "  return ncc_load_safetensors(m->dev, path, %s_params_, %d, p, m->err, sizeof m->err);\n}\n\n", M, par.n);
   fprintf(f,
           "int %s_save(%s *m, const char *path) {\n"
-          "  void *h[%d];\n  int rc = 0, n = 0;\n"
+          "  void *h[%d] = {0};\n  int rc = 0, n = 0;\n"
           "  if (!m || !m->dev) return %s_user_error(m, \"%s_save: no model\");\n"
           "  if (!path) return %s_user_error(m, \"%s_save: no file name\");\n"
           "  for (; n < %d; n++) {\n"
