@@ -32,6 +32,12 @@ static const char NCC_NVRTC_PRELUDE[] =
     "#include <cuda_bf16.h>\n"
     "#define NCC_KERNEL extern \"C\" __global__\n"
     "#define NCC_DYN_SHARED(T, name) extern __shared__ T name[]\n"
+    "#ifndef INFINITY\n"
+    "#define INFINITY __int_as_float(0x7f800000)\n"
+    "#endif\n"
+    "#ifndef NAN\n"
+    "#define NAN __int_as_float(0x7fffffff)\n"
+    "#endif\n"
     "#endif\n";
 
 /* ---------------------------------------------------------------- driver API, by hand */
@@ -106,12 +112,15 @@ static void *open_lib(const char *const *names, const char *pattern, char *why, 
   char path[1024];
   int i;
   glob_t gl;
-  for (i = 0; names[i] && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-  if (h) return h;
-  {
-    const char *e = dlerror();
-    snprintf(why, n, "%s", e ? e : "not found");
+  why[0] = 0;
+  for (i = 0; names[i] && !h; i++) {
+    h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h && !why[0]) {   /* the first name's reason is the telling one */
+      const char *e = dlerror();
+      snprintf(why, n, "%s", e ? e : "not found");
+    }
   }
+  if (h) return h;
   snprintf(path, sizeof path, "%s/lib64/%s", cuda_home(), pattern);
   if (glob(path, 0, NULL, &gl) == 0) {
     size_t k;
@@ -201,7 +210,7 @@ int ncc_cuda_probe(char *why, size_t n) {
   if (rc) {
     char tmp[400];
     snprintf(tmp, sizeof tmp, "%s", why);
-    snprintf(why, n, "cannot load the CUDA driver (libcuda.so.1): %s", tmp);
+    snprintf(why, n, "cannot load the CUDA driver: %s", tmp);
     return NCC_EUSER;
   }
   if ((r = cu.Init(0)) != 0) { snprintf(why, n, "cuInit: %s (error %d)", cu_str(r), r); return NCC_EUSER; }

@@ -38,11 +38,11 @@
 #error "the emulator's fibers are written for x86-64 (an aarch64 port needs its own ncc_fiber_switch)"
 #endif
 
-_Thread_local uint3 threadIdx;
-_Thread_local uint3 blockIdx;
-_Thread_local dim3 blockDim;
-_Thread_local dim3 gridDim;
-_Thread_local void *ncc_emu_shared_dyn;
+_Thread_local uint3 threadIdx NCC_EMU_TLS;
+_Thread_local uint3 blockIdx NCC_EMU_TLS;
+_Thread_local dim3 blockDim NCC_EMU_TLS;
+_Thread_local dim3 gridDim NCC_EMU_TLS;
+_Thread_local void *ncc_emu_shared_dyn NCC_EMU_TLS;
 
 void ncc_errf(char *err, size_t n, const char *fmt, ...) {
   va_list ap;
@@ -91,6 +91,7 @@ typedef struct fiber {
   int nbar;             /* barriers passed in this block */
   int done;             /* finished this block's thread */
   int fresh;            /* stack must be (re)initialised before the next switch */
+  int colour;           /* cache colour of the stack top */
   struct worker *w;
 } fiber;
 
@@ -110,7 +111,7 @@ typedef struct worker {
   void *altstack;
 } worker;
 
-static _Thread_local worker *tw;
+static _Thread_local worker *tw NCC_EMU_TLS;
 
 /* ---------------------------------------------------------------- settings */
 static int g_checked = -1;         /* -1: read NCC_CHECK on first use */
@@ -283,7 +284,9 @@ static void fiber_main(void *p);
 
 static void fiber_reset(fiber *f) {
   /* rsp after the six pops and the ret must be 16-byte aligned at the `call` */
-  uintptr_t top = ((uintptr_t)(f->map + f->maplen)) & ~(uintptr_t)15;
+  /* stacks are page-aligned: without an offset every fiber's hot frames would
+   * fall into the same few L1 sets; colour them by 64-byte lines */
+  uintptr_t top = ((uintptr_t)(f->map + f->maplen - 64 * f->colour)) & ~(uintptr_t)15;
   void **sp = (void **)(top - 72);
   memset(sp, 0, 72);
   sp[2] = (void *)fiber_main;            /* r13 */
@@ -315,6 +318,7 @@ static int ensure_fibers(worker *w, int n, char *err, size_t errn) {
     f->maplen = len;
     f->w = w;
     f->fresh = 1;
+    f->colour = w->nfib % 48;
     w->fib[w->nfib] = f;
   }
   return 0;

@@ -31,11 +31,15 @@
 /* ---- built-in variables ---- */
 typedef struct dim3 { unsigned x, y, z; } dim3;
 typedef dim3 uint3;
-extern _Thread_local uint3 threadIdx;
-extern _Thread_local uint3 blockIdx;
-extern _Thread_local dim3 blockDim;
-extern _Thread_local dim3 gridDim;
-extern _Thread_local void *ncc_emu_shared_dyn;   /* this block's dynamic shared memory */
+/* initial-exec: one %fs-relative access instead of a __tls_get_addr call, also
+ * from a dlopen'ed model; the variables live in libnccrt (a few dozen bytes of
+ * static TLS, which glibc's surplus covers even when libnccrt is dlopen'ed). */
+#define NCC_EMU_TLS __attribute__((tls_model("initial-exec")))
+extern _Thread_local uint3 threadIdx NCC_EMU_TLS;
+extern _Thread_local uint3 blockIdx NCC_EMU_TLS;
+extern _Thread_local dim3 blockDim NCC_EMU_TLS;
+extern _Thread_local dim3 gridDim NCC_EMU_TLS;
+extern _Thread_local void *ncc_emu_shared_dyn NCC_EMU_TLS;   /* this block's dynamic shared memory */
 #define warpSize 32
 
 /* ---- qualifiers ---- */

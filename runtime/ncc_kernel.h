@@ -49,6 +49,13 @@
 #include <cuda_bf16.h>
 #define NCC_KERNEL extern "C" __global__
 #define NCC_DYN_SHARED(T, name) extern __shared__ T name[]
+/* NVRTC has no math.h: INFINITY and NAN are spelled for it */
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
 #if !defined(__CUDACC_RTC__)
 #include "ncc_cudart.h"
 #define NCC_ARG(T, i) 0

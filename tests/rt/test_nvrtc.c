@@ -1,0 +1,63 @@
+/* test_nvrtc.c KERNELS.cu — NVRTC through libnccrt (ncc_nvrtc_ptx, used by
+ * --emit=ptx and by the jit backend): the kernels section of a .cu file,
+ * compiled with the runtime's NVRTC prelude instead of ncc_kernel.h, must give
+ * PTX with every kernel as an unmangled entry; a broken source must come back
+ * as NCC_EUSER with NVRTC's log, its line numbers those of the section. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ncc_rt.h"
+
+static int failures;
+#define CHECK(c, ...)                                      \
+  do {                                                     \
+    if (!(c)) {                                            \
+      failures++;                                          \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                        \
+      fprintf(stderr, "\n");                               \
+    }                                                      \
+  } while (0)
+
+int main(int argc, char **argv) {
+  FILE *f;
+  char *src, *a, *b, *ptx = NULL, err[8192];
+  long n;
+  int rc, i;
+  const char *opts[] = {"--gpu-architecture=compute_90", "-default-device"};
+  static const char *kernels[] = {"k_bias_relu", "k_relu_scale_f16", "k_sgemm16", "k_block_sum", "k_atomics",
+                                  "k_softmax", "k_coords"};
+  if (argc < 2 || !(f = fopen(argv[1], "rb"))) { fprintf(stderr, "usage: test_nvrtc KERNELS.cu\n"); return 2; }
+  fseek(f, 0, SEEK_END);
+  n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  src = calloc(1, (size_t)n + 1);
+  if (fread(src, 1, (size_t)n, f) != (size_t)n) return 2;
+  fclose(f);
+  /* the kernels section, as a --jit build embeds it */
+  a = strstr(src, "/* ---- kernels ---- */");
+  b = strstr(src, "/* ---- end of kernels ---- */");
+  if (!a || !b) { fprintf(stderr, "no kernels section in %s\n", argv[1]); return 2; }
+  *b = 0;
+  rc = ncc_nvrtc_ptx(a, "kernels.cu", opts, 1, &ptx, err, sizeof err);
+  if (rc && strstr(err, "cannot load NVRTC")) {
+    printf("skipped: %s\n", err);
+    return 0;
+  }
+  CHECK(rc == 0, "NVRTC: %s", err);
+  for (i = 0; rc == 0 && i < (int)(sizeof kernels / sizeof kernels[0]); i++) {
+    char entry[128];
+    snprintf(entry, sizeof entry, ".entry %s(", kernels[i]);
+    CHECK(strstr(ptx, entry) != NULL, "PTX lacks %s", entry);
+  }
+  if (ptx) printf("PTX: %zu bytes, %s\n", strlen(ptx), strstr(ptx, ".target sm_90") ? "sm_90" : "?");
+  free(ptx);
+  ptx = NULL;
+  rc = ncc_nvrtc_ptx("NCC_KERNEL void k(float *y) {\n  y[0] = undeclared_thing;\n}\n", "bad.cu", opts, 1, &ptx, err,
+                     sizeof err);
+  CHECK(rc == NCC_EUSER && strstr(err, "bad.cu(2)") && strstr(err, "undeclared_thing"), "bad source: %s", err);
+  printf("bad source: %.200s\n", err);
+  free(src);
+  printf("%s: %d failures\n", failures ? "FAILED" : "ok", failures);
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,74 @@
+# runtime.cmake — tests of libnccrt (owner: runtime): the emulator against plain
+# C loops, the device interface, safetensors/.npy (with PyTorch and NumPy as the
+# independent writers), and the shared kernel subset compiled by gcc -std=c11,
+# nvcc and NVRTC.  Everything here runs without a GPU.
+
+set(NCC_RT_TESTS ${CMAKE_CURRENT_SOURCE_DIR}/rt)
+set(NCC_RT_INC ${CMAKE_CURRENT_SOURCE_DIR}/../runtime)
+
+# the emulator: test_emu.c includes kernels.cu as C (NCC_EMU);
+# -ffp-contract=off so that the reference loops add exactly like the kernels
+add_executable(rt_test_emu ${NCC_RT_TESTS}/test_emu.c)
+target_compile_definitions(rt_test_emu PRIVATE NCC_EMU)
+target_compile_options(rt_test_emu PRIVATE -ffp-contract=off)
+target_include_directories(rt_test_emu PRIVATE ${NCC_RT_TESTS})
+target_link_libraries(rt_test_emu PRIVATE nccrt m)
+add_test(NAME rt.emu COMMAND rt_test_emu)
+set_tests_properties(rt.emu PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=2")
+# every barrier kernel again with the fibers of each phase in reverse order
+add_test(NAME rt.emu_reverse COMMAND rt_test_emu)
+set_tests_properties(rt.emu_reverse PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=2;NCC_FIBER_ORDER=reverse")
+add_test(NAME rt.emu_one_thread COMMAND rt_test_emu)
+set_tests_properties(rt.emu_one_thread PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=1")
+
+# the kernels as strict C11, exactly the flags of GENERATED.md's emulation build
+add_test(NAME rt.kernels_c11
+         COMMAND ${CMAKE_C_COMPILER} -x c -std=c11 -DNCC_EMU -Wall -Wextra -Werror -pedantic
+                 -Werror=implicit-function-declaration -I${NCC_RT_INC} -c ${NCC_RT_TESTS}/kernels.cu -o /dev/null)
+
+# nvcc (compile only: no GPU here): device code, and the host side with ncc_cudart.h
+find_program(NCC_NVCC nvcc HINTS /usr/local/cuda/bin ENV CUDA_HOME PATH_SUFFIXES bin)
+if(NCC_NVCC)
+  add_test(NAME rt.kernels_nvcc_cubin
+           COMMAND ${NCC_NVCC} -arch=sm_90 -cubin --Werror all-warnings -I${NCC_RT_INC}
+                   ${NCC_RT_TESTS}/kernels.cu -o ${CMAKE_CURRENT_BINARY_DIR}/rt_kernels.cubin)
+  add_test(NAME rt.kernels_nvcc_host
+           COMMAND ${NCC_NVCC} -arch=sm_90 -c --Werror all-warnings -Xcompiler -Wall,-Wextra -I${NCC_RT_INC}
+                   ${NCC_RT_TESTS}/kernels.cu -o ${CMAKE_CURRENT_BINARY_DIR}/rt_kernels_host.o)
+  # ptxas's barrier count must agree with every kernel's NCC_KF_BARRIER flag
+  add_test(NAME rt.kernels_barrier_flags
+           COMMAND sh ${NCC_RT_TESTS}/check_barrier_flags.sh ${NCC_NVCC} ${NCC_RT_INC} ${NCC_RT_TESTS}/kernels.cu
+                   k_unflagged_barrier)
+endif()
+
+# NVRTC through ncc_nvrtc_ptx and the jit prelude (NVRTC needs no GPU)
+add_executable(rt_test_nvrtc ${NCC_RT_TESTS}/test_nvrtc.c)
+target_link_libraries(rt_test_nvrtc PRIVATE nccrt)
+add_test(NAME rt.nvrtc COMMAND rt_test_nvrtc ${NCC_RT_TESTS}/kernels.cu)
+
+# devices, sgemm, safetensors, npy
+add_executable(rt_test_dev_io ${NCC_RT_TESTS}/test_dev_io.c)
+target_link_libraries(rt_test_dev_io PRIVATE nccrt m)
+add_test(NAME rt.dev_io COMMAND rt_test_dev_io)
+add_test(NAME rt.torch_files
+         COMMAND sh -c "d=$(mktemp -d) && ${NCC_PYTHON} ${NCC_RT_TESTS}/gen_torch_files.py $d && $<TARGET_FILE:rt_test_dev_io> $d; s=$?; rm -rf $d; exit $s")
+
+# the micro-benchmark builds and runs (tiny sizes); real figures: rt_bench_emu
+add_executable(rt_bench_emu ${NCC_RT_TESTS}/bench_emu.c)
+target_compile_definitions(rt_bench_emu PRIVATE NCC_EMU)
+target_include_directories(rt_bench_emu PRIVATE ${NCC_RT_TESTS})
+target_link_libraries(rt_bench_emu PRIVATE nccrt m)
+add_test(NAME rt.bench_smoke COMMAND rt_bench_emu --quick)
+
+# libFuzzer targets for the two readers (clang, -DNCC_FUZZ=ON); they compile
+# the readers themselves so that libFuzzer sees their coverage
+if(NCC_FUZZ)
+  file(GLOB NCC_RT_FUZZ_SRC ${NCC_RT_INC}/*.c)
+  foreach(t safetensors npy)
+    add_executable(fuzz_${t} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_${t}.c ${NCC_RT_FUZZ_SRC})
+    target_include_directories(fuzz_${t} PRIVATE ${NCC_RT_INC})
+    target_compile_options(fuzz_${t} PRIVATE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
+    target_link_options(fuzz_${t} PRIVATE -fsanitize=fuzzer,address,undefined)
+    target_link_libraries(fuzz_${t} PRIVATE PkgConfig::CJSON ${BLAS_LIBRARIES} Threads::Threads ${CMAKE_DL_LIBS} m)
+  endforeach()
+endif()
