@@ -171,8 +171,11 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
   }
   for (int i = 0; i < nn; i++)
     if (g->nodes[i]->op == OP_INPUT) last[i] = nn;   /* inputs stay live */
-  for (int i = 0; i < g->noutputs; i++) last[root[g->outputs[i].v->def->id]] = nn;
-  for (int i = 0; i < g->nlosses; i++) last[root[g->losses[i].v->def->id]] = nn;
+  /* losses pruned at inference are no longer in the graph: skip them */
+  for (int i = 0; i < g->noutputs; i++)
+    if (ir_value_live(g, g->outputs[i].v)) last[root[g->outputs[i].v->def->id]] = nn;
+  for (int i = 0; i < g->nlosses; i++)
+    if (ir_value_live(g, g->losses[i].v)) last[root[g->losses[i].v->def->id]] = nn;
 
   /* column width of the layer names */
   int wname = 5;

@@ -160,6 +160,10 @@ void ir_compact(Graph *g);
 /* Checks the invariants (topological order, arity, shapes re-inferred equal,
  * use counts).  Returns 0 when sound; prints what is broken to stderr otherwise. */
 int ir_verify(Graph *g);
+/* Is v the output of a node still in g (not dead, not compacted away)?  A pruned
+ * inference graph keeps g->losses and g->train.minimize pointing at removed
+ * nodes; check with this before following them.  In verify.c. */
+int ir_value_live(const Graph *g, const Value *v);
 
 void ir_print(Graph *g, FILE *f);      /* --emit=ir */
 void ir_print_dot(Graph *g, FILE *f);  /* --emit=dot */

@@ -43,6 +43,8 @@ static int in_graph(const Graph *g, const Value *v) {
          v->def->out == v;
 }
 
+int ir_value_live(const Graph *g, const Value *v) { return in_graph(g, v) && !v->def->dead; }
+
 static int same_shape(const Shape *a, const Shape *b) {
   if (a->rank != b->rank) return 0;
   for (int i = 0; i < a->rank; i++)
@@ -51,6 +53,11 @@ static int same_shape(const Shape *a, const Shape *b) {
 }
 
 static void check_root(const Graph *g, const char *what, const char *name, const Value *v, int scalar) {
+  /* An inference graph drops the losses (prune marks their nodes dead and
+   * compacts them away) but keeps g->losses for the record; such a root is
+   * allowed for losses, never for outputs.  Readers of g->losses must check
+   * ir_value_live(). */
+  if (scalar && v && v->def && v->def->dead && !ir_value_live(g, v)) return;
   if (!in_graph(g, v)) {
     bad(NULL, "%s %s does not point at a value of the graph", what, name ? name : "?");
     return;
