@@ -38,9 +38,12 @@ enum {
   MAX_EXPR_DEPTH = 400,
   MAX_LOOP_ITERS = 1000000,
   MAX_LIST = 1000000,
-  FRONTEND_MAX_NODES = 200000,
+  FRONTEND_MAX_NODES = 100000,
 };
 static const int64_t MAX_STEPS = 20000000;
+/* compile-time lists and strings are immutable and copied on `+`, so a loop
+ * that grows one is quadratic: the arena's size bounds it */
+static const size_t MAX_ARENA_BYTES = (size_t)256 << 20;
 
 typedef enum { V_POISON, V_NONE, V_INT, V_FLOAT, V_BOOL, V_STR, V_LIST, V_TENSOR } VKind;
 typedef struct Val Val;
@@ -1233,6 +1236,12 @@ static Val eval(Elab *E, Expr *e) {
   if (E->abort) return POISON;
   if (++E->steps > MAX_STEPS) {
     err(E, e->loc, "elaboration takes more than %lld steps; is a loop running away?", (long long)MAX_STEPS);
+    fatal_limit(E);
+    return POISON;
+  }
+  if (E->ar->total > MAX_ARENA_BYTES) {
+    err(E, e->loc, "elaboration uses more than %zu MiB for compile-time values and nodes; is a loop growing a list or a string without end?",
+        MAX_ARENA_BYTES >> 20);
     fatal_limit(E);
     return POISON;
   }
