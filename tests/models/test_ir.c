@@ -346,6 +346,29 @@ static void test_verify_and_report(void) {
   CHECK(ir_verify(g) != 0);
   w->name = wn;
   CHECK(ir_verify(g) == 0);
+
+  /* a loss pruned at inference: g->losses keeps pointing at a compacted-away
+   * node whose stale id is that of a live node now; verify allows it, the
+   * report must not follow it */
+  Value *ce = bin(OP_CROSS_ENTROPY, logits, g->nodes[1]->out);
+  CHECK(ce != NULL);
+  g->nlosses = 1;
+  g->losses = ARENA_NEW(g->arena, NamedValue);
+  g->losses[0] = (NamedValue){"loss", ce};
+  CHECK(ir_verify(g) == 0 && ir_value_live(g, ce));
+  ce->def->dead = 1;
+  CHECK(ir_verify(g) != 0);                 /* dead but not compacted */
+  ir_compact(g);
+  Value *later = un(OP_SIGMOID, logits);    /* takes the loss's old id */
+  CHECK(later && later->def->id == ce->def->id);
+  CHECK(!ir_value_live(g, ce) && ir_value_live(g, later));
+  CHECK(ir_verify(g) == 0);
+  buf = NULL;
+  f = open_memstream(&buf, &len);
+  report_print(g, f, 0, "sm_90");
+  fclose(f);
+  CHECK(strstr(buf, "total: params=21840 ") != NULL && strstr(buf, " launches=10 ") != NULL);
+  free(buf);
   ir_graph_free(g);
   g = old;
 }
