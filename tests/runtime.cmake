@@ -72,3 +72,6 @@ if(NCC_FUZZ)
     target_link_libraries(fuzz_${t} PRIVATE PkgConfig::CJSON ${BLAS_LIBRARIES} Threads::Threads ${CMAKE_DL_LIBS} m)
   endforeach()
 endif()
+
+# cmake --install into a temporary prefix, then find_package(ncc) from a project outside
+add_test(NAME rt.install_find_package COMMAND sh ${NCC_RT_TESTS}/test_install.sh ${CMAKE_BINARY_DIR})
