@@ -1,9 +1,12 @@
 /* report.c — `ncc --emit=report`: what the compiled model costs.
  *
- * One row per node that becomes (part of) a kernel, in graph order: op, layer,
- * output shape, parameters it owns, FLOPs, bytes moved, the activation it
- * writes and a roofline time on --arch.  Then human summary lines and, last,
- * the one machine-readable line tools and tests parse (ARCHITECTURE.md):
+ * One row per kernel, in launch order: the ops it fuses ("conv2d+relu"), the
+ * layer, the shape it stores, the parameters it reads, FLOPs, bytes moved,
+ * the activation it writes and a roofline time on --arch.  Kernels are
+ * codegen's kernel groups (group.c), so the report counts exactly what the
+ * emitted code launches, and follows the fusion pass as it merges groups.
+ * Then human summary lines and, last, the one machine-readable line tools and
+ * tests parse (ARCHITECTURE.md):
  *   total: params=P flops=F launches=L bytes=B peak_memory=M naive_memory=U
  *
  * Conventions (chosen to match how the published model figures are counted):
@@ -16,21 +19,21 @@
  *     normalisation and softmax a few per element (constants below).
  *   - multiply-adds: conv/linear/matmul only — the figure torchvision and
  *     fvcore publish as "GFLOPS" (4.09 G for ResNet-50, 15.47 G for VGG-16).
- *   - launches: nodes that would become kernels: not sources, not shape-only
- *     views (flatten/reshape alias their input's bytes) and, at inference, not
- *     train-only identities (dropout).  Until the fusion pass groups nodes,
- *     one node is one kernel.
- *   - bytes: every kernel reads each input once and writes its output once.
+ *   - launches: kernel groups.  Sources, views (flatten/reshape alias their
+ *     input's bytes) and train-only identities form none.
+ *   - bytes: every kernel reads each tensor it takes from outside the group
+ *     once and writes the value the group stores once; values inside a
+ *     fused group never reach memory.
  *   - naive_memory: the sum of all activation buffers (graph inputs and every
- *     kernel output; views own no bytes; weights are not activations).
- *   - peak_memory: a liveness walk over the node order: a buffer is allocated
- *     when its node runs and freed after its last use (through views); graph
- *     inputs and outputs stay live to the end.  The memory-planning pass
- *     should reach this figure; it is the lower bound for this order. */
-#include "codegen.h"
-
+ *     stored group output; views own no bytes; weights are not activations).
+ *   - peak_memory: a liveness walk over the launch order: a buffer is
+ *     allocated when its kernel runs and freed after its last reader (through
+ *     views); graph inputs and outputs stay live to the end.  The memory
+ *     planner should reach this figure; it is the lower bound for this order. */
 #include <stdlib.h>
 #include <string.h>
+
+#include "cg.h"
 
 /* Per-element FLOP estimates of the non-GEMM ops (documented above). */
 enum {
@@ -63,26 +66,6 @@ static int64_t vbytes(const Value *v) { return shape_numel(&v->shape) * dtype_si
 
 static int is_param_counted(const Node *n) {
   return n->op == OP_PARAM && n->param_kind != PK_RUNNING_MEAN && n->param_kind != PK_RUNNING_VAR;
-}
-
-/* Does this node become a kernel? */
-static int is_kernel(const Node *n, int train) {
-  unsigned f = ncc_ops[n->op].flags;
-  if (f & (OPF_SOURCE | OPF_SHAPE_ONLY)) return 0;
-  if ((f & OPF_TRAIN_ONLY) && !train) return 0;
-  return 1;
-}
-
-/* Is the output a view of in[0] (no bytes of its own)? */
-static int is_view(const Node *n, int train) {
-  unsigned f = ncc_ops[n->op].flags;
-  return n->nin >= 1 && ((f & OPF_SHAPE_ONLY) || ((f & OPF_TRAIN_ONLY) && !train));
-}
-
-/* Graph inputs and kernel outputs own activation buffers; views, weights and
- * constants do not. */
-static int owns_buffer(const Node *n, int train) {
-  return n->op == OP_INPUT || (is_kernel(n, train) && !is_view(n, train));
 }
 
 static int64_t gemm_macs(const Node *n) {
@@ -119,10 +102,8 @@ static int64_t node_flops(const Node *n, int train) {
   case OP_MSE_LOSS: return FL_MSE * in0;
   default: break;
   }
-  unsigned f = ncc_ops[n->op].flags;
-  if (f & (OPF_SOURCE | OPF_SHAPE_ONLY | OPF_MOVE)) return 0;
-  if ((f & OPF_TRAIN_ONLY) && !train) return 0;
-  /* elementwise and anything added later: one per output element */
+  if (ncc_ops[n->op].flags & (OPF_SOURCE | OPF_SHAPE_ONLY | OPF_MOVE)) return 0;
+  /* elementwise (dropout included, when a group holds it) and anything added later: one per element */
   return out;
 }
 
@@ -151,39 +132,82 @@ static int has_backward(const Graph *g) {
   return 0;
 }
 
+
+/* The nodes of a group in the order they compute (prologue, main, epilogue),
+ * into *buf (grown as needed; epilogue chains have no fixed bound). */
+static int group_nodes(const KGroup *gr, const Node ***buf, int *cap) {
+  int m = gr->npro + 1 + gr->nepi;
+  if (m > *cap) {
+    *cap = m * 2;
+    *buf = xrealloc(*buf, sizeof(Node *) * (size_t)*cap);
+  }
+  const Node **out = *buf;
+  int k = 0;
+  for (int i = 0; i < gr->npro; i++) out[k++] = gr->pro[i];
+  out[k++] = gr->main;
+  for (int i = 0; i < gr->nepi; i++) out[k++] = gr->epi[i];
+  return k;
+}
+
 void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
   const Arch *arch = arch_lookup(arch_name);
   int nn = g->nnodes;
-  /* root[i]: the node whose buffer node i's output lives in (through views). */
-  int *root = malloc(sizeof(int) * (size_t)(nn + 1));
-  int *last = malloc(sizeof(int) * (size_t)(nn + 1));
-  if (!root || !last) ncc_die("out of memory");
+  unsigned char *live = malloc((size_t)nn + 1);
+  int *grp = malloc(sizeof(int) * (size_t)(nn + 1));     /* node id -> its group, or -1 */
+  int *root = malloc(sizeof(int) * (size_t)(nn + 1));    /* node id -> node owning its bytes */
+  int *last = malloc(sizeof(int) * (size_t)(nn + 1));    /* owner -> last group reading it */
+  char *owns = malloc((size_t)nn + 1);
+  if (!live || !grp || !root || !last || !owns) ncc_die("out of memory");
+  for (int i = 0; i < nn; i++) live[i] = !g->nodes[i]->dead;
+  GroupList gl = group_form(g, live);
+  const int end = gl.n;   /* "live to the end" */
+
   int64_t batch = 0;
   for (int i = 0; i < nn; i++) {
     Node *n = g->nodes[i];
-    root[i] = is_view(n, train) ? root[n->in[0]->def->id] : i;
+    grp[i] = -1;
     last[i] = -1;
+    root[i] = node_is_alias(n) && n->nin >= 1 ? root[n->in[0]->def->id] : i;
     if (n->op == OP_INPUT && !batch && n->out->shape.rank >= 1) batch = n->out->shape.d[0];
   }
+  const Node **gn = NULL;
+  int gcap = 0;
+  for (int k = 0; k < gl.n; k++) {
+    int m = group_nodes(&gl.g[k], &gn, &gcap);
+    for (int j = 0; j < m; j++) grp[gn[j]->id] = k;
+  }
+  /* Buffers: graph inputs and the value each group stores. */
   for (int i = 0; i < nn; i++) {
     Node *n = g->nodes[i];
-    for (int j = 0; j < n->nin; j++) last[root[n->in[j]->def->id]] = i;
+    owns[i] = n->op == OP_INPUT || (grp[i] >= 0 && group_out(&gl.g[grp[i]]) == n->out);
+  }
+  for (int k = 0; k < gl.n; k++) {
+    int m = group_nodes(&gl.g[k], &gn, &gcap);
+    for (int j = 0; j < m; j++)
+      for (int q = 0; q < gn[j]->nin; q++) {
+        int d = gn[j]->in[q]->def->id;
+        if (grp[d] != k) last[root[d]] = k;
+      }
   }
   for (int i = 0; i < nn; i++)
-    if (g->nodes[i]->op == OP_INPUT) last[i] = nn;   /* inputs stay live */
+    if (g->nodes[i]->op == OP_INPUT) last[i] = end;
   /* losses pruned at inference are no longer in the graph: skip them */
   for (int i = 0; i < g->noutputs; i++)
-    if (ir_value_live(g, g->outputs[i].v)) last[root[g->outputs[i].v->def->id]] = nn;
+    if (ir_value_live(g, g->outputs[i].v)) last[root[g->outputs[i].v->def->id]] = end;
   for (int i = 0; i < g->nlosses; i++)
-    if (ir_value_live(g, g->losses[i].v)) last[root[g->losses[i].v->def->id]] = nn;
+    if (ir_value_live(g, g->losses[i].v)) last[root[g->losses[i].v->def->id]] = end;
 
-  /* column width of the layer names */
-  int wname = 5;
-  for (int i = 0; i < nn; i++) {
-    int l = (int)strlen(row_name(g->nodes[i]));
-    if (is_kernel(g->nodes[i], train) && l > wname) wname = l;
+  /* column widths */
+  int wname = 5, wops = 16;
+  for (int k = 0; k < gl.n; k++) {
+    int l = (int)strlen(row_name(gl.g[k].main));
+    if (l > wname) wname = l;
+    int m = group_nodes(&gl.g[k], &gn, &gcap), lo = m - 1;
+    for (int j = 0; j < m; j++) lo += (int)strlen(ncc_ops[gn[j]->op].name);
+    if (lo > wops) wops = lo;
   }
   if (wname > 40) wname = 40;
+  if (wops > 40) wops = 40;
 
   fprintf(f, "# ncc report: model %s, %s, batch %lld, %s roofline (fp32 %.1f TFLOP/s, %.0f GB/s, %.0f us/launch)\n",
           g->model, train ? "per training step" : "per inference", (long long)batch, arch->name, arch->flops / 1e12,
@@ -192,60 +216,96 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
     fprintf(f, "# the model has no train block: the figures are those of inference\n");
   else if (train && !has_backward(g))
     fprintf(f, "# no backward graph yet (autodiff has not run): the figures cover the forward pass only\n");
-  fprintf(f, "# %4s  %-16s %-*s %-22s %11s %10s %10s %10s %9s\n", "id", "op", wname, "layer", "output", "params",
-          "FLOPs", "bytes", "act.bytes", "time_us");
+  fprintf(f, "# %4s  %-*s %-*s %-22s %11s %10s %10s %10s %9s\n", "id", wops, "kernel (ops)", wname, "layer", "output",
+          "params", "FLOPs", "bytes", "act.bytes", "time_us");
 
-  int64_t params = 0, flops = 0, macs = 0, bytes = 0, naive = 0, peak = 0, live = 0, weights = 0;
-  int64_t launches = 0;
+  int64_t params = 0, flops = 0, macs = 0, bytes = 0, naive = 0, peak = 0, live_bytes = 0, weights = 0;
   double time_us = 0;
+  const Value **seen = NULL;   /* inputs of the current kernel, deduplicated */
+  int nseen_all = 0, seen_cap = 0;
   for (int i = 0; i < nn; i++) {
     Node *n = g->nodes[i];
+    if (n->dead) continue;
     if (is_param_counted(n)) params += shape_numel(&n->out->shape);
     if (n->op == OP_PARAM) weights += vbytes(n->out);
-    /* liveness: graph inputs and kernel outputs own buffers; views do not */
-    int owns = owns_buffer(n, train);
-    if (owns) {
-      naive += vbytes(n->out);
-      live += vbytes(n->out);
-      if (live > peak) peak = live;
-    }
-    if (is_kernel(n, train)) {
-      int64_t np = 0, by = vbytes(n->out), fl = node_flops(n, train);
-      for (int j = 0; j < n->nin; j++) {
-        by += vbytes(n->in[j]);
-        if (is_param_counted(n->in[j]->def)) np += shape_numel(&n->in[j]->shape);
-      }
-      double t = (double)fl / arch->flops, tb = (double)by / arch->bw;
-      double us = (t > tb ? t : tb) * 1e6 + arch->launch_us;
-      launches++;
-      flops += fl;
+    if (n->op == OP_INPUT) { naive += vbytes(n->out); live_bytes += vbytes(n->out); }
+  }
+  peak = live_bytes;
+
+  for (int k = 0; k < gl.n; k++) {
+    const KGroup *gr = &gl.g[k];
+    Value *out = group_out(gr);
+    int m = group_nodes(gr, &gn, &gcap);
+    int64_t np = 0, fl = 0, by = vbytes(out);
+    char ops[128];
+    size_t ol = 0;
+    ops[0] = 0;
+    nseen_all = 0;
+    int first_seen = 0;
+    for (int j = 0; j < m; j++) {
+      const Node *n = gn[j];
+      ol += (size_t)snprintf(ops + ol, ol < sizeof ops ? sizeof ops - ol : 0, "%s%s", j ? "+" : "",
+                             ncc_ops[n->op].name);
+      if (ol >= sizeof ops) ol = sizeof ops - 1;
+      fl += node_flops(n, train);
       macs += gemm_macs(n);
-      bytes += by;
-      time_us += us;
-      char sh[200], b1[32], b2[32], b3[32], pc[32];
-      snprintf(pc, sizeof pc, "%lld", (long long)np);
-      fprintf(f, "  %4d  %-16s %-*.*s %-22s %11s %10s %10s %10s %9.1f\n", n->id, ncc_ops[n->op].name, wname, wname,
-              row_name(n), shape_str(sh, sizeof sh, n->out->dtype, &n->out->shape), np ? pc : "-",
-              human(b1, sizeof b1, (double)fl, ""), human(b2, sizeof b2, (double)by, "B"),
-              human(b3, sizeof b3, (double)(root[i] == i ? vbytes(n->out) : 0), "B"), us);
+      for (int q = 0; q < n->nin; q++) {
+        const Value *v = n->in[q];
+        if (grp[v->def->id] == k) continue;        /* computed inside the group */
+        /* a tensor read twice by one kernel (x * x) is loaded once */
+        int dup = 0;
+        for (int s = first_seen; s < nseen_all; s++) dup |= seen[s] == v;
+        if (dup) continue;
+        if (nseen_all == seen_cap) {
+          seen_cap = seen_cap ? 2 * seen_cap : 64;
+          seen = xrealloc(seen, sizeof(Value *) * (size_t)seen_cap);
+        }
+        seen[nseen_all++] = v;
+        by += vbytes(v);
+        if (is_param_counted(v->def)) np += shape_numel(&v->shape);
+      }
     }
-    /* free what dies here (after the node ran: its inputs and output coexisted) */
-    for (int j = 0; j < n->nin; j++) {
-      int r = root[n->in[j]->def->id];
-      if (last[r] == i && owns_buffer(g->nodes[r], train)) { live -= vbytes(g->nodes[r]->out); last[r] = -2; }
-    }
-    if (owns && last[i] == -1) live -= vbytes(n->out);  /* computed but never used */
+    int64_t act = vbytes(out);
+    naive += act;
+    live_bytes += act;
+    if (live_bytes > peak) peak = live_bytes;
+    double t = (double)fl / arch->flops, tb = (double)by / arch->bw;
+    double us = (t > tb ? t : tb) * 1e6 + arch->launch_us;
+    flops += fl;
+    bytes += by;
+    time_us += us;
+
+    char sh[200], b1[32], b2[32], b3[32], pc[32];
+    snprintf(pc, sizeof pc, "%lld", (long long)np);
+    fprintf(f, "  %4d  %-*.*s %-*.*s %-22s %11s %10s %10s %10s %9.1f\n", gr->main->id, wops, wops, ops, wname, wname,
+            row_name(gr->main), shape_str(sh, sizeof sh, out->dtype, &out->shape), np ? pc : "-",
+            human(b1, sizeof b1, (double)fl, ""), human(b2, sizeof b2, (double)by, "B"),
+            human(b3, sizeof b3, (double)act, "B"), us);
+
+    /* free what dies here (after the kernel ran: its inputs and output coexisted) */
+    for (int j = 0; j < m; j++)
+      for (int q = 0; q < gn[j]->nin; q++) {
+        int r = root[gn[j]->in[q]->def->id];
+        if (last[r] == k && owns[r]) { live_bytes -= vbytes(g->nodes[r]->out); last[r] = -2; }
+      }
+    if (last[out->def->id] == -1) live_bytes -= act;   /* stored but never read */
   }
 
   char b1[32], b2[32], b3[32];
-  fprintf(f, "# multiply-adds: total=%lld per_sample=%lld (%s per sample)\n", (long long)macs,
-          (long long)(batch > 0 ? macs / batch : macs), human(b1, sizeof b1, (double)(batch > 0 ? macs / batch : macs), ""));
+  int64_t per = batch > 0 ? macs / batch : macs;
+  fprintf(f, "# multiply-adds: total=%lld per_sample=%lld (%s per sample)\n", (long long)macs, (long long)per,
+          human(b1, sizeof b1, (double)per, ""));
   fprintf(f, "# weights: %s; activations: naive %s, peak %s; modeled time %.1f us on %s\n",
           human(b1, sizeof b1, (double)weights, "B"), human(b2, sizeof b2, (double)naive, "B"),
           human(b3, sizeof b3, (double)peak, "B"), time_us, arch->name);
-  fprintf(f, "total: params=%lld flops=%lld launches=%lld bytes=%lld peak_memory=%lld naive_memory=%lld\n",
-          (long long)params, (long long)flops, (long long)launches, (long long)bytes, (long long)peak,
-          (long long)naive);
+  fprintf(f, "total: params=%lld flops=%lld launches=%d bytes=%lld peak_memory=%lld naive_memory=%lld\n",
+          (long long)params, (long long)flops, gl.n, (long long)bytes, (long long)peak, (long long)naive);
+  group_free(&gl);
+  free(gn);
+  free(seen);
+  free(live);
+  free(grp);
   free(root);
   free(last);
+  free(owns);
 }

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/codegen.h"
+#include "codegen/cg.h"
 #include "ir/ir.h"
 
 static int fails, checks;
@@ -284,8 +284,18 @@ static void test_verify_and_report(void) {
   CHECK(tot && tot[strlen(tot) - 1] == '\n' && !strchr(tot + 1, '\n')[1]);   /* the last line */
   /* conv1 260 + conv2 5020 + fc1 16050 + fc2 510 */
   CHECK(p == 21840);
+  /* The launch count and memory figures depend on how codegen groups nodes
+   * into kernels.  With one node per kernel (no fusion) they are checked
+   * exactly, by hand; once the fusion pass merges groups, fusion may only
+   * lower them (it never changes params, MACs or FLOPs). */
+  unsigned char ones[64];
+  memset(ones, 1, sizeof ones);
+  CHECK(g->nnodes <= 64);
+  GroupList gl = group_form(g, ones);
+  int fused = gl.n != 9;
+  group_free(&gl);
   /* kernels: conv, pool, relu (x2), fc1, relu, fc2; flatten and (at inference) dropout are not */
-  CHECK(la == 9);
+  CHECK(fused ? la < 9 : la == 9);
   /* MACs: conv1 64*10*24*24*25, conv2 64*20*8*8*250, fc1 64*50*320, fc2 64*10*50 */
   long long macs = 64LL * 10 * 24 * 24 * 25 + 64LL * 20 * 8 * 8 * 250 + 64LL * 50 * 320 + 64LL * 10 * 50;
   char want[128];
@@ -298,19 +308,26 @@ static void test_verify_and_report(void) {
   CHECK(fl == 2 * macs + bias + pools + relus);
   /* activations (bytes): x 200704; conv1 1474560, pool 368640, relu 368640, conv2 327680, pool 81920,
    * relu 81920, fc1 12800, relu 12800, fc2 2560; labels y 256 */
-  CHECK(nv == 200704 + 256 + 1474560 + 368640 + 368640 + 327680 + 81920 + 81920 + 12800 + 12800 + 2560);
+  long long naive = 200704 + 256 + 1474560 + 368640 + 368640 + 327680 + 81920 + 81920 + 12800 + 12800 + 2560;
+  CHECK(fused ? nv < naive : nv == naive);
   /* peak: at the first pool, x + y + conv1 + pool live */
-  CHECK(pk == 200704 + 256 + 1474560 + 368640);
+  long long peak = 200704 + 256 + 1474560 + 368640;
+  CHECK(fused ? pk <= peak : pk == peak);
+  /* bytes: every kernel reads its inputs (weights included) and writes its output once */
+  long long wbytes = 4LL * 21840;
+  long long bytes = wbytes + (200704 + 1474560) + (1474560 + 368640) + 2 * 368640 + (368640 + 327680) + (327680 + 81920) +
+                    2 * 81920 + (81920 + 12800) + 2 * 12800 + (12800 + 2560);
+  CHECK(fused ? by < bytes : by == bytes);
   CHECK(by > 0 && pk <= nv);
   free(buf);
 
-  /* train: dropout becomes a kernel and owns its output */
+  /* train: the same kernels at least (dropout becomes one where codegen makes it a kernel) */
   buf = NULL;
   f = open_memstream(&buf, &len);
   report_print(g, f, 1, "sm_90");
   fclose(f);
   tot = strstr(buf, "\ntotal: ");
-  CHECK(tot && sscanf(tot + 1, "total: params=%lld flops=%lld launches=%lld", &p, &fl, &la) == 3 && la == 11);
+  CHECK(tot && sscanf(tot + 1, "total: params=%lld flops=%lld launches=%lld", &p, &fl, &la) == 3 && la >= 9 && p == 21840);
   CHECK(strstr(buf, "no train block") != NULL);
   free(buf);
 
