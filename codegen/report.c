@@ -68,17 +68,29 @@ static int is_param_counted(const Node *n) {
   return n->op == OP_PARAM && n->param_kind != PK_RUNNING_MEAN && n->param_kind != PK_RUNNING_VAR;
 }
 
+/* Saturating arithmetic: shapes are bounded (2^40 elements) but products of
+ * them (MACs of a huge matmul) need not fit in 64 bits; a report of a silly
+ * model says INT64_MAX rather than overflowing. */
+static int64_t mul(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+static int64_t add(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 static int64_t gemm_macs(const Node *n) {
   const Shape *o = &n->out->shape;
   switch (n->op) {
   case OP_CONV2D: {
     const Shape *w = &n->in[1]->shape;  /* [out, in/groups, kh, kw] */
-    return shape_numel(o) * w->d[1] * w->d[2] * w->d[3];
+    return mul(mul(mul(shape_numel(o), w->d[1]), w->d[2]), w->d[3]);
   }
-  case OP_LINEAR: return shape_numel(o) * n->in[1]->shape.d[1];
+  case OP_LINEAR: return mul(shape_numel(o), n->in[1]->shape.d[1]);
   case OP_MATMUL: {
     const Shape *a = &n->in[0]->shape;
-    return shape_numel(o) * a->d[a->rank - 1];
+    return mul(shape_numel(o), a->d[a->rank - 1]);
   }
   default: return 0;
   }
@@ -88,18 +100,18 @@ static int64_t node_flops(const Node *n, int train) {
   int64_t out = shape_numel(&n->out->shape), in0 = n->nin ? shape_numel(&n->in[0]->shape) : 0;
   switch (n->op) {
   case OP_CONV2D:
-  case OP_LINEAR: return 2 * gemm_macs(n) + (n->nin == 3 ? out : 0);
-  case OP_MATMUL: return 2 * gemm_macs(n);
-  case OP_BATCHNORM2D: return (train ? FL_BN_TRAIN : FL_BN_INFER) * out;
-  case OP_LAYERNORM: return FL_LAYERNORM * out;
+  case OP_LINEAR: return add(mul(2, gemm_macs(n)), n->nin == 3 ? out : 0);
+  case OP_MATMUL: return mul(2, gemm_macs(n));
+  case OP_BATCHNORM2D: return mul(train ? FL_BN_TRAIN : FL_BN_INFER, out);
+  case OP_LAYERNORM: return mul(FL_LAYERNORM, out);
   case OP_MAXPOOL2D:
-  case OP_AVGPOOL2D: return out * n->a.kernel[0] * n->a.kernel[1];
+  case OP_AVGPOOL2D: return mul(mul(out, n->a.kernel[0]), n->a.kernel[1]);
   case OP_GAVGPOOL2D: return in0;
   case OP_SOFTMAX:
-  case OP_LOG_SOFTMAX: return FL_SOFTMAX * out;
-  case OP_CROSS_ENTROPY: return FL_XENT * in0;
+  case OP_LOG_SOFTMAX: return mul(FL_SOFTMAX, out);
+  case OP_CROSS_ENTROPY: return mul(FL_XENT, in0);
   case OP_NLL_LOSS: return in0 ? n->in[0]->shape.d[0] : 0;
-  case OP_MSE_LOSS: return FL_MSE * in0;
+  case OP_MSE_LOSS: return mul(FL_MSE, in0);
   default: break;
   }
   if (ncc_ops[n->op].flags & (OPF_SOURCE | OPF_SHAPE_ONLY | OPF_MOVE)) return 0;
@@ -226,8 +238,8 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
   for (int i = 0; i < nn; i++) {
     Node *n = g->nodes[i];
     if (n->dead) continue;
-    if (is_param_counted(n)) params += shape_numel(&n->out->shape);
-    if (n->op == OP_PARAM) weights += vbytes(n->out);
+    if (is_param_counted(n)) params = add(params, shape_numel(&n->out->shape));
+    if (n->op == OP_PARAM) weights = add(weights, vbytes(n->out));
     if (n->op == OP_INPUT) { naive += vbytes(n->out); live_bytes += vbytes(n->out); }
   }
   peak = live_bytes;
@@ -247,8 +259,8 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
       ol += (size_t)snprintf(ops + ol, ol < sizeof ops ? sizeof ops - ol : 0, "%s%s", j ? "+" : "",
                              ncc_ops[n->op].name);
       if (ol >= sizeof ops) ol = sizeof ops - 1;
-      fl += node_flops(n, train);
-      macs += gemm_macs(n);
+      fl = add(fl, node_flops(n, train));
+      macs = add(macs, gemm_macs(n));
       for (int q = 0; q < n->nin; q++) {
         const Value *v = n->in[q];
         if (grp[v->def->id] == k) continue;        /* computed inside the group */
@@ -261,8 +273,8 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
           seen = xrealloc(seen, sizeof(Value *) * (size_t)seen_cap);
         }
         seen[nseen_all++] = v;
-        by += vbytes(v);
-        if (is_param_counted(v->def)) np += shape_numel(&v->shape);
+        by = add(by, vbytes(v));
+        if (is_param_counted(v->def)) np = add(np, shape_numel(&v->shape));
       }
     }
     int64_t act = vbytes(out);
@@ -271,8 +283,8 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
     if (live_bytes > peak) peak = live_bytes;
     double t = (double)fl / arch->flops, tb = (double)by / arch->bw;
     double us = (t > tb ? t : tb) * 1e6 + arch->launch_us;
-    flops += fl;
-    bytes += by;
+    flops = add(flops, fl);
+    bytes = add(bytes, by);
     time_us += us;
 
     char sh[200], b1[32], b2[32], b3[32], pc[32];

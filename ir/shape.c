@@ -37,15 +37,16 @@ static int is_float(DType t) { return t == DT_F32 || t == DT_F16 || t == DT_BF16
  * byte counts of the memory planner): 2^40 elements is 4 TiB of f32. */
 #define NCC_MAX_NUMEL ((int64_t)1 << 40)
 
-static int check_numel(Node *n, DType t, const Shape *s) {
+static int check_numel(Node *n, DType t, const Shape *s, const char *what) {
   int64_t m = 1;
   for (int i = 0; i < s->rank; i++) {
     if (s->d[i] < 0) {
-      diag_error(n->loc, "%s: the result would have a negative dimension: %s", ncc_ops[n->op].name, ss(t, s));
+      diag_error(n->loc, "%s: the %s would have a negative dimension: %s", ncc_ops[n->op].name, what, ss(t, s));
       return -1;
     }
     if (s->d[i] && m > NCC_MAX_NUMEL / s->d[i]) {
-      diag_error(n->loc, "%s: the result is too large (more than 2^40 elements)", ncc_ops[n->op].name);
+      diag_error(n->loc, "%s: the %s would be too large (%s has more than 2^40 elements)", ncc_ops[n->op].name,
+                 what, ss(t, s));
       return -1;
     }
     m *= s->d[i];
@@ -129,7 +130,7 @@ static int infer_conv2d(Node *n, DType *t, Shape *s) {
     }
   }
   Shape ws = {4, {out, C / a->groups, a->kernel[0], a->kernel[1]}};
-  if (expect_shape(n, w, &ws, "weight")) return -1;
+  if (check_numel(n, w->dtype, &ws, "weight") || expect_shape(n, w, &ws, "weight")) return -1;
   if (n->nin == 3) {
     Shape bs = shape1(out);
     if (same_dtype(n, x, n->in[2], "the bias") || expect_shape(n, n->in[2], &bs, "bias")) return -1;
@@ -166,7 +167,7 @@ static int infer_linear(Node *n, DType *t, Shape *s) {
     return -1;
   }
   Shape ws = {2, {out, x->shape.d[1]}};
-  if (expect_shape(n, w, &ws, "weight")) return -1;
+  if (check_numel(n, w->dtype, &ws, "weight") || expect_shape(n, w, &ws, "weight")) return -1;
   if (n->nin == 3) {
     Shape bs = shape1(out);
     if (same_dtype(n, x, n->in[2], "the bias") || expect_shape(n, n->in[2], &bs, "bias")) return -1;
@@ -379,7 +380,7 @@ static int infer_concat(Node *n, DType *t, Shape *s) {
     s->d[ax] += y->shape.d[ax];
   }
   *t = x->dtype;
-  return check_numel(n, *t, s);
+  return check_numel(n, *t, s, "result");
 }
 
 static int infer_flatten(Node *n, DType *t, Shape *s) {
@@ -553,6 +554,6 @@ int ir_infer(Graph *g, Node *n, DType *out_t, Shape *out_s) {
   case OP_MSE_LOSS: r = infer_loss(n, out_t, out_s); break;
   case OP__COUNT: break;
   }
-  if (r == 0) r = check_numel(n, *out_t, out_s);
+  if (r == 0) r = check_numel(n, *out_t, out_s, "result");
   return r;
 }
