@@ -36,11 +36,11 @@
 enum {
   MAX_CALL_DEPTH = 200,
   MAX_EXPR_DEPTH = 400,
-  MAX_LOOP_ITERS = 1000000,
+  MAX_LOOP_ITERS = 100000,   /* all loops together */
   MAX_LIST = 1000000,
   FRONTEND_MAX_NODES = 100000,
 };
-static const int64_t MAX_STEPS = 20000000;
+static const int64_t MAX_STEPS = 1000000;   /* evaluations and statements; ResNet-50 takes ~10k */
 /* compile-time lists and strings are immutable and copied on `+`, so a loop
  * that grows one is quadratic: the arena's size bounds it */
 static const size_t MAX_ARENA_BYTES = (size_t)256 << 20;
@@ -124,8 +124,9 @@ typedef struct Elab {
   Scope globals, defs, params, inputs;
   Frame *fr;
   int depth, edepth;
-  int64_t steps;
+  int64_t steps, iters;
   int abort;
+  int errors0;      /* diag_errors() at the start: stop after many errors */
   const SetOpt *sets; int nsets; int *set_used;
   NamedValue *outs; int nouts, capouts;
   NamedValue *losses; int nlosses, caplosses;
@@ -1120,7 +1121,7 @@ static Val call_def(Elab *E, Stmt *d, Expr *c) {
   Val r = POISON;
   if (!bad && !E->abort) {
     exec_block(E, &d->body);
-    r = fr.returned ? fr.ret : NONE;
+    r = E->abort ? POISON : fr.returned ? fr.ret : NONE;   /* an abort unwinds quietly */
   }
   E->depth--;
   E->fr = saved;
@@ -1536,6 +1537,11 @@ static void exec_for(Elab *E, Stmt *s) {
       if (i >= list.n) break;
       v = list.items[i];
     }
+    if (++E->iters > MAX_LOOP_ITERS) {
+      err(E, s->loc, "loops run more than %d iterations in all; is a loop running away?", MAX_LOOP_ITERS);
+      fatal_limit(E);
+      return;
+    }
     bind(E, s->name, v, s->nameloc);
     exec_block(E, &s->body);
     if (E->abort || E->fr->returned) return;
@@ -1729,6 +1735,10 @@ static void exec_train(Elab *E, Stmt *s) {
 
 static void exec_stmt(Elab *E, Stmt *s) {
   if (E->abort) return;
+  if (diag_errors() - E->errors0 > 100) {   /* nobody reads further; a loop could repeat them forever */
+    fatal_limit(E);
+    return;
+  }
   if (++E->steps > MAX_STEPS) {
     err(E, s->loc, "elaboration takes more than %lld steps; is a loop running away?", (long long)MAX_STEPS);
     fatal_limit(E);
@@ -1772,6 +1782,7 @@ void elaborate(Graph *g, Block *top, const SetOpt *sets, int nsets, int *set_use
   E.sets = sets;
   E.nsets = nsets;
   E.set_used = set_used;
+  E.errors0 = diag_errors();
   Frame fr;
   memset(&fr, 0, sizeof fr);
   fr.prefix = "";

@@ -17,6 +17,6 @@ cp "$top"/examples/*.net "$top"/tests/golden/*.net "$top"/tests/bad/*.net "$seed
 cd "$bdir"
 echo "fuzzing the frontend for $secs s"
 ./fuzz_frontend "$corpus" "$seeds" -max_total_time="$secs" -max_len=16384 -timeout=10 -rss_limit_mb=2048 \
-  -print_final_stats=1 -close_fd_mask=2
+  -dict="$top/tests/fuzz/frontend.dict" -print_final_stats=1 -close_fd_mask=2
 # -close_fd_mask=2 silences the diagnostics of the inputs; libFuzzer still
 # reports findings (it hands the sanitizers a duplicate of stderr)
