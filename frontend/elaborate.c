@@ -1236,7 +1236,7 @@ static Val eval_index(Elab *E, Expr *e) {
 static Val eval(Elab *E, Expr *e) {
   if (E->abort) return POISON;
   if (++E->steps > MAX_STEPS) {
-    err(E, e->loc, "elaboration takes more than %lld steps; is a loop running away?", (long long)MAX_STEPS);
+    err(E, e->loc, "elaboration takes more than %lld steps; is a loop or a recursion running away?", (long long)MAX_STEPS);
     fatal_limit(E);
     return POISON;
   }
@@ -1740,7 +1740,7 @@ static void exec_stmt(Elab *E, Stmt *s) {
     return;
   }
   if (++E->steps > MAX_STEPS) {
-    err(E, s->loc, "elaboration takes more than %lld steps; is a loop running away?", (long long)MAX_STEPS);
+    err(E, s->loc, "elaboration takes more than %lld steps; is a loop or a recursion running away?", (long long)MAX_STEPS);
     fatal_limit(E);
     return;
   }
