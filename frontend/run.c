@@ -266,9 +266,9 @@ static int parse_args(int argc, char **argv, Opts *o, int bench) {
 /* ---- where the runtime lives ---------------------------------------------- */
 
 static int file_exists(const char *dir, const char *name) {
-  char p[4096];
+  char p[8192];
   struct stat st;
-  snprintf(p, sizeof p, "%s/%s", dir, name);
+  if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, name) >= sizeof p) return 0;
   return stat(p, &st) == 0;
 }
 
@@ -323,7 +323,8 @@ static char *runtime_include_dir(const char *libdir) {
     char p[4096];
     snprintf(p, sizeof p, "%s/../runtime", src);
     free(src);
-    if (p[0] == '/' && file_exists(p, "ncc_rt.h")) return strdup(p);
+    char *rp = p[0] == '/' && file_exists(p, "ncc_rt.h") ? realpath(p, NULL) : NULL;
+    if (rp) return rp;
   }
 #ifdef NCC_INSTALL_INCLUDE_DIR
   if (file_exists(NCC_INSTALL_INCLUDE_DIR, "ncc_rt.h")) return strdup(NCC_INSTALL_INCLUDE_DIR);
