@@ -184,6 +184,7 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
   }
   const Node **gn = NULL;
   int gcap = 0;
+  if (batch <= 0) batch = 1;   /* no batched input (scalars only): count per graph */
   for (int k = 0; k < gl.n; k++) {
     int m = group_nodes(&gl.g[k], &gn, &gcap);
     for (int j = 0; j < m; j++) grp[gn[j]->id] = k;
@@ -304,7 +305,7 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
   }
 
   char b1[32], b2[32], b3[32];
-  int64_t per = batch > 0 ? macs / batch : macs;
+  int64_t per = macs / batch;
   fprintf(f, "# multiply-adds: total=%lld per_sample=%lld (%s per sample)\n", (long long)macs, (long long)per,
           human(b1, sizeof b1, (double)per, ""));
   fprintf(f, "# weights: %s; activations: naive %s, peak %s; modeled time %.1f us on %s\n",
