@@ -351,6 +351,13 @@ static Value *param(Elab *E, const char *layer, const char *suffix, int kind, Sh
     call_notes(E);
     return NULL;
   }
+  int64_t numel = 1;
+  for (int i = 0; i < s.rank; i++)
+    if (s.d[i] < 1 || __builtin_mul_overflow(numel, s.d[i], &numel) || numel > ((int64_t)1 << 40)) {
+      char buf[160];
+      err(E, loc, "parameter '%s' would be %s: too large", name, shape_str(buf, sizeof buf, DT_F32, &s));
+      return NULL;
+    }
   Value *v = ir_param(E->g, name, kind, &s, layer, loc);
   if (!v) {
     if (E->g->max_nodes < 0) fatal_limit(E);

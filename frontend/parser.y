@@ -26,6 +26,7 @@ struct ParseCtx {
   int quiet;           /* the lexer just reported; skip the next syntax error */
   int bad_runs;
   int eof_nl;
+  int eof_in_str;      /* "unterminated string" at the end of the file was reported */
   int unclosed;        /* the file ended inside ( or [ */
   Loc braces[64];      /* where the open { are, for "never closed" */
   int nbraces;

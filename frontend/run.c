@@ -54,7 +54,7 @@ typedef struct KV { const char *name, *path; } KV;
 
 typedef struct Opts {
   const char *cmd;          /* "run" or "bench", for messages */
-  const char *model, *weights;
+  const char *model, *weights, *passes;
   KV in[MAX_IO]; int nin;
   KV out[MAX_IO]; int nout;
   int device;               /* NCC_DEV_AUTO / CUDA / EMU */
@@ -153,14 +153,14 @@ static void usage(FILE *f, int bench) {
   if (bench)
     fprintf(f,
             "usage: ncc bench MODEL.net [--device auto|cuda|emu] [--iters K] [--warmup W]\n"
-            "                 [--weights W.safetensors] [--cublas] [--set NAME=V]... [-O0..3]\n"
+            "                 [--weights W.safetensors] [--cublas] [--set NAME=V]... [-O0..3] [--passes=LIST]\n"
             "                 [--seed S] [--check] [-v]\n"
             "Times one inference batch (warm-up runs excluded): median and min of K runs.\n");
   else
     fprintf(f,
             "usage: ncc run MODEL.net [--weights W.safetensors] --input NAME=X.npy ...\n"
             "               [--output NAME=OUT.npy ...] [--device auto|cuda|emu] [--check]\n"
-            "               [--cublas] [--set NAME=V]... [-O0..3] [--seed S] [-v]\n"
+            "               [--cublas] [--set NAME=V]... [-O0..3] [--passes=LIST] [--seed S] [-v]\n"
             "Without --weights, parameters are initialised as PyTorch initialises the same\n"
             "layers (uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) for conv/linear weights and\n"
             "biases, ones/zeros for norms) from ncc's own generator seeded by --seed.\n");
@@ -218,6 +218,9 @@ static int parse_args(int argc, char **argv, Opts *o, int bench) {
     if (flag_value(argc, argv, &i, "--weights", &v, &err)) {
       if (err) return err;
       o->weights = v;
+    } else if (flag_value(argc, argv, &i, "--passes", &v, &err)) {
+      if (err) return err;
+      o->passes = v;
     } else if (!bench && flag_value(argc, argv, &i, "--input", &v, &err)) {
       if (err) return err;
       if (o->nin == MAX_IO) return uerr("too many --input flags (at most %d)", MAX_IO);
@@ -525,7 +528,8 @@ static int model_build(const Opts *o, Model *M) {
   memset(&pc, 0, sizeof pc);
   pc.train = 0;
   pc.opt_level = o->opt;
-  if (passes_run(g, &pc, NULL) != 0 || diag_errors()) return 1;
+  pc.verify = 1;      /* cheap next to compiling C, and a broken pass fails loudly */
+  if (passes_run(g, &pc, o->passes) != 0 || diag_errors()) return 1;
   M->name = strdup(g->model && *g->model ? g->model : "model");
   /* Inputs read only by the loss (labels) may still be listed by M_info;
    * `ncc run` must not insist on a file for them. */
