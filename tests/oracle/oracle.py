@@ -775,6 +775,8 @@ case("model_resnet18_check", ["model", "check"])(
     lambda ctx: model_case(ctx, "resnet18", 1, 32, ["N=1", "S=32"], flags=["--check"]))
 case("model_resnet18_reverse", ["model", "fiber"])(
     lambda ctx: model_case(ctx, "resnet18", 1, 32, ["N=1", "S=32"], env={"NCC_FIBER_ORDER": "reverse"}))
+case("model_resnet18_O0", ["model"])(lambda ctx: model_case(ctx, "resnet18", 1, 32, ["N=1", "S=32"], flags=["-O0"]))
+case("model_resnet18_O3", ["model"])(lambda ctx: model_case(ctx, "resnet18", 1, 32, ["N=1", "S=32"], flags=["-O3"]))
 case("model_mobilenet_v2", ["model"])(lambda ctx: model_case(ctx, "mobilenet_v2", 2, 32, ["N=2", "S=32"]))
 case("model_mobilenet_v2_check", ["model", "check"])(
     lambda ctx: model_case(ctx, "mobilenet_v2", 1, 32, ["N=1", "S=32"], flags=["--check"]))
