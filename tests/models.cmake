@@ -52,3 +52,7 @@ endforeach()
 # the frontend + report on ResNet-50 stays fast (best of 10 under 50 ms)
 add_test(NAME models.bench_frontend
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/bench_frontend.sh $<TARGET_FILE:ncc> ${NCC_EXAMPLES_DIR}/resnet50.net 50)
+
+# shape rules against PyTorch on 400 random configurations (fixed seed): same
+# output shape where torch accepts, a located error where torch refuses
+add_test(NAME models.shape_oracle COMMAND ${NCC_PYTHON} ${NCC_MODELS_DIR}/shape_oracle.py $<TARGET_FILE:ncc>)
