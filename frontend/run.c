@@ -372,12 +372,9 @@ static const char *find_nvcc(void) {
   return NULL;
 }
 
-static int emu_threads(void) {
-  const char *e = getenv("NCC_EMU_THREADS");
-  if (e && atoi(e) > 0) return atoi(e);
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int)n : 1;
-}
+/* The runtime's own count (NCC_EMU_THREADS or the cores), so that what is
+ * printed is what runs. */
+static int emu_threads(void) { return ncc_emu_threads(); }
 
 /* ---- hashing and the compile cache ----------------------------------------- */
 
@@ -606,6 +603,7 @@ static int model_build(const Opts *o, Model *M) {
     snprintf(rp2, sizeof rp2, "-rpath,%s", libdir);
     argv[na++] = rp2;
     argv[na++] = "-lnccrt";
+    argv[na++] = "-lcudart";
     argv[na++] = "-lcublas";
   } else {
     const char *cc = getenv("CC");
@@ -698,7 +696,10 @@ static int model_build(const Opts *o, Model *M) {
 }
 
 static int model_create(const Opts *o, Model *M) {
-  if (o->check) setenv("NCC_CHECK", "1", 1);
+  if (o->check) {
+    setenv("NCC_CHECK", "1", 1);    /* read by the device at open */
+    ncc_emu_set_checked(1);
+  }
   int rc = M->create_on(&M->m, M->gpu ? NCC_DEV_CUDA : NCC_DEV_EMU);
   if (rc != 0) {
     const char *msg = M->m ? M->error(M->m) : NULL;

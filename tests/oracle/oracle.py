@@ -1022,6 +1022,23 @@ def _default_init(ctx):
     print("default init: var %.3f (expected ~0.34), seeds 1 and 2 differ, seed 1 repeats" % var)
 
 
+@case("run_device_auto", ["run"])
+def _auto(ctx):
+    """--device auto (the default) says which device it used; without a GPU,
+    the emulator, with the runtime's thread count (NCC_EMU_THREADS)."""
+    import numpy as np
+    net, wp, xp, out = bad_setup(ctx)
+    p = ctx.run_ncc([net, "--weights", wp, "--input", xp, "--output", out], env={"NCC_EMU_THREADS": "3"})
+    if p.returncode != 0:
+        raise Failure("ncc run exited with %d" % p.returncode)
+    if not os.path.exists("/dev/nvidia0") and "device: emu (3 threads)" not in p.stdout:
+        raise Failure("expected 'device: emu (3 threads)' in the output")
+    if "device: " not in p.stdout:
+        raise Failure("ncc run did not say which device it used")
+    if np.load(out).shape != (2, 4, 6, 6):
+        raise Failure("unnamed --input/--output (the model's only ones) did not work")
+
+
 @case("run_cache", ["run"])
 def _cache(ctx):
     """A second run of the same model finds the compiled object in the cache."""
