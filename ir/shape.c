@@ -508,7 +508,7 @@ int ir_infer(Graph *g, Node *n, DType *out_t, Shape *out_s) {
   NCC_ASSERT(n->nin >= ncc_ops[n->op].min_in && n->nin <= ncc_ops[n->op].max_in);
   for (int i = 0; i < n->nin; i++) NCC_ASSERT(n->in[i] != NULL);
   memset(out_s, 0, sizeof *out_s);
-  int r = -1;
+  int r = -2;   /* -2: no case handled the op */
   switch (n->op) {
   case OP_INPUT:
   case OP_PARAM:
@@ -554,6 +554,9 @@ int ir_infer(Graph *g, Node *n, DType *out_t, Shape *out_s) {
   case OP_MSE_LOSS: r = infer_loss(n, out_t, out_s); break;
   case OP__COUNT: break;
   }
+  /* An op added to ops.def without a rule here lands in no case above (and
+   * -Wswitch names it at build time): that is ncc's bug, not the user's. */
+  if (r == -2) ncc_die("no shape rule for op %s", ncc_ops[n->op].name);
   if (r == 0) r = check_numel(n, *out_t, out_s, "result");
   return r;
 }
