@@ -1043,7 +1043,9 @@ def _auto(ctx):
 def _cache(ctx):
     """A second run of the same model finds the compiled object in the cache."""
     import numpy as np
+    import shutil
     net, wp, xp, out = bad_setup(ctx)
+    shutil.rmtree(ctx.path("cache"), ignore_errors=True)
     env = {"NCC_CACHE_DIR": ctx.path("cache")}
     args = [net, "--device", "emu", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out, "-v"]
     p1 = ctx.run_ncc(args, env=env)
