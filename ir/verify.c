@@ -7,7 +7,7 @@
  *   - g->nodes[i]->id == i, no node is marked dead (passes must ir_compact());
  *   - every input is a value defined by an earlier node of this graph
  *     (topological order) and every node's out->def points back at it;
- *   - arity is within ops.def's bounds;
+ *   - arity is within ops.def's bounds, and conv2d/linear's has_bias agrees with it;
  *   - re-running the shape rule gives the stored dtype and shape;
  *   - use counts equal the number of uses;
  *   - outputs, losses and the minimised value are live values of the graph,
@@ -99,6 +99,8 @@ int ir_verify(Graph *g) {
       if (v->def->dead) bad(n, "input %d is defined by the dead node %d", j, v->def->id);
       uses[v->def->id]++;
     }
+    if ((n->op == OP_CONV2D || n->op == OP_LINEAR) && (n->nin == 3) != (n->a.has_bias != 0))
+      bad(n, "attrs.has_bias is %d but the node has %d inputs", n->a.has_bias, n->nin);
     if ((n->op == OP_PARAM || n->op == OP_INPUT) && (!n->name || !*n->name))
       bad(n, "a %s without a name", oi->name);
     if (n->op == OP_PARAM && n->name) names[nnames++] = n->name;

@@ -362,6 +362,9 @@ static void test_verify_and_report(void) {
   w->name = "fc2.weight";                   /* two parameters with one name */
   CHECK(ir_verify(g) != 0);
   w->name = wn;
+  fc2->a.has_bias = 0;                      /* attrs disagree with the bias input */
+  CHECK(ir_verify(g) != 0);
+  fc2->a.has_bias = 1;
   CHECK(ir_verify(g) == 0);
 
   /* a loss pruned at inference: g->losses keeps pointing at a compacted-away
