@@ -1,0 +1,95 @@
+#!/usr/bin/python3
+"""ptxas_report.py — registers, spills and barriers of every generated kernel.
+
+Usage: ptxas_report.py [--arch sm_90] [--check] -I DIR... FILE.cu...
+
+Compiles each FILE.cu with `nvcc -arch=ARCH -cubin -Xptxas -v` and prints one
+row per kernel: registers, spill stores/loads (bytes), shared memory, and
+whether ptxas saw a barrier.  With --check it fails when
+  - a kernel spills, or
+  - the codegen's NCC_KF_BARRIER flag (in the NCC_KERNEL_DESC line) disagrees
+    with ptxas's barrier count (EMULATION.md: a barrier-free kernel runs as a
+    plain loop under emulation; a kernel with a barrier flagged 0 would be
+    wrong there, one flagged needlessly only slow).
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+
+def main():
+    args = sys.argv[1:]
+    arch, check, incs, files, nvcc = "sm_90", False, [], [], "nvcc"
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--arch":
+            arch = args[i + 1]; i += 2; continue
+        if a == "--nvcc":
+            nvcc = args[i + 1]; i += 2; continue
+        if a == "--check":
+            check = True
+        elif a == "-I":
+            incs += ["-I", args[i + 1]]; i += 2; continue
+        else:
+            files.append(a)
+        i += 1
+    bad = 0
+    print(f"{'kernel':48} {'regs':>5} {'spill st':>9} {'spill ld':>9} {'smem':>6} barrier flag")
+    for f in files:
+        src = open(f).read()
+        flags = dict(re.findall(r"NCC_KERNEL_DESC\((\w+), (\w+),", src))
+        with tempfile.TemporaryDirectory() as td:
+            r = subprocess.run([nvcc, f"-arch={arch}", "-cubin", "-Xptxas", "-v", "--Werror", "all-warnings", *incs,
+                                "-x", "cu", f, "-o", os.path.join(td, "k.cubin")], capture_output=True, text=True)
+        if r.returncode:
+            print(f"{f}: nvcc failed\n{r.stderr}")
+            bad += 1
+            continue
+        cur = None
+        rows = {}
+        for line in r.stderr.splitlines():
+            m = re.search(r"Compiling entry function '(\w+)'", line) or re.search(r"Function properties for (\w+)", line)
+            if m:
+                cur = m.group(1)
+                rows.setdefault(cur, {"regs": 0, "st": 0, "ld": 0, "smem": 0, "bar": 0})
+                continue
+            if cur is None:
+                continue
+            m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
+            if m:
+                rows[cur]["st"], rows[cur]["ld"] = int(m.group(1)), int(m.group(2))
+            m = re.search(r"Used (\d+) registers", line)
+            if m:
+                rows[cur]["regs"] = int(m.group(1))
+            m = re.search(r"used (\d+) barriers", line)
+            if m:
+                rows[cur]["bar"] = int(m.group(1))
+            m = re.search(r"(\d+) bytes smem", line)
+            if m:
+                rows[cur]["smem"] = int(m.group(1))
+        for k, v in rows.items():
+            flag = flags.get(k)
+            if flag is None:   # not a kernel of the model (helpers have no descriptor)
+                continue
+            wrong = (v["bar"] > 0) != (flag == "NCC_KF_BARRIER")
+            spill = v["st"] or v["ld"]
+            note = ""
+            if wrong:
+                note = "  <- barrier flag disagrees with ptxas"
+            elif spill:
+                note = "  <- spills"
+            print(f"{k:48} {v['regs']:5} {v['st']:9} {v['ld']:9} {v['smem']:6} {v['bar']:7} {flag}{note}")
+            if check and (wrong or spill):
+                bad += 1
+        missing = set(flags) - set(rows)
+        if missing:
+            print(f"{f}: ptxas reported nothing for {sorted(missing)}")
+            bad += 1
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+# codegen.cmake — tests of the code generator (owner: codegen).
+#   codegen.c11.CASE       tests/cg/build_graphs.c models (one per op family, every
+#                          attribute that changes the index arithmetic), tiled and
+#                          cuBLAS paths and the --jit host file, compiled with gcc
+#                          -std=c11 -Werror; with CUDA: nvcc sm_80+sm_90 --Werror
+#                          all-warnings (host side -Werror too) and NVRTC
+#   codegen.run.tiled|cublas  every case run on the CPU emulation through its
+#                          generated API (load, infer_io, save/reload), in both
+#                          fiber orders, compared with PyTorch (check_cases.py)
+#   codegen.ptxas          registers/spills/barriers per kernel (ptxas -v); fails on
+#                          a spill or an NCC_KF_BARRIER flag ptxas disagrees with
+#   codegen.example.NAME   examples/*.net through ncc: every compiler, cleanly
+
+set(NCC_CG_DIR ${CMAKE_CURRENT_SOURCE_DIR}/cg)
+set(NCC_CG_OUT ${CMAKE_CURRENT_BINARY_DIR}/cg)
+set(NCC_CG_RT ${CMAKE_CURRENT_SOURCE_DIR}/../runtime)
+set(NCC_CG_CASES unary binary conv pool norms softmax move gemm loss net)
+
+add_executable(cg_build_graphs ${NCC_CG_DIR}/build_graphs.c)
+target_link_libraries(cg_build_graphs PRIVATE ncccore)
+
+find_program(NCC_CG_NVCC nvcc HINTS /usr/local/cuda/bin ENV CUDA_HOME PATH_SUFFIXES bin)
+find_library(NCC_CG_NVRTC_LIB nvrtc HINTS /usr/local/cuda/lib64 /usr/local/cuda/lib)
+find_path(NCC_CG_NVRTC_INC nvrtc.h HINTS /usr/local/cuda/include)
+set(cg_nvcc -)
+set(cg_nvrtc -)
+if(NCC_CG_NVCC)
+  set(cg_nvcc ${NCC_CG_NVCC})
+endif()
+if(NCC_CG_NVRTC_LIB AND NCC_CG_NVRTC_INC)
+  add_executable(cg_nvrtc_check ${NCC_CG_DIR}/nvrtc_check.c)
+  target_include_directories(cg_nvrtc_check PRIVATE ${NCC_CG_NVRTC_INC})
+  target_link_libraries(cg_nvrtc_check PRIVATE ${NCC_CG_NVRTC_LIB})
+  set(cg_nvrtc $<TARGET_FILE:cg_nvrtc_check>)
+endif()
+
+# the case list here must be build_graphs' own
+string(REPLACE ";" " " cg_cases_str "${NCC_CG_CASES}")
+add_test(NAME codegen.case_list
+         COMMAND sh -c "[ \"$(echo $(\"$1\" --list))\" = \"$2\" ]" _ $<TARGET_FILE:cg_build_graphs> "${cg_cases_str}")
+
+foreach(c ${NCC_CG_CASES})
+  add_test(NAME codegen.c11.${c}
+           COMMAND sh ${NCC_CG_DIR}/compile_model.sh ${NCC_CG_OUT}/tiled ${NCC_CG_RT} ${cg_nvcc} ${cg_nvrtc}
+                   --case $<TARGET_FILE:cg_build_graphs> ${c})
+  add_test(NAME codegen.c11.${c}.cublas
+           COMMAND sh ${NCC_CG_DIR}/compile_model.sh ${NCC_CG_OUT}/cublas ${NCC_CG_RT} ${cg_nvcc} ${cg_nvrtc}
+                   --case $<TARGET_FILE:cg_build_graphs> ${c} --cublas)
+  # nvcc is the slow part: the cuBLAS variant's kernels are the simple ones, sm_90 is enough
+  set_tests_properties(codegen.c11.${c}.cublas PROPERTIES ENVIRONMENT "CG_ARCHS=90")
+endforeach()
+
+add_test(NAME codegen.run.tiled
+         COMMAND sh ${NCC_CG_DIR}/run_cases.sh $<TARGET_FILE:cg_build_graphs> ${NCC_CG_RT}
+                 $<TARGET_FILE_DIR:nccrt> ${NCC_CG_OUT}/run_tiled ${NCC_PYTHON})
+add_test(NAME codegen.run.cublas
+         COMMAND sh ${NCC_CG_DIR}/run_cases.sh $<TARGET_FILE:cg_build_graphs> ${NCC_CG_RT}
+                 $<TARGET_FILE_DIR:nccrt> ${NCC_CG_OUT}/run_cublas ${NCC_PYTHON} --cublas)
+set_tests_properties(codegen.run.tiled codegen.run.cublas PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=2")
+
+if(NCC_CG_NVCC)
+  add_test(NAME codegen.ptxas
+           COMMAND sh -c "d=\"$3\" && rm -rf \"$d\" && mkdir -p \"$d\" && \"$1\" \"$d\" && \"$4\" \"$2\"/ptxas_report.py --check --nvcc \"$5\" -I \"$6\" -I \"$d\" \"$d\"/*.cu"
+                   _ $<TARGET_FILE:cg_build_graphs> ${NCC_CG_DIR} ${NCC_CG_OUT}/ptxas ${NCC_PYTHON} ${NCC_CG_NVCC} ${NCC_CG_RT})
+endif()
+
+file(GLOB NCC_CG_EXAMPLES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/../examples/*.net)
+foreach(f ${NCC_CG_EXAMPLES})
+  get_filename_component(n ${f} NAME_WE)
+  add_test(NAME codegen.example.${n}
+           COMMAND sh ${NCC_CG_DIR}/compile_model.sh ${NCC_CG_OUT}/examples ${NCC_CG_RT} ${cg_nvcc} ${cg_nvrtc}
+                   --net $<TARGET_FILE:ncc> ${f})
+endforeach()
