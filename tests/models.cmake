@@ -18,6 +18,7 @@ add_test(NAME models.torch_rebuild_counts COMMAND ${NCC_PYTHON} ${NCC_MODELS_DIR
 function(ncc_model_test name file)
   add_test(NAME models.${name}
            COMMAND ${NCC_PYTHON} ${NCC_MODELS_DIR}/check_model.py $<TARGET_FILE:ncc> ${NCC_EXAMPLES_DIR}/${file} ${ARGN})
+  set_tests_properties(models.${name} PROPERTIES LABELS "models" TIMEOUT 300)
 endfunction()
 
 # parameter counts (exact), multiply-adds per image (1%; MobileNetV2's published
@@ -49,9 +50,11 @@ foreach(f ${NCC_MODEL_ERRORS})
   add_test(NAME models.error.${n} COMMAND ${NCC_PYTHON} ${NCC_MODELS_DIR}/check_error.py $<TARGET_FILE:ncc> ${f})
 endforeach()
 
-# the frontend + report on ResNet-50 stays fast (best of 10 under 50 ms)
+# the frontend + report on ResNet-50 stays fast (best of 10 under 50 ms); a
+# timing, so labelled bench and slow: the sanitizer build leaves it out
 add_test(NAME models.bench_frontend
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/bench_frontend.sh $<TARGET_FILE:ncc> ${NCC_EXAMPLES_DIR}/resnet50.net 50)
+set_tests_properties(models.bench_frontend PROPERTIES LABELS "bench;slow")
 
 # shape rules against PyTorch on 400 random configurations (fixed seed): same
 # output shape where torch accepts, a located error where torch refuses
