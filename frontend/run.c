@@ -887,10 +887,14 @@ static void **alloc_outputs(const Model *M) {
 }
 
 static int infer(Model *M, void **in, void **out) {
-  if (M->infer_io(M->m, (const void *const *)in, (void *const *)out) != 0) {
+  int rc = M->infer_io(M->m, (const void *const *)in, (void *const *)out);
+  if (rc != 0) {
+    /* NCC_EUSER: something the user can change (e.g. out of device memory);
+     * anything else is a failure of the generated code or the runtime */
     const char *msg = M->error(M->m);
-    fprintf(stderr, "ncc %s: error: inference failed on %s: %s\n", g_cmd, M->devdesc, msg && *msg ? msg : "(no message)");
-    return 1;
+    fprintf(stderr, "ncc %s: %s: inference failed on %s: %s\n", g_cmd, rc == NCC_EUSER ? "error" : "internal error",
+            M->devdesc, msg && *msg ? msg : "(no message)");
+    return rc == NCC_EUSER ? 1 : 2;
   }
   return 0;
 }
