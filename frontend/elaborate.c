@@ -21,9 +21,18 @@
  * the first unnamed conv2d of a scope is `conv2d1`.
  *
  * Limits keep hostile input fast and stack-safe: call depth (200), depth of
- * expression recursion (400), iterations of one loop and steps in total, and
- * the graph's node limit (lowered during elaboration; no real model comes
- * near it).  Hitting a limit reports once and aborts the elaboration. */
+ * expression recursion (400), loop iterations in all (100k), evaluation steps
+ * (1M), bytes of compile-time values (256 MiB) and the graph's node limit
+ * (lowered to 100k during elaboration; ResNet-50 has ~1k nodes).  Hitting a
+ * limit reports once and aborts the elaboration.
+ *
+ * Where LANGUAGE.md is silent, Python's choices: `/` on numbers gives a float
+ * (an integral float is accepted where an integer is needed, so `c / 2` works
+ * as a channel count), `//` and `%` floor; `else if` chains; lists and
+ * strings concatenate with `+`, index with negative indices; builtins len,
+ * range (1-3 arguments), min, max, int, float, abs.  `name` is reserved for
+ * naming a call and cannot be a def parameter.  A def may be called before
+ * its definition (defs are collected first). */
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
