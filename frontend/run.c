@@ -58,7 +58,7 @@ typedef struct Opts {
   KV in[MAX_IO]; int nin;
   KV out[MAX_IO]; int nout;
   int device;               /* NCC_DEV_AUTO / CUDA / EMU */
-  int check, cublas, opt, verbose;
+  int check, cublas, opt, verbose, compare;
   int iters, warmup;
   unsigned long long seed;
   SetOpt sets[MAX_SETS]; int nsets;
@@ -154,8 +154,9 @@ static void usage(FILE *f, int bench) {
     fprintf(f,
             "usage: ncc bench MODEL.net [--device auto|cuda|emu] [--iters K] [--warmup W]\n"
             "                 [--weights W.safetensors] [--cublas] [--set NAME=V]... [-O0..3] [--passes=LIST]\n"
-            "                 [--seed S] [--check] [-v]\n"
-            "Times one inference batch (warm-up runs excluded): median and min of K runs.\n");
+            "                 [--seed S] [--check] [--compare] [-v]\n"
+            "Times one inference batch (warm-up runs excluded): median and min of K runs.\n"
+            "--compare also times the model at -O0 (before the passes) and prints the speed-up.\n");
   else
     fprintf(f,
             "usage: ncc run MODEL.net [--weights W.safetensors] --input NAME=X.npy ...\n"
@@ -214,6 +215,7 @@ static int parse_args(int argc, char **argv, Opts *o, int bench) {
     if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) { o->verbose = 1; continue; }
     if (!strcmp(a, "--check")) { o->check = 1; continue; }
     if (!strcmp(a, "--cublas")) { o->cublas = 1; continue; }
+    if (bench && !strcmp(a, "--compare")) { o->compare = 1; continue; }
     if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) { o->opt = a[2] - '0'; continue; }
     if (flag_value(argc, argv, &i, "--weights", &v, &err)) {
       if (err) return err;
@@ -1003,38 +1005,38 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-int bench_main(int argc, char **argv) {
-  Opts o;
-  g_cmd = "bench";
-  int rc = parse_args(argc, argv, &o, 1);
-  if (rc) return rc;
+/* Builds, loads and times one configuration; *median gets seconds per batch. */
+static int bench_one(const Opts *o, double *median) {
   Model M;
-  rc = model_build(&o, &M);
+  int rc = model_build(o, &M);
   void **in = NULL, **out = NULL;
-  if (!rc) rc = model_create(&o, &M);
-  if (!rc) rc = load_weights(&o, &M);
+  if (!rc) rc = model_create(o, &M);
+  if (!rc) rc = load_weights(o, &M);
   if (!rc) {
     in = (void **)calloc((size_t)M.inf->ninputs + 1, sizeof *in);
-    fill_random_inputs(&o, &M, in);
+    fill_random_inputs(o, &M, in);
     out = alloc_outputs(&M);
     int64_t batch = M.inf->ninputs > 0 && M.inf->inputs[0].rank > 0 ? M.inf->inputs[0].shape[0] : 1;
-    printf("model %s, batch %lld, device: %s\n", M.name, (long long)batch, M.devdesc);
+    printf("model %s -O%d%s, batch %lld, device: %s\n", M.name, o->opt, o->cublas ? " --cublas" : "",
+           (long long)batch, M.devdesc);
     fflush(stdout);
     /* like PuzzleLib's timeKernel: warm-up runs (first-touch page faults,
      * fiber pools, caches) are not timed; then median and min of K runs */
-    for (int i = 0; i < o.warmup && !rc; i++) rc = infer(&M, in, out);
-    double *t = (double *)calloc((size_t)o.iters, sizeof *t);
-    for (int i = 0; i < o.iters && !rc; i++) {
+    for (int i = 0; i < o->warmup && !rc; i++) rc = infer(&M, in, out);
+    double *t = (double *)calloc((size_t)o->iters, sizeof *t);
+    for (int i = 0; i < o->iters && !rc; i++) {
       double t0 = ncc_now();
       rc = infer(&M, in, out);
       t[i] = ncc_now() - t0;
     }
     if (!rc) {
-      qsort(t, (size_t)o.iters, sizeof *t, cmp_double);
-      double med = o.iters % 2 ? t[o.iters / 2] : 0.5 * (t[o.iters / 2 - 1] + t[o.iters / 2]);
+      qsort(t, (size_t)o->iters, sizeof *t, cmp_double);
+      double med = o->iters % 2 ? t[o->iters / 2] : 0.5 * (t[o->iters / 2 - 1] + t[o->iters / 2]);
       printf("ms/batch: median %.3f  min %.3f  (%d timed runs, %d warm-up)\n", med * 1e3, t[0] * 1e3,
-             o.iters, o.warmup);
+             o->iters, o->warmup);
       printf("samples/s: %.1f\n", med > 0 ? (double)batch / med : 0.0);
+      fflush(stdout);
+      *median = med;
     }
     free(t);
   }
@@ -1042,4 +1044,23 @@ int bench_main(int argc, char **argv) {
   free_all(out, M.inf ? M.inf->noutputs : 0);
   model_close(&M);
   return rc;
+}
+
+int bench_main(int argc, char **argv) {
+  Opts o;
+  g_cmd = "bench";
+  int rc = parse_args(argc, argv, &o, 1);
+  if (rc) return rc;
+  double before = 0, after = 0;
+  if (o.compare && o.opt > 0) {
+    /* before passes: the same model at -O0 */
+    Opts o0 = o;
+    o0.opt = 0;
+    o0.passes = NULL;
+    if ((rc = bench_one(&o0, &before)) != 0) return rc;
+  }
+  if ((rc = bench_one(&o, &after)) != 0) return rc;
+  if (o.compare && o.opt > 0 && after > 0)
+    printf("passes: -O%d is %.2fx the speed of -O0\n", o.opt, before / after);
+  return 0;
 }

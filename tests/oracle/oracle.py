@@ -1039,6 +1039,30 @@ def _auto(ctx):
         raise Failure("unnamed --input/--output (the model's only ones) did not work")
 
 
+@case("bench_lenet", ["run", "bench"])
+def _bench(ctx):
+    """ncc bench prints ms/batch and samples/s, for -O0 and -O2 with --compare."""
+    import re
+    cmd = [ctx.ncc, "bench", os.path.join(EXAMPLES, "lenet.net"), "--device", "emu", "--set", "N=4",
+           "--iters", "3", "--warmup", "1", "--compare"]
+    print("$", " ".join(cmd))
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    print(p.stdout + p.stderr)
+    if p.returncode != 0:
+        raise Failure("ncc bench exited with %d" % p.returncode)
+    ms = re.findall(r"^ms/batch: median ([0-9.]+)  min ([0-9.]+)", p.stdout, re.M)
+    sps = re.findall(r"^samples/s: ([0-9.]+)", p.stdout, re.M)
+    if len(ms) != 2 or len(sps) != 2 or "batch 4" not in p.stdout or "passes: -O2 is" not in p.stdout:
+        raise Failure("ncc bench output lacks the expected lines")
+    for (med, mn), s in zip(ms, sps):
+        if not 0 < float(mn) <= float(med) or abs(float(s) - 4000.0 / float(med)) > 0.02 * float(s) + 0.1:
+            raise Failure("inconsistent figures: median %s min %s samples/s %s" % (med, mn, s))
+    p = subprocess.run([ctx.ncc, "bench", os.path.join(EXAMPLES, "lenet.net"), "--iters", "0"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    if p.returncode != 1 or "--iters" not in p.stderr:
+        raise Failure("--iters 0 should be refused with status 1")
+
+
 @case("run_cache", ["run"])
 def _cache(ctx):
     """A second run of the same model finds the compiled object in the cache."""
