@@ -601,9 +601,17 @@ static int model_build(const Opts *o, Model *M) {
     out_at = na; argv[na++] = "OUT";
     argv[na++] = libflag;
     argv[na++] = "-Xlinker";
-    static char rp2[4300];
+    /* libnccrt's dir and the toolkit's library dirs (cudart, cuBLAS), so
+     * that dlopen finds them without LD_LIBRARY_PATH */
+    static char rp2[4300], rp3[4300];
+    char *bin = dir_of(nvcc), *root = dir_of(bin);
     snprintf(rp2, sizeof rp2, "-rpath,%s", libdir);
+    snprintf(rp3, sizeof rp3, "-rpath,%s/lib64:%s/lib", root, root);
+    free(bin);
+    free(root);
     argv[na++] = rp2;
+    argv[na++] = "-Xlinker";
+    argv[na++] = rp3;
     argv[na++] = "-lnccrt";
     argv[na++] = "-lcudart";
     argv[na++] = "-lcublas";
