@@ -499,9 +499,9 @@ static struct {
           PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, NULL};
 
 static void *pool_main(void *arg) {
-  unsigned long seen = 0;
+  /* the generation at creation (after a fork it is not 0): only later jobs are ours */
+  unsigned long seen = (unsigned long)(uintptr_t)arg;
   sigset_t all;
-  (void)arg;
   /* signals go to the application's threads, not to the emulator's */
   sigfillset(&all);
   sigdelset(&all, SIGSEGV);
@@ -538,17 +538,33 @@ int ncc_emu_threads(void) {
   return pool.nthreads;
 }
 
+/* A forked child has the caller's thread only: it starts a pool of its own. */
+static void pool_after_fork(void) {
+  pthread_mutex_init(&pool.mu, NULL);
+  pthread_mutex_init(&pool.launch_mu, NULL);
+  pthread_cond_init(&pool.wake, NULL);
+  pthread_cond_init(&pool.done, NULL);
+  pool.started = 0;
+  pool.running = 0;
+  pool.cur = NULL;
+}
+
 /* Starts the pool's threads (nthreads - 1 of them) once; 0 or an errno. */
 static int pool_start(void) {
   int i, rc = 0;
+  static int atfork_done;
   pthread_mutex_lock(&pool.mu);
+  if (!atfork_done) {
+    pthread_atfork(NULL, NULL, pool_after_fork);
+    atfork_done = 1;
+  }
   if (!pool.started) {
     for (i = 1; i < pool.nthreads; i++) {
       pthread_t t;
       pthread_attr_t at;
       pthread_attr_init(&at);
       pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-      rc = pthread_create(&t, &at, pool_main, NULL);
+      rc = pthread_create(&t, &at, pool_main, (void *)(uintptr_t)pool.gen);
       pthread_attr_destroy(&at);
       if (rc) { pool.nthreads = i; break; }
     }

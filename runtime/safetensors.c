@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,13 @@ static int st_dtype(const char *s) {
   for (i = 0; i < ST_NDT; i++)
     if (strcmp(s, st_dtypes[i].name) == 0) return i;
   return -1;
+}
+
+/* a JSON number that is a non-negative integer below 2^53 (exact in a double);
+ * the range is checked before any cast, which would be undefined beyond it */
+static int is_count(const cJSON *d) {
+  return cJSON_IsNumber(d) && d->valuedouble >= 0 && d->valuedouble <= 9.0e15 &&
+         d->valuedouble == floor(d->valuedouble);
 }
 
 static int cmp_begin(const void *a, const void *b) {
@@ -137,18 +145,14 @@ int ncc_st_index(const unsigned char *buf, size_t n, const char *path, ncc_st_en
     }
     i = 0;
     cJSON_ArrayForEach(d, sh) {
-      if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble != (double)(int64_t)d->valuedouble ||
-          d->valuedouble > 9.0e15) {
+      if (!is_count(d)) {
         ncc_errf(err, errn, "%s: tensor '%s': shape[%d] is not a non-negative integer", path, it->string, i);
         goto out;
       }
       x->shape[i++] = (int64_t)d->valuedouble;
       numel *= d->valuedouble;
     }
-    if (cJSON_GetArraySize(off) != 2 || !cJSON_IsNumber(off->child) || !cJSON_IsNumber(off->child->next) ||
-        off->child->valuedouble < 0 || off->child->next->valuedouble < 0 ||
-        off->child->valuedouble != (double)(uint64_t)off->child->valuedouble ||
-        off->child->next->valuedouble != (double)(uint64_t)off->child->next->valuedouble) {
+    if (cJSON_GetArraySize(off) != 2 || !is_count(off->child) || !is_count(off->child->next)) {
       ncc_errf(err, errn, "%s: tensor '%s': data_offsets must be two non-negative integers [begin, end]", path,
                it->string);
       goto out;
@@ -252,13 +256,10 @@ int ncc_st_match(const ncc_st_entry *e, int ne, const char *path, const ncc_tens
 }
 
 /* Converts one tensor to what the device holds: f32 for floating parameters,
- * i32 for integer ones (i8 parameters are kept as i8). */
-static void convert(const unsigned char *src, int dt, int64_t numel, int target, void *dst) {
+ * i32 (or i8) for integer ones.  Returns -1, or the index of the first element
+ * that the integer target cannot hold (a value is never silently wrapped). */
+static int64_t convert(const unsigned char *src, int dt, int64_t numel, int target, void *dst) {
   int64_t i;
-  if (target == NCC_I8) {
-    for (i = 0; i < numel; i++) ((int8_t *)dst)[i] = (int8_t)src[i * st_dtypes[dt].size];
-    return;
-  }
   for (i = 0; i < numel; i++) {
     const unsigned char *p = src + i * st_dtypes[dt].size;
     double v = 0;
@@ -273,9 +274,17 @@ static void convert(const unsigned char *src, int dt, int64_t numel, int target,
       case ST_I8: v = (int8_t)*p; break;
       default: v = *p; break;
     }
-    if (target == NCC_I32) ((int32_t *)dst)[i] = (int32_t)v;
-    else ((float *)dst)[i] = (float)v;
+    if (target == NCC_I32) {
+      if (!(v >= -2147483648.0 && v <= 2147483647.0)) return i;
+      ((int32_t *)dst)[i] = (int32_t)v;
+    } else if (target == NCC_I8) {
+      if (!(v >= -128.0 && v <= 127.0)) return i;
+      ((int8_t *)dst)[i] = (int8_t)v;
+    } else {
+      ((float *)dst)[i] = (float)v;
+    }
   }
+  return -1;
 }
 
 static int map_file(const char *path, unsigned char **buf, size_t *n, char *err, size_t errn) {
@@ -322,8 +331,15 @@ int ncc_load_safetensors(ncc_dev *d, const char *path, const ncc_tensor_info *pa
     size_t esz = target == NCC_I8 ? 1 : 4, bytes = (size_t)x->numel * esz;
     void *tmp = malloc(bytes ? bytes : 1);
     if (!tmp) { ncc_errf(err, errn, "%s: out of memory for tensor '%s'", path, x->name); rc = NCC_EUSER; break; }
-    convert(buf + data_off + x->begin, x->dtype, x->numel, target, tmp);
-    if (bytes && ncc_memcpy_h2d(d, dev_ptrs[i], tmp, bytes)) {
+    {
+      int64_t badi = convert(buf + data_off + x->begin, x->dtype, x->numel, target, tmp);
+      if (badi >= 0) {
+        ncc_errf(err, errn, "%s: tensor '%s': element %lld does not fit in %s", path, x->name, (long long)badi,
+                 target == NCC_I8 ? "int8" : "int32");
+        rc = NCC_EUSER;
+      }
+    }
+    if (!rc && bytes && ncc_memcpy_h2d(d, dev_ptrs[i], tmp, bytes)) {
       ncc_errf(err, errn, "%s: copying tensor '%s' to the device: %s", path, x->name, ncc_dev_error(d));
       rc = NCC_EUSER;
     }

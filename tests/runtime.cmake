@@ -70,6 +70,7 @@ if(NCC_FUZZ)
     target_compile_options(fuzz_${t} PRIVATE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
     target_link_options(fuzz_${t} PRIVATE -fsanitize=fuzzer,address,undefined)
     target_link_libraries(fuzz_${t} PRIVATE PkgConfig::CJSON ${BLAS_LIBRARIES} Threads::Threads ${CMAKE_DL_LIBS} m)
+    set_target_properties(fuzz_${t} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
   endforeach()
 endif()
 

@@ -381,6 +381,23 @@ static void test_checked(int barrier) {
   printf("checked mode (%s): %s", barrier ? "fibers" : "threads", msg);
 }
 
+/* a child forked after the worker pool started must still launch (the pool
+ * threads are not copied by fork); alarm() turns a hang into a failure */
+static void test_fork_launch(void) {
+  int status;
+  pid_t pid = fork();
+  if (pid == 0) {
+    ncc_dev *d;
+    alarm(30);
+    if (ncc_dev_open(&d, NCC_DEV_EMU, NULL, NULL)) _exit(3);
+    failures = 0;
+    test_bias_relu(d);
+    _exit(failures ? 1 : 0);
+  }
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "launch in a forked child: status %d", status);
+}
+
 int main(void) {
   ncc_dev *d;
   double t0 = ncc_now();
@@ -401,6 +418,7 @@ int main(void) {
   test_atomics(d);
   test_concurrency(d);
   test_coords(d);
+  test_fork_launch();
   test_checked(0);
   test_checked(1);
   ncc_dev_close(d);
