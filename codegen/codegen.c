@@ -119,7 +119,9 @@ static void prepared_free(Prepared *p) {
 static void kernels_section(Prepared *p) {
   Cg *c = &p->c;
   Buf *b = &p->kernels;
-  buf_printf(b, "#include \"ncc_kernel.h\"\n\n%s\n", D_KERNELS_BEGIN);
+  /* the section itself does not include ncc_kernel.h: NVRTC gets that from the
+   * jit backend's prelude (GENERATED.md), MODEL.cu from the line before it */
+  buf_printf(b, "%s\n", D_KERNELS_BEGIN);
   for (int i = 0; i < c->nk; i++) {
     buf_printf(b, "\n/* %s%s */\n", c->k[i].name, c->k[i].flags & NCC_KF_BARRIER_ ? " (barriers)" : "");
     for (const char *s = c->k[i].text; *s; s++) {

@@ -121,7 +121,7 @@ static void string_literal(FILE *f, const char *s) {
       if (p[1]) fputs("\n  \"", f);
       continue;
     }
-    if (*p == '"' || *p == '\\') fputc('\\', f);
+    if (*p == '"' || *p == '\\' || (*p == '?' && p[1] == '?')) fputc('\\', f);   /* "??" could start a trigraph */
     if (*p == '\t') {
       fputs("\\t", f);
       continue;
@@ -143,6 +143,7 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
     string_literal(f, kernels);
     fprintf(f, ";\n\n");
   } else {
+    fputs("#include \"ncc_kernel.h\"\n\n", f);
     fputs(kernels, f);
     fputs("\n", f);
   }

@@ -4,8 +4,8 @@
  *
  *   nvrtc_check RUNTIME_INCLUDE_DIR ARCH FILE.cu...     (ARCH: compute_80, compute_90)
  *
- * The section is everything up to the "end of kernels" marker; it includes
- * ncc_kernel.h itself.  Warnings count as failures (-w is not passed, and
+ * The section is the text between the "kernels" and "end of kernels" markers;
+ * ncc_kernel.h is put in front of it, as the jit backend's prelude does.  Warnings count as failures (-w is not passed, and
  * a non-empty log with "warning" fails), like nvcc --Werror all-warnings. */
 #include <nvrtc.h>
 #include <stdio.h>
@@ -54,6 +54,19 @@ int main(int argc, char **argv) {
       continue;
     }
     end[0] = 0;
+    /* the section alone, with ncc_kernel.h in front, as the jit backend gives it to NVRTC */
+    char *begin = strstr(src, "/* ---- kernels");
+    if (!begin) {
+      fprintf(stderr, "%s: no kernels section\n", argv[i]);
+      fail = 1;
+      free(src);
+      continue;
+    }
+    size_t blen = strlen(begin) + 64;
+    char *sec = malloc(blen);
+    snprintf(sec, blen, "#include \"ncc_kernel.h\"\n%s", begin);
+    free(src);
+    src = sec;
     nvrtcProgram prog;
     nvrtcResult r = nvrtcCreateProgram(&prog, src, argv[i], 0, NULL, NULL);
     if (r != NVRTC_SUCCESS) {
