@@ -45,15 +45,28 @@ enum {
   FL_MSE = 3,           /* subtract, square, sum */
 };
 
-typedef struct Arch { const char *name; double flops, bw, launch_us; } Arch;
-/* fp32 (non-tensor-core) peak and HBM bandwidth of the reference parts:
- * A100-SXM4 and H100-SXM5; launch overhead ~3 us. */
+typedef struct Arch { const char *name; double flops, flops16, ops8, bw, launch_us; } Arch;
+/* Dense peaks of the reference parts (vendor data sheets): fp32 on CUDA
+ * cores; fp16/bf16 and int8 on tensor cores (what cuBLAS reaches for GEMMs;
+ * elementwise kernels are bandwidth-bound either way); HBM/GDDR bandwidth.
+ * A100-SXM4, RTX A6000-class GA102, L40-class AD102, H100-SXM5.  Launch
+ * overhead ~3 us. */
 static const Arch arches[] = {
-  {"sm_80", 19.5e12, 1.555e12, 3.0},
-  {"sm_86", 35.6e12, 0.936e12, 3.0},
-  {"sm_89", 82.6e12, 1.008e12, 3.0},
-  {"sm_90", 67.0e12, 3.35e12, 3.0},
+  {"sm_80", 19.5e12, 312e12, 624e12, 1.555e12, 3.0},
+  {"sm_86", 38.7e12, 155e12, 310e12, 0.768e12, 3.0},
+  {"sm_89", 90.5e12, 181e12, 362e12, 0.864e12, 3.0},
+  {"sm_90", 67.0e12, 989e12, 1979e12, 3.35e12, 3.0},
 };
+
+/* Peak for a kernel computing in dtype t. */
+static double arch_peak(const Arch *a, DType t) {
+  switch (t) {
+  case DT_F16:
+  case DT_BF16: return a->flops16;
+  case DT_I8: return a->ops8;
+  default: return a->flops;
+  }
+}
 
 static const Arch *arch_lookup(const char *name) {
   /* --arch may be a list ("sm_80,sm_90"): model the first one. */
@@ -222,9 +235,9 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
   if (wname > 40) wname = 40;
   if (wops > 40) wops = 40;
 
-  fprintf(f, "# ncc report: model %s, %s, batch %lld, %s roofline (fp32 %.1f TFLOP/s, %.0f GB/s, %.0f us/launch)\n",
+  fprintf(f, "# ncc report: model %s, %s, batch %lld, %s roofline (%.1f TFLOP/s fp32, %.0f fp16, %.0f GB/s, %.0f us/launch)\n",
           g->model, train ? "per training step" : "per inference", (long long)batch, arch->name, arch->flops / 1e12,
-          arch->bw / 1e9, arch->launch_us);
+          arch->flops16 / 1e12, arch->bw / 1e9, arch->launch_us);
   if (train && !g->train.present)
     fprintf(f, "# the model has no train block: the figures are those of inference\n");
   else if (train && !has_backward(g))
@@ -282,7 +295,9 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
     naive += act;
     live_bytes += act;
     if (live_bytes > peak) peak = live_bytes;
-    double t = (double)fl / arch->flops, tb = (double)by / arch->bw;
+    /* a GEMM computes in its inputs' dtype (int8 in, int32/f32 out) */
+    double t = (double)fl / arch_peak(arch, gr->main->nin ? gr->main->in[0]->dtype : out->dtype);
+    double tb = (double)by / arch->bw;
     double us = (t > tb ? t : tb) * 1e6 + arch->launch_us;
     flops = add(flops, fl);
     bytes = add(bytes, by);
