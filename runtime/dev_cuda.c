@@ -370,8 +370,9 @@ typedef struct jit_state {
 #define CU_CHECK(d, call)                                                                           \
   do {                                                                                              \
     CUresult r_ = (call);                                                                           \
-    if (r_ != 0) return ncc_dev_fail((d), NCC_EUSER, "%s:%d: %s: %s (CUDA error %d)", __FILE__, __LINE__, \
-                                     #call, cu_str(r_), r_);                                        \
+    /* #call is "cu.Name(...)": print the driver's own name, cuName(...) */                         \
+    if (r_ != 0) return ncc_dev_fail((d), NCC_EUSER, "%s:%d: cu%s: %s (CUDA error %d)", __FILE__, __LINE__, \
+                                     #call + 3, cu_str(r_), r_);                                    \
   } while (0)
 
 static int jit_open(ncc_dev *d, const char *src, const char *opts) {

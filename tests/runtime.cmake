@@ -76,3 +76,14 @@ endif()
 
 # cmake --install into a temporary prefix, then find_package(ncc) from a project outside
 add_test(NAME rt.install_find_package COMMAND sh ${NCC_RT_TESTS}/test_install.sh ${CMAKE_BINARY_DIR})
+
+# the jit backend without a GPU: fake_cuda.c stands in for libcuda.so.1
+# (found first through LD_LIBRARY_PATH), NVRTC is the real one
+add_library(rt_fake_cuda SHARED ${NCC_RT_TESTS}/fake_cuda.c)
+set_target_properties(rt_fake_cuda PROPERTIES OUTPUT_NAME cuda SOVERSION 1
+                      LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fakecuda)
+add_executable(rt_test_jit ${NCC_RT_TESTS}/test_jit.c)
+target_link_libraries(rt_test_jit PRIVATE nccrt ${CMAKE_DL_LIBS})
+add_dependencies(rt_test_jit rt_fake_cuda)
+add_test(NAME rt.jit_fake_driver COMMAND rt_test_jit ${NCC_RT_TESTS}/kernels.cu)
+set_tests_properties(rt.jit_fake_driver PROPERTIES ENVIRONMENT "LD_LIBRARY_PATH=${CMAKE_CURRENT_BINARY_DIR}/fakecuda")

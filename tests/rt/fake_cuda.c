@@ -1,0 +1,96 @@
+/* fake_cuda.c — a stand-in libcuda.so.1 for testing the jit backend on a
+ * machine without a GPU: one "device" of compute capability 9.0, host memory
+ * as device memory, modules that must be real ELF cubins (as NVRTC makes
+ * them) whose symbol names are looked up in the image, and launches that are
+ * recorded rather than run.  Only test_jit loads it (LD_LIBRARY_PATH). */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+
+/* what the test reads back (dlsym through RTLD_NOLOAD) */
+char fake_last_kernel[256];
+unsigned fake_last_grid[3], fake_last_block[3], fake_last_shmem;
+int fake_last_arg_int;            /* the 4th argument's value, read as an int */
+int fake_module_loads, fake_func_attr_sets;
+
+typedef struct { char *img; size_t n; } module;
+typedef struct { char name[256]; } function;
+
+CUresult cuInit(unsigned f) { (void)f; return 0; }
+/* NVRTC itself dlopens libcuda.so.1 and asks for the driver's private tables:
+ * there are none here, which it takes as "no driver features" */
+CUresult cuGetExportTable(const void **table, const void *id) {
+  (void)id;
+  *table = NULL;
+  return 801;   /* CUDA_ERROR_NOT_SUPPORTED */
+}
+CUresult cuDeviceGetCount(int *n) { *n = 1; return 0; }
+CUresult cuDeviceGet(int *d, int i) { *d = i; return i == 0 ? 0 : 101; }
+CUresult cuDeviceGetName(char *s, int n, int d) { (void)d; strncpy(s, "Fake GPU", (size_t)n); return 0; }
+CUresult cuDeviceGetAttribute(int *v, int a, int d) {
+  (void)d;
+  *v = a == 75 ? 9 : a == 76 ? 0 : a == 97 ? 232448 : 0;
+  return 0;
+}
+CUresult cuDevicePrimaryCtxRetain(void **c, int d) { (void)d; *c = (void *)0x1; return 0; }
+CUresult cuDevicePrimaryCtxRelease_v2(int d) { (void)d; return 0; }
+CUresult cuCtxSetCurrent(void *c) { (void)c; return 0; }
+CUresult cuCtxSynchronize(void) { return 0; }
+CUresult cuModuleLoadData(void **m, const void *img) {
+  const unsigned char *p = (const unsigned char *)img;
+  module *mod;
+  unsigned long long shoff;
+  unsigned short shentsize, shnum;
+  fake_module_loads++;
+  if (memcmp(p, "\x7f" "ELF", 4) != 0) return 200;   /* CUDA_ERROR_INVALID_IMAGE */
+  memcpy(&shoff, p + 0x28, 8);
+  memcpy(&shentsize, p + 0x3a, 2);
+  memcpy(&shnum, p + 0x3c, 2);
+  mod = calloc(1, sizeof *mod);
+  mod->n = (size_t)(shoff + (unsigned long long)shentsize * shnum);
+  mod->img = malloc(mod->n);
+  memcpy(mod->img, img, mod->n);
+  *m = mod;
+  return 0;
+}
+CUresult cuModuleUnload(void *m) {
+  module *mod = (module *)m;
+  free(mod->img);
+  free(mod);
+  return 0;
+}
+CUresult cuModuleGetFunction(void **f, void *m, const char *name) {
+  module *mod = (module *)m;
+  function *fn;
+  if (!memmem(mod->img, mod->n, name, strlen(name) + 1)) return 500;   /* CUDA_ERROR_NOT_FOUND */
+  fn = calloc(1, sizeof *fn);
+  strncpy(fn->name, name, sizeof fn->name - 1);
+  *f = fn;
+  return 0;
+}
+CUresult cuFuncSetAttribute(void *f, int a, int v) { (void)f; (void)a; (void)v; fake_func_attr_sets++; return 0; }
+CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shmem, void *stream, void **args, void **extra) {
+  (void)stream;
+  (void)extra;
+  snprintf(fake_last_kernel, sizeof fake_last_kernel, "%s", ((function *)f)->name);
+  fake_last_grid[0] = gx; fake_last_grid[1] = gy; fake_last_grid[2] = gz;
+  fake_last_block[0] = bx; fake_last_block[1] = by; fake_last_block[2] = bz;
+  fake_last_shmem = shmem;
+  fake_last_arg_int = args && args[3] ? *(int *)args[3] : -1;
+  return 0;
+}
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) { *p = (CUdeviceptr)(size_t)malloc(n); return *p ? 0 : 2; }
+CUresult cuMemFree_v2(CUdeviceptr p) { free((void *)(size_t)p); return 0; }
+CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { memcpy((void *)(size_t)d, s, n); return 0; }
+CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { memcpy(d, (void *)(size_t)s, n); return 0; }
+CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { memcpy((void *)(size_t)d, (void *)(size_t)s, n); return 0; }
+CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { memset((void *)(size_t)d, v, n); return 0; }
+CUresult cuGetErrorString(CUresult r, const char **s) {
+  *s = r == 200 ? "device kernel image is invalid" : r == 500 ? "named symbol not found" : "fake error";
+  return 0;
+}
