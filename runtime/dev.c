@@ -123,13 +123,10 @@ int ncc_dev_open(ncc_dev **out, int kind, const char *kernel_src, const char *ji
     if (kind == NCC_DEV_EMU)
       return ncc_dev_fail(d, NCC_EUSER,
                           "this model was built for a GPU (%s); CPU emulation needs a build with -DNCC_EMU", build);
-    if (!kernel_src) {
-      be = g_cudart;   /* the cudart backend probes through the CUDA runtime itself */
-    } else {
-      if (ncc_cuda_probe(why, sizeof why))
-        return ncc_dev_fail(d, NCC_EUSER, "no CUDA device answers: %s", why);
-      be = &ncc_backend_jit;
-    }
+    /* the driver probe first: its reasons ("cannot load libcuda.so.1") are
+     * clearer than the CUDA runtime's ("driver version is insufficient") */
+    if (ncc_cuda_probe(why, sizeof why)) return ncc_dev_fail(d, NCC_EUSER, "no CUDA device answers: %s", why);
+    be = kernel_src ? &ncc_backend_jit : g_cudart;
   } else {
     if (kind == NCC_DEV_CUDA) {
       char why[512];

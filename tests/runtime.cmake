@@ -87,3 +87,12 @@ target_link_libraries(rt_test_jit PRIVATE nccrt ${CMAKE_DL_LIBS})
 add_dependencies(rt_test_jit rt_fake_cuda)
 add_test(NAME rt.jit_fake_driver COMMAND rt_test_jit ${NCC_RT_TESTS}/kernels.cu)
 set_tests_properties(rt.jit_fake_driver PROPERTIES ENVIRONMENT "LD_LIBRARY_PATH=${CMAKE_CURRENT_BINARY_DIR}/fakecuda")
+
+# the cudart backend: test_cudart.cu + kernels.cu built whole by nvcc and run
+# (without a GPU it checks the error path; with one, the kernels and cuBLAS)
+if(NCC_NVCC)
+  get_filename_component(NCC_CUDA_LIB ${NCC_NVCC} DIRECTORY)
+  set(NCC_CUDA_LIB ${NCC_CUDA_LIB}/../lib64)
+  add_test(NAME rt.cudart
+           COMMAND sh -c "${NCC_NVCC} -arch=sm_90 --Werror all-warnings -I${NCC_RT_INC} -I${NCC_RT_TESTS} ${NCC_RT_TESTS}/test_cudart.cu -o rt_test_cudart -L$<TARGET_FILE_DIR:nccrt> -lnccrt -L${NCC_CUDA_LIB} -lcublas -Xlinker -rpath,$<TARGET_FILE_DIR:nccrt>:${NCC_CUDA_LIB} && ./rt_test_cudart")
+endif()
