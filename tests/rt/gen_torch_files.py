@@ -31,3 +31,11 @@ with open(f"{out}/torch.safetensors", "wb") as f:
     f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 expect = np.stack([t.to(torch.float32).reshape(-1).numpy() for t in tensors.values()])
 np.save(f"{out}/expect.npy", expect)
+# .npy versions 2.0 and 3.0 as NumPy writes them, and the other dtypes
+with open(f"{out}/v2.npy", "wb") as f:
+    np.lib.format.write_array(f, np.arange(6, dtype=np.int32).reshape(2, 3), version=(2, 0))
+with open(f"{out}/v3.npy", "wb") as f:
+    np.lib.format.write_array(f, np.arange(6, dtype=np.float16).reshape(3, 2), version=(3, 0))
+np.save(f"{out}/i8.npy", np.arange(-3, 3, dtype=np.int64))
+np.save(f"{out}/i1.npy", np.arange(-3, 3, dtype=np.int8))
+np.save(f"{out}/f8.npy", np.linspace(-1, 1, 6))

@@ -374,6 +374,13 @@ static void test_npy(void) {
   CHECK(rc == NCC_EUSER && strstr(err, "/nonexistent-dir/x.npy"), "write to a missing dir: %s", err);
 }
 
+/* half -> float for small exact integers (enough for the test data) */
+static double ncc_test_h2f(uint16_t h) {
+  int e = (h >> 10) & 31, m = h & 1023;
+  double v = e ? ldexp(1024 + m, e - 25) : ldexp(m, -24);
+  return h & 0x8000 ? -v : v;
+}
+
 /* files written by PyTorch and NumPy (gen_torch_files.py) */
 static void test_torch_files(ncc_dev *d, const char *dir) {
   char st[512], np[512], err[4096];
@@ -401,6 +408,29 @@ static void test_torch_files(ncc_dev *d, const char *dir) {
   printf("PyTorch-written safetensors (f32, f16, bf16, f64): %s\n", bad || rc ? "MISMATCH" : "all equal");
   for (i = 0; i < 4; i++) free(got[i]);
   free(expect);
+  {
+    /* NumPy's own .npy files: versions 2.0 and 3.0, int64, int8, float64 */
+    static const struct { const char *f; int dt, rank; int64_t s0, s1; } c[5] = {
+        {"v2.npy", NCC_I32, 2, 2, 3}, {"v3.npy", NCC_F16, 2, 3, 2}, {"i8.npy", NCC_I32, 1, 6, 0},
+        {"i1.npy", NCC_I8, 1, 6, 0},  {"f8.npy", NCC_F32, 1, 6, 0}};
+    for (i = 0; i < 5; i++) {
+      char p[600];
+      void *data = NULL;
+      int k, ok = 1;
+      snprintf(p, sizeof p, "%s/%s", dir, c[i].f);
+      rc = ncc_npy_read(p, &dt, &rank, shape, &data, err, sizeof err);
+      CHECK(rc == 0 && dt == c[i].dt && rank == c[i].rank && shape[0] == c[i].s0 && (rank < 2 || shape[1] == c[i].s1),
+            "%s: rc %d dt %d rank %d: %s", c[i].f, rc, dt, rank, rc ? err : "");
+      for (k = 0; rc == 0 && k < 6; k++) {
+        double v = dt == NCC_I32 ? ((int32_t *)data)[k] : dt == NCC_I8 ? ((int8_t *)data)[k]
+                 : dt == NCC_F16 ? ncc_test_h2f(((uint16_t *)data)[k]) : ((float *)data)[k];
+        double want = i == 0 || i == 1 ? k : i == 2 || i == 3 ? k - 3 : (float)(-1.0 + 0.4 * k);
+        if (v != want) ok = 0;
+      }
+      CHECK(rc || ok, "%s: values differ from NumPy's", c[i].f);
+      free(data);
+    }
+  }
 }
 
 int main(int argc, char **argv) {
