@@ -415,12 +415,12 @@ static int infer_reshape(Node *n, DType *t, Shape *s) {
         return -1;
       }
       hole = i;
-    } else if (d < 1) {
+    } else if (d < 0) {
       diag_error(n->loc, "reshape: target dimensions must be positive (or one -1), got %lld at position %d",
                  (long long)d, i);
       return -1;
     } else {
-      if (known > NCC_MAX_NUMEL / d) {
+      if (d && known > NCC_MAX_NUMEL / d) {
         diag_error(n->loc, "reshape: the target shape is too large");
         return -1;
       }
@@ -431,6 +431,15 @@ static int infer_reshape(Node *n, DType *t, Shape *s) {
   s->rank = a->nlist;
   memcpy(s->d, a->list, sizeof(int64_t) * (size_t)a->nlist);
   if (hole >= 0) {
+    if (numel == 0) {   /* torch: "the unspecified dimension size -1 can be any value and is ambiguous" */
+      diag_error(n->loc, "reshape: the -1 dimension is ambiguous: %s has no elements", sv(x));
+      return -1;
+    }
+    if (known == 0) {
+      diag_error(n->loc, "reshape: %s has %lld elements but a target with a 0 dimension holds none", sv(x),
+                 (long long)numel);
+      return -1;
+    }
     if (numel % known) {
       diag_error(n->loc, "reshape: cannot infer the -1 dimension: %s has %lld elements, not a multiple of %lld",
                  sv(x), (long long)numel, (long long)known);

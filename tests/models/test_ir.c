@@ -5,6 +5,7 @@
  * Expected shapes are PyTorch's (worked out from torch's documented formulas
  * and checked by hand against torch 1.13 where noted); the report's figures
  * for LeNet are computed by hand below, not copied from a run. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -393,6 +394,71 @@ static void test_verify_and_report(void) {
   g = old;
 }
 
+
+/* Random ops with random shapes and attributes, extreme values included:
+ * every rule must either accept (and then the graph verifies) or refuse with
+ * an error, never crash or overflow (the sanitizer build runs this too). */
+static uint64_t rng = 88172645463325252ULL;
+static uint64_t next(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }
+static int64_t pick(void) {
+  static const int64_t edge[] = {0, 1, 2, 3, -1, -2, 7, 1000, INT32_MAX, INT32_MIN, (int64_t)1 << 40};
+  return next() % 4 ? (int64_t)(next() % 6) : edge[next() % (sizeof edge / sizeof edge[0])];
+}
+static void test_random_rules(void) {
+  Graph *old = g;
+  g = ir_graph_new("fuzz");
+  diag_set_limit(0);
+  int before = diag_errors(), accepted = 0;
+  for (int it = 0; it < 20000; it++) {
+    OpKind op = (OpKind)(3 + next() % (OP__COUNT - 3));   /* not the sources */
+    int nin = ncc_ops[op].min_in + (int)(next() % (unsigned)(ncc_ops[op].max_in - ncc_ops[op].min_in + 1));
+    if (nin > 4) nin = 4;
+    Value *ins[4];
+    for (int i = 0; i < nin; i++) {
+      Shape s = {(int)(next() % 6), {0}};
+      for (int j = 0; j < s.rank; j++) s.d[j] = 1 + (int64_t)(next() % 5);
+      if (next() % 8 == 0 && s.rank) s.d[next() % (unsigned)s.rank] = next() % 2 ? 0 : 3000;
+      DType t = next() % 6 ? DT_F32 : (DType)(next() % DT__COUNT);
+      ins[i] = i && next() % 2 ? ir_param(g, arena_printf(g->arena, "p%d_%d", it, i), PK_WEIGHT, &s, NULL, L)
+                               : ir_input(g, "x", t, &s, L);
+    }
+    Attrs a;
+    ir_attrs_init(&a);
+    for (int i = 0; i < 2; i++) {
+      a.kernel[i] = (int)(pick() & 0x7fffffff) ? (int)pick() : 1;
+      a.stride[i] = (int)pick();
+      a.pad[i] = (int)pick();
+      a.dilation[i] = (int)pick();
+    }
+    a.groups = (int)pick();
+    a.out = pick();
+    a.axis = (int)pick();
+    a.p = (double)(next() % 3) / 2;
+    a.nlist = (int)(next() % 10) - 1;
+    for (int i = 0; i < NCC_MAX_RANK; i++) a.list[i] = next() % 3 ? (int64_t)(next() % 6) - 1 : pick();
+    if (ir_node(g, op, ins, nin, &a, NULL, NULL, L)) accepted++;
+  }
+  diag_set_limit(1000);
+  CHECK(diag_errors() > before);       /* most random configurations are refused... */
+  CHECK(accepted > 100);               /* ...but some are not */
+  CHECK(ir_verify(g) == 0);            /* and what was accepted is sound */
+  for (int i = 0; i < g->nnodes && g->noutputs < 1; i++)
+    if (!(ncc_ops[g->nodes[i]->op].flags & OPF_SOURCE)) {
+      g->outputs = ARENA_NEW(g->arena, NamedValue);
+      g->outputs[g->noutputs++] = (NamedValue){"y", g->nodes[i]->out};
+    }
+  FILE *f = fopen("/dev/null", "w");
+  CHECK(f != NULL);
+  if (f) {                             /* the report copes with all of it */
+    report_print(g, f, 0, "sm_80");
+    report_print(g, f, 1, "bogus");
+    fclose(f);
+  }
+  printf("test_ir: random rules: %d of 20000 accepted\n", accepted);
+  ir_graph_free(g);
+  g = old;
+}
+
 int main(void) {
   g = ir_graph_new("t");
   diag_set_limit(1000);
@@ -404,6 +470,7 @@ int main(void) {
   int errs = diag_errors();
   CHECK(ir_verify(g) == 0);                 /* rejected nodes left nothing behind */
   test_verify_and_report();
+  test_random_rules();
   ir_graph_free(g);
   printf("test_ir: %d checks, %d failed (%d shape errors reported, all expected)\n", checks, fails, errs);
   return fails ? 1 : 0;
