@@ -157,7 +157,6 @@ static int has_backward(const Graph *g) {
   return 0;
 }
 
-
 /* The nodes of a group in the order they compute (prologue, main, epilogue),
  * into *buf (grown as needed; epilogue chains have no fixed bound). */
 static int group_nodes(const KGroup *gr, const Node ***buf, int *cap) {
