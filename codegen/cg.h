@@ -69,6 +69,9 @@ typedef struct GroupList {
  * topological order.  Sources, SHAPE_ONLY and TRAIN_ONLY nodes form none. */
 GroupList group_form(Graph *g, const unsigned char *live);
 void group_free(GroupList *gl);
+/* Merges single-use elementwise nodes into the epilogue of the group that
+ * stores their running operand (CodegenOpts.fuse). */
+void group_fuse_epilogues(Graph *g, GroupList *gl, const unsigned char *live);
 /* Nodes that produce no kernel: their output aliases the first input. */
 int node_is_alias(const Node *n);
 

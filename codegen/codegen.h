@@ -18,6 +18,7 @@ typedef struct CodegenOpts {
   int use_cublas;       /* conv/linear/matmul through ncc_gemm (cuBLAS / CPU BLAS) instead of the tiled kernel */
   const char *header;   /* name of MODEL.h as #included by MODEL.cu */
   const char *command;  /* the command line, for the banner of MODEL.cu; may be NULL */
+  int fuse;             /* merge single-use elementwise nodes into their producer's epilogue */
 } CodegenOpts;
 
 /* Writes MODEL.cu (or .c with jit) to `src` and MODEL.h to `hdr`. Returns 0,

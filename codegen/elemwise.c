@@ -75,8 +75,9 @@ int cg_epilogue(Cg *c, const KGroup *gr, KParams *p, Buf *body, const char *var,
   Value *cur = gr->main->out;
   for (int i = 0; i < gr->nepi; i++) {
     Node *n = gr->epi[i];
-    const Shape *os = &gr->main->out->shape;
-    NCC_ASSERT(shape_numel(&n->out->shape) == shape_numel(os));
+    /* same elements in the same order as the main output: broadcast against n's own shape */
+    const Shape *os = &n->out->shape;
+    NCC_ASSERT(shape_numel(os) == shape_numel(&gr->main->out->shape));
     char x[2][512];
     for (int j = 0; j < n->nin; j++) {
       if (n->in[j] == cur) snprintf(x[j], sizeof x[j], "%s", var);

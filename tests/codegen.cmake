@@ -7,6 +7,7 @@
 #   codegen.run.tiled|cublas  every case run on the CPU emulation through its
 #                          generated API (load, infer_io, save/reload), in both
 #                          fiber orders, compared with PyTorch (check_cases.py)
+#   codegen.run.fuse*     the same with epilogue fusion (CodegenOpts.fuse)
 #   codegen.ptxas          registers/spills/barriers per kernel (ptxas -v); fails on
 #                          a spill or an NCC_KF_BARRIER flag ptxas disagrees with
 #   codegen.example.NAME   examples/*.net through ncc: every compiler, cleanly
@@ -14,7 +15,7 @@
 set(NCC_CG_DIR ${CMAKE_CURRENT_SOURCE_DIR}/cg)
 set(NCC_CG_OUT ${CMAKE_CURRENT_BINARY_DIR}/cg)
 set(NCC_CG_RT ${CMAKE_CURRENT_SOURCE_DIR}/../runtime)
-set(NCC_CG_CASES unary binary conv pool norms softmax move gemm loss net)
+set(NCC_CG_CASES unary binary conv pool norms softmax move gemm loss net fused)
 
 add_executable(cg_build_graphs ${NCC_CG_DIR}/build_graphs.c)
 target_link_libraries(cg_build_graphs PRIVATE ncccore)
@@ -56,7 +57,22 @@ add_test(NAME codegen.run.tiled
 add_test(NAME codegen.run.cublas
          COMMAND sh ${NCC_CG_DIR}/run_cases.sh $<TARGET_FILE:cg_build_graphs> ${NCC_CG_RT}
                  $<TARGET_FILE_DIR:nccrt> ${NCC_CG_OUT}/run_cublas ${NCC_PYTHON} --cublas)
-set_tests_properties(codegen.run.tiled codegen.run.cublas PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=2")
+# epilogue fusion (CodegenOpts.fuse): the chains of the `fused` case and a whole net
+add_test(NAME codegen.run.fuse
+         COMMAND sh ${NCC_CG_DIR}/run_cases.sh $<TARGET_FILE:cg_build_graphs> ${NCC_CG_RT}
+                 $<TARGET_FILE_DIR:nccrt> ${NCC_CG_OUT}/run_fuse ${NCC_PYTHON} --fuse fused net)
+add_test(NAME codegen.run.fuse_cublas
+         COMMAND sh ${NCC_CG_DIR}/run_cases.sh $<TARGET_FILE:cg_build_graphs> ${NCC_CG_RT}
+                 $<TARGET_FILE_DIR:nccrt> ${NCC_CG_OUT}/run_fuse_cublas ${NCC_PYTHON} --cublas --fuse fused net)
+# fusion must actually merge: the `fused` case launches 26 kernels unfused and
+# 14 fused (conv+bias+relu, residual add+relu, bn+relu6, dw*scale+hardswish,
+# matmul+add+tanh, sub+leaky_relu+silu; pool and linear outputs with two
+# readers stay stored)
+add_test(NAME codegen.fuse_count
+         COMMAND sh -c "d=\"$2\" && rm -rf \"$d\" && mkdir -p \"$d/a\" \"$d/b\" && \"$1\" \"$d/a\" fused && \"$1\" \"$d/b\" --fuse fused && [ $(grep -c 'ncc_launch(' \"$d/a/fused.cu\") = 26 ] && [ $(grep -c 'ncc_launch(' \"$d/b/fused.cu\") = 14 ]"
+                 _ $<TARGET_FILE:cg_build_graphs> ${NCC_CG_OUT}/fuse_count)
+set_tests_properties(codegen.run.tiled codegen.run.cublas codegen.run.fuse codegen.run.fuse_cublas
+                     PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=2")
 
 if(NCC_CG_NVCC)
   add_test(NAME codegen.ptxas

@@ -2,7 +2,7 @@
  * (no frontend), one small model per op family with the attribute
  * combinations that change the emitted index arithmetic.
  *
- *   build_graphs OUTDIR [--cublas] [--jit] [CASE...]   writes OUTDIR/CASE.cu|.c and CASE.h
+ *   build_graphs OUTDIR [--cublas] [--jit] [--fuse] [CASE...]   writes OUTDIR/CASE.cu|.c and CASE.h
  *   build_graphs --list                                prints the case names
  *
  * Every case becomes one model with several outputs where that saves
@@ -242,17 +242,49 @@ static void c_net(Graph *g) {
   (void)bin(g, OP_CROSS_ENTROPY, logits, y);   /* a loss not among the outputs: skipped */
 }
 
+/* chains for the epilogue fusion (--fuse); without it, the same graph unfused */
+static void c_fused(Graph *g) {
+  Value *x = in(g, "x", S(4, 2, 8, 10, 9));
+  Value *c1 = conv(g, "c1", x, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+  out(g, "cbr", un(g, OP_RELU, c1));                                   /* conv + bias + relu */
+  Value *c2 = conv(g, "c2", x, 8, 3, 3, 1, 1, 1, 1, 1, 1, 0);
+  Value *c3 = conv(g, "c3", x, 8, 1, 1, 1, 1, 0, 0, 1, 1, 0);
+  out(g, "res", un(g, OP_RELU, bin(g, OP_ADD, c2, c3)));               /* residual: the later conv takes it */
+  Value *b = bn(g, "bn", x);
+  out(g, "bnr", un(g, OP_RELU6, b));
+  Value *d = conv(g, "dw", x, 8, 3, 3, 1, 1, 1, 1, 1, 8, 1);
+  Value *s = in(g, "s", S(4, 1, 8, 1, 1));
+  out(g, "dws", un(g, OP_HARDSWISH, bin(g, OP_MUL, d, s)));            /* broadcast operand in the chain */
+  Value *p = pool(g, OP_MAXPOOL2D, x, 2, 2, 0);
+  Value *q = un(g, OP_SIGMOID, p);
+  out(g, "pool_sig", q);
+  out(g, "pool_twice", bin(g, OP_ADD, p, p));                          /* p has two readers: not fused */
+  Value *f = un(g, OP_FLATTEN, pool(g, OP_AVGPOOL2D, x, 2, 2, 0));
+  Value *l = linear(g, "fc", f, 33, 1);
+  Attrs k;
+  ir_attrs_init(&k);
+  k.fval = 0.5;
+  Value *half = node(g, OP_CONST, NULL, 0, &k, NULL);
+  out(g, "fc_gelu", bin(g, OP_MUL, half, un(g, OP_GELU, l)));          /* const operand first */
+  Value *sm = axis_op(g, OP_SOFTMAX, l, 1);
+  out(g, "sm_sub", bin(g, OP_SUB, in(g, "t", S(2, 1, 33)), sm));       /* running operand second */
+  Value *m1 = in(g, "m1", S(3, 3, 7, 20)), *m2 = in(g, "m2", S(3, 3, 20, 5));
+  out(g, "mm_tanh", un(g, OP_TANH, bin(g, OP_ADD, bin(g, OP_MATMUL, m1, m2), in(g, "mb", S(1, 5)))));
+  Value *e = bin(g, OP_SUB, in(g, "u", S(2, 6, 7)), in(g, "w", S(1, 7)));
+  out(g, "chain", un(g, OP_SILU, un(g, OP_LEAKY_RELU, e)));            /* elementwise main + chain */
+}
+
 typedef struct Case {
   const char *name;
   void (*build)(Graph *);
 } Case;
 static const Case cases[] = {
   {"unary", c_unary}, {"binary", c_binary}, {"conv", c_conv}, {"pool", c_pool}, {"norms", c_norm},
-  {"softmax", c_softmax}, {"move", c_move}, {"gemm", c_gemm}, {"loss", c_loss}, {"net", c_net},
+  {"softmax", c_softmax}, {"move", c_move}, {"gemm", c_gemm}, {"loss", c_loss}, {"net", c_net}, {"fused", c_fused},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
-static int emit(const Case *cs, const char *dir, int cublas, int jit) {
+static int emit(const Case *cs, const char *dir, int cublas, int jit, int fuse) {
   Graph *g = ir_graph_new(cs->name);
   cs->build(g);
   if (ir_verify(g) != 0) {
@@ -271,6 +303,7 @@ static int emit(const Case *cs, const char *dir, int cublas, int jit) {
   CodegenOpts o = {0};
   o.jit = jit;
   o.use_cublas = cublas;
+  o.fuse = fuse;
   o.header = hname;
   o.command = "build_graphs (tests/cg)";
   int rc = codegen_emit(g, &o, fs, fh);
@@ -288,19 +321,20 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (argc < 2) {
-    fprintf(stderr, "usage: build_graphs OUTDIR [--cublas] [--jit] [CASE...] | --list\n");
+    fprintf(stderr, "usage: build_graphs OUTDIR [--cublas] [--jit] [--fuse] [CASE...] | --list\n");
     return 2;
   }
-  int cublas = 0, jit = 0, nsel = 0, fail = 0;
+  int cublas = 0, jit = 0, fuse = 0, nsel = 0, fail = 0;
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "--cublas")) cublas = 1;
     else if (!strcmp(argv[i], "--jit")) jit = 1;
+    else if (!strcmp(argv[i], "--fuse")) fuse = 1;
     else nsel++;
   }
   for (int i = 0; i < NCASES; i++) {
     int want = nsel == 0;
     for (int j = 2; j < argc; j++) want |= !strcmp(argv[j], cases[i].name);
-    if (want) fail |= emit(&cases[i], argv[1], cublas, jit);
+    if (want) fail |= emit(&cases[i], argv[1], cublas, jit, fuse);
   }
   for (int j = 2; j < argc; j++) {
     if (argv[j][0] == '-') continue;

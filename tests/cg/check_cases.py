@@ -104,6 +104,21 @@ def case_net(I, P):
     return {"logits": logits, "prob": F.softmax(logits, 1)}, 1e-4
 
 
+def case_fused(I, P):
+    x = I["x"]
+    b = F.batch_norm(x, P["bn.running_mean"], P["bn.running_var"], P["bn.weight"], P["bn.bias"], training=False)
+    p = F.max_pool2d(x, 2)
+    lin = F.linear(F.avg_pool2d(x, 2).flatten(1), P["fc.weight"], P["fc.bias"])
+    return {"cbr": F.relu(conv(x, P, "c1", pad=1)),
+            "res": F.relu(conv(x, P, "c2", pad=1) + conv(x, P, "c3")),
+            "bnr": F.relu6(b),
+            "dws": F.hardswish(conv(x, P, "dw", pad=1, groups=8) * I["s"]),
+            "pool_sig": torch.sigmoid(p), "pool_twice": p + p,
+            "fc_gelu": 0.5 * F.gelu(lin), "sm_sub": I["t"] - F.softmax(lin, 1),
+            "mm_tanh": torch.tanh(torch.matmul(I["m1"], I["m2"]) + I["mb"]),
+            "chain": F.silu(F.leaky_relu(I["u"] - I["w"], 0.01))}, 1e-4
+
+
 def main():
     d, case = sys.argv[1], sys.argv[2]
     I, P, O = load(d, "in_"), load(d, "p_"), load(d, "out_")
