@@ -19,6 +19,7 @@
  *     kernels then run thread by thread through fn_thread, so that threadIdx in
  *     memory is always the faulting thread's, and a SIGSEGV handler on an
  *     alternate stack names buffer, kernel, block and thread, then _exit(2).
+ *     Dynamic shared memory is filled with 0xff bytes before every block.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -318,7 +319,7 @@ static int ensure_fibers(worker *w, int n, char *err, size_t errn) {
     f->maplen = len;
     f->w = w;
     f->fresh = 1;
-    f->colour = w->nfib % 48;
+    f->colour = w->nfib % 64;   /* 64 lines of 64 bytes: one page, every L1 set */
     w->fib[w->nfib] = f;
   }
   return 0;
@@ -457,6 +458,9 @@ static void run_job(job *j) {
     blockIdx.x = (unsigned)(b % j->grid.x);
     blockIdx.y = (unsigned)((b / j->grid.x) % j->grid.y);
     blockIdx.z = (unsigned)(b / ((long long)j->grid.x * j->grid.y));
+    /* checked mode: a block must not see what the previous block left in dynamic
+     * shared memory (on a GPU it is undefined): NaN / -1 in every byte */
+    if (j->checked && j->shmem) memset(w->dyn, 0xff, j->shmem);
     if (j->use_fibers) {
       w->mode = MODE_FIBER;
       if (run_block_fibers(w, err, sizeof err)) { w->mode = MODE_IDLE; job_fail(j, err); break; }

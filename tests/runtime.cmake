@@ -20,6 +20,9 @@ add_test(NAME rt.emu_reverse COMMAND rt_test_emu)
 set_tests_properties(rt.emu_reverse PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=2;NCC_FIBER_ORDER=reverse")
 add_test(NAME rt.emu_one_thread COMMAND rt_test_emu)
 set_tests_properties(rt.emu_one_thread PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=1")
+# and in checked mode: barrier-free kernels then run thread by thread
+add_test(NAME rt.emu_checked COMMAND rt_test_emu)
+set_tests_properties(rt.emu_checked PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=2;NCC_CHECK=1")
 
 # the kernels as strict C11, exactly the flags of GENERATED.md's emulation build
 add_test(NAME rt.kernels_c11

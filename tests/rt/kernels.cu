@@ -152,6 +152,12 @@ NCC_KERNEL void k_softmax(const float *__restrict__ x, float *__restrict__ y, in
   }
   if ((int)t < cols) y[blockIdx.x * cols + t] = e / red[0];
 }
+/* reads dynamic shared memory before writing it: undefined on a GPU, NaN in checked mode */
+NCC_KERNEL void k_uninit_shared(float *__restrict__ out) {
+  NCC_DYN_SHARED(float, s);
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s[threadIdx.x];
+  s[threadIdx.x] = 1.0f;
+}
 /* ---- end of kernels ---- */
 
 #include "ncc_rt.h"
@@ -171,3 +177,4 @@ NCC_KERNEL_DESC(k_handshake, 0, (NCC_ARG(volatile int *, 0), NCC_ARG(int *, 1), 
 NCC_KERNEL_DESC(k_unflagged_barrier, 0, (NCC_ARG(float *, 0)))
 NCC_KERNEL_DESC(k_coords, 0, (NCC_ARG(int *, 0)))
 NCC_KERNEL_DESC(k_softmax, NCC_KF_BARRIER, (NCC_ARG(const float *, 0), NCC_ARG(float *, 1), NCC_ARG(int, 2)))
+NCC_KERNEL_DESC(k_uninit_shared, 0, (NCC_ARG(float *, 0)))

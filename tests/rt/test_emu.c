@@ -381,6 +381,21 @@ static void test_checked(int barrier) {
   printf("checked mode (%s): %s", barrier ? "fibers" : "threads", msg);
 }
 
+/* checked mode poisons dynamic shared memory before every block */
+static void test_shared_poison(ncc_dev *d) {
+  float out[4 * 64];
+  float *oa = out;
+  void *args[1];
+  int i, nan = 0;
+  args[0] = &oa;
+  ncc_emu_set_checked(1);
+  CHECK(ncc_launch(d, &k_uninit_shared_desc, d3(4, 1, 1), d3(64, 1, 1), 64 * sizeof(float), args) == 0, "%s",
+        ncc_dev_error(d));
+  ncc_emu_set_checked(0);
+  for (i = 0; i < 4 * 64; i++) nan += out[i] != out[i];
+  CHECK(nan == 4 * 64, "checked mode: %d of %d reads of unwritten shared memory were NaN", nan, 4 * 64);
+}
+
 /* a child forked after the worker pool started must still launch (the pool
  * threads are not copied by fork); alarm() turns a hang into a failure */
 static void test_fork_launch(void) {
@@ -418,6 +433,7 @@ int main(void) {
   test_atomics(d);
   test_concurrency(d);
   test_coords(d);
+  test_shared_poison(d);
   test_fork_launch();
   test_checked(0);
   test_checked(1);
