@@ -23,6 +23,16 @@ static int valid_ident(const char *s) {
   return 1;
 }
 
+/* Names that CUDA's C++ headers already declare at global scope: a model
+ * called so would not compile with nvcc (`typedef struct norm norm;`). */
+static const char *const cuda_taken[] = {
+  "abs", "acos", "asin", "atan", "atan2", "cbrt", "ceil", "clock", "copysign", "cos", "cosh", "dim3", "div",
+  "erf", "erfc", "exp", "exp2", "expm1", "fabs", "fdim", "floor", "fma", "fmax", "fmin", "fmod", "free",
+  "frexp", "hypot", "ilogb", "isinf", "isnan", "ldexp", "lgamma", "llabs", "log", "log10", "log1p", "log2",
+  "logb", "malloc", "max", "min", "modf", "nan", "norm", "normcdf", "pow", "printf", "rcbrt", "remainder",
+  "rint", "rnorm", "round", "rsqrt", "signbit", "sin", "sinh", "sqrt", "tan", "tanh", "tgamma", "trunc",
+  "main", "exit", "memcpy", "memset", "assert", NULL};
+
 static Loc noloc(void) {
   Loc l = {NULL, 0, 0};
   return l;
@@ -147,6 +157,12 @@ static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) {
     diag_error(noloc(), "codegen: the model name '%s' is not a C identifier", g->model ? g->model : "");
     return -1;
   }
+  for (int i = 0; cuda_taken[i]; i++)
+    if (strcmp(g->model, cuda_taken[i]) == 0) {
+      diag_error(noloc(), "codegen: a model named '%s' clashes with the CUDA/C library function of that name "
+                 "in the generated code; rename the model (e.g. '%s_net')", g->model, g->model);
+      return -1;
+    }
   if (g->noutputs < 1) {
     diag_error(noloc(), "model %s declares no output (`output NAME`): there is nothing to compute", g->model);
     return -1;

@@ -54,6 +54,13 @@ static void load_tile(Buf *b, const char *sm, int rows, int kcontig, const char 
 
 static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   int TM = tile_of(s->M), TN = tile_of(s->N), BM = 16 * TM, BN = 16 * TN;
+  if ((s->M + BM - 1) / BM > 65535 || s->Z > 65535) {
+    diag_error(gr->main->loc, "codegen: %s with %lld rows in %lld batches exceeds the tiled kernel's grid "
+               "(65535 row tiles of %d, 65535 batches); try --cublas", ncc_ops[gr->main->op].name, LL(s->M),
+               LL(s->Z), BM);
+    c->err = 1;
+    return -1;
+  }
   Buf b = {0};
   buf_printf(&b, "  %s float As[%d][%d];\n  %s float Bs[%d][%d];\n", D_SHARED, BK, BM + 1, D_SHARED, BK, BN + 1);
   buf_printf(&b, "  int tx = %s, ty = %s, tid = ty * 16 + tx;\n", D_TID_X, D_TID_Y);
@@ -387,6 +394,5 @@ int emit_gemm(Cg *c, const KGroup *gr) {
    * both simpler and faster */
   if (d.Mg < 8) return conv_direct(c, gr, &d);
   if (c->o->use_cublas) return conv_cublas(c, gr, &d);
-  if (d.G > 65535) ncc_die("conv2d with more than 65535 groups");
   return conv_tiled(c, gr, &d);
 }

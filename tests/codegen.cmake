@@ -11,6 +11,7 @@
 #   codegen.ptxas          registers/spills/barriers per kernel (ptxas -v); fails on
 #                          a spill or an NCC_KF_BARRIER flag ptxas disagrees with
 #   codegen.example.NAME   examples/*.net through ncc: every compiler, cleanly
+#   codegen.bad.NAME       tests/cg/bad/*.net: refused with exit 1, a message, no output
 
 set(NCC_CG_DIR ${CMAKE_CURRENT_SOURCE_DIR}/cg)
 set(NCC_CG_OUT ${CMAKE_CURRENT_BINARY_DIR}/cg)
@@ -86,4 +87,12 @@ foreach(f ${NCC_CG_EXAMPLES})
   add_test(NAME codegen.example.${n}
            COMMAND sh ${NCC_CG_DIR}/compile_model.sh ${NCC_CG_OUT}/examples ${NCC_CG_RT} ${cg_nvcc} ${cg_nvrtc}
                    --net $<TARGET_FILE:ncc> ${f})
+endforeach()
+
+# models codegen refuses: exit 1, the stated message, no output file
+file(GLOB NCC_CG_BAD CONFIGURE_DEPENDS ${NCC_CG_DIR}/bad/*.net)
+foreach(f ${NCC_CG_BAD})
+  get_filename_component(n ${f} NAME_WE)
+  add_test(NAME codegen.bad.${n}
+           COMMAND sh ${NCC_CG_DIR}/run_bad.sh $<TARGET_FILE:ncc> ${f} ${NCC_CG_OUT}/bad/${n})
 endforeach()
