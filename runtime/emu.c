@@ -35,8 +35,15 @@
 #include "ncc_emu.h"
 #include "rt_internal.h"
 
-#if !defined(__x86_64__)
-#error "the emulator's fibers are written for x86-64 (an aarch64 port needs its own ncc_fiber_switch)"
+/* x86-64 switches fibers with its own assembly; elsewhere (or with
+ * NCC_EMU_UCONTEXT, which the tests use to keep this path honest) the portable
+ * but slower ucontext functions do it. */
+#if defined(__x86_64__) && !defined(NCC_EMU_UCONTEXT)
+#define NCC_FIBER_ASM 1
+typedef void *fiber_ctx;
+#else
+#include <ucontext.h>
+typedef ucontext_t fiber_ctx;
 #endif
 
 _Thread_local uint3 threadIdx NCC_EMU_TLS;
@@ -59,8 +66,10 @@ void ncc_errf(char *err, size_t n, const char *fmt, ...) {
  * laid out so that the first switch "returns" into ncc_fiber_entry with the
  * function in r13 and its argument in r12.  Top-level asm must sit in its own
  * section push/pop (pitfall 7). */
+#ifdef NCC_FIBER_ASM
 void ncc_fiber_switch(void **save, void *to);
 void ncc_fiber_entry(void);
+#define CTX_SWITCH(from, to) ncc_fiber_switch((from), *(to))
 __asm__(".pushsection .text\n"
         ".globl ncc_fiber_switch\n"
         ".hidden ncc_fiber_switch\n"
@@ -81,11 +90,14 @@ __asm__(".pushsection .text\n"
         "  ud2\n"
         ".size ncc_fiber_entry, .-ncc_fiber_entry\n"
         ".popsection\n");
+#else
+#define CTX_SWITCH(from, to) swapcontext((from), (to))
+#endif
 
 enum { FIBER_STACK = 16 * 1024, ALT_STACK = 64 * 1024 };
 
 typedef struct fiber {
-  void *sp;
+  fiber_ctx ctx;
   char *map;            /* guard page + stack */
   size_t maplen;
   unsigned tx, ty, tz;
@@ -101,7 +113,7 @@ enum { MODE_IDLE, MODE_BLOCK, MODE_FIBER, MODE_THREAD };
 typedef struct worker {
   fiber **fib;
   int nfib;
-  void *sched_sp;
+  fiber_ctx sched;
   int cur, dir, nthreads;
   int mode;
   const ncc_kernel *k;
@@ -283,18 +295,43 @@ static worker *get_worker(void) {
 
 static void fiber_main(void *p);
 
+#ifdef NCC_FIBER_ASM
 static void fiber_reset(fiber *f) {
-  /* rsp after the six pops and the ret must be 16-byte aligned at the `call` */
   /* stacks are page-aligned: without an offset every fiber's hot frames would
    * fall into the same few L1 sets; colour them by 64-byte lines */
   uintptr_t top = ((uintptr_t)(f->map + f->maplen - 64 * f->colour)) & ~(uintptr_t)15;
+  /* rsp after the six pops and the ret must be 16-byte aligned at the `call` */
   void **sp = (void **)(top - 72);
   memset(sp, 0, 72);
   sp[2] = (void *)fiber_main;            /* r13 */
   sp[3] = f;                             /* r12 */
   sp[6] = (void *)ncc_fiber_entry;       /* return address */
-  f->sp = sp;
+  f->ctx = sp;
   f->fresh = 0;
+}
+#else
+static _Thread_local fiber *starting_fiber;   /* makecontext passes ints only */
+static void fiber_start_uc(void) { fiber_main(starting_fiber); }
+static void fiber_reset(fiber *f) {
+  size_t pg = (size_t)pagesz();
+  getcontext(&f->ctx);
+  f->ctx.uc_stack.ss_sp = f->map + pg;
+  f->ctx.uc_stack.ss_size = f->maplen - pg - 64 * (size_t)f->colour;
+  f->ctx.uc_link = NULL;
+  makecontext(&f->ctx, fiber_start_uc, 0);
+  f->fresh = 0;
+}
+#endif
+
+/* Resets a fresh fiber and switches to it from *from. */
+static void switch_to(fiber_ctx *from, fiber *g) {
+  if (g->fresh) {
+    fiber_reset(g);
+#ifndef NCC_FIBER_ASM
+    starting_fiber = g;
+#endif
+  }
+  CTX_SWITCH(from, &g->ctx);
 }
 
 static int ensure_fibers(worker *w, int n, char *err, size_t errn) {
@@ -334,10 +371,9 @@ static void fiber_pass(worker *w, fiber *f) {
     threadIdx.x = g->tx;
     threadIdx.y = g->ty;
     threadIdx.z = g->tz;
-    if (g->fresh) fiber_reset(g);
-    ncc_fiber_switch(&f->sp, g->sp);
+    switch_to(&f->ctx, g);
   } else {
-    ncc_fiber_switch(&f->sp, w->sched_sp);
+    CTX_SWITCH(&f->ctx, &w->sched);
   }
 }
 
@@ -383,8 +419,7 @@ static int run_block_fibers(worker *w, char *err, size_t errn) {
     threadIdx.x = f->tx;
     threadIdx.y = f->ty;
     threadIdx.z = f->tz;
-    if (f->fresh) fiber_reset(f);
-    ncc_fiber_switch(&w->sched_sp, f->sp);
+    switch_to(&w->sched, f);
     for (ndone = 0, i = 0; i < n; i++) ndone += w->fib[i]->done;
     if (ndone == n) return 0;
     if (ndone == 0) continue;        /* everybody waits at the same barrier */

@@ -24,6 +24,20 @@ set_tests_properties(rt.emu_one_thread PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=1
 add_test(NAME rt.emu_checked COMMAND rt_test_emu)
 set_tests_properties(rt.emu_checked PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=2;NCC_CHECK=1")
 
+# the portable fiber switch (ucontext, used where there is no x86-64 assembly),
+# forced on x86-64 in a second build of the library so that it stays tested
+add_library(rt_nccrt_ucontext SHARED ${NCC_RT_SRC})
+target_compile_definitions(rt_nccrt_ucontext PRIVATE NCC_EMU_UCONTEXT)
+target_include_directories(rt_nccrt_ucontext PUBLIC ${NCC_RT_INC})
+target_link_libraries(rt_nccrt_ucontext PRIVATE PkgConfig::CJSON ${BLAS_LIBRARIES} Threads::Threads ${CMAKE_DL_LIBS} m)
+add_executable(rt_test_emu_ucontext ${NCC_RT_TESTS}/test_emu.c)
+target_compile_definitions(rt_test_emu_ucontext PRIVATE NCC_EMU)
+target_compile_options(rt_test_emu_ucontext PRIVATE -ffp-contract=off)
+target_include_directories(rt_test_emu_ucontext PRIVATE ${NCC_RT_TESTS})
+target_link_libraries(rt_test_emu_ucontext PRIVATE rt_nccrt_ucontext m)
+add_test(NAME rt.emu_ucontext COMMAND rt_test_emu_ucontext)
+set_tests_properties(rt.emu_ucontext PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=2;NCC_FIBER_ORDER=reverse")
+
 # the kernels as strict C11, exactly the flags of GENERATED.md's emulation build
 add_test(NAME rt.kernels_c11
          COMMAND ${CMAKE_C_COMPILER} -x c -std=c11 -DNCC_EMU -Wall -Wextra -Werror -pedantic
