@@ -15,8 +15,9 @@ corpus=$bdir/fuzz_corpus
 mkdir -p "$seeds" "$corpus"
 cp "$top"/examples/*.net "$top"/tests/golden/*.net "$top"/tests/bad/*.net "$seeds"/ 2>/dev/null || true
 cd "$bdir"
+fuzzer=$bdir/tests/fuzz_frontend
 echo "fuzzing the frontend for $secs s"
-./fuzz_frontend "$corpus" "$seeds" -max_total_time="$secs" -max_len=16384 -timeout=10 -rss_limit_mb=2048 \
+"$fuzzer" "$corpus" "$seeds" -max_total_time="$secs" -max_len=16384 -timeout=10 -rss_limit_mb=2048 \
   -dict="$top/tests/fuzz/frontend.dict" -print_final_stats=1 -close_fd_mask=2
 # -close_fd_mask=2 silences the diagnostics of the inputs; libFuzzer still
 # reports findings (it hands the sanitizers a duplicate of stderr)
