@@ -121,6 +121,9 @@ typedef struct Cg {
 /* Registers a kernel; `text` spells its name "@K@".  Returns the name of an
  * identical kernel registered before, or a new name <model>_k<i>_<op>. */
 const char *cg_kernel(Cg *c, const char *op, int flags, const KParams *p, const char *text);
+/* Kernel name suffix of a group: its main op (or `base`) and its epilogue ops,
+ * "conv2d_add_relu"; at most 80 characters. */
+const char *cg_opname(const KGroup *gr, const char *base, char out[96]);
 /* Wraps `body` into a kernel definition with the params' signature and registers it. */
 const char *cg_finish(Cg *c, const char *op, int flags, const KParams *p, const Buf *body);
 /* Appends the host statements launching `name` with the params' host args. */

@@ -218,3 +218,11 @@ const char *cg_finish(Cg *c, const char *op, int flags, const KParams *p, const 
   buf_free(&k);
   return name;
 }
+
+const char *cg_opname(const KGroup *gr, const char *base, char out[96]) {
+  size_t n = (size_t)snprintf(out, 96, "%s", base ? base : ncc_ops[gr->main->op].name);
+  for (int i = 0; i < gr->nepi && n < 80; i++)
+    n += (size_t)snprintf(out + n, 96 - n, "%s%s", n ? "_" : "", ncc_ops[gr->epi[i]->op].name);
+  if (!out[0]) snprintf(out, 96, "epilogue");
+  return out;
+}

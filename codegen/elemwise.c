@@ -105,10 +105,11 @@ int emit_elemwise(Cg *c, const KGroup *gr) {
   buf_printf(&body, "    %s[i] = v;\n  }\n", y);
   {
     Buf k = {0};
+    char opn[96];
     buf_printf(&k, "%s @K@(", D_KERNEL);
     kp_decl(&p, &k);
     buf_printf(&k, ") {\n%s}\n", body.s);
-    const char *name = cg_kernel(c, ncc_ops[n->op].name, 0, &p, k.s);
+    const char *name = cg_kernel(c, cg_opname(gr, NULL, opn), 0, &p, k.s);
     cg_launch(c, name, &p, (total + 255) / 256, 1, 1, 256, 1, 0);
     buf_free(&k);
   }

@@ -89,7 +89,8 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     return -1;
   }
   buf_printf(&b, "        %s[o] = v;\n      }\n    }\n", kp_value(c, p, group_out(gr), 1));
-  const char *name = cg_finish(c, ncc_ops[gr->main->op].name, NCC_KF_BARRIER_, p, &b);
+  char opn[96];
+  const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, p, &b);
   cg_launch(c, name, p, (s->N + BN - 1) / BN, (s->M + BM - 1) / BM, s->Z, 16, 16, 0);
   buf_free(&b);
   return 0;
@@ -158,7 +159,8 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
     return -1;
   }
   buf_printf(&b, "    %s[i] = v;\n  }\n", kp_value(c, &p, group_out(gr), 1));
-  const char *name = cg_finish(c, "conv2d", 0, &p, &b);
+  char opn[96];
+  const char *name = cg_finish(c, cg_opname(gr, NULL, opn), 0, &p, &b);
   cg_launch(c, name, &p, (total + 255) / 256, 1, 1, 256, 1, 0);
   buf_free(&b);
   return 0;
@@ -237,7 +239,8 @@ static int bias_epilogue(Cg *c, const KGroup *gr, Value *bias, int64_t inner, in
     return -1;
   }
   buf_printf(&b, "    %s[i] = v;\n  }\n", yn);
-  const char *name = cg_finish(c, "bias", 0, &p, &b);
+  char opn[96];
+  const char *name = cg_finish(c, cg_opname(gr, bias ? "bias" : "", opn), 0, &p, &b);
   cg_launch(c, name, &p, (total + 255) / 256, 1, 1, 256, 1, 0);
   buf_free(&b);
   return 0;

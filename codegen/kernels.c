@@ -24,7 +24,8 @@ static int flat_finish(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t tota
   if (cg_epilogue(c, gr, p, b, "v", "i", 2)) return -1;
   const char *y = kp_value(c, p, group_out(gr), 1);
   buf_printf(b, "    %s[i] = v;\n  }\n", y);
-  const char *name = cg_finish(c, ncc_ops[gr->main->op].name, 0, p, b);
+  char opn[96];
+  const char *name = cg_finish(c, cg_opname(gr, NULL, opn), 0, p, b);
   cg_launch(c, name, p, (total + 255) / 256, 1, 1, 256, 1, 0);
   return 0;
 }
@@ -133,7 +134,8 @@ int emit_layernorm(Cg *c, const KGroup *gr) {
   buf_printf(&b, "    float v = (xr[j] - mean) * rstd * %s[j] + %s[j];\n", w, bb);
   if (cg_epilogue(c, gr, &p, &b, "v", "i", 2)) goto fail;
   buf_printf(&b, "    %s[i] = v;\n  }\n", kp_value(c, &p, group_out(gr), 1));
-  const char *name = cg_finish(c, "layernorm", NCC_KF_BARRIER_, &p, &b);
+  char opn[96];
+  const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, &p, &b);
   cg_launch(c, name, &p, rows, 1, 1, T, 1, 0);
   buf_free(&b);
   return 0;
@@ -170,7 +172,8 @@ int emit_softmax(Cg *c, const KGroup *gr) {
   else buf_printf(&b, "    float v = expf(%s[i] - mx) / acc;\n", x);
   if (cg_epilogue(c, gr, &p, &b, "v", "i", 2)) goto fail;
   buf_printf(&b, "    %s[i] = v;\n  }\n", kp_value(c, &p, group_out(gr), 1));
-  const char *name = cg_finish(c, ncc_ops[n->op].name, NCC_KF_BARRIER_, &p, &b);
+  char opn[96];
+  const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, &p, &b);
   cg_launch(c, name, &p, rows, 1, 1, T, 1, 0);
   buf_free(&b);
   return 0;
@@ -261,7 +264,8 @@ int emit_loss(Cg *c, const KGroup *gr) {
   buf_puts(&b, "  if (t == 0) {\n");
   if (cg_epilogue(c, gr, &p, &b, "v", "0", 2)) goto fail;
   buf_printf(&b, "    %s[0] = v;\n  }\n", kp_value(c, &p, group_out(gr), 1));
-  const char *name = cg_finish(c, ncc_ops[n->op].name, NCC_KF_BARRIER_, &p, &b);
+  char opn[96];
+  const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, &p, &b);
   cg_launch(c, name, &p, 1, 1, 1, 256, 1, 0);
   buf_free(&b);
   return 0;
