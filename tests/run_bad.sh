@@ -7,7 +7,8 @@
 # a file that cannot hold comments, lines "LINE:COL: FRAGMENT" in FILE.expect):
 # stderr must hold a line starting "FILE:LINE:COL: error: " or "...: note: " and containing FRAGMENT.
 # "# expect: FRAGMENT" without a position matches any stderr line
-# (errors about the command line have no position).  "# args: ..." adds flags.
+# (errors about the command line have no position).  "# args: ..." adds flags;
+# "# errors: N" demands exactly N errors (no cascades).
 set -u
 ncc=$1 file=$2
 tmp=$(mktemp -d) || exit 1
@@ -43,5 +44,10 @@ while IFS= read -r exp; do
       fi ;;
   esac
 done <"$tmp/expect"
+want=$(sed -n 's/^# errors: //p' "$file" 2>/dev/null | head -n 1)
+got=$(grep -c ': error: ' "$tmp/stderr")
+if [ -n "$want" ] && [ "$want" != "$got" ]; then
+  echo "FAIL: $file: $got errors reported, expected exactly $want (a cascade, or a missed error)" >&2; fail=1
+fi
 if [ $fail -ne 0 ]; then echo "--- stderr:" >&2; head -c 4000 "$tmp/stderr" >&2; exit 1; fi
 echo "ok: $file ($(grep -c ': error: ' "$tmp/stderr") errors)"
