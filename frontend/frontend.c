@@ -92,14 +92,15 @@ Graph *frontend_load_text(const char *path, const char *text, size_t len, const 
   Arena *ar = arena_new();
   Block top = ast_parse(ar, path, text, len);
 
-  /* --set must name a const; checked even after syntax errors, since it is
-   * known from the statements that did parse */
+  /* --set must name a const; after syntax errors the const may be in a
+   * statement that did not parse, so only a clean parse can tell */
+  int parsed_ok = diag_errors() == errors0;
   int *used = xmalloc(sizeof(int) * (size_t)(nsets > 0 ? nsets : 1));
   memset(used, 0, sizeof(int) * (size_t)(nsets > 0 ? nsets : 1));
   for (int i = 0; i < nsets; i++)
     for (int k = 0; k < top.n; k++)
       if (top.s[k]->kind == S_CONST && sets[i].name && strcmp(top.s[k]->name, sets[i].name) == 0) used[i] = 1;
-  for (int i = 0; i < nsets; i++)
+  for (int i = 0; i < nsets && parsed_ok; i++)
     if (!used[i])
       diag_error((Loc){0}, "--set %s=%s: %s has no const named '%s'", sets[i].name ? sets[i].name : "",
                  sets[i].value ? sets[i].value : "", path, sets[i].name ? sets[i].name : "");
