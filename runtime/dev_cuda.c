@@ -448,17 +448,24 @@ static void jit_close(ncc_dev *d) {
   free(s);
 }
 
+/* Every call makes the device's context current: the model may be driven from
+ * a thread other than the one that opened it. */
+#define JIT_CTX(d) CU_CHECK((d), cu.CtxSetCurrent(((jit_state *)ncc_dev_state(d))->ctx))
+
 static int jit_malloc(ncc_dev *d, void **p, size_t n) {
   CUdeviceptr q = 0;
+  JIT_CTX(d);
   CU_CHECK(d, cu.MemAlloc(&q, n ? n : 1));
   *p = (void *)(uintptr_t)q;
   return 0;
 }
 static int jit_free(ncc_dev *d, void *p) {
+  JIT_CTX(d);
   CU_CHECK(d, cu.MemFree((CUdeviceptr)(uintptr_t)p));
   return 0;
 }
 static int jit_memcpy(ncc_dev *d, void *dst, const void *src, size_t n, int dir) {
+  JIT_CTX(d);
   if (!n) return 0;
   if (dir == 0) CU_CHECK(d, cu.MemcpyHtoD((CUdeviceptr)(uintptr_t)dst, src, n));
   else if (dir == 1) CU_CHECK(d, cu.MemcpyDtoH(dst, (CUdeviceptr)(uintptr_t)src, n));
@@ -466,10 +473,12 @@ static int jit_memcpy(ncc_dev *d, void *dst, const void *src, size_t n, int dir)
   return 0;
 }
 static int jit_memset(ncc_dev *d, void *p, int byte, size_t n) {
+  JIT_CTX(d);
   if (n) CU_CHECK(d, cu.MemsetD8((CUdeviceptr)(uintptr_t)p, (unsigned char)byte, n));
   return 0;
 }
 static int jit_sync(ncc_dev *d) {
+  JIT_CTX(d);
   CU_CHECK(d, cu.CtxSynchronize());
   return 0;
 }
@@ -477,6 +486,7 @@ static int jit_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 g, ncc_dim3 b, s
   jit_state *s = (jit_state *)ncc_dev_state(d);
   int i;
   CUfunction fn = NULL;
+  JIT_CTX(d);
   for (i = 0; i < s->nfn; i++)
     if (s->fn[i].name == k->name || strcmp(s->fn[i].name, k->name) == 0) { fn = s->fn[i].fn; break; }
   if (!fn) {
@@ -503,6 +513,7 @@ static int jit_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alph
                      int batch) {
   jit_state *s = (jit_state *)ncc_dev_state(d);
   int st;
+  JIT_CTX(d);
   if (!s->blas) {
     char why[512];
     int rc;
