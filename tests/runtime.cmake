@@ -92,7 +92,10 @@ if(NCC_FUZZ)
 endif()
 
 # cmake --install into a temporary prefix, then find_package(ncc) from a project outside
-add_test(NAME rt.install_find_package COMMAND sh ${NCC_RT_TESTS}/test_install.sh ${CMAKE_BINARY_DIR})
+# (not in sanitizer builds: an outside program cannot load an ASan libnccrt)
+if(NOT NCC_SANITIZE)
+  add_test(NAME rt.install_find_package COMMAND sh ${NCC_RT_TESTS}/test_install.sh ${CMAKE_BINARY_DIR})
+endif()
 
 # the jit backend without a GPU: fake_cuda.c stands in for libcuda.so.1
 # (found first through LD_LIBRARY_PATH), NVRTC is the real one
@@ -106,8 +109,9 @@ add_test(NAME rt.jit_fake_driver COMMAND rt_test_jit ${NCC_RT_TESTS}/kernels.cu)
 set_tests_properties(rt.jit_fake_driver PROPERTIES ENVIRONMENT "LD_LIBRARY_PATH=${CMAKE_CURRENT_BINARY_DIR}/fakecuda")
 
 # the cudart backend: test_cudart.cu + kernels.cu built whole by nvcc and run
-# (without a GPU it checks the error path; with one, the kernels and cuBLAS)
-if(NCC_NVCC)
+# (without a GPU it checks the error path; with one, the kernels and cuBLAS);
+# not in sanitizer builds, for the same reason as the install test
+if(NCC_NVCC AND NOT NCC_SANITIZE)
   get_filename_component(NCC_CUDA_LIB ${NCC_NVCC} DIRECTORY)
   set(NCC_CUDA_LIB ${NCC_CUDA_LIB}/../lib64)
   add_test(NAME rt.cudart
