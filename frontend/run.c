@@ -50,7 +50,7 @@
 
 enum { MAX_IO = 64, MAX_SETS = 64 };
 
-typedef struct KV { const char *name, *path; } KV;
+typedef struct KV { const char *name, *path; int owned; } KV;
 
 typedef struct Opts {
   const char *cmd;          /* "run" or "bench", for messages */
@@ -82,6 +82,7 @@ typedef struct Model {
   char devdesc[320];        /* "emu (2 threads)", "cuda (NVIDIA H100 ...)" */
   const char **live_inputs; /* graph inputs that inference reads (labels are not) */
   int nlive;
+  Graph *g;                 /* owns the strings above */
 } Model;
 
 static const char *g_cmd = "run";
@@ -182,10 +183,11 @@ static int flag_value(int argc, char **argv, int *i, const char *flag, const cha
 
 static int parse_kv(const char *flag, const char *v, KV *kv) {
   const char *eq = strchr(v, '=');
-  if (!eq) { kv->name = NULL; kv->path = v; return 0; }   /* name filled in later if unique */
+  if (!eq) { kv->name = NULL; kv->path = v; kv->owned = 0; return 0; }   /* name filled in later if unique */
   if (eq == v || !eq[1])
     return uerr("%s expects NAME=FILE.npy, got '%s'", flag, v);
   kv->name = strndup(v, (size_t)(eq - v));
+  kv->owned = 1;
   kv->path = eq + 1;
   return 0;
 }
@@ -266,6 +268,14 @@ static int parse_args(int argc, char **argv, Opts *o, int bench) {
   }
   if (!o->model) { usage(stderr, bench); return uerr("no model file given"); }
   return 0;
+}
+
+static void opts_free(Opts *o) {
+  /* names were strndup'ed by parse_kv / --set; an unnamed --input/--output
+   * borrowed the model's name, which is not ours to free */
+  for (int i = 0; i < o->nin; i++) if (o->in[i].owned) free((void *)o->in[i].name);
+  for (int i = 0; i < o->nout; i++) if (o->out[i].owned) free((void *)o->out[i].name);
+  for (int i = 0; i < o->nsets; i++) free((void *)o->sets[i].name);
 }
 
 /* ---- where the runtime lives ---------------------------------------------- */
@@ -495,6 +505,12 @@ static void model_close(Model *M) {
     else rm_tmpdir(M->tmpdir);
   }
   M->tmpdir[0] = '\0';
+  free(M->live_inputs);
+  M->live_inputs = NULL;
+  free((void *)M->name);
+  M->name = NULL;
+  if (M->g) ir_graph_free(M->g);
+  M->g = NULL;
 }
 
 /* Builds and loads the model; returns 0, or an exit status (1/2). */
@@ -521,7 +537,7 @@ static int model_build(const Opts *o, Model *M) {
   if (M->gpu) snprintf(M->devdesc, sizeof M->devdesc, "cuda (%s)", gpuname);
   else snprintf(M->devdesc, sizeof M->devdesc, "emu (%d thread%s)", emu_threads(), emu_threads() == 1 ? "" : "s");
 
-  Graph *g = frontend_load(o->model, o->sets, o->nsets);
+  Graph *g = M->g = frontend_load(o->model, o->sets, o->nsets);
   if (!g || diag_errors()) return 1;
   PassCtx pc;
   memset(&pc, 0, sizeof pc);
@@ -572,8 +588,11 @@ static int model_build(const Opts *o, Model *M) {
 
   char *libdir = runtime_lib_dir();
   char *incdir = runtime_include_dir(libdir);
-  if (!incdir) return ierr("cannot find the runtime headers (ncc_rt.h); set NCC_RUNTIME_DIR");
-  if (!libdir) return ierr("cannot find libnccrt; set NCC_RUNTIME_DIR");
+  if (!incdir || !libdir) {
+    free(libdir);
+    free(incdir);
+    return ierr("cannot find the runtime (%s); set NCC_RUNTIME_DIR", !incdir ? "ncc_rt.h" : "libnccrt.so");
+  }
 
   /* The command line, with the output path as a placeholder so that the
    * hash does not depend on the temporary names. */
@@ -961,11 +980,9 @@ static void free_all(void **p, int n) {
 
 /* ---- entry points --------------------------------------------------------- */
 
-int run_main(int argc, char **argv) {
-  Opts o;
-  g_cmd = "run";
-  int rc = parse_args(argc, argv, &o, 0);
-  if (rc) return rc;
+static int run_opts(Opts *po) {
+  Opts o = *po;
+  int rc = 0;
   /* fail on an unwritable output directory before minutes of compiling */
   for (int i = 0; i < o.nout; i++) {
     char *d = dir_of(o.out[i].path);
@@ -1005,6 +1022,15 @@ int run_main(int argc, char **argv) {
   free_all(in, nin);
   free_all(out, M.inf ? M.inf->noutputs : 0);
   model_close(&M);
+  return rc;
+}
+
+int run_main(int argc, char **argv) {
+  Opts o;
+  g_cmd = "run";
+  int rc = parse_args(argc, argv, &o, 0);
+  if (!rc) rc = run_opts(&o);
+  opts_free(&o);
   return rc;
 }
 
@@ -1054,11 +1080,9 @@ static int bench_one(const Opts *o, double *median) {
   return rc;
 }
 
-int bench_main(int argc, char **argv) {
-  Opts o;
-  g_cmd = "bench";
-  int rc = parse_args(argc, argv, &o, 1);
-  if (rc) return rc;
+static int bench_opts(const Opts *po) {
+  Opts o = *po;
+  int rc;
   double before = 0, after = 0;
   if (o.compare && o.opt > 0) {
     /* before passes: the same model at -O0 */
@@ -1071,4 +1095,13 @@ int bench_main(int argc, char **argv) {
   if (o.compare && o.opt > 0 && after > 0)
     printf("passes: -O%d is %.2fx the speed of -O0\n", o.opt, before / after);
   return 0;
+}
+
+int bench_main(int argc, char **argv) {
+  Opts o;
+  g_cmd = "bench";
+  int rc = parse_args(argc, argv, &o, 1);
+  if (!rc) rc = bench_opts(&o);
+  opts_free(&o);
+  return rc;
 }
