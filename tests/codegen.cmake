@@ -6,7 +6,8 @@
 #                          all-warnings (host side -Werror too) and NVRTC
 #   codegen.run.tiled|cublas  every case run on the CPU emulation through its
 #                          generated API (load, infer_io, save/reload), in both
-#                          fiber orders, compared with PyTorch (check_cases.py)
+#                          fiber orders, in checked mode (guarded buffers: any
+#                          out-of-bounds access fails), compared with PyTorch
 #   codegen.run.fuse*     the same with epilogue fusion (CodegenOpts.fuse)
 #   codegen.ptxas          registers/spills/barriers per kernel (ptxas -v); fails on
 #                          a spill or an NCC_KF_BARRIER flag ptxas disagrees with
@@ -73,7 +74,7 @@ add_test(NAME codegen.fuse_count
          COMMAND sh -c "d=\"$2\" && rm -rf \"$d\" && mkdir -p \"$d/a\" \"$d/b\" && \"$1\" \"$d/a\" fused && \"$1\" \"$d/b\" --fuse fused && [ $(grep -c 'ncc_launch(' \"$d/a/fused.cu\") = 26 ] && [ $(grep -c 'ncc_launch(' \"$d/b/fused.cu\") = 14 ]"
                  _ $<TARGET_FILE:cg_build_graphs> ${NCC_CG_OUT}/fuse_count)
 set_tests_properties(codegen.run.tiled codegen.run.cublas codegen.run.fuse codegen.run.fuse_cublas
-                     PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=2")
+                     PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=2;NCC_CHECK=1")
 
 if(NCC_CG_NVCC)
   add_test(NAME codegen.ptxas
