@@ -107,6 +107,27 @@ static __inline__ unsigned __float_as_uint(float f) { unsigned i; memcpy(&i, &f,
 static __inline__ float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static __inline__ float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
 
+/* ---- float <-> int conversions with CUDA's rounding and saturation (NaN -> 0) ---- */
+static __inline__ int ncc_emu_f2i_sat(float r) {
+  if (r != r) return 0;
+  if (r >= 2147483648.0f) return 2147483647;
+  if (r < -2147483648.0f) return -2147483647 - 1;
+  return (int)r;
+}
+static __inline__ unsigned ncc_emu_f2u_sat(float r) {
+  if (r != r || r <= 0.0f) return 0u;
+  if (r >= 4294967296.0f) return 4294967295u;
+  return (unsigned)r;
+}
+#define __float2int_rn(x) ncc_emu_f2i_sat(rintf(x))   /* rintf: to nearest, ties to even */
+#define __float2int_rz(x) ncc_emu_f2i_sat(truncf(x))
+#define __float2int_rd(x) ncc_emu_f2i_sat(floorf(x))
+#define __float2int_ru(x) ncc_emu_f2i_sat(ceilf(x))
+#define __float2uint_rn(x) ncc_emu_f2u_sat(rintf(x))
+#define __float2uint_rz(x) ncc_emu_f2u_sat(truncf(x))
+#define __int2float_rn(i) ((float)(int)(i))
+#define __uint2float_rn(i) ((float)(unsigned)(i))
+
 /* ---- __half and __nv_bfloat16: storage only, conversions round to nearest even ---- */
 typedef struct __half { unsigned short x; } __half;
 typedef struct __nv_bfloat16 { unsigned short x; } __nv_bfloat16;

@@ -158,6 +158,11 @@ NCC_KERNEL void k_uninit_shared(float *__restrict__ out) {
   out[blockIdx.x * blockDim.x + threadIdx.x] = s[threadIdx.x];
   s[threadIdx.x] = 1.0f;
 }
+/* int8 quantisation: round to nearest even, saturate to [-128, 127] */
+NCC_KERNEL void k_quant_i8(const float *__restrict__ x, signed char *__restrict__ q, float inv_scale, int n) {
+  int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) q[i] = (signed char)max(-128, min(127, __float2int_rn(x[i] * inv_scale)));
+}
 /* ---- end of kernels ---- */
 
 #include "ncc_rt.h"
@@ -178,3 +183,4 @@ NCC_KERNEL_DESC(k_unflagged_barrier, 0, (NCC_ARG(float *, 0)))
 NCC_KERNEL_DESC(k_coords, 0, (NCC_ARG(int *, 0)))
 NCC_KERNEL_DESC(k_softmax, NCC_KF_BARRIER, (NCC_ARG(const float *, 0), NCC_ARG(float *, 1), NCC_ARG(int, 2)))
 NCC_KERNEL_DESC(k_uninit_shared, 0, (NCC_ARG(float *, 0)))
+NCC_KERNEL_DESC(k_quant_i8, 0, (NCC_ARG(const float *, 0), NCC_ARG(signed char *, 1), NCC_ARG(float, 2), NCC_ARG(int, 3)))

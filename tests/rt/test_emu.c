@@ -408,6 +408,22 @@ static void test_checked(int barrier) {
   printf("checked mode (%s): %s", barrier ? "fibers" : "threads", msg);
 }
 
+/* __float2int_rn, min, max: ties to even, saturation; reference by hand */
+static void test_quant(ncc_dev *d) {
+  static const float xs[] = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 126.5f, 127.5f, -128.5f, 1e10f, -1e10f, 3.49f};
+  static const signed char want[] = {0, 2, 2, 0, -2, -2, 126, 127, -128, 127, -128, 3};
+  int n = 12, i, bad = 0;
+  float inv = 1.0f;
+  signed char q[12];
+  const float *xa = xs;
+  signed char *qa = q;
+  void *args[4];
+  args[0] = &xa; args[1] = &qa; args[2] = &inv; args[3] = &n;
+  CHECK(ncc_launch(d, &k_quant_i8_desc, d3(1, 1, 1), d3(32, 1, 1), 0, args) == 0, "%s", ncc_dev_error(d));
+  for (i = 0; i < n; i++) bad += q[i] != want[i];
+  CHECK(bad == 0, "quant_i8: %d wrong", bad);
+}
+
 /* checked mode poisons dynamic shared memory before every block */
 static void test_shared_poison(ncc_dev *d) {
   float out[4 * 64];
@@ -460,6 +476,7 @@ int main(void) {
   test_atomics(d);
   test_concurrency(d);
   test_coords(d);
+  test_quant(d);
   test_shared_poison(d);
   test_fork_launch();
   test_checked(0);
