@@ -191,23 +191,48 @@ def pair(v):
 
 
 # ---------------------------------------------------------------- op cases
+# Out channels per group >= 8 take the GEMM paths (tiled kernel by default,
+# ncc_sgemm with --cublas); fewer (small_out, depthwise) the direct kernel.
 CONV_VARIANTS = {
     # name: (N, C, H, W, out, kernel, stride, pad, dilation, groups, bias)
-    "k3":        (2, 3, 8, 8, 4, 3, 1, 0, 1, 1, True),
-    "k3_s2_p1":  (2, 3, 9, 9, 5, 3, 2, 1, 1, 1, True),
-    "k5_p2":     (1, 2, 7, 7, 3, 5, 1, 2, 1, 1, True),
-    "k1":        (2, 8, 5, 5, 6, 1, 1, 0, 1, 1, True),
-    "k1_s2":     (2, 8, 6, 6, 6, 1, 2, 0, 1, 1, False),
-    "dil2":      (1, 3, 11, 11, 4, 3, 1, 2, 2, 1, True),
-    "groups2":   (2, 4, 7, 7, 6, 3, 1, 1, 1, 2, True),
+    "k3":        (2, 3, 8, 8, 16, 3, 1, 0, 1, 1, True),
+    "k3_s2_p1":  (2, 3, 9, 9, 12, 3, 2, 1, 1, 1, True),
+    "k5_p2":     (1, 2, 7, 7, 8, 5, 1, 2, 1, 1, True),
+    "k1":        (2, 8, 5, 5, 16, 1, 1, 0, 1, 1, True),
+    "k1_s2":     (2, 8, 6, 6, 12, 1, 2, 0, 1, 1, False),
+    "k1_p1":     (1, 5, 4, 4, 9, 1, 1, 1, 1, 1, True),
+    "dil2":      (1, 3, 11, 11, 8, 3, 1, 2, 2, 1, True),
+    "groups2":   (2, 4, 7, 7, 16, 3, 1, 1, 1, 2, True),
+    "groups4":   (1, 16, 6, 6, 40, 3, 2, 1, 1, 4, False),
     "depthwise": (2, 6, 8, 8, 6, 3, 1, 1, 1, 6, False),
     "dw_s2":     (1, 8, 9, 9, 8, 3, 2, 1, 1, 8, True),
-    "asym_k":    (2, 3, 9, 10, 4, (3, 1), 1, (1, 0), 1, 1, True),
-    "asym_all":  (1, 3, 11, 13, 5, (3, 5), (2, 3), (1, 2), 1, 1, True),
-    "nobias":    (2, 5, 6, 6, 7, 3, 1, 1, 1, 1, False),
+    "dw_mult2":  (1, 4, 7, 7, 8, 3, 1, 1, 1, 4, True),
+    "asym_k":    (2, 3, 9, 10, 8, (3, 1), 1, (1, 0), 1, 1, True),
+    "asym_all":  (1, 3, 11, 13, 10, (3, 5), (2, 3), (1, 2), 1, 1, True),
+    "nobias":    (2, 5, 6, 6, 9, 3, 1, 1, 1, 1, False),
     "odd":       (3, 5, 13, 7, 9, 3, 2, 0, 1, 1, True),
-    "wide":      (1, 16, 10, 10, 32, 3, 1, 1, 1, 1, True),
+    "small_out": (2, 3, 8, 8, 4, 3, 1, 1, 1, 1, True),
+    "wide":      (1, 16, 10, 10, 72, 3, 1, 1, 1, 1, True),
 }
+
+
+def gemm_path_check(ctx, net_path, cublas, must_gemm):
+    """The generated code must take the path the test means (conv, linear,
+    matmul): no ncc_sgemm on
+    the default (tiled) path; ncc_sgemm with --cublas where the conv is wide
+    enough for a GEMM (out channels per group >= 16; codegen sends narrower
+    ones to its direct kernel)."""
+    cu = ctx.path("gen.cu")
+    cmd = [ctx.ncc, net_path, "-o", cu] + (["--cublas"] if cublas else [])
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    if p.returncode != 0:
+        raise Failure("%s failed: %s" % (" ".join(cmd), p.stderr))
+    uses = "ncc_sgemm(" in open(cu).read()
+    if not cublas and uses:
+        raise Failure("the default path calls ncc_sgemm; it should use the tiled kernels")
+    if cublas and must_gemm and not uses:
+        raise Failure("--cublas did not route this convolution through ncc_sgemm")
+    print("generated code %s ncc_sgemm" % ("calls" if uses else "does not call"))
 
 
 def conv_case(ctx, variant, cublas=False, env=None):
@@ -228,6 +253,7 @@ def conv_case(ctx, variant, cublas=False, env=None):
         params["conv.bias"] = b
     run_and_compare(ctx, net, params, {"x": f32np(x)}, {"y": ref.numpy()},
                     flags=["--cublas"] if cublas else [], env=env)
+    gemm_path_check(ctx, ctx.path(ctx.name + ".net"), cublas, O // g >= 16)
 
 
 for _v in CONV_VARIANTS:
@@ -252,6 +278,7 @@ def linear_case(ctx, n, i, o, bias, cublas=False):
         params["fc.bias"] = b
     run_and_compare(ctx, net, params, {"x": f32np(x)}, {"y": F.linear(x, w, b).numpy()},
                     flags=["--cublas"] if cublas else [])
+    gemm_path_check(ctx, ctx.path(ctx.name + ".net"), cublas, True)
 
 
 case("linear", ["op"])(lambda ctx: linear_case(ctx, 4, 20, 7, True))
@@ -268,6 +295,7 @@ def matmul_case(ctx, sa, sb, cublas=False):
            % (ctx.name, dims(sa), dims(sb)))
     run_and_compare(ctx, net, None, {"a": f32np(a), "b": f32np(b)}, {"y": torch.matmul(a, b).numpy()},
                     flags=["--cublas"] if cublas else [])
+    gemm_path_check(ctx, ctx.path(ctx.name + ".net"), cublas, cublas)
 
 
 case("matmul_2d", ["op"])(lambda ctx: matmul_case(ctx, (5, 7), (7, 3)))
