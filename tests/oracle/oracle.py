@@ -378,10 +378,10 @@ case("dropout_identity", ["op"])(
     lambda ctx: act_case(ctx, None, "dropout2d(dropout(x, 0.5), 0.3)", lambda F, x: x))
 
 
-def pool_case(ctx, kind, shape, k, s=None, p=None, env=None):
+def pool_case(ctx, kind, shape, k, s=None, p=None, env=None, lo=-2.0, hi=2.0):
     import torch.nn.functional as F
     seed(7)
-    x = as64(rand(*shape, lo=-2, hi=2))
+    x = as64(rand(*shape, lo=lo, hi=hi))
     extra = ""
     if s is not None:
         extra += ", stride=%s" % pair(s)
@@ -410,6 +410,11 @@ for _k in ("maxpool2d", "avgpool2d"):
     for _v in POOLS:
         case("%s_%s" % (_k, _v), ["op", "pool"])(
             lambda ctx, k=_k, v=_v: pool_case(ctx, k, *POOLS[v]))
+
+
+# all inputs negative: padding must not take part in a max (PyTorch pads with -inf)
+case("maxpool2d_negative_pad", ["op", "pool"])(
+    lambda ctx: pool_case(ctx, "maxpool2d", (1, 2, 6, 7), 3, 2, 1, lo=-3.0, hi=-0.5))
 
 
 @case("global_avgpool2d", ["op", "pool"])
