@@ -89,6 +89,15 @@ static Value *pool(Graph *g, OpKind op, Value *x, int k, int s, int p) {
   return node(g, op, &x, 1, &a, NULL);
 }
 
+/* pooling with per-axis attributes and dilation (maxpool only) */
+static Value *pool2(Graph *g, OpKind op, Value *x, int kh, int kw, int sh, int sw, int ph, int pw, int dil) {
+  Attrs a;
+  ir_attrs_init(&a);
+  a.kernel[0] = kh, a.kernel[1] = kw, a.stride[0] = sh, a.stride[1] = sw, a.pad[0] = ph, a.pad[1] = pw;
+  a.dilation[0] = a.dilation[1] = dil;
+  return node(g, op, &x, 1, &a, NULL);
+}
+
 static Value *axis_op(Graph *g, OpKind op, Value *x, int axis) {
   Attrs a;
   ir_attrs_init(&a);
@@ -143,6 +152,18 @@ static void c_conv(Graph *g) {
   out(g, "asym", conv(g, "asym", x, 10, 3, 1, 1, 2, 1, 0, 1, 1, 1));
   out(g, "pw", conv(g, "pw", x, 20, 1, 1, 1, 1, 0, 0, 1, 1, 1));
   out(g, "big", conv(g, "big", x, 70, 5, 5, 1, 1, 2, 2, 1, 1, 1));
+  {
+    /* every attribute different per axis, through the tiled kernel (8 out channels per group) */
+    Attrs a;
+    ir_attrs_init(&a);
+    a.kernel[0] = 2, a.kernel[1] = 3, a.stride[0] = 2, a.stride[1] = 1, a.pad[0] = 0, a.pad[1] = 2;
+    a.dilation[0] = 1, a.dilation[1] = 2;
+    a.groups = 2;
+    a.out = 16;
+    a.has_bias = 1;
+    Value *v[3] = {x, param(g, "mix", "weight", PK_WEIGHT, S(4, 16, 4, 2, 3)), param(g, "mix", "bias", PK_BIAS, S(1, 16))};
+    out(g, "mix", node(g, OP_CONV2D, v, 3, &a, "mix"));
+  }
 }
 
 static void c_pool(Graph *g) {
@@ -152,6 +173,8 @@ static void c_pool(Graph *g) {
   out(g, "avg3", pool(g, OP_AVGPOOL2D, x, 3, 1, 1));
   out(g, "avg2", pool(g, OP_AVGPOOL2D, x, 2, 2, 0));
   out(g, "gavg", un(g, OP_GAVGPOOL2D, x));
+  out(g, "maxdil", pool2(g, OP_MAXPOOL2D, x, 3, 2, 1, 2, 1, 1, 2));
+  out(g, "avgasym", pool2(g, OP_AVGPOOL2D, x, 3, 2, 2, 1, 1, 0, 1));
 }
 
 static void c_norm(Graph *g) {
@@ -190,6 +213,12 @@ static void c_move(Graph *g) {
   out(g, "perm", node(g, OP_TRANSPOSE, &a, 1, &k, NULL));
   k.list[0] = 3, k.list[1] = 1, k.list[2] = 0, k.list[3] = 2;
   out(g, "perm2", node(g, OP_TRANSPOSE, &a, 1, &k, NULL));
+  Value *z[2] = {a, in(g, "e", S(4, 1, 3, 4, 5))};
+  ir_attrs_init(&k);
+  k.axis = 0;
+  out(g, "cat0", node(g, OP_CONCAT, z, 2, &k, NULL));
+  Value *t = in(g, "t", S(1, 9));
+  out(g, "sm_vec", axis_op(g, OP_SOFTMAX, t, 0));
   Value *f = un(g, OP_FLATTEN, a);
   out(g, "flat", un(g, OP_RELU, f));
   ir_attrs_init(&k);

@@ -51,13 +51,16 @@ def case_conv(I, P):
             "dil": conv(x, P, "dil", pad=2, dil=2), "grp": conv(x, P, "grp", pad=1, groups=2),
             "dw": conv(x, P, "dw", stride=(2, 1), pad=1, groups=8),
             "asym": conv(x, P, "asym", stride=(1, 2), pad=(1, 0)), "pw": conv(x, P, "pw"),
-            "big": conv(x, P, "big", pad=2)}, 1e-4
+            "big": conv(x, P, "big", pad=2),
+            "mix": conv(x, P, "mix", stride=(2, 1), pad=(0, 2), dil=(1, 2), groups=2)}, 1e-4
 
 
 def case_pool(I, P):
     x = I["x"]
     return {"max2": F.max_pool2d(x, 2), "max3": F.max_pool2d(x, 3, 2, 1), "avg3": F.avg_pool2d(x, 3, 1, 1),
-            "avg2": F.avg_pool2d(x, 2), "gavg": F.adaptive_avg_pool2d(x, 1)}, 1e-5
+            "avg2": F.avg_pool2d(x, 2), "gavg": F.adaptive_avg_pool2d(x, 1),
+            "maxdil": F.max_pool2d(x, (3, 2), (1, 2), (1, 1), dilation=2),
+            "avgasym": F.avg_pool2d(x, (3, 2), (2, 1), (1, 0))}, 1e-5
 
 
 def case_norms(I, P):
@@ -76,7 +79,7 @@ def case_softmax(I, P):
 def case_move(I, P):
     a, b, c = I["a"], I["b"], I["c"]
     return {"cat1": torch.cat([a, b, c], 1), "cat3": torch.cat([a, a], 3), "perm": a.permute(0, 2, 3, 1),
-            "perm2": a.permute(3, 1, 0, 2), "flat": F.relu(a.flatten(1)), "resh": a.reshape(6, -1),
+            "perm2": a.permute(3, 1, 0, 2), "cat0": torch.cat([a, I["e"]], 0), "sm_vec": F.softmax(I["t"], 0), "flat": F.relu(a.flatten(1)), "resh": a.reshape(6, -1),
             "drop": torch.sigmoid(a)}, 1e-5
 
 
