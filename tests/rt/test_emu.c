@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "kernels.cu"
@@ -439,6 +440,32 @@ static void test_shared_poison(ncc_dev *d) {
   CHECK(nan == 4 * 64, "checked mode: %d of %d reads of unwritten shared memory were NaN", nan, 4 * 64);
 }
 
+/* two host threads launching at once (two models in one process): each
+ * launch must still see its own blocks and its own barriers */
+static void *host_thread(void *arg) {
+  ncc_dev *d;
+  int it, *bad = (int *)arg, rc;
+  if (ncc_dev_open(&d, NCC_DEV_EMU, NULL, NULL)) { *bad = 1000; return NULL; }
+  for (it = 0; it < 20; it++) {
+    int n = 256 * 9 + 5, i;
+    float *x = malloc(sizeof(float) * n);
+    for (i = 0; i < n; i++) x[i] = (float)((i * 37 + it) % 101) / 50.0f - 1.0f;
+    *bad += run_block_sum(d, &k_block_sum_desc, x, n, &rc);
+    *bad += rc != 0;
+    free(x);
+  }
+  ncc_dev_close(d);
+  return NULL;
+}
+static void test_host_threads(void) {
+  pthread_t t[3];
+  int bad[3] = {0, 0, 0}, i;
+  for (i = 0; i < 3; i++) pthread_create(&t[i], NULL, host_thread, &bad[i]);
+  for (i = 0; i < 3; i++) pthread_join(t[i], NULL);
+  CHECK(bad[0] + bad[1] + bad[2] == 0, "concurrent launches from 3 host threads: %d wrong blocks",
+        bad[0] + bad[1] + bad[2]);
+}
+
 /* a child forked after the worker pool started must still launch (the pool
  * threads are not copied by fork); alarm() turns a hang into a failure */
 static void test_fork_launch(void) {
@@ -477,6 +504,7 @@ int main(void) {
   test_concurrency(d);
   test_coords(d);
   test_quant(d);
+  test_host_threads();
   test_shared_poison(d);
   test_fork_launch();
   test_checked(0);
