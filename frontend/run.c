@@ -3,7 +3,8 @@
  * The path a model takes (ARCHITECTURE.md "Command line"):
  *   frontend_load -> passes_run (inference) -> codegen_emit into a private
  *   temporary directory -> a C compiler (`cc -DNCC_EMU`, CPU emulation) or
- *   nvcc (a GPU answers) builds a shared object -> dlopen -> the generated
+ *   nvcc (a GPU answers; without nvcc, or with --jit, host C by cc and the
+ *   kernels by NVRTC at create time) builds a shared object -> dlopen -> the generated
  *   API of GENERATED.md (M_info, M_create_on, M_load, M_infer_io, M_error,
  *   M_destroy) -> .npy in, .npy out.
  *
@@ -58,7 +59,7 @@ typedef struct Opts {
   KV in[MAX_IO]; int nin;
   KV out[MAX_IO]; int nout;
   int device;               /* NCC_DEV_AUTO / CUDA / EMU */
-  int check, cublas, opt, verbose, compare;
+  int check, cublas, opt, verbose, compare, jit;
   int iters, warmup;
   unsigned long long seed;
   SetOpt sets[MAX_SETS]; int nsets;
@@ -78,7 +79,8 @@ typedef struct Model {
   const char *name;
   char tmpdir[256];
   int keep_tmp;             /* an internal failure: leave the source for the report */
-  int gpu;                  /* compiled by nvcc for a GPU, else emulation */
+  int gpu;                  /* runs on a GPU (nvcc or jit build), else emulation */
+  int jit;                  /* host C by cc, kernels by NVRTC at create time */
   char devdesc[320];        /* "emu (2 threads)", "cuda (NVIDIA H100 ...)" */
   const char **live_inputs; /* graph inputs that inference reads (labels are not) */
   int nlive;
@@ -155,14 +157,14 @@ static void usage(FILE *f, int bench) {
     fprintf(f,
             "usage: ncc bench MODEL.net [--device auto|cuda|emu] [--iters K] [--warmup W]\n"
             "                 [--weights W.safetensors] [--cublas] [--set NAME=V]... [-O0..3] [--passes=LIST]\n"
-            "                 [--seed S] [--check] [--compare] [-v]\n"
+            "                 [--seed S] [--check] [--compare] [--jit] [-v]\n"
             "Times one inference batch (warm-up runs excluded): median and min of K runs.\n"
             "--compare also times the model at -O0 (before the passes) and prints the speed-up.\n");
   else
     fprintf(f,
             "usage: ncc run MODEL.net [--weights W.safetensors] --input NAME=X.npy ...\n"
             "               [--output NAME=OUT.npy ...] [--device auto|cuda|emu] [--check]\n"
-            "               [--cublas] [--set NAME=V]... [-O0..3] [--passes=LIST] [--seed S] [-v]\n"
+            "               [--cublas] [--jit] [--set NAME=V]... [-O0..3] [--passes=LIST] [--seed S] [-v]\n"
             "Without --weights, parameters are initialised as PyTorch initialises the same\n"
             "layers (uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) for conv/linear weights and\n"
             "biases, ones/zeros for norms) from ncc's own generator seeded by --seed.\n");
@@ -217,6 +219,7 @@ static int parse_args(int argc, char **argv, Opts *o, int bench) {
     if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) { o->verbose = 1; continue; }
     if (!strcmp(a, "--check")) { o->check = 1; continue; }
     if (!strcmp(a, "--cublas")) { o->cublas = 1; continue; }
+    if (!strcmp(a, "--jit")) { o->jit = 1; continue; }
     if (bench && !strcmp(a, "--compare")) { o->compare = 1; continue; }
     if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) { o->opt = a[2] - '0'; continue; }
     if (flag_value(argc, argv, &i, "--weights", &v, &err)) {
@@ -523,18 +526,31 @@ static int model_build(const Opts *o, Model *M) {
   char gpuname[256] = "", why[256] = "";
   int have_gpu = 0;
   const char *nvcc = NULL;
+  if (o->jit && o->device == NCC_DEV_EMU)
+    return uerr("--jit compiles kernels for a GPU with NVRTC; it does not go with --device emu");
   if (o->device != NCC_DEV_EMU) {
-    have_gpu = gpu_probe(gpuname, sizeof gpuname, why, sizeof why);
-    if (have_gpu) {
-      nvcc = find_nvcc();
-      if (!nvcc) { have_gpu = 0; snprintf(why, sizeof why, "a GPU answers but nvcc was not found (set NCC_NVCC or CUDA_HOME)"); }
+    /* NCC_RUN_ASSUME_GPU=1 skips the probe: a test aid that exercises the
+     * GPU build paths (nvcc, jit) on machines without a GPU, where creating
+     * the model then fails with the runtime's message */
+    const char *assume = getenv("NCC_RUN_ASSUME_GPU");
+    if (assume && !strcmp(assume, "1")) {
+      have_gpu = 1;
+      snprintf(gpuname, sizeof gpuname, "assumed by NCC_RUN_ASSUME_GPU");
+    } else {
+      have_gpu = gpu_probe(gpuname, sizeof gpuname, why, sizeof why);
     }
     if (o->device == NCC_DEV_CUDA && !have_gpu)
       return uerr("--device cuda: no usable CUDA GPU: %s (use --device emu or auto)", why);
     if (!have_gpu) vlog(o, "no GPU: %s; using CPU emulation", why);
+    /* a GPU without nvcc still runs: host code by cc, kernels by NVRTC */
+    if (have_gpu && !o->jit && !(nvcc = find_nvcc())) {
+      M->jit = 1;
+      vlog(o, "nvcc not found (set NCC_NVCC or CUDA_HOME): kernels are compiled by NVRTC (--jit)");
+    }
+    if (have_gpu && o->jit) M->jit = 1;
   }
   M->gpu = have_gpu;
-  if (M->gpu) snprintf(M->devdesc, sizeof M->devdesc, "cuda (%s)", gpuname);
+  if (M->gpu) snprintf(M->devdesc, sizeof M->devdesc, "cuda (%s)%s", gpuname, M->jit ? ", jit" : "");
   else snprintf(M->devdesc, sizeof M->devdesc, "emu (%d thread%s)", emu_threads(), emu_threads() == 1 ? "" : "s");
 
   Graph *g = M->g = frontend_load(o->model, o->sets, o->nsets);
@@ -565,7 +581,7 @@ static int model_build(const Opts *o, Model *M) {
   }
   char cu[1024], hdr[1024], hname[300], logp[1024];
   snprintf(hname, sizeof hname, "%s.h", M->name);
-  snprintf(cu, sizeof cu, "%s/%s.cu", M->tmpdir, M->name);
+  snprintf(cu, sizeof cu, "%s/%s.%s", M->tmpdir, M->name, M->jit ? "c" : "cu");
   snprintf(hdr, sizeof hdr, "%s/%s", M->tmpdir, hname);
   snprintf(logp, sizeof logp, "%s/compile.log", M->tmpdir);
   FILE *fs = fopen(cu, "w"), *fh = fopen(hdr, "w");
@@ -577,6 +593,7 @@ static int model_build(const Opts *o, Model *M) {
   CodegenOpts co;
   memset(&co, 0, sizeof co);
   co.use_cublas = o->cublas;
+  co.jit = M->jit;
   co.header = hname;
   int rc = codegen_emit(g, &co, fs, fh);
   int werr = ferror(fs) | ferror(fh);
@@ -602,7 +619,7 @@ static int model_build(const Opts *o, Model *M) {
   snprintf(rpath, sizeof rpath, "-Wl,-rpath,%s", libdir);
   const char *argv[64];
   int na = 0, out_at = -1, src_at = -1;
-  if (M->gpu) {
+  if (M->gpu && !M->jit) {
     const char *arch = getenv("NCC_CUDA_ARCH");
     static char archflag[128];
     snprintf(archflag, sizeof archflag, "-arch=%s", arch && *arch ? arch : "native");
@@ -641,7 +658,7 @@ static int model_build(const Opts *o, Model *M) {
     argv[na++] = "-O2";
     argv[na++] = "-fPIC";
     argv[na++] = "-shared";
-    argv[na++] = "-DNCC_EMU";
+    if (!M->jit) argv[na++] = "-DNCC_EMU";   /* the jit host file defines NCC_JIT itself */
     argv[na++] = "-Werror=implicit-function-declaration";
     argv[na++] = incflag;
     argv[na++] = "-x";
@@ -666,7 +683,7 @@ static int model_build(const Opts *o, Model *M) {
   hash_headers(&h, incdir);
   char cdir[4096];
   int cached = cache_dir(cdir, sizeof cdir) == 0;
-  snprintf(soname, sizeof soname, "%s-%016llx%s.so", M->name, (unsigned long long)h.h, M->gpu ? "-cuda" : "-emu");
+  snprintf(soname, sizeof soname, "%s-%016llx%s.so", M->name, (unsigned long long)h.h, M->jit ? "-jit" : M->gpu ? "-cuda" : "-emu");
   if (cached) snprintf(sofinal, sizeof sofinal, "%s/%s", cdir, soname);
   else snprintf(sofinal, sizeof sofinal, "%s/%s", M->tmpdir, soname);
 

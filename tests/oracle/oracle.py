@@ -1096,6 +1096,47 @@ def _bench(ctx):
         raise Failure("--iters 0 should be refused with status 1")
 
 
+def have_gpu():
+    try:
+        import ctypes
+        cu = ctypes.CDLL("libcuda.so.1")
+        n = ctypes.c_int(0)
+        return cu.cuInit(0) == 0 and cu.cuDeviceGetCount(ctypes.byref(n)) == 0 and n.value > 0
+    except OSError:
+        return False
+
+
+@case("run_gpu_builds", ["run", "gpu"])
+def _gpu_builds(ctx):
+    """The GPU build paths of `ncc run` without a GPU (NCC_RUN_ASSUME_GPU=1
+    skips the probe): the model is compiled by nvcc (sm_90) and, with --jit,
+    as host C for NVRTC; both objects load and expose the generated API, and
+    creating the model fails with the runtime's clear message, status 1, no
+    output.  On a machine with a GPU this is a real run instead."""
+    import shutil
+    net, wp, xp, out = bad_setup(ctx)
+    shutil.rmtree(ctx.path("cache"), ignore_errors=True)
+    env = {"NCC_RUN_ASSUME_GPU": "1", "NCC_CUDA_ARCH": "sm_90", "NCC_CACHE_DIR": ctx.path("cache")}
+    nvcc = os.path.exists(os.environ.get("CUDA_HOME", "/usr/local/cuda") + "/bin/nvcc") or shutil.which("nvcc")
+    for flags in (["--jit"], []) if nvcc else (["--jit"],):
+        args = [net, "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out, "-v"] + flags
+        if have_gpu():
+            p = ctx.run_ncc(args)
+            if p.returncode != 0 or "device: cuda" not in p.stdout:
+                raise Failure("ncc run %s on the GPU failed" % " ".join(flags))
+            continue
+        p = ctx.run_ncc(args, env=env)
+        what = "jit" if flags else "nvcc"
+        if "compiled in" not in p.stderr:
+            raise Failure("the %s build did not compile" % what)
+        if (what == "nvcc") != ("nvcc" in p.stderr):
+            raise Failure("expected the %s build" % what)
+        if p.returncode != 1 or "no CUDA device answers" not in p.stderr:
+            raise Failure("expected status 1 and the runtime's 'no CUDA device answers'")
+        if os.path.exists(out):
+            raise Failure("output written although the model never ran")
+
+
 @case("run_cache", ["run"])
 def _cache(ctx):
     """A second run of the same model finds the compiled object in the cache."""
