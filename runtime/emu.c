@@ -162,8 +162,14 @@ static pthread_mutex_t g_guard_mu = PTHREAD_MUTEX_INITIALIZER;
 static int g_handler_installed;
 
 static void ensure_altstack(worker *w) {
-  stack_t ss;
+  stack_t ss, old;
   if (w->altstack) return;
+  /* a thread that has one already (a sanitizer's, the application's) keeps it:
+   * replacing it would make its owner free our memory at thread exit */
+  if (sigaltstack(NULL, &old) == 0 && !(old.ss_flags & SS_DISABLE) && old.ss_size >= 16384) {
+    w->altstack = old.ss_sp;
+    return;
+  }
   w->altstack = malloc(ALT_STACK);
   if (!w->altstack) return;
   memset(&ss, 0, sizeof ss);
