@@ -54,6 +54,6 @@ set_tests_properties(bench_emu_resnet18 PROPERTIES LABELS "bench;slow" TIMEOUT 9
 add_test(NAME embed_lenet
          COMMAND ${CMAKE_COMMAND} -DNCC=$<TARGET_FILE:ncc> -DBUILD_DIR=${CMAKE_BINARY_DIR}
                  -DSRC_DIR=${CMAKE_SOURCE_DIR} -DWORK=${CMAKE_BINARY_DIR}/embed-work
-                 -DPYTHON=${NCC_PYTHON}
+                 -DPYTHON=${NCC_PYTHON} -DSANITIZE=${NCC_SANITIZE}
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/oracle/embed_test.cmake)
 set_tests_properties(embed_lenet PROPERTIES LABELS "oracle;embed" TIMEOUT 600)

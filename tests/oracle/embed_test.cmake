@@ -26,8 +26,15 @@ if(NOT EXISTS ${SRC_DIR}/runtime/install.cmake)
   message(FATAL_ERROR "embed test: runtime/install.cmake (install rules, find_package(ncc) config) is missing")
 endif()
 run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK}/prefix)
+# A sanitized libnccrt needs the ASan runtime first in the program's library
+# list: build the example with the same sanitizers then.
+set(san_flags)
+if(SANITIZE)
+  set(san_flags "-DCMAKE_C_FLAGS=-fsanitize=address,undefined"
+                "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined")
+endif()
 run("configuring examples/embed" ${CMAKE_COMMAND} -S ${SRC_DIR}/examples/embed -B ${WORK}/build
-    -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCMAKE_BUILD_TYPE=Release)
+    -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCMAKE_BUILD_TYPE=Release ${san_flags})
 run("building examples/embed" ${CMAKE_COMMAND} --build ${WORK}/build)
 run("oracle.py --embed-data" ${PYTHON} ${SRC_DIR}/tests/oracle/oracle.py --embed-data ${WORK}/data)
 # The installed libnccrt is found through the executable's RUNPATH or, failing
