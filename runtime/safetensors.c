@@ -329,7 +329,16 @@ int ncc_load_safetensors(ncc_dev *d, const char *path, const ncc_tensor_info *pa
     const ncc_st_entry *x = &e[map[i]];
     int target = params[i].dtype == NCC_I32 || params[i].dtype == NCC_I8 ? params[i].dtype : NCC_F32;
     size_t esz = target == NCC_I8 ? 1 : 4, bytes = (size_t)x->numel * esz;
-    void *tmp = malloc(bytes ? bytes : 1);
+    void *tmp;
+    if ((x->dtype == ST_F32 && target == NCC_F32) || (x->dtype == ST_I32 && target == NCC_I32)) {
+      /* already what the device holds: straight from the mapping */
+      if (bytes && ncc_memcpy_h2d(d, dev_ptrs[i], buf + data_off + x->begin, bytes)) {
+        ncc_errf(err, errn, "%s: copying tensor '%s' to the device: %s", path, x->name, ncc_dev_error(d));
+        rc = NCC_EUSER;
+      }
+      continue;
+    }
+    tmp = malloc(bytes ? bytes : 1);
     if (!tmp) { ncc_errf(err, errn, "%s: out of memory for tensor '%s'", path, x->name); rc = NCC_EUSER; break; }
     {
       int64_t badi = convert(buf + data_off + x->begin, x->dtype, x->numel, target, tmp);

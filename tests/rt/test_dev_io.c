@@ -255,6 +255,33 @@ static void test_safetensors(ncc_dev *d) {
           "mismatch message: %s", e2);
     printf("mismatch message: %s\n", e2);
   }
+  {
+    /* integer parameters: I64 in the file into an int8 parameter, range-checked */
+    ncc_tensor_info q = ti("q", 1, 3, 0);
+    int64_t v[3] = {1, -2, 100};
+    int8_t got[3] = {0, 0, 0};
+    void *gp[1] = {got};
+    FILE *f;
+    const char *js = "{\"q\":{\"dtype\":\"I64\",\"shape\":[3],\"data_offsets\":[0,24]}}";
+    unsigned long long L = strlen(js);
+    q.dtype = NCC_I8;
+    path_of(path, sizeof path, "int8.safetensors");
+    f = fopen(path, "wb");
+    fwrite(&L, 8, 1, f);
+    fwrite(js, 1, L, f);
+    fwrite(v, 8, 3, f);
+    fclose(f);
+    rc = ncc_load_safetensors(d, path, &q, 1, gp, err, sizeof err);
+    CHECK(rc == 0 && got[0] == 1 && got[1] == -2 && got[2] == 100, "I64 -> int8: %s", err);
+    v[2] = 300;
+    f = fopen(path, "wb");
+    fwrite(&L, 8, 1, f);
+    fwrite(js, 1, L, f);
+    fwrite(v, 8, 3, f);
+    fclose(f);
+    rc = ncc_load_safetensors(d, path, &q, 1, gp, err, sizeof err);
+    CHECK(rc == NCC_EUSER && strstr(err, "element 2 does not fit in int8"), "300 -> int8: %s", err);
+  }
   path_of(path, sizeof path, "does-not-exist.safetensors");
   expect_load_error(d, path, t, 2, "cannot open", NULL);
   /* a failed save leaves the old file alone */
