@@ -97,3 +97,12 @@ foreach(f ${NCC_CG_BAD})
   add_test(NAME codegen.bad.${n}
            COMMAND sh ${NCC_CG_DIR}/run_bad.sh $<TARGET_FILE:ncc> ${f} ${NCC_CG_OUT}/bad/${n})
 endforeach()
+
+# the cuBLAS path on the examples that use all its branches (3x3 and strided
+# convolutions through im2col, 1x1 convolutions straight, depthwise direct)
+foreach(n resnet18 mobilenet_v2)
+  add_test(NAME codegen.example.${n}.cublas
+           COMMAND sh ${NCC_CG_DIR}/compile_model.sh ${NCC_CG_OUT}/examples_cublas ${NCC_CG_RT} ${cg_nvcc} ${cg_nvrtc}
+                   --net $<TARGET_FILE:ncc> ${CMAKE_CURRENT_SOURCE_DIR}/../examples/${n}.net --cublas)
+  set_tests_properties(codegen.example.${n}.cublas PROPERTIES ENVIRONMENT "CG_ARCHS=90")
+endforeach()
