@@ -32,13 +32,27 @@ static void show_line(Loc loc) {
     if (p >= end && loc.line > 1) return;
     const char *e = p;
     while (e < end && *e != '\n' && e - p < 200) e++;
+    /* Valid UTF-8 is shown as it is and takes one caret column per code
+     * point; any other byte that is not printable ASCII is shown as '?', so a
+     * binary file never writes control bytes to the terminal. */
     fputs("  ", stderr);
-    for (const char *q = p; q < e; q++) {
+    int caret = 0;
+    for (const char *q = p; q < e;) {
       unsigned char c = (unsigned char)*q;
-      fputc(c == '\t' ? ' ' : (c < 32 || c == 127 ? '?' : c), stderr);
+      int n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+      int ok = n > 1 && q + n <= e;
+      for (int k = 1; ok && k < n; k++) ok = ((unsigned char)q[k] & 0xC0) == 0x80;
+      if (q - p < loc.col - 1) caret++;
+      if (ok) {
+        fwrite(q, 1, (size_t)n, stderr);
+        q += n;
+      } else {
+        fputc(c == '\t' ? ' ' : (c < 32 || c >= 127 ? '?' : c), stderr);
+        q++;
+      }
     }
     fputs("\n  ", stderr);
-    for (int c = 1; c < loc.col && c < 200; c++) fputc(' ', stderr);
+    for (int c = 0; c < caret && c < 200; c++) fputc(' ', stderr);
     fputs("^\n", stderr);
     return;
   }
