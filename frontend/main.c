@@ -195,9 +195,17 @@ static int emit_ptx(Graph *g, const Opts *o) {
   return fail;
 }
 
+static int compile_graph(const Opts *o, Graph *g);
+
 static int compile(const Opts *o) {
   Graph *g = frontend_load(o->model, o->sets, o->nsets);
-  if (!g || diag_errors()) return 1;
+  if (!g || diag_errors()) { ir_graph_free(g); return 1; }
+  int rc = compile_graph(o, g);
+  ir_graph_free(g);
+  return rc;
+}
+
+static int compile_graph(const Opts *o, Graph *g) {
   int printing = !strcmp(o->emit, "ir") || !strcmp(o->emit, "dot") || !strcmp(o->emit, "params");
   if (!printing || o->passes || o->print_after) {
     PassCtx pc = {0};
@@ -259,6 +267,7 @@ int main(int argc, char **argv) {
   }
   Opts o;
   memset(&o, 0, sizeof o);
-  if (parse(argc, argv, &o)) return 1;
-  return compile(&o);
+  int rc = parse(argc, argv, &o) ? 1 : compile(&o);
+  for (int i = 0; i < o.nsets; i++) free((char *)o.sets[i].name);
+  return rc;
 }
