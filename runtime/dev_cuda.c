@@ -372,7 +372,7 @@ typedef struct jit_state {
     CUresult r_ = (call);                                                                           \
     /* #call is "cu.Name(...)": print the driver's own name, cuName(...) */                         \
     if (r_ != 0) return ncc_dev_fail((d), NCC_EUSER, "%s:%d: cu%s: %s (CUDA error %d)", __FILE__, __LINE__, \
-                                     #call + 3, cu_str(r_), r_);                                    \
+                                     &(#call)[3], cu_str(r_), r_);                                    \
   } while (0)
 
 static int jit_open(ncc_dev *d, const char *src, const char *opts) {
