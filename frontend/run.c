@@ -748,10 +748,11 @@ static int model_create(const Opts *o, Model *M) {
   }
   int rc = M->create_on(&M->m, M->gpu ? NCC_DEV_CUDA : NCC_DEV_EMU);
   if (rc != 0) {
-    const char *msg = M->m ? M->error(M->m) : NULL;
+    char msg[1024] = "(no message)";          /* copied: destroy frees it */
+    const char *e = M->m ? M->error(M->m) : NULL;
+    if (e && *e) snprintf(msg, sizeof msg, "%s", e);
     if (M->m) { M->destroy(M->m); M->m = NULL; }
-    fprintf(stderr, "ncc %s: error: cannot create the model on %s: %s\n", g_cmd, M->devdesc,
-            msg && *msg ? msg : "(no message)");
+    fprintf(stderr, "ncc %s: error: cannot create the model on %s: %s\n", g_cmd, M->devdesc, msg);
     return rc == NCC_EUSER ? 1 : 2;
   }
   return 0;
