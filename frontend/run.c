@@ -551,7 +551,14 @@ static int model_build(const Opts *o, Model *M) {
   }
   M->gpu = have_gpu;
   if (M->gpu) snprintf(M->devdesc, sizeof M->devdesc, "cuda (%s)%s", gpuname, M->jit ? ", jit" : "");
-  else snprintf(M->devdesc, sizeof M->devdesc, "emu (%d thread%s)", emu_threads(), emu_threads() == 1 ? "" : "s");
+  else {
+    /* what the emulator will really do, asked from the runtime: its
+     * thread count, checked mode (--check / NCC_CHECK), fiber order */
+    if (o->check) ncc_emu_set_checked(1);
+    const char *fo = getenv("NCC_FIBER_ORDER");
+    snprintf(M->devdesc, sizeof M->devdesc, "emu (%d thread%s%s%s)", emu_threads(), emu_threads() == 1 ? "" : "s",
+             ncc_emu_checked() ? ", checked" : "", fo && !strcmp(fo, "reverse") ? ", reverse fiber order" : "");
+  }
 
   Graph *g = M->g = frontend_load(o->model, o->sets, o->nsets);
   if (!g || diag_errors()) return 1;

@@ -155,6 +155,11 @@ def run_and_compare(ctx, net_text, params, inputs, refs, flags=(), env=None, net
         raise Failure("ncc run exited with status %d" % p.returncode)
     if "device: emu" not in p.stdout:
         raise Failure("ncc run did not say it used the emulator (stdout: %r)" % p.stdout)
+    env = env or {}
+    if ("--check" in flags or env.get("NCC_CHECK") == "1") and "checked" not in p.stdout:
+        raise Failure("checked mode was asked for but the emulator is not in it")
+    if env.get("NCC_FIBER_ORDER") == "reverse" and "reverse fiber order" not in p.stdout:
+        raise Failure("reverse fiber order was asked for but not reported")
     for k, path in outs.items():
         if not os.path.exists(path):
             raise Failure("ncc run wrote no %s" % path)
