@@ -1019,6 +1019,14 @@ def _bad_flag(ctx):
     expect_user_error(ctx, [net, "--bogus", "--input", "x=" + xp, "--output", "y=" + out], ["--bogus"], out)
     expect_user_error(ctx, [net, "--set", "nonsense", "--input", "x=" + xp, "--output", "y=" + out],
                       ["nonsense"], out)
+    expect_user_error(ctx, [net, "--set", "Q=3", "--input", "x=" + xp, "--output", "y=" + out], ["'Q'"], out)
+    lenet = os.path.join(EXAMPLES, "lenet.net")
+    expect_user_error(ctx, [lenet, "--set", "N=0", "--input", "x=" + xp, "--output", "y=" + out],
+                      ["lenet.net:", "positive"], out)
+    expect_user_error(ctx, [net, "--input", "x=" + xp, "--output", "y=" + ctx.path("nodir/out.npy")],
+                      ["nodir"], out)
+    expect_user_error(ctx, [net, "--input", "x=" + xp, "--input", "x=" + xp, "--output", "y=" + out],
+                      ["twice"], out)
 
 
 @case("bad_model_syntax", ["bad"])
