@@ -89,6 +89,7 @@ typedef struct CgKernel {
   char *text;        /* full definition, the name spelled "@K@" */
   char *args;        /* NCC_ARG list for NCC_KERNEL_DESC, without parentheses */
   int flags;         /* NCC_KF_BARRIER_ */
+  uint64_t hash;     /* of text and args: dedupe compares strings only on a match */
 } CgKernel;
 
 #define NCC_KF_BARRIER_ 1   /* = NCC_KF_BARRIER of ncc_rt.h, which the compiler does not include */

@@ -59,11 +59,18 @@ static void args_list(const KParams *p, Buf *b) {
   for (int i = 0; i < p->n; i++) buf_printf(b, "%sNCC_ARG(%s, %d)", i ? ", " : "", p->ctype[i], i);
 }
 
+static uint64_t fnv1a(uint64_t h, const char *s) {
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+  return h;
+}
+
 const char *cg_kernel(Cg *c, const char *op, int flags, const KParams *p, const char *text) {
   Buf args = {0};
   args_list(p, &args);
+  uint64_t h = fnv1a(fnv1a(14695981039346656037ULL, text), args.s ? args.s : "");
   for (int i = 0; i < c->nk; i++)
-    if (c->k[i].flags == flags && strcmp(c->k[i].text, text) == 0 && strcmp(c->k[i].args, args.s) == 0) {
+    if (c->k[i].hash == h && c->k[i].flags == flags && strcmp(c->k[i].text, text) == 0 &&
+        strcmp(c->k[i].args, args.s) == 0) {
       buf_free(&args);
       return c->k[i].name;
     }
@@ -78,6 +85,7 @@ const char *cg_kernel(Cg *c, const char *op, int flags, const KParams *p, const 
   k->text = xstrdup(text);
   k->args = args.s ? args.s : xstrdup("");
   k->flags = flags;
+  k->hash = h;
   c->nk++;
   return k->name;
 }
