@@ -39,13 +39,16 @@ def case(name, labels=()):
 
 
 # ---------------------------------------------------------------- file writers
-def write_safetensors(path, tensors):
-    """tensors: dict name -> torch tensor (f32/f64 stored as F32, int64 as I64)."""
+def write_safetensors(path, tensors, float_dtype="F32"):
+    """tensors: dict name -> torch tensor (floats stored as float_dtype, F32
+    or F16; int64 as I64)."""
     import numpy as np
     header, blobs, off = {}, [], 0
     for name, t in tensors.items():
         a = t.detach().cpu().numpy()
-        if a.dtype in (np.float64, np.float32):
+        if a.dtype in (np.float64, np.float32) and float_dtype == "F16":
+            a, dt = a.astype("<f2"), "F16"
+        elif a.dtype in (np.float64, np.float32):
             a, dt = a.astype("<f4"), "F32"
         elif a.dtype == np.int64:
             a, dt = a.astype("<i8"), "I64"
@@ -1066,6 +1069,32 @@ def _default_init(ctx):
     if np.array_equal(ys[0], ys[1]) or not np.array_equal(ys[0], ys[2]):
         raise Failure("--seed does not decide the initial weights")
     print("default init: var %.3f (expected ~0.34), seeds 1 and 2 differ, seed 1 repeats" % var)
+
+
+@case("run_weights_f16", ["run"])
+def _weights_f16(ctx):
+    """A safetensors file of F16 tensors (a half-precision checkpoint) loads
+    into the f32 model; the result is that of the f16-rounded weights."""
+    import torch
+    import torch.nn.functional as F
+    seed(31)
+    x = as64(rand(2, 3, 8, 8))
+    w = rand(16, 3, 3, 3).to(torch.float16).to(torch.float64)
+    b = rand(16).to(torch.float16).to(torch.float64)
+    net = ctx.path("h.net")
+    with open(net, "w") as f:
+        f.write("model h\ninput x: f32[2, 3, 8, 8]\ny = conv2d(x, 16, kernel=3, name=\"conv\")\noutput y\n")
+    wp = ctx.path("w16.safetensors")
+    write_safetensors(wp, {"conv.weight": w, "conv.bias": b}, float_dtype="F16")
+    xp, out = ctx.path("x.npy"), ctx.path("y.npy")
+    save_npy(xp, f32np(x))
+    if os.path.exists(out):
+        os.unlink(out)
+    p = ctx.run_ncc([net, "--device", "emu", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out])
+    if p.returncode != 0:
+        raise Failure("ncc run rejected F16 weights (status %d)" % p.returncode)
+    import numpy as np
+    check_close("y", np.load(out), F.conv2d(x, w, b).numpy())
 
 
 @case("run_device_auto", ["run"])
