@@ -78,6 +78,24 @@ int cg_epilogue(Cg *c, const KGroup *gr, KParams *p, Buf *body, const char *var,
     /* same elements in the same order as the main output: broadcast against n's own shape */
     const Shape *os = &n->out->shape;
     NCC_ASSERT(shape_numel(os) == shape_numel(&gr->main->out->shape));
+    if (n->op == OP_BATCHNORM2D) {
+      /* inference batchnorm as an epilogue: the same formula as emit_batchnorm */
+      NCC_ASSERT(n->in[0] == cur);
+      const char *nm[5];
+      for (int j = 1; j < 5; j++) nm[j] = kp_value(c, p, n->in[j], 0);
+      char lit[40];
+      cg_ind(body, ind);
+      buf_printf(body, "{\n");
+      cg_ind(body, ind + 1);
+      buf_printf(body, "int ch = ((%s) / %lld) %% %lld;\n", idx, (long long)(os->d[2] * os->d[3]), (long long)os->d[1]);
+      cg_ind(body, ind + 1);
+      buf_printf(body, "%s = (%s - %s[ch]) / sqrtf(%s[ch] + %s) * %s[ch] + %s[ch];\n", var, var, nm[3], nm[4],
+                 cg_flit(lit, n->a.eps), nm[1], nm[2]);
+      cg_ind(body, ind);
+      buf_printf(body, "}\n");
+      cur = n->out;
+      continue;
+    }
     char x[2][512];
     for (int j = 0; j < n->nin; j++) {
       if (n->in[j] == cur) snprintf(x[j], sizeof x[j], "%s", var);

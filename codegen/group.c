@@ -12,7 +12,7 @@
  * group_fuse_epilogues() is the first such merge, opt-in (CodegenOpts.fuse)
  * until the fusion pass owns the decision: an elementwise node whose running
  * input is a group's stored value, read by nothing else, joins that group's
- * epilogue (conv+bias+relu, add+relu, bn+relu...).  Its other operands must be
+ * epilogue (conv+bias+relu, conv+bn+relu, add+relu, bn+relu...).  Its other operands must be
  * computed before the group runs. */
 #include <stdlib.h>
 
@@ -96,10 +96,12 @@ void group_fuse_epilogues(Graph *g, GroupList *gl, const unsigned char *live) {
   for (int i = 0; i < gl->n; i++) {
     KGroup *e = &gl->g[i];
     Node *n = e->main;
-    if (!(ncc_ops[n->op].flags & OPF_ELEMWISE) || node_is_alias(n) || e->nepi) continue;
+    /* batchnorm2d at inference is a per-channel affine map: elementwise too */
+    int bn = n->op == OP_BATCHNORM2D;
+    if (!((ncc_ops[n->op].flags & OPF_ELEMWISE) || bn) || node_is_alias(n) || e->nepi) continue;
     /* the running operand: an input stored by an earlier group, used only here */
     int from = -1;
-    for (int j = 0; j < n->nin && from < 0; j++) {
+    for (int j = 0; j < (bn ? 1 : n->nin) && from < 0; j++) {
       Value *v = n->in[j];
       int k = gof[v->id];
       if (k < 0 || dead[k] || uses[v->id] != 1 || group_out(&gl->g[k]) != v) continue;

@@ -281,6 +281,7 @@ static void c_fused(Graph *g) {
   out(g, "res", un(g, OP_RELU, bin(g, OP_ADD, c2, c3)));               /* residual: the later conv takes it */
   Value *b = bn(g, "bn", x);
   out(g, "bnr", un(g, OP_RELU6, b));
+  out(g, "cbnr", un(g, OP_RELU, bn(g, "bn2", conv(g, "c4", x, 8, 3, 3, 2, 2, 1, 1, 1, 1, 0))));   /* conv+bn+relu */
   Value *d = conv(g, "dw", x, 8, 3, 3, 1, 1, 1, 1, 1, 8, 1);
   Value *s = in(g, "s", S(4, 1, 8, 1, 1));
   out(g, "dws", un(g, OP_HARDSWISH, bin(g, OP_MUL, d, s)));            /* broadcast operand in the chain */

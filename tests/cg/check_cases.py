@@ -115,6 +115,8 @@ def case_fused(I, P):
     return {"cbr": F.relu(conv(x, P, "c1", pad=1)),
             "res": F.relu(conv(x, P, "c2", pad=1) + conv(x, P, "c3")),
             "bnr": F.relu6(b),
+            "cbnr": F.relu(F.batch_norm(conv(x, P, "c4", stride=2, pad=1), P["bn2.running_mean"],
+                                        P["bn2.running_var"], P["bn2.weight"], P["bn2.bias"], training=False)),
             "dws": F.hardswish(conv(x, P, "dw", pad=1, groups=8) * I["s"]),
             "pool_sig": torch.sigmoid(p), "pool_twice": p + p,
             "fc_gelu": 0.5 * F.gelu(lin), "sm_sub": I["t"] - F.softmax(lin, 1),
