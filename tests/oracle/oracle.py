@@ -577,6 +577,82 @@ def _multi(ctx):
     run_and_compare(ctx, net, {"c.weight": w}, {"x": f32np(x)}, {"p": p.numpy(), "q": q.numpy()})
 
 
+# ---------------------------------------------------------------- fusion shapes
+# Graph patterns a fusion pass groups (elementwise chains, conv/GEMM
+# epilogues, BN+ReLU, softmax after a GEMM, values used twice), each at -O0
+# (no fusion) and -O3; the results must not depend on the grouping.
+def fusion_case(ctx, which, opt):
+    import torch
+    import torch.nn.functional as F
+    seed(50)
+    inputs, params, refs = {}, {}, {}
+    if which == "conv_bn_relu_add":
+        x, r = as64(rand(2, 4, 7, 7)), as64(rand(2, 16, 7, 7))
+        w = as64(rand(16, 4, 3, 3) / 6.0)
+        g, b = as64(rand(16, lo=0.5, hi=1.5)), as64(rand(16))
+        rm, rv = as64(rand(16, lo=-0.2, hi=0.2)), as64(rand(16, lo=0.5, hi=1.5))
+        net = ("input x: f32[2, 4, 7, 7]\ninput r: f32[2, 16, 7, 7]\n"
+               "h = batchnorm2d(conv2d(x, 16, kernel=3, pad=1, bias=false, name=\"c\"), name=\"bn\")\n"
+               "y = relu(h + r)\noutput y\n")
+        params = {"c.weight": w, "bn.weight": g, "bn.bias": b, "bn.running_mean": rm, "bn.running_var": rv}
+        inputs = {"x": x, "r": r}
+        refs["y"] = F.relu(F.batch_norm(F.conv2d(x, w, padding=1), rm, rv, g, b, False, 0.0, 1e-5) + r)
+    elif which == "fanout":
+        x = as64(rand(2, 3, 6, 6))
+        w = as64(rand(8, 3, 3, 3) / 5.0)
+        net = ("input x: f32[2, 3, 6, 6]\nh = conv2d(x, 8, kernel=3, pad=1, bias=false, name=\"c\")\n"
+               "a = relu(h)\nb = h * 2.0 - a\nm = maxpool2d(h, 2)\noutput a, b, m\n")
+        params, inputs = {"c.weight": w}, {"x": x}
+        h = F.conv2d(x, w, padding=1)
+        refs = {"a": F.relu(h), "b": h * 2.0 - F.relu(h), "m": F.max_pool2d(h, 2)}
+    elif which == "affine_bcast":
+        x, sc, sh = as64(rand(2, 5, 4, 3)), as64(rand(1, 5, 1, 1)), as64(rand(5, 1, 1))
+        net = ("input x: f32[2, 5, 4, 3]\ninput s: f32[1, 5, 1, 1]\ninput t: f32[5, 1, 1]\n"
+               "y = sigmoid(x * s + t) * x\noutput y\n")
+        inputs = {"x": x, "s": sc, "t": sh}
+        refs["y"] = torch.sigmoid(x * sc + sh) * x
+    elif which == "gated_linear":
+        x = as64(rand(4, 24))
+        w1, b1, w2 = as64(rand(32, 24) / 5.0), as64(rand(32)), as64(rand(32, 24) / 5.0)
+        net = ("input x: f32[4, 24]\ny = gelu(linear(x, 32, name=\"a\")) * sigmoid(linear(x, 32, bias=false, name=\"b\"))\n"
+               "output y\n")
+        params, inputs = {"a.weight": w1, "a.bias": b1, "b.weight": w2}, {"x": x}
+        refs["y"] = F.gelu(F.linear(x, w1, b1)) * torch.sigmoid(F.linear(x, w2))
+    elif which == "attention":
+        q, k, v = as64(rand(2, 6, 8)), as64(rand(2, 6, 8)), as64(rand(2, 6, 8))
+        net = ("input q: f32[2, 6, 8]\ninput k: f32[2, 6, 8]\ninput v: f32[2, 6, 8]\n"
+               "s = softmax(matmul(q, transpose(k, [0, 2, 1])) / 2.0)\ny = matmul(s, v)\noutput y\n")
+        inputs = {"q": q, "k": k, "v": v}
+        refs["y"] = torch.matmul(torch.softmax(torch.matmul(q, k.transpose(1, 2)) / 2.0, -1), v)
+    elif which == "residual_layernorm":
+        a, b = as64(rand(3, 4, 16)), as64(rand(3, 4, 16))
+        g, bb = as64(rand(16, lo=0.5, hi=1.5)), as64(rand(16))
+        net = ("input a: f32[3, 4, 16]\ninput b: f32[3, 4, 16]\n"
+               "y = relu(layernorm(a + b, name=\"ln\")) + a\noutput y\n")
+        params, inputs = {"ln.weight": g, "ln.bias": bb}, {"a": a, "b": b}
+        refs["y"] = F.relu(F.layer_norm(a + b, (16,), g, bb)) + a
+    elif which == "concat_branches":
+        x = as64(rand(1, 4, 6, 6))
+        w1, w2 = as64(rand(8, 4, 1, 1) / 2.0), as64(rand(8, 4, 3, 3) / 6.0)
+        net = ("input x: f32[1, 4, 6, 6]\n"
+               "a = relu6(conv2d(x, 8, kernel=1, bias=false, name=\"p\"))\n"
+               "b = hardswish(conv2d(x, 8, kernel=3, pad=1, bias=false, name=\"q\"))\n"
+               "y = global_avgpool2d(concat(a, b, maxpool2d(x, 3, stride=1, pad=1), axis=1))\noutput y\n")
+        params, inputs = {"p.weight": w1, "q.weight": w2}, {"x": x}
+        a = F.relu6(F.conv2d(x, w1))
+        b = F.hardswish(F.conv2d(x, w2, padding=1))
+        refs["y"] = torch.cat([a, b, F.max_pool2d(x, 3, 1, 1)], 1).mean((2, 3), keepdim=True)
+    net = "model %s\n" % ctx.name + net
+    run_and_compare(ctx, net, params or None, {k: f32np(v) for k, v in inputs.items()},
+                    {k: v.numpy() for k, v in refs.items()}, flags=["-O%d" % opt])
+
+
+for _w in ("conv_bn_relu_add", "fanout", "affine_bcast", "gated_linear", "attention", "residual_layernorm",
+           "concat_branches"):
+    for _o in (0, 3):
+        case("fuse_%s_O%d" % (_w, _o), ["op", "fusion"])(lambda ctx, w=_w, o=_o: fusion_case(ctx, w, o))
+
+
 # ---------------------------------------------------------------- example models
 # Plain torch.nn re-implementations of torchvision's models: module names as in
 # torchvision, so that state_dict keys are the ones the .net files use.
