@@ -1173,6 +1173,27 @@ def _weights_f16(ctx):
     check_close("y", np.load(out), F.conv2d(x, w, b).numpy())
 
 
+@case("run_compile_failure", ["run"])
+def _compile_failure(ctx):
+    """When the generated code does not compile (here: CC=false), ncc run
+    exits with 2 (ncc's own failure, not the user's), says so, keeps the
+    generated source for the bug report and writes no output."""
+    import re
+    import shutil
+    net, wp, xp, out = bad_setup(ctx)
+    shutil.rmtree(ctx.path("cache"), ignore_errors=True)
+    p = ctx.run_ncc([net, "--device", "emu", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out],
+                    env={"CC": "false", "NCC_CACHE_DIR": ctx.path("cache")})
+    if p.returncode != 2 or "did not compile" not in p.stderr:
+        raise Failure("expected status 2 and 'did not compile'")
+    if os.path.exists(out):
+        raise Failure("an output file was written")
+    m = re.search(r"kept in (\S+)", p.stderr)
+    if not m or not os.path.exists(os.path.join(m.group(1), "bad.cu")):
+        raise Failure("the generated source was not kept")
+    shutil.rmtree(m.group(1))
+
+
 @case("run_device_auto", ["run"])
 def _auto(ctx):
     """--device auto (the default) says which device it used; without a GPU,
