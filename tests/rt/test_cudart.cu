@@ -9,16 +9,7 @@
 #include <string.h>
 #include "kernels.cu"
 
-static int failures;
-#define CHECK(c, ...)                                      \
-  do {                                                     \
-    if (!(c)) {                                            \
-      failures++;                                          \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fprintf(stderr, "\n");                               \
-    }                                                      \
-  } while (0)
+#include "check.h"
 
 static ncc_dim3 d3(unsigned x, unsigned y, unsigned z) {
   ncc_dim3 d;

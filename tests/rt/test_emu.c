@@ -15,16 +15,7 @@
 #include <unistd.h>
 #include "kernels.cu"
 
-static int failures;
-#define CHECK(c, ...)                                            \
-  do {                                                           \
-    if (!(c)) {                                                  \
-      failures++;                                                \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);       \
-      fprintf(stderr, __VA_ARGS__);                              \
-      fprintf(stderr, "\n");                                     \
-    }                                                            \
-  } while (0)
+#include "check.h"
 
 /* the order NCC_FIBER_ORDER asked for, restored after tests that set both */
 static int default_order(void) {
