@@ -42,6 +42,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../codegen/codegen.h"
@@ -452,6 +453,29 @@ static int cache_dir(char *out, size_t n) {
   return 0;
 }
 
+/* Keeps the cache from growing without bound: after a compile, objects not
+ * used (atime, or mtime where atime is not kept) for 30 days go, and
+ * temporaries of a compile killed midway after a day. */
+static void cache_prune(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  time_t now = time(NULL);
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t l = strlen(e->d_name);
+    int obj = l > 3 && !strcmp(e->d_name + l - 3, ".so");
+    int tmp = strstr(e->d_name, ".so.tmp") != NULL;
+    if (!obj && !tmp) continue;
+    char p[8192];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    if (stat(p, &st) != 0) continue;
+    time_t used = st.st_atime > st.st_mtime ? st.st_atime : st.st_mtime;
+    if (now - used > (obj ? 30 : 1) * 86400L) unlink(p);
+  }
+  closedir(d);
+}
+
 /* Runs argv with stdout/stderr into logpath; returns the exit status, or -1. */
 static int run_cmd(char *const *argv, const char *logpath) {
   pid_t pid = fork();
@@ -722,6 +746,7 @@ static int model_build(const Opts *o, Model *M) {
       return ierr("cannot move the compiled model to %s: %s", sofinal, strerror(e));
     }
     vlog(o, "compiled in %.2f s: %s", ncc_now() - tc, sofinal);
+    if (cached) cache_prune(cdir);
   }
   free(libdir);
   free(incdir);

@@ -1283,9 +1283,17 @@ def _cache(ctx):
     import shutil
     net, wp, xp, out = bad_setup(ctx)
     shutil.rmtree(ctx.path("cache"), ignore_errors=True)
+    os.makedirs(ctx.path("cache"))
+    # an object unused for 40 days goes when the cache is next written
+    stale = ctx.path("cache/old-0123456789abcdef-emu.so")
+    open(stale, "w").close()
+    t = os.stat(stale).st_mtime - 40 * 86400
+    os.utime(stale, (t, t))
     env = {"NCC_CACHE_DIR": ctx.path("cache")}
     args = [net, "--device", "emu", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out, "-v"]
     p1 = ctx.run_ncc(args, env=env)
+    if os.path.exists(stale):
+        raise Failure("a cached object unused for 40 days was not pruned")
     y1 = np.load(out)
     p2 = ctx.run_ncc(args, env=env)
     if p1.returncode or p2.returncode:
