@@ -18,6 +18,7 @@
  * a hash of everything that decides their bytes: the generated source and
  * header, the compiler command line and the runtime headers the source
  * includes.  A second run of the same model therefore skips the compiler.
+ * Objects unused for 30 days are pruned whenever a new one is written.
  *
  * Errors the user can fix (bad flag, missing file, wrong shape or dtype of an
  * input, bad weights) print one clear message and give exit status 1; no
