@@ -199,7 +199,7 @@ static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) {
     }
   }
   p->gl = group_form(g, p->live);
-  if (o->fuse) group_fuse_epilogues(g, &p->gl, p->live);
+  if (o->fuse || g->fuse_epilogues) group_fuse_epilogues(g, &p->gl, p->live);
   for (int i = 0; i < p->gl.n; i++) {
     size_t w = gemm_workspace_bytes(c, p->gl.g[i].main);
     if (w > c->work_bytes) c->work_bytes = w;

@@ -184,6 +184,7 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
   if (!live || !grp || !root || !last || !owns) ncc_die("out of memory");
   for (int i = 0; i < nn; i++) live[i] = !g->nodes[i]->dead;
   GroupList gl = group_form(g, live);
+  if (g->fuse_epilogues) group_fuse_epilogues(g, &gl, live);
   const int end = gl.n;   /* "live to the end" */
 
   int64_t batch = 0;

@@ -135,6 +135,9 @@ typedef struct Graph {
   NamedValue *losses; int nlosses;    /* named scalar loss values (e.g. `loss = ...`) */
   TrainCfg train;
   int64_t max_nodes;       /* elaboration limit; ir_node() fails beyond it */
+  int fuse_epilogues;      /* set by the fuse pass: codegen and the report merge
+                              single-use elementwise nodes (and inference BN) into
+                              the kernel group of their producer */
 } Graph;
 
 Graph *ir_graph_new(const char *model);

@@ -19,5 +19,6 @@ typedef struct Pass { const char *name; PassFn fn; const char *brief; } Pass;
 int passes_run(Graph *g, PassCtx *c, const char *list);
 const Pass *pass_lookup(const char *name);
 
-int pass_prune(Graph *g, PassCtx *c);        /* inference: drop train-only identities (dropout), dead nodes */
+int pass_prune(Graph *g, PassCtx *c);
+int pass_fuse(Graph *g, PassCtx *c);         /* epilogue fusion: elementwise chains into their producer's kernel */        /* inference: drop train-only identities (dropout), dead nodes */
 #endif
