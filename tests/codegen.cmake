@@ -73,8 +73,14 @@ add_test(NAME codegen.run.fuse_cublas
 add_test(NAME codegen.fuse_count
          COMMAND sh -c "d=\"$2\" && rm -rf \"$d\" && mkdir -p \"$d/a\" \"$d/b\" && \"$1\" \"$d/a\" fused && \"$1\" \"$d/b\" --fuse fused && [ $(grep -c 'ncc_launch(' \"$d/a/fused.cu\") = 29 ] && [ $(grep -c 'ncc_launch(' \"$d/b/fused.cu\") = 15 ]"
                  _ $<TARGET_FILE:cg_build_graphs> ${NCC_CG_OUT}/fuse_count)
+# A sanitized libnccrt needs the ASan runtime first in the program's library
+# list: the test programs are then built with the same sanitizers.
+set(cg_env "NCC_EMU_THREADS=2;NCC_CHECK=1")
+if(NCC_SANITIZE)
+  list(APPEND cg_env "CG_CFLAGS=-fsanitize=address,undefined")
+endif()
 set_tests_properties(codegen.run.tiled codegen.run.cublas codegen.run.fuse codegen.run.fuse_cublas
-                     PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=2;NCC_CHECK=1")
+                     PROPERTIES ENVIRONMENT "${cg_env}")
 
 if(NCC_CG_NVCC)
   add_test(NAME codegen.ptxas

@@ -14,7 +14,8 @@ rm -rf "$work" && mkdir -p "$work/src" || exit 1
 fail=0
 for c in $cases; do
   mkdir -p "$work/$c"
-  if ! cc -std=c11 -O1 -DNCC_EMU -Wall -Wextra -Werror -Werror=implicit-function-declaration \
+  # shellcheck disable=SC2086  # CG_CFLAGS: extra flags (the sanitizers of a sanitized build)
+  if ! cc ${CG_CFLAGS:-} -std=c11 -O1 -DNCC_EMU -Wall -Wextra -Werror -Werror=implicit-function-declaration \
        -I "$rt" -I "$work/src" -DMODEL="$c" -DMODEL_H="\"$c.h\"" \
        -x c "$work/src/$c.cu" -x c "$here/run_case.c" -L "$lib" -lnccrt -Wl,-rpath,"$lib" -lm \
        -o "$work/$c/run"; then
