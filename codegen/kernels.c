@@ -108,6 +108,22 @@ int emit_batchnorm(Cg *c, const KGroup *gr) {
   return r;
 }
 
+/* The common end of the one-block-per-row kernels (layernorm, softmax):
+ * the epilogue chain on `v` at index `i`, the store that closes the row
+ * loop, and a launch of `rows` blocks of T threads. */
+static int finish_row_kernel(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t rows, int T) {
+  int rc = -1;
+  if (cg_epilogue(c, gr, p, b, "v", "i", 2) == 0) {
+    buf_printf(b, "    %s[i] = v;\n  }\n", kp_value(c, p, group_out(gr), 1));
+    char opn[96];
+    const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, p, b);
+    cg_launch(c, name, p, rows, 1, 1, T, 1, 0);
+    rc = 0;
+  }
+  buf_free(b);
+  return rc;
+}
+
 int emit_layernorm(Cg *c, const KGroup *gr) {
   Node *n = gr->main;
   const Shape *xs = &n->in[0]->shape;
@@ -132,16 +148,7 @@ int emit_layernorm(Cg *c, const KGroup *gr) {
   buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n", LL(D), T);
   buf_printf(&b, "    int i = row * %lld + j;\n", LL(D));
   buf_printf(&b, "    float v = (xr[j] - mean) * rstd * %s[j] + %s[j];\n", w, bb);
-  if (cg_epilogue(c, gr, &p, &b, "v", "i", 2)) goto fail;
-  buf_printf(&b, "    %s[i] = v;\n  }\n", kp_value(c, &p, group_out(gr), 1));
-  char opn[96];
-  const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, &p, &b);
-  cg_launch(c, name, &p, rows, 1, 1, T, 1, 0);
-  buf_free(&b);
-  return 0;
-fail:
-  buf_free(&b);
-  return -1;
+  return finish_row_kernel(c, gr, &p, &b, rows, T);
 }
 
 int emit_softmax(Cg *c, const KGroup *gr) {
@@ -170,16 +177,7 @@ int emit_softmax(Cg *c, const KGroup *gr) {
   buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n    int i = base + j * %lld;\n", LL(D), T, LL(inner));
   if (n->op == OP_LOG_SOFTMAX) buf_printf(&b, "    float v = %s[i] - mx - lse;\n", x);
   else buf_printf(&b, "    float v = expf(%s[i] - mx) / acc;\n", x);
-  if (cg_epilogue(c, gr, &p, &b, "v", "i", 2)) goto fail;
-  buf_printf(&b, "    %s[i] = v;\n  }\n", kp_value(c, &p, group_out(gr), 1));
-  char opn[96];
-  const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, &p, &b);
-  cg_launch(c, name, &p, rows, 1, 1, T, 1, 0);
-  buf_free(&b);
-  return 0;
-fail:
-  buf_free(&b);
-  return -1;
+  return finish_row_kernel(c, gr, &p, &b, rows, T);
 }
 
 int emit_concat(Cg *c, const KGroup *gr) {
