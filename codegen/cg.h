@@ -45,6 +45,9 @@ const char *cg_flit(char out[40], double v);
 #define D_KERNELS_BEGIN "/* ---- kernels (this section alone is what NVRTC compiles for --jit) ---- */"
 #define D_KERNELS_END "/* ---- end of kernels ---- */"
 
+/* "o * s - p + k * dil" for a window's input index, without "* 1" and "- 0" (gemm.c) */
+void cg_window_index(char *dst, size_t n, const char *o, int s, int p, const char *k, int dil);
+
 /* ---- kernel groups (group.c) -------------------------------------------
  * A group is one main node plus an elementwise epilogue chain applied to the
  * main node's result before it is stored (and, later, a prologue chain on

@@ -115,19 +115,35 @@ static ConvDims conv_dims(const Node *n) {
   return d;
 }
 
+/* "o * s - p + k * dil" without the multiplications by 1 and the "- 0",
+ * so that the generated index arithmetic reads like hand-written code */
+void cg_window_index(char *dst, size_t n, const char *o, int s, int p, const char *k, int dil) {
+  char a[64], b[64], c[32] = "";
+  if (s == 1) snprintf(a, sizeof a, "%s", o); else snprintf(a, sizeof a, "%s * %d", o, s);
+  if (dil == 1) snprintf(b, sizeof b, "%s", k); else snprintf(b, sizeof b, "%s * %d", k, dil);
+  if (p) snprintf(c, sizeof c, " - %d", p);
+  snprintf(dst, n, "%s%s + %s", a, c, b);
+}
+
 /* statement: v = x[img, cbase + ci, ih, iw] for the column element (k, p),
  * zero in the padding; `img`, `k`, `p` and `cbase` are C expressions */
 static void im2col_load(char *dst, size_t n, const ConvDims *d, const char *x, const char *img, const char *k,
                         const char *p, const char *cbase) {
-  char test[160] = "";
+  char test[160] = "", oh[48], ow[48], kh[48], kw[48], ih[160], iw[160];
   if (d->ph || d->pw)
     snprintf(test, sizeof test, "if (ih >= 0 && ih < %lld && iw >= 0 && iw < %lld) ", LL(d->H), LL(d->W));
+  snprintf(oh, sizeof oh, "(pp / %lld)", LL(d->OW));
+  snprintf(ow, sizeof ow, "(pp %% %lld)", LL(d->OW));
+  snprintf(kh, sizeof kh, "(r / %lld)", LL(d->KW));
+  snprintf(kw, sizeof kw, "(r %% %lld)", LL(d->KW));
+  cg_window_index(ih, sizeof ih, oh, d->sh, d->ph, kh, d->dh);
+  cg_window_index(iw, sizeof iw, ow, d->sw, d->pw, kw, d->dw);
   snprintf(dst, n,
            "int ci = (%s) / %lld, r = (%s) %% %lld, pp = %s;\n"
-           "        int ih = (pp / %lld) * %d - %d + (r / %lld) * %d, iw = (pp %% %lld) * %d - %d + (r %% %lld) * %d;\n"
+           "        int ih = %s, iw = %s;\n"
            "        %sv = %s[((%s * %lld + %s + ci) * %lld + ih) * %lld + iw];",
-           k, LL(d->KH * d->KW), k, LL(d->KH * d->KW), p, LL(d->OW), d->sh, d->ph, LL(d->KW), d->dh, LL(d->OW),
-           d->sw, d->pw, LL(d->KW), d->dw, test, x, img, LL(d->Cin), cbase, LL(d->H), LL(d->W));
+           k, LL(d->KH * d->KW), k, LL(d->KH * d->KW), p, ih, iw, test, x, img, LL(d->Cin), cbase, LL(d->H),
+           LL(d->W));
 }
 
 static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
@@ -145,10 +161,13 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
   buf_printf(&b, "    const float *wp = %s + co * %lld;\n    float v = 0.0f;\n", w, LL(d->Kg));
   buf_printf(&b, "    for (int ci = 0; ci < %lld; ci++)\n      for (int kh = 0; kh < %lld; kh++) {\n", LL(d->Cig),
              LL(d->KH));
-  buf_printf(&b, "        int ih = oh * %d - %d + kh * %d;\n", d->sh, d->ph, d->dh);
+  char ix[160];
+  cg_window_index(ix, sizeof ix, "oh", d->sh, d->ph, "kh", d->dh);
+  buf_printf(&b, "        int ih = %s;\n", ix);
   if (d->ph) buf_printf(&b, "        if (ih < 0 || ih >= %lld) continue;\n", LL(d->H));
   buf_printf(&b, "        for (int kw = 0; kw < %lld; kw++) {\n", LL(d->KW));
-  buf_printf(&b, "          int iw = ow * %d - %d + kw * %d;\n", d->sw, d->pw, d->dw);
+  cg_window_index(ix, sizeof ix, "ow", d->sw, d->pw, "kw", d->dw);
+  buf_printf(&b, "          int iw = %s;\n", ix);
   if (d->pw) buf_printf(&b, "          if (iw < 0 || iw >= %lld) continue;\n", LL(d->W));
   buf_printf(&b, "          v = fmaf(xp[(ci * %lld + ih) * %lld + iw], wp[(ci * %lld + kh) * %lld + kw], v);\n",
              LL(d->H), LL(d->W), LL(d->KH), LL(d->KW));

@@ -50,11 +50,14 @@ int emit_pool(Cg *c, const KGroup *gr) {
   buf_printf(&b, "    const float *xp = %s + nc * %lld;\n", x, LL(H * W));
   buf_printf(&b, "    float v = %s;\n", is_max ? D_NEG_MAX : "0.0f");
   buf_printf(&b, "    for (int kh = 0; kh < %d; kh++) {\n", a->kernel[0]);
-  buf_printf(&b, "      int ih = oh * %d - %d + kh * %d;\n", a->stride[0], a->pad[0], dil[0]);
+  char ix[160];
+  cg_window_index(ix, sizeof ix, "oh", a->stride[0], a->pad[0], "kh", dil[0]);
+  buf_printf(&b, "      int ih = %s;\n", ix);
   /* with no padding every window lies inside the input (no ceil_mode) */
   if (a->pad[0]) buf_printf(&b, "      if (ih < 0 || ih >= %lld) continue;\n", LL(H));
   buf_printf(&b, "      for (int kw = 0; kw < %d; kw++) {\n", a->kernel[1]);
-  buf_printf(&b, "        int iw = ow * %d - %d + kw * %d;\n", a->stride[1], a->pad[1], dil[1]);
+  cg_window_index(ix, sizeof ix, "ow", a->stride[1], a->pad[1], "kw", dil[1]);
+  buf_printf(&b, "        int iw = %s;\n", ix);
   if (a->pad[1]) buf_printf(&b, "        if (iw < 0 || iw >= %lld) continue;\n", LL(W));
   buf_printf(&b, "        float e = xp[ih * %lld + iw];\n", LL(W));
   /* torch's max pooling propagates NaN */

@@ -176,7 +176,7 @@ static int group_nodes(const KGroup *gr, const Node ***buf, int *cap) {
 void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
   const Arch *arch = arch_lookup(arch_name);
   int nn = g->nnodes;
-  unsigned char *live = malloc((size_t)nn + 1);
+  unsigned char *live = calloc((size_t)nn + 1, 1);
   int *grp = malloc(sizeof(int) * (size_t)(nn + 1));     /* node id -> its group, or -1 */
   int *root = malloc(sizeof(int) * (size_t)(nn + 1));    /* node id -> node owning its bytes */
   int *last = malloc(sizeof(int) * (size_t)(nn + 1));    /* owner -> last group reading it */
