@@ -4,8 +4,8 @@
  *
  * Buffers: parameters first (contiguous, in graph order, so that a later
  * "all parameters in one kernel" optimizer sees one range), then constants,
- * inputs, activations and the im2col workspace; each its own 256-byte
- * aligned range until memory planning overlaps them.  Nodes that compute
+ * inputs, activations and the im2col workspace, 256-byte aligned; then
+ * plan_memory() lets activations whose lifetimes do not meet share bytes.  Nodes that compute
  * nothing (flatten/reshape, dropout at inference) alias their input's buffer. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +146,8 @@ static void kernels_section(Prepared *p) {
   buf_printf(b, "\n%s\n", D_KERNELS_END);
 }
 
+static void plan_memory(Cg *c, Graph *g, const GroupList *gl);
+
 static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) {
   memset(p, 0, sizeof *p);
   Cg *c = &p->c;
@@ -208,8 +210,84 @@ static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) {
   for (int i = 0; i < p->gl.n; i++)
     if (emit_group(c, &p->gl.g[i]) != 0) return -1;
   if (c->err) return -1;
+  plan_memory(c, g, &p->gl);
   kernels_section(p);
   return 0;
+}
+
+/* Memory planning (ARCHITECTURE.md, decision 5): activations whose
+ * lifetimes do not meet share bytes.  A buffer lives from the first group that
+ * touches it to the last one (graph outputs to the end); lifetimes are
+ * inclusive, so a group's output never shares bytes with one of its inputs.
+ * Values a fused group keeps in registers are never touched and take no room
+ * of their own.  Placement is first fit in order of first use, 256-byte
+ * aligned, after the parameters, constants, inputs and workspace, which keep
+ * their own ranges (they outlive every launch).  In checked mode the runtime
+ * maps every buffer apart anyway, so an overlap bug shows as a wrong result
+ * in the unchecked tests, not as a silent pass. */
+static int in_group(const KGroup *gr, const Node *n) {
+  if (gr->main == n) return 1;
+  for (int j = 0; j < gr->nepi; j++)
+    if (gr->epi[j] == n) return 1;
+  return 0;
+}
+
+static void touch(int *first, int *last, int b, int k) {
+  if (k < first[b]) first[b] = k;
+  if (k > last[b]) last[b] = k;
+}
+
+static void plan_memory(Cg *c, Graph *g, const GroupList *gl) {
+  int nb = c->nbufs, ng = gl->n;
+  int *first = xmalloc(sizeof(int) * (size_t)(nb + 1)), *last = xmalloc(sizeof(int) * (size_t)(nb + 1));
+  int *order = xmalloc(sizeof(int) * (size_t)(nb + 1)), *placed = xmalloc(sizeof(int) * (size_t)(nb + 1));
+  for (int b = 0; b < nb; b++) first[b] = ng + 1, last[b] = -1;
+  for (int k = 0; k < ng; k++) {
+    const KGroup *gr = &gl->g[k];
+    for (int j = -1; j < gr->nepi; j++) {
+      const Node *n = j < 0 ? gr->main : gr->epi[j];
+      for (int i = 0; i < n->nin; i++)
+        if (!in_group(gr, n->in[i]->def)) touch(first, last, cg_buf_of(c, n->in[i]), k);
+    }
+    touch(first, last, cg_buf_of(c, group_out(gr)), k);
+  }
+  for (int i = 0; i < g->noutputs; i++)
+    if (ir_value_live(g, g->outputs[i].v)) touch(first, last, cg_buf_of(c, g->outputs[i].v), ng);
+  size_t base = 0;
+  int n = 0;
+  for (int b = 0; b < nb; b++) {
+    if (c->bufs[b].kind != BK_ACT) {
+      size_t end = (c->bufs[b].offset + c->bufs[b].bytes + 255) / 256 * 256;
+      if (end > base) base = end;
+    } else if (last[b] >= 0) {
+      order[n++] = b;
+    }
+  }
+  /* order by first use (insertion sort: buffers are created in graph order,
+   * so this is nearly sorted already) */
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && first[order[j]] < first[order[j - 1]]; j--) {
+      int t = order[j]; order[j] = order[j - 1]; order[j - 1] = t;
+    }
+  int np = 0;
+  for (int i = 0; i < n; i++) {
+    int b = order[i];
+    size_t off = base, sz = (c->bufs[b].bytes + 255) / 256 * 256;
+    for (int again = 1; again;) {   /* lowest offset that meets no live placed buffer */
+      again = 0;
+      for (int j = 0; j < np; j++) {
+        int q = placed[j];
+        if (first[q] > last[b] || last[q] < first[b]) continue;          /* lifetimes apart */
+        size_t qo = c->bufs[q].offset, qe = qo + (c->bufs[q].bytes + 255) / 256 * 256;
+        if (off < qe && qo < off + sz) { off = qe; again = 1; }
+      }
+    }
+    c->bufs[b].offset = off;
+    placed[np++] = b;
+  }
+  for (int b = 0; b < nb; b++)   /* never touched: at the base, where it harms nothing */
+    if (c->bufs[b].kind == BK_ACT && last[b] < 0) c->bufs[b].offset = base;
+  free(first); free(last); free(order); free(placed);
 }
 
 static void banner(FILE *f, Graph *g, const CodegenOpts *o) {

@@ -154,7 +154,7 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   for (int i = 0; i < c->nk; i++)
     fprintf(f, "NCC_KERNEL_DESC(%s, %s, (%s))\n", c->k[i].name, c->k[i].flags & NCC_KF_BARRIER_ ? "NCC_KF_BARRIER" : "0",
             c->k[i].args);
-  fprintf(f, "\n/* buffers: one range each (memory planning will overlap activations) */\n");
+  fprintf(f, "\n/* buffers: activations whose lifetimes do not meet share bytes (memory planning) */\n");
   fprintf(f, "#define %s_NBUFS %d\n", M, c->nbufs);
   fprintf(f, "static const size_t %s_buf_off_[%s_NBUFS] = {\n", M, M);
   for (int i = 0; i < c->nbufs; i++) {
