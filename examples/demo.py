@@ -65,7 +65,7 @@ def main():
         same = int((got.argmax(1) == ref.argmax(1)).sum())
         print("ncc vs PyTorch: max |logit difference| = %.2e over %d logits; "
               "predicted class equal for %d of %d images" % (err, got.size, same, len(got)))
-        print("first 16 predictions:", " ".join(str(int(c)) for c in got.argmax(1)[:16]))
+        print("first 16 predicted classes (untrained weights: they mean nothing yet):", " ".join(str(int(c)) for c in got.argmax(1)[:16]))
         sys.exit(0 if err <= 1e-4 * max(1.0, float(np.abs(ref).max())) else 1)
 
 
