@@ -16,4 +16,27 @@ static int failures;
       fprintf(stderr, "\n");                               \
     }                                                      \
   } while (0)
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The kernels section of a .cu file, as a --jit build embeds it: reads the
+ * whole file into *buf (free it) and returns the section, NUL-terminated at
+ * its end marker; NULL with a message when the file or a marker is missing. */
+static inline char *read_kernels_section(const char *path, char **buf) {
+  FILE *f = fopen(path, "rb");
+  char *a = NULL, *b = NULL;
+  long n;
+  *buf = NULL;
+  if (!f) { fprintf(stderr, "cannot open %s\n", path); return NULL; }
+  if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+      (*buf = (char *)calloc(1, (size_t)n + 1)) && fread(*buf, 1, (size_t)n, f) == (size_t)n) {
+    a = strstr(*buf, "/* ---- kernels ---- */");
+    b = strstr(*buf, "/* ---- end of kernels ---- */");
+  }
+  fclose(f);
+  if (!a || !b) { fprintf(stderr, "no kernels section in %s\n", path); return NULL; }
+  *b = 0;
+  return a;
+}
 #endif

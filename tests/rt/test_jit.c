@@ -39,24 +39,13 @@ static ncc_dim3 d3(unsigned x, unsigned y, unsigned z) {
 }
 
 int main(int argc, char **argv) {
-  FILE *f;
-  char *src, *a, *b, cache[512], dir[600], cubin[1200], cubin2[1200];
-  long n;
+  char *src, *a, cache[512], dir[600], cubin[1200], cubin2[1200];
   ncc_dev *d = NULL;
   void *fake;
   int rc, *loads;
   struct stat st1, st2;
-  if (argc < 2 || !(f = fopen(argv[1], "rb"))) { fprintf(stderr, "usage: test_jit KERNELS.cu\n"); return 2; }
-  fseek(f, 0, SEEK_END);
-  n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  src = calloc(1, (size_t)n + 1);
-  if (fread(src, 1, (size_t)n, f) != (size_t)n) return 2;
-  fclose(f);
-  a = strstr(src, "/* ---- kernels ---- */");
-  b = strstr(src, "/* ---- end of kernels ---- */");
-  if (!a || !b) return 2;
-  *b = 0;
+  if (argc < 2) { fprintf(stderr, "usage: test_jit KERNELS.cu\n"); return 2; }
+  if (!(a = read_kernels_section(argv[1], &src))) return 2;
   snprintf(cache, sizeof cache, "/tmp/ncc-jit-test-XXXXXX");
   if (!mkdtemp(cache)) return 2;
   setenv("XDG_CACHE_HOME", cache, 1);
@@ -132,9 +121,9 @@ int main(int argc, char **argv) {
   ncc_dev_close(d);
 
   /* a damaged entry is reported and dropped; the next open compiles afresh */
-  f = fopen(cubin, "wb");
-  fputs("garbage", f);
-  fclose(f);
+  FILE *f = fopen(cubin, "wb");
+  if (f) fputs("garbage", f);
+  if (f) fclose(f);
   rc = ncc_dev_open(&d, NCC_DEV_CUDA, a, "-lineinfo");
   CHECK(rc == NCC_EUSER && strstr(ncc_dev_error(d), "cuModuleLoadData") && strstr(ncc_dev_error(d), "invalid"),
         "damaged cache: %s", ncc_dev_error(d));

@@ -11,25 +11,13 @@
 #include "check.h"
 
 int main(int argc, char **argv) {
-  FILE *f;
-  char *src, *a, *b, *ptx = NULL, err[8192];
-  long n;
+  char *src, *a, *ptx = NULL, err[8192];
   int rc, i;
   const char *opts[] = {"--gpu-architecture=compute_90", "-default-device"};
   static const char *kernels[] = {"k_bias_relu", "k_relu_scale_f16", "k_sgemm16", "k_block_sum", "k_atomics",
                                   "k_softmax", "k_coords"};
-  if (argc < 2 || !(f = fopen(argv[1], "rb"))) { fprintf(stderr, "usage: test_nvrtc KERNELS.cu\n"); return 2; }
-  fseek(f, 0, SEEK_END);
-  n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  src = calloc(1, (size_t)n + 1);
-  if (fread(src, 1, (size_t)n, f) != (size_t)n) return 2;
-  fclose(f);
-  /* the kernels section, as a --jit build embeds it */
-  a = strstr(src, "/* ---- kernels ---- */");
-  b = strstr(src, "/* ---- end of kernels ---- */");
-  if (!a || !b) { fprintf(stderr, "no kernels section in %s\n", argv[1]); return 2; }
-  *b = 0;
+  if (argc < 2) { fprintf(stderr, "usage: test_nvrtc KERNELS.cu\n"); return 2; }
+  if (!(a = read_kernels_section(argv[1], &src))) return 2;
   rc = ncc_nvrtc_ptx(a, "kernels.cu", opts, 1, &ptx, err, sizeof err);
   if (rc && strstr(err, "cannot load NVRTC")) {
     printf("skipped: %s\n", err);
