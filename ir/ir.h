@@ -106,6 +106,10 @@ struct Node {
   Loc loc;                 /* where in the source it was made */
   int dead;                /* marked by passes; removed by ir_compact() */
   int param_kind;          /* PARAM: PK_* below */
+  int load_time;           /* set by the fold pass: computed once, right after the
+                              weights are loaded, from parameters and constants only
+                              (a folded batchnorm's scale and shift); its value is
+                              kept for every inference, like a parameter */
 };
 
 enum { PK_NONE, PK_WEIGHT, PK_BIAS, PK_RUNNING_MEAN, PK_RUNNING_VAR };

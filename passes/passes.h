@@ -9,6 +9,7 @@ typedef struct PassCtx {
   int opt_level;      /* -O0..-O3 */
   int verify;         /* run ir_verify after each pass */
   const char *print_after;  /* pass name, "all", or NULL */
+  int verbose;        /* -v: each pass prints its statistics to stderr */
 } PassCtx;
 
 typedef int (*PassFn)(Graph *g, PassCtx *c);
