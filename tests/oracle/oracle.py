@@ -136,7 +136,8 @@ def run_and_compare(ctx, net_text, params, inputs, refs, flags=(), env=None, net
         net_path = ctx.path(ctx.name + ".net")
         with open(net_path, "w") as f:
             f.write(net_text)
-    args = [net_path, "--device", "emu"]
+    dev = oracle_device()
+    args = [net_path] + (["--device", "cuda", "--jit"] if dev == "jit" else ["--device", dev])
     if params is not None:
         wpath = ctx.path("weights.safetensors")
         write_safetensors(wpath, params)
@@ -156,10 +157,13 @@ def run_and_compare(ctx, net_text, params, inputs, refs, flags=(), env=None, net
     p = ctx.run_ncc(args, env=env)
     if p.returncode != 0:
         raise Failure("ncc run exited with status %d" % p.returncode)
-    if "device: emu" not in p.stdout:
-        raise Failure("ncc run did not say it used the emulator (stdout: %r)" % p.stdout)
+    want = "device: emu" if dev == "emu" else "device: cuda"
+    if want not in p.stdout:
+        raise Failure("ncc run did not say '%s' (stdout: %r)" % (want, p.stdout))
     env = env or {}
-    if ("--check" in flags or env.get("NCC_CHECK") == "1") and "checked" not in p.stdout:
+    if dev != "emu":
+        pass    # checked mode and fiber order are the emulator's; on a GPU the case just runs there
+    elif ("--check" in flags or env.get("NCC_CHECK") == "1") and "checked" not in p.stdout:
         raise Failure("checked mode was asked for but the emulator is not in it")
     if env.get("NCC_FIBER_ORDER") == "reverse" and "reverse fiber order" not in p.stdout:
         raise Failure("reverse fiber order was asked for but not reported")
@@ -170,6 +174,15 @@ def run_and_compare(ctx, net_text, params, inputs, refs, flags=(), env=None, net
 
 
 # ---------------------------------------------------------------- helpers
+def oracle_device():
+    """NCC_ORACLE_DEVICE=cuda (or jit: kernels by NVRTC) runs the numeric cases
+    on a GPU instead of the emulator; the default, and CI's, is emu."""
+    d = os.environ.get("NCC_ORACLE_DEVICE", "emu")
+    if d not in ("emu", "cuda", "jit"):
+        raise Failure("NCC_ORACLE_DEVICE must be emu, cuda or jit, got %r" % d)
+    return d
+
+
 def seed(s):
     import torch
     torch.manual_seed(s)
