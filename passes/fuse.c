@@ -215,7 +215,7 @@ static char *why_not(Fuse *F, Node *n, int j, int k, int *rule, int *multi) {
         if (F->lv.root[q->in[t]->id] == v) other = q;
     }
     *multi = 1;
-    return fmt("the value is also read by %s (%d readers)", other ? nm(F, other) : "another node", nr);
+    return fmt("%s's value is also read by %s (%d readers)", nm(F, v->def), other ? nm(F, other) : "another node", nr);
   }
   if (shape_numel(&n->out->shape) != shape_numel(&v->shape)) {
     shp(b1, sizeof b1, v);
@@ -232,9 +232,12 @@ static char *why_not(Fuse *F, Node *n, int j, int k, int *rule, int *multi) {
     if (q < 0) continue;                       /* input, parameter, constant */
     if (rw->def->load_time && !n->load_time) continue;   /* kept since load time */
     if (F->gstored[q] != rw) return fmt("its operand %s stays inside its own kernel", nm(F, rw->def));
-    if (q >= k)
-      return fmt("its other operand %s is computed by %s's kernel, which runs after %s's", nm(F, rw->def),
-                 nm(F, F->gmain[q]), nm(F, m));
+    if (q >= k) {
+      if (F->gmain[k] == v->def)
+        return fmt("its other operand %s is computed by a later kernel (%s's)", nm(F, rw->def), nm(F, F->gmain[q]));
+      return fmt("its other operand %s is computed by a later kernel (%s's) than the one storing %s (%s's)",
+                 nm(F, rw->def), nm(F, F->gmain[q]), nm(F, v->def), nm(F, m));
+    }
   }
   return NULL;
 }
@@ -455,16 +458,15 @@ static void print_notes(Fuse *F, FILE *f) {
     fprintf(f, "  not fused: %s -> %s [%s]: %s", nm(F, r->def), nm(F, t->consumer),
             t->rule >= 0 ? rules[t->rule].name : "no rule", t->why);
     if (t->multi) {
+      /* what the recompute rule says: -O3 would, or why it does not */
       int k = F->grp[r->def->id];
-      if (k >= 0 && cheap_op(F->gmain[k])) {
-        char *why = why_not_recompute(F, k);
-        if (!why && F->level < rules[R_RECOMPUTE].level)
-          fprintf(f, "; -O%d would compute it again in each reader [%s]", rules[R_RECOMPUTE].level,
-                  rules[R_RECOMPUTE].name);
-        else if (why)
-          fprintf(f, "; not recomputed [%s]: %s", rules[R_RECOMPUTE].name, why);
-        free(why);
-      }
+      char *why = k >= 0 ? why_not_recompute(F, k) : NULL;
+      if (k >= 0 && !why && F->level < rules[R_RECOMPUTE].level)
+        fprintf(f, "; -O%d would compute it again in each reader [%s]", rules[R_RECOMPUTE].level,
+                rules[R_RECOMPUTE].name);
+      else if (why && (F->level >= rules[R_RECOMPUTE].level))
+        fprintf(f, "; not recomputed [%s]: %s", rules[R_RECOMPUTE].name, why);
+      free(why);
     }
     fputc('\n', f);
   }

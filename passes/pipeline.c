@@ -74,7 +74,7 @@ static double now_ms(void) {
 }
 
 int passes_run(Graph *g, PassCtx *c, const char *list) {
-  int o = c->opt_level < 0 ? 0 : c->opt_level > 3 ? 3 : c->opt_level;
+  int o = c->opt_level < 0 ? 0 : c->opt_level > 3 ? 3 : c->opt_level, from_level = !list;
   if (!list) list = pipelines[o];
   g->training = c->train;
   /* Check every name first: a typo must not leave a half-run pipeline. */
@@ -110,6 +110,10 @@ int passes_run(Graph *g, PassCtx *c, const char *list) {
       if (*p == ',') p++;
     }
   }
-  if (c->verbose) fprintf(stderr, "passes: %s (-O%d) in %.2f ms\n", *list ? list : "(none)", o, now_ms() - t0);
+  if (c->verbose) {
+    fprintf(stderr, "passes: %s", *list ? list : "(none)");
+    if (from_level) fprintf(stderr, " (-O%d)", o);
+    fprintf(stderr, " in %.2f ms\n", now_ms() - t0);
+  }
   return 0;
 }

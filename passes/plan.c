@@ -78,6 +78,13 @@ static int64_t first_fit(Slot **order, int n, Span *conf) {
   return top;
 }
 
+/* "2.25 MB", "12.0 KB" */
+static const char *mb(char *b, size_t n, int64_t bytes) {
+  if (bytes >= 1048576) snprintf(b, n, "%.2f MB", bytes / 1048576.0);
+  else snprintf(b, n, "%.1f KB", bytes / 1024.0);
+  return b;
+}
+
 int pass_plan(Graph *g, PassCtx *c) {
   Liveness lv;
   ir_liveness(g, g->training, &lv);
@@ -173,10 +180,11 @@ int pass_plan(Graph *g, PassCtx *c) {
         if (slots[i].first <= p && p <= slots[i].last) live += slots[i].size;
       if (live > bound) bound = live;
     }
-    fprintf(stderr, "pass plan: activations %.2f MB for %d values (%.0f%% of %.2f MB unshared; %d in place; "
-            "lower bound %.2f MB)", best / 1048576.0, nvals, naive ? 100.0 * (double)best / (double)naive : 100.0,
-            naive / 1048576.0, inplace, bound / 1048576.0);
-    if (load) fprintf(stderr, "; load-time values %.2f MB", load / 1048576.0);
+    char b1[32], b2[32], b3[32];
+    fprintf(stderr, "pass plan: activations %s for %d values (%.0f%% of %s unshared; %d in place; the most live at "
+            "once: %s)", mb(b1, sizeof b1, best), nvals, naive ? 100.0 * (double)best / (double)naive : 100.0,
+            mb(b2, sizeof b2, naive), inplace, mb(b3, sizeof b3, bound));
+    if (load) fprintf(stderr, "; load-time values %s", mb(b1, sizeof b1, load));
     fputc('\n', stderr);
   }
   free(slot_of);

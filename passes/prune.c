@@ -38,7 +38,8 @@ int pass_prune(Graph *g, PassCtx *c) {
     if (!need[i] && g->nodes[i]->op != OP_INPUT) g->nodes[i]->dead = 1;
   ir_compact(g);
   if (c->verbose)
-    fprintf(stderr, "pass prune: %d nodes removed (%d train-only identities, %d that no %s needs); %d left\n",
-            before - g->nnodes, identities, before - g->nnodes - identities, c->train ? "root" : "output", g->nnodes);
+    fprintf(stderr, "pass prune: %d nodes removed (%d train-only %s, %d that no %s needs); %d left\n",
+            before - g->nnodes, identities, identities == 1 ? "identity" : "identities", before - g->nnodes - identities,
+            c->train ? "root" : "output", g->nnodes);
   return 0;
 }
