@@ -3,10 +3,11 @@
  * emitters (elemwise.c, kernels.c, gemm.c), the host-code writer (host.c) and
  * the driver (codegen.c).
  *
- * The flow: group.c turns the graph into an ordered list of kernel groups
- * (ARCHITECTURE.md decision 2); codegen.c assigns every live value a buffer
- * (or an alias of one) and asks the emitter of each group's main op for its
- * kernels and the host statements that launch them.  Emitters register
+ * The flow: group.c reads the kernel groups the fuse pass wrote on the IR
+ * (one node per group without it), in launch order; codegen.c gives every
+ * stored value a buffer where the plan pass placed it (or an alias of one)
+ * and asks the emitter of each group's main op for its kernels and the host
+ * statements that launch them.  Emitters register
  * kernel text with cg_kernel(), which dedupes identical kernels, and append
  * host statements to the context's `run` buffer; they never write files. */
 #ifndef NCC_CG_H
