@@ -176,6 +176,17 @@ static void test_load_time(void) {
   CHECK(t.launches == 1 && text && strstr(text, "# load time: 1 kernels") != NULL);
   CHECK(t.peak == g->act_bytes && t.peak == 512);   /* x and the stored tanh: 256 each */
   free(text);
+  /* codegen gives it a buffer of its own, outside the activation region */
+  char *src = NULL, *hdr = NULL;
+  size_t ls = 0, lh = 0;
+  FILE *fs = open_memstream(&src, &ls), *fh = open_memstream(&hdr, &lh);
+  CodegenOpts co = {0};
+  CHECK(codegen_emit(g, &co, fs, fh) == 0);
+  fclose(fs);
+  fclose(fh);
+  CHECK(src && strstr(src, ": load-time scale */") != NULL);
+  free(src);
+  free(hdr);
   ir_graph_free(g);
 }
 
