@@ -3,10 +3,11 @@
  * emitters (elemwise.c, kernels.c, gemm.c), the host-code writer (host.c) and
  * the driver (codegen.c).
  *
- * The flow: group.c turns the graph into an ordered list of kernel groups
- * (ARCHITECTURE.md decision 2); codegen.c assigns every live value a buffer
- * (or an alias of one) and asks the emitter of each group's main op for its
- * kernels and the host statements that launch them.  Emitters register
+ * The flow: group.c reads the kernel groups the fuse pass wrote on the IR
+ * (one node per group without it), in launch order; codegen.c gives every
+ * stored value a buffer where the plan pass placed it (or an alias of one)
+ * and asks the emitter of each group's main op for its kernels and the host
+ * statements that launch them.  Emitters register
  * kernel text with cg_kernel(), which dedupes identical kernels, and append
  * host statements to the context's `run` buffer; they never write files. */
 #ifndef NCC_CG_H
@@ -52,14 +53,18 @@ void cg_window_index(char *dst, size_t n, const char *o, int s, int p, const cha
  * A group is one main node plus an elementwise epilogue chain applied to the
  * main node's result before it is stored (and, later, a prologue chain on
  * its first input).  Every epilogue node takes the running value as one input
- * and has the main node's output shape; its other inputs are extra tensors
- * read at the broadcast index.  The group stores only its last value. */
+ * and has the main node's element count; its other inputs are extra tensors
+ * read at the broadcast index.  The group stores only its last value.  The
+ * groups are the fuse pass's decision, written on the IR (Node.grole/group,
+ * checked by the verifier); group.c only reads them (ir_schedule: without
+ * the pass every computing node is its own group). */
 typedef struct KGroup {
   Node *main;
   Node **epi;
   int nepi;
   Node **pro;       /* reserved for BN+ReLU prologues; emitters assert it is empty */
   int npro;
+  int load_time;    /* computed once after the weights load (main->load_time), not per inference */
 } KGroup;
 /* Value the group stores: the last epilogue node's output, else main's. */
 Value *group_out(const KGroup *gr);
@@ -68,18 +73,18 @@ typedef struct GroupList {
   KGroup *g;
   int n;
 } GroupList;
-/* Forms groups over the live computing nodes of g (live[node id] != 0), in
- * topological order.  Sources, SHAPE_ONLY and TRAIN_ONLY nodes form none. */
-GroupList group_form(Graph *g, const unsigned char *live);
+/* The kernel groups of the nodes `need` marks (ir_needed), in launch order. */
+GroupList group_form(Graph *g, const unsigned char *need);
 void group_free(GroupList *gl);
-/* Merges single-use elementwise nodes into the epilogue of the group that
- * stores their running operand (CodegenOpts.fuse). */
-void group_fuse_epilogues(Graph *g, GroupList *gl, const unsigned char *live);
-/* Nodes that produce no kernel: their output aliases the first input. */
+/* Nodes that produce no kernel: their output aliases the first input (ir_is_view). */
 int node_is_alias(const Node *n);
 
-/* ---- buffers ------------------------------------------------------------ */
-enum { BK_PARAM, BK_INPUT, BK_ACT, BK_CONST, BK_WORK };
+/* ---- buffers ------------------------------------------------------------
+ * Parameters, constants and load-time values each have their own bytes;
+ * inputs and activations (BK_INPUT, BK_ACT) sit where the memory plan put
+ * them (Value.offset in the MEM_ACT region), or each in its own range when
+ * no plan ran; the im2col workspace follows. */
+enum { BK_PARAM, BK_INPUT, BK_ACT, BK_CONST, BK_WORK, BK_LOAD };
 typedef struct CgBuf {
   int kind;
   Value *v;          /* NULL for the workspace */
@@ -116,6 +121,7 @@ typedef struct Cg {
   int nbufs;
   int work;                  /* workspace buffer index, -1 while none is needed */
   size_t work_bytes;
+  size_t act_base, act_bytes;  /* the inputs-and-activations region of the arena (= the report's peak_memory) */
   CgKernel *k;
   int nk, capk;
   Buf run;                   /* host statements of <model>_run() */

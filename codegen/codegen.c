@@ -1,12 +1,16 @@
-/* codegen.c — the driver of code generation: which nodes inference needs,
- * which buffer holds each value, the groups, one emitter per group's main op,
- * and the layout of MODEL.cu (codegen/GENERATED.md).
+/* codegen.c — the driver of code generation: which buffer holds each value,
+ * one emitter per kernel group's main op, and the layout of MODEL.cu
+ * (codegen/GENERATED.md).  What to compute (ir_needed), the kernel groups
+ * (fuse pass) and where values live (plan pass) are decisions on the IR; this
+ * file renders them.
  *
- * Buffers: parameters first (contiguous, in graph order, so that a later
- * "all parameters in one kernel" optimizer sees one range), then constants,
- * inputs, activations and the im2col workspace, 256-byte aligned; then
- * plan_memory() lets activations whose lifetimes do not meet share bytes.  Nodes that compute
- * nothing (flatten/reshape, dropout at inference) alias their input's buffer. */
+ * Buffers, 256-byte aligned: parameters first (contiguous, in graph order, so
+ * that a later "all parameters in one kernel" optimizer sees one range), then
+ * constants, load-time values, the region of inputs and activations, and the
+ * im2col workspace.  Inside the region every value sits at the offset the
+ * plan gave it (Value.offset; values whose lifetimes do not meet share
+ * bytes); without a plan (-O0) each has its own range, in graph order.  Views
+ * (flatten/reshape, dropout at inference) alias what they view. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +79,19 @@ static int add_buf(Cg *c, int kind, Value *v, size_t bytes) {
   return i;
 }
 
+static int add_buf_at(Cg *c, int kind, Value *v, size_t bytes, size_t off) {
+  int i = add_buf(c, kind, v, bytes);
+  c->bufs[i].offset = off;
+  return i;
+}
+
+static size_t end_of_bufs(const Cg *c) {
+  size_t e = 0;
+  for (int i = 0; i < c->nbufs; i++)
+    if (c->bufs[i].offset + c->bufs[i].bytes > e) e = c->bufs[i].offset + c->bufs[i].bytes;
+  return (e + 255) / 256 * 256;
+}
+
 static size_t vbytes(const Value *v) { return (size_t)shape_numel(&v->shape) * (size_t)dtype_size(v->dtype); }
 
 static int emit_group(Cg *c, const KGroup *gr) {
@@ -107,13 +124,13 @@ static int emit_group(Cg *c, const KGroup *gr) {
 typedef struct Prepared {
   Cg c;
   GroupList gl;
-  unsigned char *live;
+  Liveness lv;
   Buf kernels;
 } Prepared;
 
 static void prepared_free(Prepared *p) {
   group_free(&p->gl);
-  free(p->live);
+  ir_liveness_free(&p->lv);
   free(p->c.vbuf);
   free(p->c.bufs);
   for (int i = 0; i < p->c.nk; i++) {
@@ -146,8 +163,6 @@ static void kernels_section(Prepared *p) {
   buf_printf(b, "\n%s\n", D_KERNELS_END);
 }
 
-static void plan_memory(Cg *c, Graph *g, const GroupList *gl);
-
 static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) {
   memset(p, 0, sizeof *p);
   Cg *c = &p->c;
@@ -169,125 +184,54 @@ static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) {
     diag_error(noloc(), "model %s declares no output (`output NAME`): there is nothing to compute", g->model);
     return -1;
   }
-  /* liveness: what the outputs need, walking back in topological order */
-  p->live = calloc((size_t)g->nnodes + 1, 1);
+  /* what to compute and where values live: ir_liveness reads the IR's decisions */
+  Liveness *lv = &p->lv;
+  ir_liveness(g, g->training, lv);
   c->vbuf = malloc(sizeof(int) * (size_t)(g->next_value_id + 1));
-  if (!p->live || !c->vbuf) ncc_die("out of memory");
+  if (!c->vbuf) ncc_die("out of memory");
   for (int i = 0; i <= g->next_value_id; i++) c->vbuf[i] = -1;
-  for (int i = 0; i < g->noutputs; i++) p->live[g->outputs[i].v->def->id] = 1;
-  for (int i = g->nnodes - 1; i >= 0; i--) {
-    Node *n = g->nodes[i];
-    NCC_ASSERT(n->id == i);
-    if (!p->live[i] || n->dead) continue;
-    for (int j = 0; j < n->nin; j++) p->live[n->in[j]->def->id] = 1;
-  }
   int bad = 0;
-  for (int i = 0; i < g->nnodes; i++) {
-    Node *n = g->nodes[i];
-    if (p->live[i] && !n->dead && !(ncc_ops[n->op].flags & OPF_SOURCE) && !node_is_alias(n)) bad |= check_node(c, n);
-  }
+  for (int i = 0; i < g->nnodes; i++)
+    if (ir_computes(g->nodes[i], lv->need)) bad |= check_node(c, g->nodes[i]);
   if (bad) return -1;
   /* buffers */
   for (int i = 0; i < g->nnodes; i++)
     if (!g->nodes[i]->dead && g->nodes[i]->op == OP_PARAM) add_buf(c, BK_PARAM, g->nodes[i]->out, vbytes(g->nodes[i]->out));
-  for (int k = 0; k < 3; k++) {
-    int want = k == 0 ? OP_CONST : k == 1 ? OP_INPUT : -1;
+  for (int i = 0; i < g->nnodes; i++)
+    if (lv->need[i] && g->nodes[i]->op == OP_CONST) add_buf(c, BK_CONST, g->nodes[i]->out, vbytes(g->nodes[i]->out));
+  for (int pass = 0; pass < 2; pass++) {
+    /* pass 0: load-time values; pass 1: inputs and activations */
+    size_t base = end_of_bufs(c), run = 0;
     for (int i = 0; i < g->nnodes; i++) {
-      Node *n = g->nodes[i];
-      if (n->dead || !p->live[i] || n->op == OP_PARAM) continue;
-      if (want >= 0 ? (int)n->op != want : (n->op == OP_CONST || n->op == OP_INPUT)) continue;
-      if (node_is_alias(n)) c->vbuf[n->out->id] = cg_buf_of(c, n->in[0]);
-      else add_buf(c, k == 0 ? BK_CONST : k == 1 ? BK_INPUT : BK_ACT, n->out, vbytes(n->out));
+      Value *v = g->nodes[i]->out;
+      int kind = lv->kind[v->id];
+      if (pass == 0 ? kind != LV_LOAD : kind != LV_INPUT && kind != LV_ACT) continue;
+      size_t off = run;
+      if (g->planned) {
+        NCC_ASSERT(v->region == (pass == 0 ? MEM_LOAD : MEM_ACT) && v->offset >= 0);
+        off = (size_t)v->offset;
+      }
+      run += (size_t)ir_slot_bytes(v);
+      add_buf_at(c, pass == 0 ? BK_LOAD : kind == LV_INPUT ? BK_INPUT : BK_ACT, v, vbytes(v), base + off);
+    }
+    if (pass == 1) {
+      c->act_base = base;
+      c->act_bytes = g->planned ? (size_t)g->act_bytes : run;
     }
   }
-  p->gl = group_form(g, p->live);
-  if (o->fuse || g->fuse_epilogues) group_fuse_epilogues(g, &p->gl, p->live);
+  for (int i = 0; i < g->nnodes; i++)
+    if (lv->kind[g->nodes[i]->out->id] == LV_VIEW) c->vbuf[g->nodes[i]->out->id] = cg_buf_of(c, lv->root[g->nodes[i]->out->id]);
+  p->gl = group_form(g, lv->need);
   for (int i = 0; i < p->gl.n; i++) {
     size_t w = gemm_workspace_bytes(c, p->gl.g[i].main);
     if (w > c->work_bytes) c->work_bytes = w;
   }
-  if (c->work_bytes) c->work = add_buf(c, BK_WORK, NULL, c->work_bytes);
+  if (c->work_bytes) c->work = add_buf_at(c, BK_WORK, NULL, c->work_bytes, (c->act_base + c->act_bytes + 255) / 256 * 256);
   for (int i = 0; i < p->gl.n; i++)
     if (emit_group(c, &p->gl.g[i]) != 0) return -1;
   if (c->err) return -1;
-  plan_memory(c, g, &p->gl);
   kernels_section(p);
   return 0;
-}
-
-/* Memory planning (ARCHITECTURE.md, decision 5): activations whose
- * lifetimes do not meet share bytes.  A buffer lives from the first group that
- * touches it to the last one (graph outputs to the end); lifetimes are
- * inclusive, so a group's output never shares bytes with one of its inputs.
- * Values a fused group keeps in registers are never touched and take no room
- * of their own.  Placement is first fit in order of first use, 256-byte
- * aligned, after the parameters, constants, inputs and workspace, which keep
- * their own ranges (they outlive every launch).  In checked mode the runtime
- * maps every buffer apart anyway, so an overlap bug shows as a wrong result
- * in the unchecked tests, not as a silent pass. */
-static int in_group(const KGroup *gr, const Node *n) {
-  if (gr->main == n) return 1;
-  for (int j = 0; j < gr->nepi; j++)
-    if (gr->epi[j] == n) return 1;
-  return 0;
-}
-
-static void touch(int *first, int *last, int b, int k) {
-  if (k < first[b]) first[b] = k;
-  if (k > last[b]) last[b] = k;
-}
-
-static void plan_memory(Cg *c, Graph *g, const GroupList *gl) {
-  int nb = c->nbufs, ng = gl->n;
-  int *first = xmalloc(sizeof(int) * (size_t)(nb + 1)), *last = xmalloc(sizeof(int) * (size_t)(nb + 1));
-  int *order = xmalloc(sizeof(int) * (size_t)(nb + 1)), *placed = xmalloc(sizeof(int) * (size_t)(nb + 1));
-  for (int b = 0; b < nb; b++) first[b] = ng + 1, last[b] = -1;
-  for (int k = 0; k < ng; k++) {
-    const KGroup *gr = &gl->g[k];
-    for (int j = -1; j < gr->nepi; j++) {
-      const Node *n = j < 0 ? gr->main : gr->epi[j];
-      for (int i = 0; i < n->nin; i++)
-        if (!in_group(gr, n->in[i]->def)) touch(first, last, cg_buf_of(c, n->in[i]), k);
-    }
-    touch(first, last, cg_buf_of(c, group_out(gr)), k);
-  }
-  for (int i = 0; i < g->noutputs; i++)
-    if (ir_value_live(g, g->outputs[i].v)) touch(first, last, cg_buf_of(c, g->outputs[i].v), ng);
-  size_t base = 0;
-  int n = 0;
-  for (int b = 0; b < nb; b++) {
-    if (c->bufs[b].kind != BK_ACT) {
-      size_t end = (c->bufs[b].offset + c->bufs[b].bytes + 255) / 256 * 256;
-      if (end > base) base = end;
-    } else if (last[b] >= 0) {
-      order[n++] = b;
-    }
-  }
-  /* order by first use (insertion sort: buffers are created in graph order,
-   * so this is nearly sorted already) */
-  for (int i = 1; i < n; i++)
-    for (int j = i; j > 0 && first[order[j]] < first[order[j - 1]]; j--) {
-      int t = order[j]; order[j] = order[j - 1]; order[j - 1] = t;
-    }
-  int np = 0;
-  for (int i = 0; i < n; i++) {
-    int b = order[i];
-    size_t off = base, sz = (c->bufs[b].bytes + 255) / 256 * 256;
-    for (int again = 1; again;) {   /* lowest offset that meets no live placed buffer */
-      again = 0;
-      for (int j = 0; j < np; j++) {
-        int q = placed[j];
-        if (first[q] > last[b] || last[q] < first[b]) continue;          /* lifetimes apart */
-        size_t qo = c->bufs[q].offset, qe = qo + (c->bufs[q].bytes + 255) / 256 * 256;
-        if (off < qe && qo < off + sz) { off = qe; again = 1; }
-      }
-    }
-    c->bufs[b].offset = off;
-    placed[np++] = b;
-  }
-  for (int b = 0; b < nb; b++)   /* never touched: at the base, where it harms nothing */
-    if (c->bufs[b].kind == BK_ACT && last[b] < 0) c->bufs[b].offset = base;
-  free(first); free(last); free(order); free(placed);
 }
 
 static void banner(FILE *f, Graph *g, const CodegenOpts *o) {

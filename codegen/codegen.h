@@ -1,7 +1,9 @@
 /* codegen.h — from a (passed) graph to CUDA C.
  *
- * One kernel per kernel group (ARCHITECTURE.md decision 2); until the fusion
- * pass lands each group holds one node. The emitted .cu holds, in order:
+ * One kernel per kernel group: the fuse pass's groups (Node.grole), or one
+ * node per group without it; buffers where the plan pass put them
+ * (Value.offset), or each in its own range without it.  The emitted .cu
+ * holds, in order:
  *   1. the kernels, in the C-compatible CUDA subset (EMULATION.md), after
  *      `#include "ncc_kernel.h"`;
  *   2. the host code: descriptors, the model struct, the generated API
@@ -18,7 +20,6 @@ typedef struct CodegenOpts {
   int use_cublas;       /* conv/linear/matmul through ncc_gemm (cuBLAS / CPU BLAS) instead of the tiled kernel */
   const char *header;   /* name of MODEL.h as #included by MODEL.cu */
   const char *command;  /* the command line, for the banner of MODEL.cu; may be NULL */
-  int fuse;             /* merge single-use elementwise nodes into their producer's epilogue */
 } CodegenOpts;
 
 /* Writes MODEL.cu (or .c with jit) to `src` and MODEL.h to `hdr`. Returns 0,

@@ -15,7 +15,7 @@
 
 #define LL(x) ((long long)(x))
 
-static const char *bk_name[] = {"param", "input", "activation", "const", "workspace"};
+static const char *bk_name[] = {"param", "input", "activation", "const", "workspace", "load-time"};
 
 static void tensor_info(FILE *f, const char *name, const Value *v) {
   fprintf(f, "  {\"");

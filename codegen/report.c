@@ -2,9 +2,10 @@
  *
  * One row per kernel, in launch order: the ops it fuses ("conv2d+relu"), the
  * layer, the shape it stores, the parameters it reads, FLOPs, bytes moved,
- * the activation it writes and a roofline time on --arch.  Kernels are
- * codegen's kernel groups (group.c), so the report counts exactly what the
- * emitted code launches, and follows the fusion pass as it merges groups.
+ * the activation it writes and a roofline time on --arch.  Kernels are the
+ * fuse pass's groups as codegen reads them (group.c), and memory is the plan
+ * pass's plan as codegen emits it, so the report describes exactly the code
+ * that is generated.
  * Then human summary lines and, last, the one machine-readable line tools and
  * tests parse (ARCHITECTURE.md):
  *   total: params=P flops=F launches=L bytes=B peak_memory=M naive_memory=U
@@ -19,17 +20,20 @@
  *     normalisation and softmax a few per element (constants below).
  *   - multiply-adds: conv/linear/matmul only — the figure torchvision and
  *     fvcore publish as "GFLOPS" (4.09 G for ResNet-50, 15.47 G for VGG-16).
- *   - launches: kernel groups.  Sources, views (flatten/reshape alias their
- *     input's bytes) and train-only identities form none.
+ *   - launches: kernel groups run per inference.  Sources, views
+ *     (flatten/reshape alias their input's bytes) and train-only identities
+ *     form none; load-time groups (computed once after the weights load)
+ *     are listed apart and not counted.
  *   - bytes: every kernel reads each tensor it takes from outside the group
  *     once and writes the value the group stores once; values inside a
  *     fused group never reach memory.
- *   - naive_memory: the sum of all activation buffers (graph inputs and every
- *     stored group output; views own no bytes; weights are not activations).
- *   - peak_memory: a liveness walk over the launch order: a buffer is
- *     allocated when its kernel runs and freed after its last reader (through
- *     views); graph inputs and outputs stay live to the end.  The memory
- *     planner should reach this figure; it is the lower bound for this order. */
+ *   - naive_memory: the inputs-and-activations region of the arena with no
+ *     sharing: every graph input and every value a kernel group stores in its
+ *     own 256-byte-aligned range (views own no bytes; weights and load-time
+ *     values are not activations).
+ *   - peak_memory: the size of that region as planned (Graph.act_bytes, the
+ *     plan pass): exactly the bytes the generated code allocates for inputs
+ *     and activations.  Without the plan pass (-O0) it equals naive_memory. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,23 +180,16 @@ static int group_nodes(const KGroup *gr, const Node ***buf, int *cap) {
 void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
   const Arch *arch = arch_lookup(arch_name);
   int nn = g->nnodes;
-  unsigned char *live = calloc((size_t)nn + 1, 1);
+  Liveness lv;
+  ir_liveness(g, g->training, &lv);
   int *grp = malloc(sizeof(int) * (size_t)(nn + 1));     /* node id -> its group, or -1 */
-  int *root = malloc(sizeof(int) * (size_t)(nn + 1));    /* node id -> node owning its bytes */
-  int *last = malloc(sizeof(int) * (size_t)(nn + 1));    /* owner -> last group reading it */
-  char *owns = malloc((size_t)nn + 1);
-  if (!live || !grp || !root || !last || !owns) ncc_die("out of memory");
-  for (int i = 0; i < nn; i++) live[i] = !g->nodes[i]->dead;
-  GroupList gl = group_form(g, live);
-  if (g->fuse_epilogues) group_fuse_epilogues(g, &gl, live);
-  const int end = gl.n;   /* "live to the end" */
+  if (!grp) ncc_die("out of memory");
+  GroupList gl = group_form(g, lv.need);
 
   int64_t batch = 0;
   for (int i = 0; i < nn; i++) {
     Node *n = g->nodes[i];
     grp[i] = -1;
-    last[i] = -1;
-    root[i] = node_is_alias(n) && n->nin >= 1 ? root[n->in[0]->def->id] : i;
     if (n->op == OP_INPUT && !batch && n->out->shape.rank >= 1) batch = n->out->shape.d[0];
   }
   const Node **gn = NULL;
@@ -202,26 +199,6 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
     int m = group_nodes(&gl.g[k], &gn, &gcap);
     for (int j = 0; j < m; j++) grp[gn[j]->id] = k;
   }
-  /* Buffers: graph inputs and the value each group stores. */
-  for (int i = 0; i < nn; i++) {
-    Node *n = g->nodes[i];
-    owns[i] = n->op == OP_INPUT || (grp[i] >= 0 && group_out(&gl.g[grp[i]]) == n->out);
-  }
-  for (int k = 0; k < gl.n; k++) {
-    int m = group_nodes(&gl.g[k], &gn, &gcap);
-    for (int j = 0; j < m; j++)
-      for (int q = 0; q < gn[j]->nin; q++) {
-        int d = gn[j]->in[q]->def->id;
-        if (grp[d] != k) last[root[d]] = k;
-      }
-  }
-  for (int i = 0; i < nn; i++)
-    if (g->nodes[i]->op == OP_INPUT) last[i] = end;
-  /* losses pruned at inference are no longer in the graph: skip them */
-  for (int i = 0; i < g->noutputs; i++)
-    if (ir_value_live(g, g->outputs[i].v)) last[root[g->outputs[i].v->def->id]] = end;
-  for (int i = 0; i < g->nlosses; i++)
-    if (ir_value_live(g, g->losses[i].v)) last[root[g->losses[i].v->def->id]] = end;
 
   /* column widths */
   int wname = 5, wops = 16;
@@ -245,7 +222,8 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
   fprintf(f, "# %4s  %-*s %-*s %-22s %11s %10s %10s %10s %9s\n", "id", wops, "kernel (ops)", wname, "layer", "output",
           "params", "FLOPs", "bytes", "act.bytes", "time_us");
 
-  int64_t params = 0, flops = 0, macs = 0, bytes = 0, naive = 0, peak = 0, live_bytes = 0, weights = 0;
+  int64_t params = 0, flops = 0, macs = 0, bytes = 0, naive = 0, peak = 0, weights = 0, load_bytes = 0;
+  int launches = 0, load_kernels = 0;
   double time_us = 0;
   const Value **seen = NULL;   /* inputs of the current kernel, deduplicated */
   int nseen_all = 0, seen_cap = 0;
@@ -254,15 +232,23 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
     if (n->dead) continue;
     if (is_param_counted(n)) params = add(params, shape_numel(&n->out->shape));
     if (n->op == OP_PARAM) weights = add(weights, vbytes(n->out));
-    if (n->op == OP_INPUT) { naive += vbytes(n->out); live_bytes += vbytes(n->out); }
+    int kind = lv.kind[n->out->id];
+    if (kind == LV_INPUT || kind == LV_ACT) naive = add(naive, ir_slot_bytes(n->out));
+    if (kind == LV_LOAD) load_bytes = add(load_bytes, ir_slot_bytes(n->out));
   }
-  peak = live_bytes;
+  /* the plan as codegen emits it (codegen.c lays values out the same way) */
+  peak = g->planned ? g->act_bytes : naive;
 
+  for (int pass = 0; pass < 2; pass++)
   for (int k = 0; k < gl.n; k++) {
     const KGroup *gr = &gl.g[k];
+    /* per-inference kernels, then those run once at load time */
+    if (gr->load_time != (pass == 1)) continue;
+    if (pass == 1 && load_kernels++ == 0)
+      fprintf(f, "# run once after the weights load (not counted below):\n");
     Value *out = group_out(gr);
     int m = group_nodes(gr, &gn, &gcap);
-    int64_t np = 0, fl = 0, by = vbytes(out);
+    int64_t np = 0, fl = 0, gm = 0, by = vbytes(out);
     char ops[128];
     size_t ol = 0;
     ops[0] = 0;
@@ -274,7 +260,7 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
                              ncc_ops[n->op].name);
       if (ol >= sizeof ops) ol = sizeof ops - 1;
       fl = add(fl, node_flops(n, train));
-      macs = add(macs, gemm_macs(n));
+      gm = add(gm, gemm_macs(n));
       for (int q = 0; q < n->nin; q++) {
         const Value *v = n->in[q];
         if (grp[v->def->id] == k) continue;        /* computed inside the group */
@@ -292,16 +278,17 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
       }
     }
     int64_t act = vbytes(out);
-    naive += act;
-    live_bytes += act;
-    if (live_bytes > peak) peak = live_bytes;
     /* a GEMM computes in its inputs' dtype (int8 in, int32/f32 out) */
     double t = (double)fl / arch_peak(arch, gr->main->nin ? gr->main->in[0]->dtype : out->dtype);
     double tb = (double)by / arch->bw;
     double us = (t > tb ? t : tb) * 1e6 + arch->launch_us;
-    flops = add(flops, fl);
-    bytes = add(bytes, by);
-    time_us += us;
+    if (!gr->load_time) {
+      flops = add(flops, fl);
+      macs = add(macs, gm);
+      bytes = add(bytes, by);
+      time_us += us;
+      launches++;
+    }
 
     char sh[200], b1[32], b2[32], b3[32], pc[32];
     snprintf(pc, sizeof pc, "%lld", (long long)np);
@@ -309,31 +296,23 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
             row_name(gr->main), shape_str(sh, sizeof sh, out->dtype, &out->shape), np ? pc : "-",
             human(b1, sizeof b1, (double)fl, ""), human(b2, sizeof b2, (double)by, "B"),
             human(b3, sizeof b3, (double)act, "B"), us);
-
-    /* free what dies here (after the kernel ran: its inputs and output coexisted) */
-    for (int j = 0; j < m; j++)
-      for (int q = 0; q < gn[j]->nin; q++) {
-        int r = root[gn[j]->in[q]->def->id];
-        if (last[r] == k && owns[r]) { live_bytes -= vbytes(g->nodes[r]->out); last[r] = -2; }
-      }
-    if (last[out->def->id] == -1) live_bytes -= act;   /* stored but never read */
   }
 
   char b1[32], b2[32], b3[32];
   int64_t per = macs / batch;
   fprintf(f, "# multiply-adds: total=%lld per_sample=%lld (%s per sample)\n", (long long)macs, (long long)per,
           human(b1, sizeof b1, (double)per, ""));
-  fprintf(f, "# weights: %s; activations: naive %s, peak %s; modeled time %.1f us on %s\n",
+  fprintf(f, "# weights: %s; activations: naive %s, %s %s; modeled time %.1f us on %s\n",
           human(b1, sizeof b1, (double)weights, "B"), human(b2, sizeof b2, (double)naive, "B"),
-          human(b3, sizeof b3, (double)peak, "B"), time_us, arch->name);
+          g->planned ? "planned" : "no memory plan (-O0):", human(b3, sizeof b3, (double)peak, "B"), time_us, arch->name);
+  if (load_kernels || load_bytes)
+    fprintf(f, "# load time: %d kernels, %s kept for every inference\n", load_kernels,
+            human(b1, sizeof b1, (double)load_bytes, "B"));
   fprintf(f, "total: params=%lld flops=%lld launches=%d bytes=%lld peak_memory=%lld naive_memory=%lld\n",
-          (long long)params, (long long)flops, gl.n, (long long)bytes, (long long)peak, (long long)naive);
+          (long long)params, (long long)flops, launches, (long long)bytes, (long long)peak, (long long)naive);
   group_free(&gl);
   free(gn);
   free(seen);
-  free(live);
   free(grp);
-  free(root);
-  free(last);
-  free(owns);
+  ir_liveness_free(&lv);
 }

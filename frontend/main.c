@@ -31,6 +31,7 @@ static void usage(FILE *f) {
     "common: -O0..-O3  --passes=LIST  --print-after=PASS  --precision=fp32  --set NAME=V\n"
     "        --arch=sm_80,sm_90  --cublas  --train  --seed S  -v  --version\n",
     f);
+  passes_usage(f);
 }
 
 typedef struct Opts {
@@ -206,18 +207,21 @@ static int compile(const Opts *o) {
 }
 
 static int compile_graph(const Opts *o, Graph *g) {
-  int printing = !strcmp(o->emit, "ir") || !strcmp(o->emit, "dot") || !strcmp(o->emit, "params");
+  /* ir and params show the graph as written unless passes are asked for; dot
+   * shows the kernel groups of the -O level */
+  int printing = !strcmp(o->emit, "ir") || !strcmp(o->emit, "params");
   if (!printing || o->passes || o->print_after) {
     PassCtx pc = {0};
     pc.train = o->train;
     pc.opt_level = o->opt_level;
     pc.print_after = o->print_after;
+    pc.verbose = o->verbose;
 #ifndef NDEBUG
     pc.verify = 1;
 #endif
     if (passes_run(g, &pc, o->passes) != 0 || diag_errors()) return 1;
   }
-  if (printing || !strcmp(o->emit, "report")) {
+  if (printing || !strcmp(o->emit, "dot") || !strcmp(o->emit, "report")) {
     FILE *f = stdout;
     OutFile of = {0};
     if (o->out) { if (out_open(&of, o->out)) return 1; f = of.f; }

@@ -148,8 +148,39 @@ Node *ir_find_param(Graph *g, const char *name) {
   return NULL;
 }
 
+void ir_clear_schedule(Graph *g) {
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    n->grole = GROLE_NONE;
+    n->group = 0;
+    n->fuse_rule = NULL;
+    n->out->region = MEM_NONE;
+    n->out->offset = 0;
+  }
+  g->ngroups = 0;
+  g->planned = 0;
+  g->act_bytes = g->load_bytes = 0;
+}
+
+Value *ir_clone_at(Graph *g, const Node *src, Value **in, int pos, const char *name) {
+  NCC_ASSERT(pos >= 0 && pos <= g->nnodes);
+  Node *n = append(g, src->op, in, src->nin, &src->a, name, src->layer, src->loc);
+  n->param_kind = src->param_kind;
+  n->load_time = src->load_time;
+  DType t;
+  Shape s;
+  if (ir_infer(g, n, &t, &s) != 0) ncc_die("a copy of node %d (%s) does not infer", src->id, ncc_ops[src->op].name);
+  Value *v = commit(g, n, t, &s);   /* appended at the end: move it to pos */
+  memmove(&g->nodes[pos + 1], &g->nodes[pos], sizeof(Node *) * (size_t)(g->nnodes - 1 - pos));
+  g->nodes[pos] = n;
+  for (int i = pos; i < g->nnodes; i++) g->nodes[i]->id = i;
+  return v;
+}
+
 void ir_compact(Graph *g) {
-  int k = 0;
+  int k = 0, removed = 0;
+  for (int i = 0; i < g->nnodes; i++) removed |= g->nodes[i]->dead;
+  if (removed) ir_clear_schedule(g);
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
     if (n->dead) continue;

@@ -91,7 +91,20 @@ typedef struct Value {
   Shape shape;
   Node *def;               /* the node that produces it */
   int nuses;               /* maintained by ir_node()/ir_compact() */
+  /* Memory plan (written by the plan pass, passes/plan.c; see Graph.planned):
+   * where the value's bytes live.  A view (flatten, reshape, dropout at
+   * inference) carries the region and offset of the value it views. */
+  int region;              /* MEM_NONE: no bytes of its own in a planned region
+                              (a parameter, a constant, a value a kernel group
+                              keeps in registers, or no plan); MEM_ACT, MEM_LOAD */
+  int64_t offset;          /* byte offset in its region, 256-aligned */
 } Value;
+
+/* Regions of the memory plan.  MEM_ACT: graph inputs and the values kernel
+ * groups store, per inference; values whose lifetimes do not meet share
+ * bytes.  MEM_LOAD: values computed once after the weights load
+ * (Node.load_time), kept like parameters and never shared. */
+enum { MEM_NONE, MEM_ACT, MEM_LOAD };
 
 struct Node {
   int id;
@@ -110,7 +123,18 @@ struct Node {
                               weights are loaded, from parameters and constants only
                               (a folded batchnorm's scale and shift); its value is
                               kept for every inference, like a parameter */
+  /* Kernel group (written by the fuse pass, passes/fuse.c; see Graph.ngroups):
+   * the kernel this node computes in.  A group is one main node followed by
+   * an epilogue chain: each epilogue node takes the running value (the
+   * previous node's output) and the group stores only its last value. */
+  int grole;               /* GROLE_NONE (not grouped: a source, a view, a node
+                              the outputs do not need, or no fuse pass),
+                              GROLE_MAIN, GROLE_EPILOGUE */
+  int group;               /* the group's index in launch order (valid when grole != GROLE_NONE) */
+  const char *fuse_rule;   /* GROLE_EPILOGUE: the name of the fusion rule that put it there */
 };
+
+enum { GROLE_NONE, GROLE_MAIN, GROLE_EPILOGUE };
 
 enum { PK_NONE, PK_WEIGHT, PK_BIAS, PK_RUNNING_MEAN, PK_RUNNING_VAR };
 
@@ -139,9 +163,16 @@ typedef struct Graph {
   NamedValue *losses; int nlosses;    /* named scalar loss values (e.g. `loss = ...`) */
   TrainCfg train;
   int64_t max_nodes;       /* elaboration limit; ir_node() fails beyond it */
-  int fuse_epilogues;      /* set by the fuse pass: codegen and the report merge
-                              single-use elementwise nodes (and inference BN) into
-                              the kernel group of their producer */
+  /* Schedule annotations (see Node.grole, Value.region).  Both are dropped
+   * by ir_clear_schedule(), which ir_compact() calls when it removes nodes:
+   * a pass that changes the graph after fuse or plan must run them again. */
+  int ngroups;             /* > 0: the fuse pass grouped the nodes; 0: every
+                              needed computing node is its own group (ir_schedule) */
+  int planned;             /* the plan pass placed the values (Value.region/offset) */
+  int64_t act_bytes;       /* planned: size of the MEM_ACT region (= the report's peak_memory) */
+  int64_t load_bytes;      /* planned: size of the MEM_LOAD region */
+  int training;            /* set by passes_run from PassCtx.train: the losses and
+                              the minimised value are roots too (ir_needed) */
 } Graph;
 
 Graph *ir_graph_new(const char *model);
@@ -162,8 +193,14 @@ void ir_attrs_init(Attrs *a);   /* the defaults: stride 1, dilation 1, groups 1,
  * returns -1.  Implemented in shape.c. */
 int ir_infer(Graph *g, Node *n, DType *out_t, Shape *out_s);
 
-/* Removes dead nodes, recounts uses. */
+/* Removes dead nodes, recounts uses; drops the schedule when it removed any. */
 void ir_compact(Graph *g);
+/* Forgets the kernel groups and the memory plan (Node.grole, Value.region, ...). */
+void ir_clear_schedule(Graph *g);
+/* A copy of `src` (op, attributes, layer, loc) reading `in`, with name `name`,
+ * inserted at position `pos` of g->nodes (ids from pos on shift by one).
+ * Shape inference runs again; returns the copy's value. */
+Value *ir_clone_at(Graph *g, const Node *src, Value **in, int pos, const char *name);
 /* Checks the invariants (topological order, arity, shapes re-inferred equal,
  * use counts).  Returns 0 when sound; prints what is broken to stderr otherwise. */
 int ir_verify(Graph *g);
@@ -171,6 +208,65 @@ int ir_verify(Graph *g);
  * inference graph keeps g->losses and g->train.minimize pointing at removed
  * nodes; check with this before following them.  In verify.c. */
 int ir_value_live(const Graph *g, const Value *v);
+
+/* ---- liveness and kernel groups (liveness.c): one helper for every pass,
+ * the code generator and the report ---- */
+/* need[node id] = 1 for the nodes the roots need: the outputs and, in
+ * training, the losses and the minimised value; graph inputs only where a
+ * needed node reads them.  `need` has g->nnodes entries. */
+void ir_needed(const Graph *g, int train, unsigned char *need);
+/* A node that computes nothing: its value views its input's bytes
+ * (flatten, reshape; dropout and dropout2d, identities at inference). */
+int ir_is_view(const Node *n);
+/* The value owning v's bytes: v itself, or what a chain of views views. */
+Value *ir_view_root(Value *v);
+/* Does n compute in a kernel (needed, not a source, not a view)? */
+static inline int ir_computes(const Node *n, const unsigned char *need) {
+  return need[n->id] && !(ncc_ops[n->op].flags & OPF_SOURCE) && !ir_is_view(n);
+}
+/* The kernel groups: gid[node id] = the node's group in launch order, -1 for
+ * nodes that compute in no kernel; role[node id] = GROLE_*.  From the fuse
+ * pass's annotations when g->ngroups > 0, else every needed computing node
+ * is its own group (GROLE_MAIN), in graph order.  Returns the group count. */
+int ir_schedule(const Graph *g, const unsigned char *need, int *gid, unsigned char *role);
+
+/* Storage classes of values (Liveness.kind). */
+enum {
+  LV_NONE,    /* no bytes: not needed, or kept in registers inside a kernel group */
+  LV_VIEW,    /* the bytes of another value (Liveness.root) */
+  LV_PARAM,   /* a parameter or constant: persistent, filled by the host */
+  LV_LOAD,    /* stored by a load-time group: persistent */
+  LV_INPUT,   /* a graph input a needed node reads: written before the kernels run */
+  LV_ACT,     /* stored by a per-inference kernel group */
+};
+/* Lifetimes over the launch order: position 0 is the upload of the inputs,
+ * group k runs at position k + 1, position `end` (= ngroups + 1) is the read
+ * back of the outputs.  A value is live from the position that writes it to
+ * the last that reads it, both inclusive (a kernel's output never shares bytes
+ * with its inputs, except in place: see plan.c).  Inputs and outputs are live
+ * to the end. */
+typedef struct Liveness {
+  int ngroups, end;
+  unsigned char *need;     /* by node id */
+  int *gid;                /* by node id: group (ir_schedule) */
+  unsigned char *role;     /* by node id */
+  Node **main;             /* by group: its main node */
+  Value **stored;          /* by group: the value it stores (its last node's) */
+  Value **root;            /* by value id: ir_view_root of needed values */
+  unsigned char *kind;     /* by value id: LV_* */
+  int *first, *last;       /* by value id, for LV_INPUT and LV_ACT: lifetime */
+  int *readers;            /* by value id: needed nodes reading it (each once), through views */
+  int nvalues;             /* g->next_value_id: size of the by-value arrays */
+} Liveness;
+void ir_liveness(const Graph *g, int train, Liveness *lv);
+void ir_liveness_free(Liveness *lv);
+/* May group k store its value in the bytes of a, which dies in group k?  Only
+ * where its kernel reads a at the index it writes and nowhere else (an
+ * elementwise or batchnorm2d main; a read with the output's element count),
+ * so that every element is read before the same thread overwrites it. */
+int ir_inplace_ok(const Graph *g, const Liveness *lv, int k, const Value *a);
+/* Bytes a stored value takes in a region: its size rounded up to 256. */
+int64_t ir_slot_bytes(const Value *v);
 
 void ir_print(Graph *g, FILE *f);      /* --emit=ir */
 void ir_print_dot(Graph *g, FILE *f);  /* --emit=dot */

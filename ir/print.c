@@ -13,8 +13,22 @@
  *   %3 = conv2d(%0, %1, %2) kernel=[5,5] stride=[1,1] pad=[0,0] dilation=[1,1] groups=1 : f32[64, 10, 24, 24]  # conv1
  *   output logits = %12
  *
+ * After the fuse and plan passes each node line ends with its schedule in
+ * braces: the kernel group (k3), the rule that made the node an epilogue
+ * (by gemm-epilogue), where its value lives (@4096 in the activation region,
+ * @load+256 among the load-time values):
+ *
+ *   %3 = conv2d(...) ... : f32[64, 10, 24, 24]  # conv1  {k0}
+ *   %4 = relu(%3) : f32[64, 10, 24, 24]  # relu1  {k0 by gemm-epilogue @0}
+ *
+ * and two closing lines give the kernel count and the region sizes.  A loss
+ * or a minimised value that prune removed is listed as absent at inference,
+ * never as a reference to a value the listing does not define.
+ *
  * In the dot form parameters are folded into the label of the node that
- * consumes them, so that a ResNet stays readable. */
+ * consumes them, so that a ResNet stays readable, and kernel groups of more
+ * than one node are drawn as clusters (compare -O0 with -O3). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir.h"
@@ -64,6 +78,24 @@ static const char *opt_name(OptKind k) {
   }
 }
 
+/* " {k3 by gemm-epilogue @4096}", or nothing without a schedule */
+static void print_schedule(FILE *f, const Graph *g, const Node *n) {
+  int grouped = g->ngroups > 0 && n->grole != GROLE_NONE;
+  int placed = g->planned && n->out->region != MEM_NONE;
+  if (!grouped && !placed) return;
+  fputs("  {", f);
+  if (grouped) {
+    fprintf(f, "k%d", n->group);
+    if (n->grole == GROLE_EPILOGUE) fprintf(f, " by %s", n->fuse_rule ? n->fuse_rule : "?");
+  }
+  if (placed)
+    fprintf(f, "%s@%s%lld", grouped ? " " : "", n->out->region == MEM_LOAD ? "load+" : "", (long long)n->out->offset);
+  fputc('}', f);
+}
+
+/* Is v defined by a node the listing prints? */
+static int defined(const Graph *g, const Value *v) { return v && ir_value_live(g, v); }
+
 void ir_print(Graph *g, FILE *f) {
   char buf[200];
   fprintf(f, "model %s\n", g->model ? g->model : "?");
@@ -83,12 +115,19 @@ void ir_print(Graph *g, FILE *f) {
     }
     fprintf(f, " : %s", shape_str(buf, sizeof buf, n->out->dtype, &n->out->shape));
     if (n->op != OP_INPUT && n->op != OP_PARAM && n->name) fprintf(f, "  # %s", n->name);
+    print_schedule(f, g, n);
     fputc('\n', f);
   }
-  for (int i = 0; i < g->noutputs; i++)
-    fprintf(f, "output %s = %%%d\n", g->outputs[i].name, g->outputs[i].v ? g->outputs[i].v->id : -1);
-  for (int i = 0; i < g->nlosses; i++)
-    fprintf(f, "loss %s = %%%d\n", g->losses[i].name, g->losses[i].v ? g->losses[i].v->id : -1);
+  /* prune removes what no output needs, losses included: say so rather
+   * than name a value the listing does not define */
+  for (int i = 0; i < g->noutputs; i++) {
+    if (defined(g, g->outputs[i].v)) fprintf(f, "output %s = %%%d\n", g->outputs[i].name, g->outputs[i].v->id);
+    else fprintf(f, "output %s: absent (removed by a pass)\n", g->outputs[i].name);
+  }
+  for (int i = 0; i < g->nlosses; i++) {
+    if (defined(g, g->losses[i].v)) fprintf(f, "loss %s = %%%d\n", g->losses[i].name, g->losses[i].v->id);
+    else fprintf(f, "loss %s: absent at inference (pruned)\n", g->losses[i].name);
+  }
   const TrainCfg *t = &g->train;
   if (t->present) {
     fprintf(f, "train optimizer=%s lr=%g", opt_name(t->opt), t->lr);
@@ -101,8 +140,12 @@ void ir_print(Graph *g, FILE *f) {
     case SCHED_COSINE: fprintf(f, " schedule=cosine total=%lld", (long long)t->total); break;
     default: fprintf(f, " schedule=none"); break;
     }
-    fprintf(f, " minimize=%%%d\n", t->minimize ? t->minimize->id : -1);
+    if (!t->minimize) fprintf(f, " minimize=none\n");
+    else if (defined(g, t->minimize)) fprintf(f, " minimize=%%%d\n", t->minimize->id);
+    else fprintf(f, " minimize: absent at inference (pruned)\n");
   }
+  if (g->ngroups > 0) fprintf(f, "kernels %d\n", g->ngroups);
+  if (g->planned) fprintf(f, "memory activations=%lld load_time=%lld\n", (long long)g->act_bytes, (long long)g->load_bytes);
 }
 
 /* Escapes a string for a dot label (quotes, backslashes). */
@@ -149,7 +192,32 @@ void ir_print_dot(Graph *g, FILE *f) {
     fprintf(f, "  out%d [label=\"output ", i);
     dot_str(f, g->outputs[i].name);
     fprintf(f, "\", shape=ellipse];\n");
-    if (g->outputs[i].v) fprintf(f, "  v%d -> out%d;\n", g->outputs[i].v->id, i);
+    if (defined(g, g->outputs[i].v)) fprintf(f, "  v%d -> out%d;\n", g->outputs[i].v->id, i);
   }
-  fprintf(f, "}\n");
+  /* kernel groups of several nodes as clusters: one box per launch */
+  unsigned char *need = malloc((size_t)g->nnodes + 1), *role = malloc((size_t)g->nnodes + 1);
+  int *gid = malloc(sizeof(int) * ((size_t)g->nnodes + 1)), *size = NULL;
+  if (!need || !role || !gid) ncc_die("out of memory");
+  ir_needed(g, g->training, need);
+  int ng = ir_schedule(g, need, gid, role);
+  size = calloc((size_t)ng + 1, sizeof(int));
+  if (!size) ncc_die("out of memory");
+  for (int i = 0; i < g->nnodes; i++)
+    if (gid[i] >= 0) size[gid[i]]++;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = g->nodes[i];
+    if (role[i] != GROLE_MAIN || size[gid[i]] < 2) continue;
+    int k = gid[i];
+    fprintf(f, "  subgraph cluster_k%d {\n    label=\"kernel %d\"; style=\"rounded,filled\"; fillcolor=\"#eef3ff\"; color=\"#5577cc\";\n    ", k, k);
+    for (int j = n->id; j < g->nnodes; j++)
+      if (gid[j] == k) fprintf(f, "v%d; ", g->nodes[j]->out->id);
+    fprintf(f, "\n  }\n");
+  }
+  fprintf(f, "  label=\"");
+  dot_str(f, g->model);
+  fprintf(f, ": %d kernels\"; labelloc=t;\n}\n", ng);
+  free(need);
+  free(role);
+  free(gid);
+  free(size);
 }

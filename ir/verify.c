@@ -11,7 +11,21 @@
  *   - re-running the shape rule gives the stored dtype and shape;
  *   - use counts equal the number of uses;
  *   - outputs, losses and the minimised value are live values of the graph,
- *     losses scalar; PARAM/INPUT names present and unique.
+ *     losses scalar; PARAM/INPUT names present and unique;
+ *   - kernel groups (fuse pass, Node.grole): every node the outputs need and
+ *     that computes is in exactly one group, sources and views in none; each
+ *     group has one main node, first in graph order, and groups are numbered
+ *     in the order of their main nodes (the launch order); each epilogue node
+ *     is one the emitters render (elementwise, inference batchnorm2d), takes
+ *     the running value (the previous node's output, read by nothing else and
+ *     not an output) and keeps the element count; every other operand is ready
+ *     before the group runs (a source, a load-time value, or stored by an
+ *     earlier group); load-time and per-inference nodes never share a group;
+ *   - memory plan (plan pass, Value.region): every stored value is placed,
+ *     256-aligned, inside its region; views sit where what they view sits;
+ *     no two values whose lifetimes meet share a byte, except a group's value
+ *     written in place over an operand that dies there (ir_inplace_ok);
+ *     load-time values share nothing.
  * Every violation is printed (not just the first) because one broken rewrite
  * usually breaks several, and the pattern points at the culprit. */
 #include "ir.h"
@@ -71,6 +85,134 @@ static void check_root(const Graph *g, const char *what, const char *name, const
 
 static int cmp_str(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Kernel groups: see the list at the top. */
+static void verify_groups(Graph *g, const unsigned char *need) {
+  int ng = g->ngroups;
+  Node **mainof = calloc((size_t)ng + 1, sizeof(Node *));
+  Value **cur = calloc((size_t)ng + 1, sizeof(Value *));   /* running value so far */
+  int *stored_at = malloc(sizeof(int) * ((size_t)g->next_value_id + 1));   /* value id -> group storing it last */
+  if (!mainof || !cur || !stored_at) ncc_die("out of memory");
+  for (int i = 0; i <= g->next_value_id; i++) stored_at[i] = -1;
+  int last_main = -1;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    int computes = ir_computes(n, need);
+    if (n->grole == GROLE_NONE) {
+      if (computes) bad(n, "computes but is in no kernel group");
+      continue;
+    }
+    if (n->grole != GROLE_MAIN && n->grole != GROLE_EPILOGUE) { bad(n, "kernel group role %d is not one", n->grole); continue; }
+    if ((ncc_ops[n->op].flags & OPF_SOURCE) || ir_is_view(n)) { bad(n, "a source or a view in kernel group %d", n->group); continue; }
+    int k = n->group;
+    if (k < 0 || k >= ng) { bad(n, "kernel group %d is outside 0..%d", k, ng - 1); continue; }
+    if (n->grole == GROLE_MAIN) {
+      if (mainof[k]) { bad(n, "second main node of kernel group %d (the first is node %d)", k, mainof[k]->id); continue; }
+      if (k != last_main + 1) bad(n, "main of kernel group %d follows the main of group %d: groups are numbered in launch order", k, last_main);
+      last_main = k;
+      mainof[k] = n;
+      if (n->fuse_rule) bad(n, "a main node with a fusion rule (%s)", n->fuse_rule);
+    } else {
+      Node *m = mainof[k];
+      if (!m) { bad(n, "epilogue of kernel group %d before its main node", k); continue; }
+      unsigned f = ncc_ops[n->op].flags;
+      if (!(((f & OPF_ELEMWISE) && !(f & OPF_TRAIN_ONLY)) || (n->op == OP_BATCHNORM2D && !g->training)))
+        bad(n, "a %s cannot be an epilogue (elementwise ops and inference batchnorm2d only)", ncc_ops[n->op].name);
+      if (!n->fuse_rule) bad(n, "an epilogue node without the fusion rule that put it there");
+      if (n->load_time != m->load_time) bad(n, "load-time and per-inference nodes share kernel group %d", k);
+      int takes = 0;
+      for (int j = 0; j < n->nin; j++) takes |= n->in[j] == cur[k];
+      if (!takes || (n->op == OP_BATCHNORM2D && n->in[0] != cur[k]))
+        bad(n, "epilogue of kernel group %d does not take the running value %%%d", k, cur[k] ? cur[k]->id : -1);
+      if (shape_numel(&n->out->shape) != shape_numel(&m->out->shape))
+        bad(n, "epilogue writes %lld elements, the main node of group %d %lld", (long long)shape_numel(&n->out->shape),
+            k, (long long)shape_numel(&m->out->shape));
+      /* the running value stays in registers: its only reader is n */
+      int slots = 0;
+      for (int j = 0; j < n->nin; j++) slots += n->in[j] == cur[k];
+      if (cur[k] && cur[k]->nuses != slots)
+        bad(n, "the running value %%%d of kernel group %d has readers outside it", cur[k]->id, k);
+      for (int o = 0; cur[k] && o < g->noutputs; o++)
+        if (g->outputs[o].v && ir_view_root(g->outputs[o].v) == cur[k])
+          bad(n, "the running value %%%d of kernel group %d is an output", cur[k]->id, k);
+    }
+    /* operands ready before the group runs */
+    for (int j = 0; j < n->nin; j++) {
+      Value *v = n->in[j];
+      if (!in_graph(g, v) || v == cur[k]) continue;
+      Value *r = ir_view_root(v);
+      if (!r || !r->def || (ncc_ops[r->def->op].flags & OPF_SOURCE)) continue;
+      if (r->def->load_time && !n->load_time) continue;
+      int q = stored_at[r->id];
+      if (q < 0 || r->def->group != q) {
+        bad(n, "input %d (%%%d) is stored by no kernel group that runs before group %d", j, v->id, k);
+      } else if (q >= k) {
+        bad(n, "input %d (%%%d) is stored by kernel group %d, which does not run before group %d", j, v->id, q, k);
+      } else if (cur[q] != r) {
+        bad(n, "input %d (%%%d) is the running value of kernel group %d, not what it stores", j, v->id, q);
+      }
+    }
+    if (cur[k]) stored_at[cur[k]->id] = -1;
+    cur[k] = n->out;
+    stored_at[n->out->id] = k;
+  }
+  for (int k = 0; k < ng; k++)
+    if (!mainof[k]) bad(NULL, "kernel group %d has no main node", k);
+  free(mainof);
+  free(cur);
+  free(stored_at);
+}
+
+static int overlap(int64_t a, int64_t as, int64_t b, int64_t bs) { return a < b + bs && b < a + as; }
+
+/* The memory plan: see the list at the top. */
+static void verify_plan(Graph *g) {
+  Liveness lv;
+  ir_liveness(g, g->training, &lv);
+  int n = 0;
+  Value **act = malloc(sizeof(Value *) * ((size_t)g->nnodes + 1));
+  if (!act) ncc_die("out of memory");
+  for (int i = 0; i < g->nnodes; i++) {
+    Value *v = g->nodes[i]->out;
+    int kind = lv.kind[v->id];
+    int want = kind == LV_ACT || kind == LV_INPUT ? MEM_ACT : kind == LV_LOAD ? MEM_LOAD : MEM_NONE;
+    if (kind == LV_VIEW) {
+      Value *r = lv.root[v->id];
+      if (v->region != r->region || v->offset != r->offset)
+        bad(g->nodes[i], "a view placed apart from the value it views (%%%d)", r->id);
+      continue;
+    }
+    if (v->region != want) {
+      bad(g->nodes[i], "memory region %d, expected %d", v->region, want);
+      continue;
+    }
+    if (want == MEM_NONE) continue;
+    int64_t lim = want == MEM_ACT ? g->act_bytes : g->load_bytes;
+    if (v->offset < 0 || v->offset % 256 || v->offset + ir_slot_bytes(v) > lim)
+      bad(g->nodes[i], "placed at %lld (+%lld bytes), outside its region of %lld bytes or unaligned",
+          (long long)v->offset, (long long)ir_slot_bytes(v), (long long)lim);
+    act[n++] = v;
+  }
+  for (int a = 0; a < n; a++)
+    for (int b = a + 1; b < n; b++) {
+      Value *x = act[a], *y = act[b];
+      if (x->region != y->region || !overlap(x->offset, ir_slot_bytes(x), y->offset, ir_slot_bytes(y))) continue;
+      if (x->region == MEM_LOAD) {
+        bad(y->def, "shares load-time bytes with %%%d", x->id);
+        continue;
+      }
+      if (lv.first[x->id] > lv.last[y->id] || lv.first[y->id] > lv.last[x->id]) continue;   /* lifetimes apart */
+      /* in place: y written by the group in which x dies, over the same bytes */
+      Value *early = lv.first[x->id] <= lv.first[y->id] ? x : y, *late = early == x ? y : x;
+      if (lv.last[early->id] == lv.first[late->id] && early->offset == late->offset &&
+          ir_inplace_ok(g, &lv, lv.first[late->id] - 1, early))
+        continue;
+      bad(y->def, "shares bytes with %%%d while both are live (positions %d..%d and %d..%d)", x->id,
+          lv.first[y->id], lv.last[y->id], lv.first[x->id], lv.last[x->id]);
+    }
+  free(act);
+  ir_liveness_free(&lv);
 }
 
 int ir_verify(Graph *g) {
@@ -133,6 +275,15 @@ int ir_verify(Graph *g) {
 
   free(uses);
   free(names);
+  if (nbad == 0 && (g->ngroups > 0 || g->planned)) {
+    /* annotations: only on a graph whose structure is sound */
+    unsigned char *need = malloc((size_t)g->nnodes + 1);
+    if (!need) ncc_die("out of memory");
+    ir_needed(g, g->training, need);
+    if (g->ngroups > 0) verify_groups(g, need);
+    free(need);
+    if (nbad == 0 && g->planned) verify_plan(g);
+  }
   if (nbad > 50) fprintf(stderr, "ncc: internal error: verify: %d more problems not shown\n", nbad - 50);
   return nbad ? -1 : 0;
 }

@@ -1,5 +1,7 @@
 /* passes.h — every pass has one signature; pipeline.c lists the pipelines.
- * A pass returns 0, or -1 after reporting a user error through diag. */
+ * A pass returns 0, or -1 after reporting a user error through diag.
+ * With PassCtx.verbose (-v) each pass prints one line of statistics to
+ * stderr ("pass NAME: ..."), and fuse one line per edge it left unfused. */
 #ifndef NCC_PASSES_H
 #define NCC_PASSES_H
 #include "../ir/ir.h"
@@ -19,7 +21,16 @@ typedef struct Pass { const char *name; PassFn fn; const char *brief; } Pass;
  * c->opt_level.  An unknown pass name is a user error. */
 int passes_run(Graph *g, PassCtx *c, const char *list);
 const Pass *pass_lookup(const char *name);
+/* The -O levels and the passes, for `ncc --help`. */
+void passes_usage(FILE *f);
 
-int pass_prune(Graph *g, PassCtx *c);
-int pass_fuse(Graph *g, PassCtx *c);         /* epilogue fusion: elementwise chains into their producer's kernel */        /* inference: drop train-only identities (dropout), dead nodes */
+int pass_prune(Graph *g, PassCtx *c);   /* inference: drop train-only identities (dropout), unneeded nodes */
+int pass_fuse(Graph *g, PassCtx *c);    /* kernel groups by named rules (fuse.c) */
+int pass_plan(Graph *g, PassCtx *c);    /* memory plan: offsets of stored values (plan.c) */
+
+/* The fusion rules (fuse.c), for documentation and tests: i in [0, count). */
+int fuse_rule_count(void);
+const char *fuse_rule_name(int i);
+const char *fuse_rule_brief(int i);
+int fuse_rule_level(int i);
 #endif

@@ -4,22 +4,43 @@
  * `--passes=` and `-O` go through the same code, and `--print-after=NAME`
  * prints the IR after the named pass (or after every pass with "all").  With
  * c->verify the verifier re-checks the graph after each pass (on in debug
- * builds and in the tests). */
+ * builds, in `ncc run` and in the tests).
+ *
+ * The -O levels (also printed by `ncc --help`, passes_usage()):
+ *   -O0  prune: only what defines the inference graph.  Dropout is the
+ *        identity at inference and what no output needs is not computed; the
+ *        generated API lists exactly the inputs and outputs the pruned graph
+ *        has.  Nothing else: one kernel per op (no fuse annotations means one
+ *        node per group, ir_schedule) and every stored value its own bytes
+ *        (no plan).
+ *   -O1  prune, fold, plan: constants and parameter-only subgraphs computed
+ *        once (fold), values whose lifetimes do not meet share bytes (plan).
+ *   -O2  adds fuse with the -O2 rules: epilogue fusion (elementwise chains;
+ *        bias, activation, residual and inference batchnorm into conv, GEMM,
+ *        pooling, softmax/layernorm, concat/transpose kernels).  The default.
+ *   -O3  fuse with the -O3 rules too: they trade work or code size for
+ *        launches and bytes (recompute: a cheap kernel with several
+ *        elementwise readers is computed again inside each).
+ * `--passes=LIST` runs exactly LIST; fuse named there applies the rules of
+ * max(-O2, the -O level). */
 #include "passes.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static const Pass passes[] = {
   {"prune", pass_prune, "inference: drop train-only identities (dropout) and nodes no output needs"},
-  {"fuse", pass_fuse, "merge single-use elementwise nodes and inference batchnorm into their producer's kernel"},
+  /* TODO(fold): {"fold", pass_fold, ...} once passes/fold.c lands; it goes in the -O1..-O3 pipelines after prune */
+  {"fuse", pass_fuse, "kernel groups by named rules: epilogues into their producer's kernel (-v: what stays unfused, and why)"},
+  {"plan", pass_plan, "memory plan: arena offsets of stored values; lifetimes that do not meet share bytes, in place where legal"},
 };
 
 static const char *const pipelines[4] = {
-  "prune",        /* -O0: one kernel per op */
-  "prune,fuse",   /* -O1 */
-  "prune,fuse",   /* -O2 */
-  "prune,fuse",   /* -O3 */
+  "prune",              /* -O0 */
+  "prune,plan",         /* -O1 (+fold) */
+  "prune,fuse,plan",    /* -O2 (+fold) */
+  "prune,fuse,plan",    /* -O3 (+fold): fuse applies its -O3 rules */
 };
 
 const Pass *pass_lookup(const char *name) {
@@ -28,13 +49,37 @@ const Pass *pass_lookup(const char *name) {
   return NULL;
 }
 
-int passes_run(Graph *g, PassCtx *c, const char *list) {
-  if (!list) {
-    int o = c->opt_level < 0 ? 0 : c->opt_level > 3 ? 3 : c->opt_level;
-    list = pipelines[o];
+void passes_usage(FILE *f) {
+  fputs("optimisation levels (-O2 is the default):\n", f);
+  for (int o = 0; o < 4; o++) {
+    static const char *const what[4] = {
+      "nothing but the inference graph: one kernel per op, no memory sharing",
+      "+ memory plan (values whose lifetimes do not meet share bytes)",
+      "+ fusion: epilogues (bias, activation, residual, batchnorm) into their producer's kernel",
+      "+ fusion rules that trade work or code for launches (recompute cheap kernels in each reader)"};
+    fprintf(f, "  -O%d  %-18s %s\n", o, pipelines[o], what[o]);
   }
+  fputs("passes (--passes=LIST, --print-after=NAME|all; -v prints what each did):\n", f);
+  for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++)
+    fprintf(f, "  %-6s %s\n", passes[i].name, passes[i].brief);
+  fputs("fusion rules (fuse; -v names the rule that refused each unfused edge):\n", f);
+  for (int i = 0; i < fuse_rule_count(); i++)
+    fprintf(f, "  %-18s -O%d  %s\n", fuse_rule_name(i), fuse_rule_level(i), fuse_rule_brief(i));
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+int passes_run(Graph *g, PassCtx *c, const char *list) {
+  int o = c->opt_level < 0 ? 0 : c->opt_level > 3 ? 3 : c->opt_level, from_level = !list;
+  if (!list) list = pipelines[o];
+  g->training = c->train;
   /* Check every name first: a typo must not leave a half-run pipeline. */
   char name[64];
+  double t0 = now_ms();
   for (int pass = 0; pass < 2; pass++) {
     const char *p = list;
     while (*p) {
@@ -46,7 +91,10 @@ int passes_run(Graph *g, PassCtx *c, const char *list) {
         name[n] = 0;
         const Pass *ps = pass_lookup(name);
         if (pass == 0 && !ps) {
-          diag_error((Loc){0}, "--passes: unknown pass '%s' (known: prune, fuse)", name);
+          char known[256] = "";
+          for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++)
+            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", passes[i].name);
+          diag_error((Loc){0}, "--passes: unknown pass '%s' (known: %s)", name, known);
           return -1;
         }
         if (pass == 1) {
@@ -61,6 +109,11 @@ int passes_run(Graph *g, PassCtx *c, const char *list) {
       p += n;
       if (*p == ',') p++;
     }
+  }
+  if (c->verbose) {
+    fprintf(stderr, "passes: %s", *list ? list : "(none)");
+    if (from_level) fprintf(stderr, " (-O%d)", o);
+    fprintf(stderr, " in %.2f ms\n", now_ms() - t0);
   }
   return 0;
 }

@@ -2,9 +2,11 @@
  *
  * \brief At inference, dropout/dropout2d are identities (OPF_TRAIN_ONLY): their
  * uses are rewired to their input and the nodes dropped.  Then every node that
- * no output needs (losses included, at inference) is marked dead; in training
- * the losses and the minimised value are roots too.  Graph inputs are kept
- * even when unused, so the generated API keeps the signature the user wrote. */
+ * no root needs (ir_needed: the outputs; in training also the losses and the
+ * minimised value) is removed.  Graph inputs are kept even when unused, so the
+ * generated API keeps the signature the user wrote.  The losses of an
+ * inference graph stay in g->losses for the record: the IR listing says they
+ * are absent at inference. */
 #include "passes.h"
 
 static void replace_uses(Graph *g, Value *old, Value *new_) {
@@ -19,30 +21,25 @@ static void replace_uses(Graph *g, Value *old, Value *new_) {
 }
 
 int pass_prune(Graph *g, PassCtx *c) {
+  int before = g->nnodes, identities = 0;
   if (!c->train) {
     for (int i = 0; i < g->nnodes; i++) {
       Node *n = g->nodes[i];
       if (ncc_ops[n->op].flags & OPF_TRAIN_ONLY) {
         replace_uses(g, n->out, n->in[0]);
         n->dead = 1;
+        identities++;
       }
     }
   }
-  /* Mark live from the roots backwards; nodes are in topological order. */
-  char *live = arena_alloc(g->arena, (size_t)g->nnodes + 1);
-  for (int i = 0; i < g->noutputs; i++) live[g->outputs[i].v->def->id] = 1;
-  if (c->train) {
-    for (int i = 0; i < g->nlosses; i++) live[g->losses[i].v->def->id] = 1;
-    if (g->train.minimize) live[g->train.minimize->def->id] = 1;
-  }
-  for (int i = g->nnodes - 1; i >= 0; i--) {
-    Node *n = g->nodes[i];
-    if (n->op == OP_INPUT) live[i] = 1;
-    if (!live[i] || n->dead) continue;
-    for (int j = 0; j < n->nin; j++) live[n->in[j]->def->id] = 1;
-  }
+  unsigned char *need = arena_alloc(g->arena, (size_t)g->nnodes + 1);
+  ir_needed(g, c->train, need);
   for (int i = 0; i < g->nnodes; i++)
-    if (!live[i]) g->nodes[i]->dead = 1;
+    if (!need[i] && g->nodes[i]->op != OP_INPUT) g->nodes[i]->dead = 1;
   ir_compact(g);
+  if (c->verbose)
+    fprintf(stderr, "pass prune: %d nodes removed (%d train-only %s, %d that no %s needs); %d left\n",
+            before - g->nnodes, identities, identities == 1 ? "identity" : "identities", before - g->nnodes - identities,
+            c->train ? "root" : "output", g->nnodes);
   return 0;
 }

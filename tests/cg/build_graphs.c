@@ -3,6 +3,7 @@
  * combinations that change the emitted index arithmetic.
  *
  *   build_graphs OUTDIR [--cublas] [--jit] [--fuse] [CASE...]   writes OUTDIR/CASE.cu|.c and CASE.h
+ *   (--fuse runs the fuse and plan passes at -O3 on the graph first, verified)
  *   build_graphs --list                                prints the case names
  *
  * Every case becomes one model with several outputs where that saves
@@ -15,6 +16,7 @@
 
 #include "codegen/codegen.h"
 #include "ir/ir.h"
+#include "passes/passes.h"
 
 static Loc L = {"build_graphs.c", 1, 1};
 
@@ -330,10 +332,15 @@ static int emit(const Case *cs, const char *dir, int cublas, int jit, int fuse) 
     fprintf(stderr, "build_graphs: cannot write %s\n", src);
     return 1;
   }
+  if (fuse) {
+    PassCtx pc = {0};
+    pc.opt_level = 3;
+    pc.verify = 1;
+    if (passes_run(g, &pc, "fuse,plan") != 0) return 1;
+  }
   CodegenOpts o = {0};
   o.jit = jit;
   o.use_cublas = cublas;
-  o.fuse = fuse;
   o.header = hname;
   o.command = "build_graphs (tests/cg)";
   int rc = codegen_emit(g, &o, fs, fh);

@@ -593,7 +593,9 @@ def _multi(ctx):
 # ---------------------------------------------------------------- fusion shapes
 # Graph patterns a fusion pass groups (elementwise chains, conv/GEMM
 # epilogues, BN+ReLU, softmax after a GEMM, values used twice), each at -O0
-# (no fusion) and -O3; the results must not depend on the grouping.
+# (no fusion, no memory plan), -O1 (memory plan: shared and in-place buffers)
+# and -O3 (fusion, recompute); the results must not depend on the grouping or
+# the placement.
 def fusion_case(ctx, which, opt):
     import torch
     import torch.nn.functional as F
@@ -655,14 +657,27 @@ def fusion_case(ctx, which, opt):
         a = F.relu6(F.conv2d(x, w1))
         b = F.hardswish(F.conv2d(x, w2, padding=1))
         refs["y"] = torch.cat([a, b, F.max_pool2d(x, 3, 1, 1)], 1).mean((2, 3), keepdim=True)
+    elif which == "recompute":
+        # -O3 copies the pool and the add+tanh chain into each of their
+        # readers; -O1 writes relu(x + r), sigmoid and s + b in place
+        x, r, bb = as64(rand(2, 3, 8, 8)), as64(rand(2, 3, 8, 8)), as64(rand(1, 3, 1, 1))
+        net = ("input x: f32[2, 3, 8, 8]\ninput r: f32[2, 3, 8, 8]\ninput b: f32[1, 3, 1, 1]\n"
+               "p = maxpool2d(x, 2)\na = sigmoid(p) + p * 2.0\n"
+               "h = tanh(x + 1.0)\nc = relu(h) - h * 0.5\n"
+               "t = sigmoid(relu(x + r)) + b\noutput a, c, t\n")
+        inputs = {"x": x, "r": r, "b": bb}
+        p = F.max_pool2d(x, 2)
+        h = torch.tanh(x + 1.0)
+        refs = {"a": torch.sigmoid(p) + p * 2.0, "c": F.relu(h) - h * 0.5,
+                "t": torch.sigmoid(F.relu(x + r)) + bb}
     net = "model %s\n" % ctx.name + net
     run_and_compare(ctx, net, params or None, {k: f32np(v) for k, v in inputs.items()},
                     {k: v.numpy() for k, v in refs.items()}, flags=["-O%d" % opt])
 
 
 for _w in ("conv_bn_relu_add", "fanout", "affine_bcast", "gated_linear", "attention", "residual_layernorm",
-           "concat_branches"):
-    for _o in (0, 3):
+           "concat_branches", "recompute"):
+    for _o in (0, 1, 3):
         case("fuse_%s_O%d" % (_w, _o), ["op", "fusion"])(lambda ctx, w=_w, o=_o: fusion_case(ctx, w, o))
 
 
@@ -920,6 +935,24 @@ case("model_vgg11_small", ["model"])(lambda ctx: model_case(ctx, "vgg11", 1, 32,
 
 
 case("model_mlp", ["model"])(lambda ctx: model_case(ctx, "mlp", 4, 28, ["N=4"], in_ch=1))
+
+# Every -O level gives the same outputs (the default -O2 runs above): the
+# small example models at -O0, -O1 and -O3 (ResNet-18 at -O0/-O3 above).
+for _o in (0, 1, 3):
+    case("model_lenet_O%d" % _o, ["model", "levels"])(
+        lambda ctx, o=_o: model_case(ctx, "lenet", 2, 28, ["N=2"], flags=["-O%d" % o], in_ch=1))
+    case("model_mlp_O%d" % _o, ["model", "levels"])(
+        lambda ctx, o=_o: model_case(ctx, "mlp", 2, 28, ["N=2"], flags=["-O%d" % o], in_ch=1))
+    case("model_mobilenet_v2_O%d" % _o, ["model", "levels"])(
+        lambda ctx, o=_o: model_case(ctx, "mobilenet_v2", 1, 32, ["N=1", "S=32"], flags=["-O%d" % o]))
+    case("model_vgg11_small_O%d" % _o, ["model", "levels"])(
+        lambda ctx, o=_o: model_case(ctx, "vgg11", 1, 32, ["N=1", "S=32"], flags=["-O%d" % o]))
+case("model_resnet18_O1", ["model", "levels"])(
+    lambda ctx: model_case(ctx, "resnet18", 1, 32, ["N=1", "S=32"], flags=["-O1"]))
+case("model_resnet50_small_O0", ["model", "levels"])(
+    lambda ctx: model_case(ctx, "resnet50", 1, 32, ["N=1", "S=32"], flags=["-O0"]))
+case("model_resnet50_small_O3", ["model", "levels"])(
+    lambda ctx: model_case(ctx, "resnet50", 1, 32, ["N=1", "S=32"], flags=["-O3"]))
 
 
 # ---------------------------------------------------------------- bad input

@@ -1,0 +1,30 @@
+# passes.cmake — tests of the passes (owner: passes).
+#   passes.golden.NAME  tests/golden/passes/*.net: the listing, report or dot
+#                       after the passes, with their -v statistics and every
+#                       "not fused" line, equals the text embedded in the
+#                       file (run_golden.sh); one file per pass and per
+#                       fusion rule, positive and negative cases
+#   passes.unit         every example at -O0..-O3 with the verifier after each
+#                       pass; the verifier catches corrupted groups and plans;
+#                       load-time nodes (test_passes.c)
+#   passes.plan.MODEL   the generated .cu's inputs-and-activations region is
+#                       the report's peak_memory, below naive_memory once
+#                       planned, at every -O level (check_plan.py)
+
+file(GLOB NCC_PASS_GOLDEN CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/golden/passes/*.net)
+foreach(f ${NCC_PASS_GOLDEN})
+  get_filename_component(n ${f} NAME_WE)
+  add_test(NAME passes.golden.${n}
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_golden.sh $<TARGET_FILE:ncc> ${f}
+           WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/golden/passes)
+endforeach()
+
+add_executable(test_passes ${CMAKE_CURRENT_SOURCE_DIR}/passes/test_passes.c)
+target_link_libraries(test_passes PRIVATE ncccore)
+add_test(NAME passes.unit COMMAND test_passes ${CMAKE_CURRENT_SOURCE_DIR}/../examples)
+
+foreach(m lenet mlp resnet18 resnet50 mobilenet_v2 vgg16)
+  add_test(NAME passes.plan.${m}
+           COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/passes/check_plan.py $<TARGET_FILE:ncc>
+                   ${CMAKE_CURRENT_SOURCE_DIR}/../examples/${m}.net ${CMAKE_CURRENT_BINARY_DIR}/plan-work/${m})
+endforeach()

@@ -1,0 +1,86 @@
+#!/usr/bin/python3
+"""check_plan.py — the report's memory figures are those of the generated code.
+
+    check_plan.py NCC MODEL.net WORKDIR
+
+For -O0..-O3: generates MODEL.cu, reads its buffer table (offsets, sizes and
+the kind of every buffer, from the comments host.c writes), and checks that
+  - the inputs-and-activations region of the arena (its buffers' span,
+    rounded up to 256 bytes) is the report's peak_memory;
+  - naive_memory is the sum of those buffers, each rounded up to 256 bytes;
+  - no parameter, constant, load-time value or workspace lies in the region;
+  - planning (-O1 and up) makes the region smaller than naive_memory, and
+    without it (-O0) the two are equal.
+Exit 0 when all hold; the figures are printed either way.  WORKDIR is removed
+at the end."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+
+def up(n):
+    return (n + 255) // 256 * 256
+
+
+def buffers(cu):
+    text = open(cu).read()
+    offs = re.search(r"_buf_off_\[\w+\] = \{\n(.*?)\};", text, re.S)
+    sizes = re.search(r"_buf_size_\[\w+\] = \{(.*?)\};", text, re.S)
+    if not offs or not sizes:
+        raise SystemExit("%s: no buffer table" % cu)
+    rows = re.findall(r"(\d+), /\* (\d+): (\S+) ", offs.group(1))
+    size = [int(s) for s in sizes.group(1).replace("\n", " ").split(",") if s.strip()]
+    if len(rows) != len(size):
+        raise SystemExit("%s: %d offsets but %d sizes" % (cu, len(rows), len(size)))
+    return [(int(o), size[int(i)], kind) for (o, i, kind) in rows]
+
+
+def main():
+    if len(sys.argv) != 4:
+        print(__doc__)
+        return 2
+    ncc, model, work = sys.argv[1:]
+    os.makedirs(work, exist_ok=True)
+    name = os.path.splitext(os.path.basename(model))[0]
+    fail = 0
+    try:
+        for o in range(4):
+            cu = os.path.join(work, "%s_O%d.cu" % (name, o))
+            subprocess.run([ncc, model, "-O%d" % o, "-o", cu], check=True)
+            rep = subprocess.run([ncc, model, "-O%d" % o, "--emit=report"], check=True,
+                                 stdout=subprocess.PIPE, universal_newlines=True).stdout
+            m = re.search(r"^total: .* peak_memory=(\d+) naive_memory=(\d+)$", rep, re.M)
+            peak, naive = int(m.group(1)), int(m.group(2))
+            bufs = buffers(cu)
+            region = [(off, sz) for off, sz, kind in bufs if kind in ("input", "activation")]
+            base = min(off for off, _ in region)
+            span = up(max(off + sz for off, sz in region) - base)
+            summed = sum(up(sz) for _, sz in region)
+            others = [(off, sz, kind) for off, sz, kind in bufs if kind not in ("input", "activation")]
+            inside = [kind for off, sz, kind in others if off < base + span and base < off + sz]
+            print("%s -O%d: region %d bytes (%d buffers) | report peak_memory=%d naive_memory=%d"
+                  % (name, o, span, len(region), peak, naive))
+            problems = []
+            if span != peak:
+                problems.append("the generated region is %d bytes, the report's peak_memory %d" % (span, peak))
+            if summed != naive:
+                problems.append("the region's buffers sum to %d bytes, the report's naive_memory is %d" % (summed, naive))
+            if inside:
+                problems.append("%s buffers lie inside the activation region" % ", ".join(sorted(set(inside))))
+            if o == 0 and peak != naive:
+                problems.append("-O0 plans no memory, yet peak_memory %d != naive_memory %d" % (peak, naive))
+            if o >= 1 and not peak < naive:
+                problems.append("planned peak_memory %d is not below naive_memory %d" % (peak, naive))
+            for p in problems:
+                print("FAIL: %s -O%d: %s" % (name, o, p))
+            fail |= bool(problems)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print("ok" if not fail else "FAILED")
+    return 1 if fail else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
