@@ -4,9 +4,16 @@
  *
  * Buffers: parameters first (contiguous, in graph order, so that a later
  * "all parameters in one kernel" optimizer sees one range), then constants,
- * inputs, activations and the im2col workspace, 256-byte aligned; then
+ * load-time values, inputs, activations and the im2col workspace, 256-byte aligned; then
  * plan_memory() lets activations whose lifetimes do not meet share bytes.  Nodes that compute
- * nothing (flatten/reshape, dropout at inference) alias their input's buffer. */
+ * nothing (flatten/reshape, dropout at inference) alias their input's buffer.
+ *
+ * Load-time nodes (Node.load_time, set by the fold pass: a folded batchnorm's
+ * weights, bias, scale and shift) form kernel groups of their own, kept out of
+ * the inference list: their launches go to <model>_prepare() (host.c), which
+ * runs after create and after every load, their kernels to the load-time part
+ * of the kernels section, and their values to BK_FOLDED buffers, which memory
+ * planning never shares. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,12 +114,14 @@ static int emit_group(Cg *c, const KGroup *gr) {
 typedef struct Prepared {
   Cg c;
   GroupList gl;
+  GroupList lt;     /* the load-time groups, in the order M_prepare runs them */
   unsigned char *live;
   Buf kernels;
 } Prepared;
 
 static void prepared_free(Prepared *p) {
   group_free(&p->gl);
+  group_free(&p->lt);
   free(p->live);
   free(p->c.vbuf);
   free(p->c.bufs);
@@ -123,7 +132,20 @@ static void prepared_free(Prepared *p) {
   }
   free(p->c.k);
   buf_free(&p->c.run);
+  buf_free(&p->c.prep);
   buf_free(&p->kernels);
+}
+
+static void kernel_text(Buf *b, const CgKernel *k) {
+  buf_printf(b, "\n/* %s%s */\n", k->name, k->flags & NCC_KF_BARRIER_ ? " (barriers)" : "");
+  for (const char *s = k->text; *s; s++) {
+    if (s[0] == '@' && strncmp(s, "@K@", 3) == 0) {
+      buf_puts(b, k->name);
+      s += 2;
+    } else {
+      buf_printf(b, "%c", *s);
+    }
+  }
 }
 
 static void kernels_section(Prepared *p) {
@@ -132,17 +154,14 @@ static void kernels_section(Prepared *p) {
   /* the section itself does not include ncc_kernel.h: NVRTC gets that from the
    * jit backend's prelude (GENERATED.md), MODEL.cu from the line before it */
   buf_printf(b, "%s\n", D_KERNELS_BEGIN);
-  for (int i = 0; i < c->nk; i++) {
-    buf_printf(b, "\n/* %s%s */\n", c->k[i].name, c->k[i].flags & NCC_KF_BARRIER_ ? " (barriers)" : "");
-    for (const char *s = c->k[i].text; *s; s++) {
-      if (s[0] == '@' && strncmp(s, "@K@", 3) == 0) {
-        buf_puts(b, c->k[i].name);
-        s += 2;
-      } else {
-        buf_printf(b, "%c", *s);
-      }
-    }
-  }
+  int nlt = 0;
+  for (int i = 0; i < c->nk; i++)
+    if (!c->k[i].load_time) kernel_text(b, &c->k[i]);
+    else nlt++;
+  /* the load-time kernels after the inference ones, under their own banner */
+  if (nlt) buf_printf(b, "\n%s\n", D_LOAD_TIME_BEGIN);
+  for (int i = 0; i < c->nk; i++)
+    if (c->k[i].load_time) kernel_text(b, &c->k[i]);
   buf_printf(b, "\n%s\n", D_KERNELS_END);
 }
 
@@ -190,25 +209,45 @@ static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) {
   /* buffers */
   for (int i = 0; i < g->nnodes; i++)
     if (!g->nodes[i]->dead && g->nodes[i]->op == OP_PARAM) add_buf(c, BK_PARAM, g->nodes[i]->out, vbytes(g->nodes[i]->out));
-  for (int k = 0; k < 3; k++) {
-    int want = k == 0 ? OP_CONST : k == 1 ? OP_INPUT : -1;
+  /* then constants, load-time values, inputs, activations: each kind one range */
+  static const int kinds[4] = {BK_CONST, BK_FOLDED, BK_INPUT, BK_ACT};
+  for (int k = 0; k < 4; k++) {
     for (int i = 0; i < g->nnodes; i++) {
       Node *n = g->nodes[i];
       if (n->dead || !p->live[i] || n->op == OP_PARAM) continue;
-      if (want >= 0 ? (int)n->op != want : (n->op == OP_CONST || n->op == OP_INPUT)) continue;
+      int kind = n->op == OP_CONST ? BK_CONST : n->op == OP_INPUT ? BK_INPUT : n->load_time ? BK_FOLDED : BK_ACT;
+      if (kind != kinds[k]) continue;
       if (node_is_alias(n)) c->vbuf[n->out->id] = cg_buf_of(c, n->in[0]);
-      else add_buf(c, k == 0 ? BK_CONST : k == 1 ? BK_INPUT : BK_ACT, n->out, vbytes(n->out));
+      else add_buf(c, kind, n->out, vbytes(n->out));
     }
   }
-  p->gl = group_form(g, p->live);
-  if (o->fuse || g->fuse_epilogues) group_fuse_epilogues(g, &p->gl, p->live);
-  for (int i = 0; i < p->gl.n; i++) {
-    size_t w = gemm_workspace_bytes(c, p->gl.g[i].main);
-    if (w > c->work_bytes) c->work_bytes = w;
+  /* groups: inference and load-time apart (a fused group never mixes them);
+   * use counts for fusion come from every live node */
+  unsigned char *only = malloc((size_t)g->nnodes + 1);
+  if (!only) ncc_die("out of memory");
+  for (int lt = 0; lt < 2; lt++) {
+    for (int i = 0; i < g->nnodes; i++) only[i] = p->live[i] && g->nodes[i]->load_time == lt;
+    GroupList *gl = lt ? &p->lt : &p->gl;
+    *gl = group_form(g, only);
+    if (o->fuse || g->fuse_epilogues) group_fuse_epilogues(g, gl, p->live);
+    for (int i = 0; i < gl->n; i++) {
+      size_t w = gemm_workspace_bytes(c, gl->g[i].main);
+      if (w > c->work_bytes) c->work_bytes = w;
+    }
   }
+  free(only);
   if (c->work_bytes) c->work = add_buf(c, BK_WORK, NULL, c->work_bytes);
   for (int i = 0; i < p->gl.n; i++)
     if (emit_group(c, &p->gl.g[i]) != 0) return -1;
+  /* the load-time groups: their launches into c->prep, their kernels marked */
+  Buf run = c->run;
+  memset(&c->run, 0, sizeof c->run);
+  c->load_time = 1;
+  for (int i = 0; i < p->lt.n && !c->err; i++)
+    if (emit_group(c, &p->lt.g[i]) != 0) c->err = 1;
+  c->load_time = 0;
+  c->prep = c->run;
+  c->run = run;
   if (c->err) return -1;
   plan_memory(c, g, &p->gl);
   kernels_section(p);
@@ -221,8 +260,8 @@ static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) {
  * inclusive, so a group's output never shares bytes with one of its inputs.
  * Values a fused group keeps in registers are never touched and take no room
  * of their own.  Placement is first fit in order of first use, 256-byte
- * aligned, after the parameters, constants, inputs and workspace, which keep
- * their own ranges (they outlive every launch).  In checked mode the runtime
+ * aligned, after the parameters, constants, load-time values, inputs and
+ * workspace, which keep their own ranges (they outlive every launch).  In checked mode the runtime
  * maps every buffer apart anyway, so an overlap bug shows as a wrong result
  * in the unchecked tests, not as a silent pass. */
 static int in_group(const KGroup *gr, const Node *n) {

@@ -71,6 +71,8 @@ static int operands_ready(const GroupList *gl, const int *gof, const unsigned ch
     if (v == group_out(h)) continue;
     Node *p = producer(v);
     if (ncc_ops[p->op].flags & OPF_SOURCE) continue;
+    /* a load-time value (fold pass) is ready before any inference group runs */
+    if (p->load_time && !h->main->load_time) continue;
     int q = gof[p->out->id];
     if (q < 0 || dead[q] || group_out(&gl->g[q]) != p->out || gl->g[q].main->id >= h->main->id) return 0;
   }

@@ -21,6 +21,10 @@
  *     fvcore publish as "GFLOPS" (4.09 G for ResNet-50, 15.47 G for VGG-16).
  *   - launches: kernel groups.  Sources, views (flatten/reshape alias their
  *     input's bytes) and train-only identities form none.
+ *   - load-time kernels (the fold pass's folded batchnorm weights, scales and
+ *     shifts) run once after the weights are loaded, not per inference: they
+ *     have their own `# load-time:` line and count in none of the totals;
+ *     an inference kernel reading a folded weight counts its bytes.
  *   - bytes: every kernel reads each tensor it takes from outside the group
  *     once and writes the value the group stores once; values inside a
  *     fused group never reach memory.
@@ -182,8 +186,24 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
   int *last = malloc(sizeof(int) * (size_t)(nn + 1));    /* owner -> last group reading it */
   char *owns = malloc((size_t)nn + 1);
   if (!live || !grp || !root || !last || !owns) ncc_die("out of memory");
-  for (int i = 0; i < nn; i++) live[i] = !g->nodes[i]->dead;
-  GroupList gl = group_form(g, live);
+  for (int i = 0; i < nn; i++) live[i] = !g->nodes[i]->dead && g->nodes[i]->load_time;
+  int64_t lt_flops = 0, lt_bytes = 0;
+  GroupList gl = group_form(g, live);   /* the load-time kernels: counted apart */
+  if (g->fuse_epilogues) group_fuse_epilogues(g, &gl, live);
+  int lt_launches = gl.n;
+  for (int k = 0; k < gl.n; k++) {
+    const KGroup *gr = &gl.g[k];
+    lt_bytes = add(lt_bytes, vbytes(group_out(gr)));
+    for (int j = -1; j < gr->nepi; j++) {
+      const Node *n = j < 0 ? gr->main : gr->epi[j];
+      lt_flops = add(lt_flops, node_flops(n, train));
+      for (int q = 0; q < n->nin; q++)
+        if (j < 0 || n->in[q] != (j ? gr->epi[j - 1]->out : gr->main->out)) lt_bytes = add(lt_bytes, vbytes(n->in[q]));
+    }
+  }
+  group_free(&gl);
+  for (int i = 0; i < nn; i++) live[i] = !g->nodes[i]->dead && !g->nodes[i]->load_time;
+  gl = group_form(g, live);
   if (g->fuse_epilogues) group_fuse_epilogues(g, &gl, live);
   const int end = gl.n;   /* "live to the end" */
 
@@ -288,7 +308,7 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
         }
         seen[nseen_all++] = v;
         by = add(by, vbytes(v));
-        if (is_param_counted(v->def)) np = add(np, shape_numel(&v->shape));
+        if (is_param_counted(v->def) || v->def->load_time) np = add(np, shape_numel(&v->shape));   /* folded weights too */
       }
     }
     int64_t act = vbytes(out);
@@ -326,6 +346,9 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
   fprintf(f, "# weights: %s; activations: naive %s, peak %s; modeled time %.1f us on %s\n",
           human(b1, sizeof b1, (double)weights, "B"), human(b2, sizeof b2, (double)naive, "B"),
           human(b3, sizeof b3, (double)peak, "B"), time_us, arch->name);
+  if (lt_launches)
+    fprintf(f, "# load-time: %d kernels, run once after the weights are loaded, not per inference: flops=%lld bytes=%lld\n",
+            lt_launches, (long long)lt_flops, (long long)lt_bytes);
   fprintf(f, "total: params=%lld flops=%lld launches=%d bytes=%lld peak_memory=%lld naive_memory=%lld\n",
           (long long)params, (long long)flops, gl.n, (long long)bytes, (long long)peak, (long long)naive);
   group_free(&gl);

@@ -212,6 +212,7 @@ static int compile_graph(const Opts *o, Graph *g) {
     pc.train = o->train;
     pc.opt_level = o->opt_level;
     pc.print_after = o->print_after;
+    pc.verbose = o->verbose;
 #ifndef NDEBUG
     pc.verify = 1;
 #endif

@@ -21,5 +21,6 @@ int passes_run(Graph *g, PassCtx *c, const char *list);
 const Pass *pass_lookup(const char *name);
 
 int pass_prune(Graph *g, PassCtx *c);
+int pass_fold(Graph *g, PassCtx *c);         /* constant folding; batchnorm folded, its parameter arithmetic at load time */
 int pass_fuse(Graph *g, PassCtx *c);         /* epilogue fusion: elementwise chains into their producer's kernel */        /* inference: drop train-only identities (dropout), dead nodes */
 #endif

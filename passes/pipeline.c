@@ -12,14 +12,16 @@
 
 static const Pass passes[] = {
   {"prune", pass_prune, "inference: drop train-only identities (dropout) and nodes no output needs"},
+  {"fold", pass_fold, "constant folding; inference batchnorm folded into the conv before it (or into scale/shift), "
+                      "its parameter-only arithmetic marked load-time"},
   {"fuse", pass_fuse, "merge single-use elementwise nodes and inference batchnorm into their producer's kernel"},
 };
 
 static const char *const pipelines[4] = {
   "prune",        /* -O0: one kernel per op */
-  "prune,fuse",   /* -O1 */
-  "prune,fuse",   /* -O2 */
-  "prune,fuse",   /* -O3 */
+  "prune,fold,fuse",   /* -O1 */
+  "prune,fold,fuse",   /* -O2 */
+  "prune,fold,fuse",   /* -O3 */
 };
 
 const Pass *pass_lookup(const char *name) {
@@ -46,7 +48,7 @@ int passes_run(Graph *g, PassCtx *c, const char *list) {
         name[n] = 0;
         const Pass *ps = pass_lookup(name);
         if (pass == 0 && !ps) {
-          diag_error((Loc){0}, "--passes: unknown pass '%s' (known: prune, fuse)", name);
+          diag_error((Loc){0}, "--passes: unknown pass '%s' (known: prune, fold, fuse)", name);
           return -1;
         }
         if (pass == 1) {
