@@ -281,7 +281,7 @@ static void place(Node *n, char *done, Node **order, int *k, Node **stack) {
     Node *t = stack[sp - 1];
     if (done[t->id]) { sp--; continue; }
     int pushed = 0;
-    for (int j = 0; j < t->nin; j++) {
+    for (int j = t->nin - 1; j >= 0; j--) {   /* the first input is placed first */
       Node *d = t->in[j]->def;
       if (!done[d->id]) { stack[sp++] = d; pushed = 1; }
     }
