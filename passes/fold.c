@@ -157,7 +157,7 @@ static int eval_const(const Node *n, float x, float y, float *r) {
 
 static int is_const(const Value *v, double f) {
   return v->def->op == OP_CONST && (float)v->def->a.fval == (float)f &&
-         signbit((float)v->def->a.fval) == signbit((float)f);
+         !signbit((float)v->def->a.fval) == !signbit((float)f);   /* signbit's nonzero is not always 1 */
 }
 
 static int same_type(const Value *a, const Value *b) {

@@ -14,6 +14,13 @@
 #                              instance equal to a fresh one (the folded values
 #                              follow the parameters), both fiber orders, checked mode
 #   fold.verbose               -v prints the pass's statistics
+#   fold.unit                  tests/fold/test_fold.c: constants, identities, statistics
+#                              that are inputs, training, on hand-built graphs
+
+add_executable(test_fold ${CMAKE_CURRENT_SOURCE_DIR}/fold/test_fold.c)
+target_link_libraries(test_fold PRIVATE ncccore)
+add_test(NAME fold.unit COMMAND test_fold)
+set_tests_properties(fold.unit PROPERTIES LABELS "fold")
 
 add_test(NAME fold.kernels
          COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/fold/check_fold.py $<TARGET_FILE:ncc>
