@@ -50,10 +50,16 @@ typedef struct Stats {
 } Stats;
 
 /* ---- small graph helpers ------------------------------------------------ */
+/* Use counts follow, so that a later rewrite in the same walk (bn(bn(conv)))
+ * sees who reads the new value. */
 static void replace_uses(Graph *g, Value *old, Value *new_) {
   for (int i = 0; i < g->nnodes; i++)
     for (int j = 0; j < g->nodes[i]->nin; j++)
-      if (g->nodes[i]->in[j] == old) g->nodes[i]->in[j] = new_;
+      if (g->nodes[i]->in[j] == old) {
+        g->nodes[i]->in[j] = new_;
+        old->nuses--;
+        new_->nuses++;
+      }
   for (int i = 0; i < g->noutputs; i++)
     if (g->outputs[i].v == old) g->outputs[i].v = new_;
   for (int i = 0; i < g->nlosses; i++)

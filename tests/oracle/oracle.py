@@ -1014,6 +1014,18 @@ def fold_graph_case(ctx, which, opt):
         inputs = {"x": x}
         h = F.conv2d(x, w, cb)
         refs = {"y": F.relu(F.batch_norm(h, *bn, False, 0.0, 1e-5)), "h": h}
+    elif which == "double":            # bn(bn(conv)): both fold into the convolution, one after the other
+        x = as64(rand(2, 3, 5, 5))
+        w, cb = as64(rand(C, 3, 3, 3) / 5.0), as64(rand(C))
+        p1, bn1 = bn_params(C, "b1")
+        p2, bn2 = bn_params(C, "b2")
+        params = dict(p1, **p2)
+        params.update({"c.weight": w, "c.bias": cb})
+        net = ("input x: f32[2, 3, 5, 5]\n"
+               "y = batchnorm2d(batchnorm2d(conv2d(x, 6, kernel=3, name=\"c\"), name=\"b1\"), name=\"b2\")\noutput y\n")
+        inputs = {"x": x}
+        h = F.batch_norm(F.conv2d(x, w, cb), *bn1, False, 0.0, 1e-5)
+        refs = {"y": F.batch_norm(h, *bn2, False, 0.0, 1e-5)}
     elif which == "chain":             # conv+bn twice, one eps shared, a residual bn(add) at the end
         x = as64(rand(2, 4, 6, 6))
         w1, w2 = as64(rand(8, 4, 3, 3) / 6.0), as64(rand(8, 8, 3, 3) / 8.5)
@@ -1035,7 +1047,7 @@ def fold_graph_case(ctx, which, opt):
                     {k: v.numpy() for k, v in refs.items()}, flags=["-O%d" % opt])
 
 
-for _w in ("after_add", "first", "shared_conv", "conv_output", "chain"):
+for _w in ("after_add", "first", "shared_conv", "conv_output", "double", "chain"):
     for _o in (0, 2):
         case("fold_bn_%s_O%d" % (_w, _o), ["op", "fold"])(lambda ctx, w=_w, o=_o: fold_graph_case(ctx, w, o))
 
