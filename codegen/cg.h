@@ -45,6 +45,9 @@ const char *cg_flit(char out[40], double v);
 #define D_NEG_MAX "-3.402823466e+38f"   /* -FLT_MAX: no <float.h>/INFINITY in kernels */
 #define D_KERNELS_BEGIN "/* ---- kernels (this section alone is what NVRTC compiles for --jit) ---- */"
 #define D_KERNELS_END "/* ---- end of kernels ---- */"
+/* Between the inference kernels and the load-time ones (tests look for it:
+ * no inference kernel may compute a batchnorm once the fold pass ran). */
+#define D_LOAD_TIME_BEGIN "/* ---- load-time kernels: run once by the generated *_prepare() after create and after every load ---- */"
 
 /* "o * s - p + k * dil" for a window's input index, without "* 1" and "- 0" (gemm.c) */
 void cg_window_index(char *dst, size_t n, const char *o, int s, int p, const char *k, int dil);
@@ -98,6 +101,7 @@ typedef struct CgKernel {
   char *args;        /* NCC_ARG list for NCC_KERNEL_DESC, without parentheses */
   int flags;         /* NCC_KF_BARRIER_ */
   uint64_t hash;     /* of text and args: dedupe compares strings only on a match */
+  int load_time;     /* launched by M_prepare(), printed in the load-time part of the section */
 } CgKernel;
 
 #define NCC_KF_BARRIER_ 1   /* = NCC_KF_BARRIER of ncc_rt.h, which the compiler does not include */
@@ -125,6 +129,8 @@ typedef struct Cg {
   CgKernel *k;
   int nk, capk;
   Buf run;                   /* host statements of <model>_run() */
+  Buf prep;                  /* host statements of <model>_prepare(): the load-time groups */
+  int load_time;             /* set while the load-time groups are emitted */
   int err;                   /* an emitter reported a diag error */
 } Cg;
 

@@ -69,7 +69,8 @@ const char *cg_kernel(Cg *c, const char *op, int flags, const KParams *p, const 
   args_list(p, &args);
   uint64_t h = fnv1a(fnv1a(14695981039346656037ULL, text), args.s ? args.s : "");
   for (int i = 0; i < c->nk; i++)
-    if (c->k[i].hash == h && c->k[i].flags == flags && strcmp(c->k[i].text, text) == 0 &&
+    if (c->k[i].hash == h && c->k[i].flags == flags && c->k[i].load_time == c->load_time &&
+        strcmp(c->k[i].text, text) == 0 &&
         strcmp(c->k[i].args, args.s) == 0) {
       buf_free(&args);
       return c->k[i].name;
@@ -80,12 +81,14 @@ const char *cg_kernel(Cg *c, const char *op, int flags, const KParams *p, const 
   }
   CgKernel *k = &c->k[c->nk];
   char name[256];
-  snprintf(name, sizeof name, "%s_k%d_%s", c->model, c->nk, op);
+  /* load-time kernels say so in their name: <model>_prep<i>_<op> */
+  snprintf(name, sizeof name, "%s_%s%d_%s", c->model, c->load_time ? "prep" : "k", c->nk, op);
   k->name = xstrdup(name);
   k->text = xstrdup(text);
   k->args = args.s ? args.s : xstrdup("");
   k->flags = flags;
   k->hash = h;
+  k->load_time = c->load_time;
   c->nk++;
   return k->name;
 }

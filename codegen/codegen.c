@@ -10,7 +10,12 @@
  * im2col workspace.  Inside the region every value sits at the offset the
  * plan gave it (Value.offset; values whose lifetimes do not meet share
  * bytes); without a plan (-O0) each has its own range, in graph order.  Views
- * (flatten/reshape, dropout at inference) alias what they view. */
+ * (flatten/reshape, dropout at inference) alias what they view.
+ *
+ * Load-time groups (the fold pass's Node.load_time: a folded batchnorm's
+ * weights, bias, scale and shift) are launched by <model>_prepare() (host.c),
+ * which runs after create and after every load, not per inference; their
+ * kernels go to the load-time part of the kernels section. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,7 +145,20 @@ static void prepared_free(Prepared *p) {
   }
   free(p->c.k);
   buf_free(&p->c.run);
+  buf_free(&p->c.prep);
   buf_free(&p->kernels);
+}
+
+static void kernel_text(Buf *b, const CgKernel *k) {
+  buf_printf(b, "\n/* %s%s */\n", k->name, k->flags & NCC_KF_BARRIER_ ? " (barriers)" : "");
+  for (const char *s = k->text; *s; s++) {
+    if (s[0] == '@' && strncmp(s, "@K@", 3) == 0) {
+      buf_puts(b, k->name);
+      s += 2;
+    } else {
+      buf_printf(b, "%c", *s);
+    }
+  }
 }
 
 static void kernels_section(Prepared *p) {
@@ -149,17 +167,14 @@ static void kernels_section(Prepared *p) {
   /* the section itself does not include ncc_kernel.h: NVRTC gets that from the
    * jit backend's prelude (GENERATED.md), MODEL.cu from the line before it */
   buf_printf(b, "%s\n", D_KERNELS_BEGIN);
-  for (int i = 0; i < c->nk; i++) {
-    buf_printf(b, "\n/* %s%s */\n", c->k[i].name, c->k[i].flags & NCC_KF_BARRIER_ ? " (barriers)" : "");
-    for (const char *s = c->k[i].text; *s; s++) {
-      if (s[0] == '@' && strncmp(s, "@K@", 3) == 0) {
-        buf_puts(b, c->k[i].name);
-        s += 2;
-      } else {
-        buf_printf(b, "%c", *s);
-      }
-    }
-  }
+  int nlt = 0;
+  for (int i = 0; i < c->nk; i++)
+    if (!c->k[i].load_time) kernel_text(b, &c->k[i]);
+    else nlt++;
+  /* the load-time kernels after the inference ones, under their own banner */
+  if (nlt) buf_printf(b, "\n%s\n", D_LOAD_TIME_BEGIN);
+  for (int i = 0; i < c->nk; i++)
+    if (c->k[i].load_time) kernel_text(b, &c->k[i]);
   buf_printf(b, "\n%s\n", D_KERNELS_END);
 }
 
@@ -227,8 +242,15 @@ static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) {
     if (w > c->work_bytes) c->work_bytes = w;
   }
   if (c->work_bytes) c->work = add_buf_at(c, BK_WORK, NULL, c->work_bytes, (c->act_base + c->act_bytes + 255) / 256 * 256);
-  for (int i = 0; i < p->gl.n; i++)
-    if (emit_group(c, &p->gl.g[i]) != 0) return -1;
+  /* inference groups launch from <model>_infer (c->run); load-time groups
+   * from <model>_prepare (c->prep), their kernels marked as load-time */
+  for (int lt = 0; lt < 2 && !c->err; lt++) {
+    Buf run = c->run;
+    if (lt) { memset(&c->run, 0, sizeof c->run); c->load_time = 1; }
+    for (int i = 0; i < p->gl.n && !c->err; i++)
+      if (p->gl.g[i].load_time == lt && emit_group(c, &p->gl.g[i]) != 0) c->err = 1;
+    if (lt) { c->load_time = 0; c->prep = c->run; c->run = run; }
+  }
   if (c->err) return -1;
   kernels_section(p);
   return 0;

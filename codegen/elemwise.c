@@ -26,6 +26,7 @@ static const ElemExpr elem_table[] = {
   {OP_SILU, "$0 / (1.0f + expf(-$0))"},
   {OP_HARDSWISH, "$0 * fminf(fmaxf($0 + 3.0f, 0.0f), 6.0f) / 6.0f"},
   {OP_LEAKY_RELU, "$0 > 0.0f ? $0 : $0 * $s"},
+  {OP_SQRT, "sqrtf($0)"},
   {OP_DROPOUT, "$0"},
   {OP_DROPOUT2D, "$0"},
   {OP_ADD, "$0 + $1"},

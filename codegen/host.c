@@ -6,7 +6,13 @@
  * MODEL.cu as C++): explicit casts from void *, no designated initialisers,
  * everything but the API static.  Every runtime call is checked; a failure
  * copies the runtime's message, prefixed with what was being done (the kernel
- * name for launches), into m->err and returns the runtime's status. */
+ * name for launches), into m->err and returns the runtime's status.
+ *
+ * A model with load-time values (the fold pass) gets <model>_prepare(): the
+ * load-time kernels, which compute the folded weights, biases, scales and
+ * shifts from the parameters.  It runs at the end of create (on the zeroed
+ * parameters) and after every load, so the folded values always follow the
+ * parameters; save writes the parameters themselves, never the folded values. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +142,7 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   const char *hdr = c->o->header ? c->o->header : NULL;
   Io in, out, par;
   collect(c, &in, &out, &par);
+  int prep = c->prep.len > 0;   /* load-time kernels to launch */
   if (c->o->jit) {
     fprintf(f, "/* host code; the kernels below are compiled at load time by NVRTC */\n");
     fprintf(f, "#define NCC_JIT 1\n#include \"ncc_kernel.h\"\n\n");
@@ -193,6 +200,18 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
           M, M, M, M);
   fprintf(f, "const ncc_model_info *%s_info(void) { return &%s_info_; }\n\n", M, M);
 
+  /* load time */
+  if (prep) {
+    fprintf(f,
+            "/* load time: the values the fold pass precomputes from the parameters (folded batchnorm\n"
+            " * weights and biases, scales and shifts), computed once after create and after every\n"
+            " * %s_load; inference only reads them.  %s_save writes the parameters, not these. */\n"
+            "static int %s_prepare(%s *m) {\n  int rc = 0;\n", M, M, M, M);
+    fputs(c->prep.s, f);
+    fprintf(f, "  rc = ncc_sync(m->dev);\n  if (rc) return %s_fail(m, rc, \"%s_prepare: computing the folded parameters\");\n"
+               "  return 0;\n}\n\n", M, M);
+  }
+
   /* create */
   fprintf(f, "int %s_create_on(%s **pm, int kind) {\n  int rc;\n  %s *m;\n", M, M, M);
   fprintf(f, "  if (!pm) return NCC_EUSER;\n  m = (%s *)calloc(1, sizeof *m);\n  *pm = m;\n  if (!m) return NCC_EINTERNAL;\n", M);
@@ -216,15 +235,26 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
                "    if (rc) return %s_fail(m, rc, \"%s_create: setting a constant\");\n  }\n",
             cg_flit(lit, c->bufs[i].v->def->a.fval), i, M, M);
   }
-  fprintf(f, "  return 0;\n}\n\n");
+  if (prep) fprintf(f, "  return %s_prepare(m);   /* the folded values of the zero parameters */\n}\n\n", M);
+  else fprintf(f, "  return 0;\n}\n\n");
   fprintf(f, "int %s_create(%s **m) { return %s_create_on(m, NCC_DEV_AUTO); }\n\n", M, M, M);
 
   /* load / save */
-  fprintf(f, "int %s_load(%s *m, const char *path) {\n  void *p[%d] = {0};\n", M, M, par.n ? par.n : 1);
+  fprintf(f, "int %s_load(%s *m, const char *path) {\n  void *p[%d] = {0};\n%s", M, M, par.n ? par.n : 1,
+          prep ? "  int rc;\n" : "");
   fprintf(f, "  if (!m || !m->dev) return %s_user_error(m, \"%s_load: no model\");\n", M, M);
   fprintf(f, "  if (!path) return %s_user_error(m, \"%s_load: no file name\");\n", M, M);
   fprintf(f, "  for (int i = 0; i < %d; i++) p[i] = m->bufs[%s_params_buf_[i]];\n", par.n, M);
-  fprintf(f, "  return ncc_load_safetensors(m->dev, path, %s_params_, %d, p, m->err, sizeof m->err);\n}\n\n", M, par.n);
+  if (prep) {
+    fprintf(f, "  rc = ncc_load_safetensors(m->dev, path, %s_params_, %d, p, m->err, sizeof m->err);\n", M, par.n);
+    /* a load that failed part-way may have replaced some parameters already */
+    fprintf(f, "  if (rc) {\n    char msg[sizeof m->err];\n    memcpy(msg, m->err, sizeof msg);\n"
+               "    (void)%s_prepare(m);   /* keep the folded values those of the parameters now held */\n"
+               "    memcpy(m->err, msg, sizeof msg);\n    return rc;\n  }\n", M);
+    fprintf(f, "  return %s_prepare(m);\n}\n\n", M);
+  } else {
+    fprintf(f, "  return ncc_load_safetensors(m->dev, path, %s_params_, %d, p, m->err, sizeof m->err);\n}\n\n", M, par.n);
+  }
   fprintf(f,
           "int %s_save(%s *m, const char *path) {\n"
           "  void *h[%d] = {0};\n  int rc = 0, n = 0;\n"

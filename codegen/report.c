@@ -306,7 +306,7 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
           human(b1, sizeof b1, (double)weights, "B"), human(b2, sizeof b2, (double)naive, "B"),
           g->planned ? "planned" : "no memory plan (-O0):", human(b3, sizeof b3, (double)peak, "B"), time_us, arch->name);
   if (load_kernels || load_bytes)
-    fprintf(f, "# load time: %d kernels, %s kept for every inference\n", load_kernels,
+    fprintf(f, "# load-time: %d kernels, run once after the weights load, not per inference; %s kept for every inference\n", load_kernels,
             human(b1, sizeof b1, (double)load_bytes, "B"));
   fprintf(f, "total: params=%lld flops=%lld launches=%d bytes=%lld peak_memory=%lld naive_memory=%lld\n",
           (long long)params, (long long)flops, launches, (long long)bytes, (long long)peak, (long long)naive);

@@ -537,6 +537,7 @@ static const OpSpec op_specs[] = {
   {"silu", OP_SILU, {{"x", A_T, REQ}}},
   {"hardswish", OP_HARDSWISH, {{"x", A_T, REQ}}},
   {"leaky_relu", OP_LEAKY_RELU, {{"x", A_T, REQ}, {"slope", A_FLOAT, "0.01"}}},
+  {"sqrt", OP_SQRT, {{"x", A_T, REQ}}},
   {"dropout", OP_DROPOUT, {{"x", A_T, REQ}, {"p", A_FLOAT, "0.5"}}},
   {"dropout2d", OP_DROPOUT2D, {{"x", A_T, REQ}, {"p", A_FLOAT, "0.5"}}},
   {"add", OP_ADD, {{"a", A_TN, REQ}, {"b", A_TN, REQ}}},

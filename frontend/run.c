@@ -592,6 +592,7 @@ static int model_build(const Opts *o, Model *M) {
   pc.train = 0;
   pc.opt_level = o->opt;
   pc.verify = 1;      /* cheap next to compiling C, and a broken pass fails loudly */
+  pc.verbose = o->verbose;
   if (passes_run(g, &pc, o->passes) != 0 || diag_errors()) return 1;
   M->name = strdup(g->model && *g->model ? g->model : "model");
   /* Inputs read only by the loss (labels) may still be listed by M_info;

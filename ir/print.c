@@ -5,7 +5,8 @@
  * order, values named %<id>, only the attributes the op reads (as listed in
  * ops.def), floats with %g, the layer name as a trailing comment.  Dead nodes
  * (marked by a pass, not yet compacted) are skipped.  Outputs, named losses
- * and the training set-up follow the nodes.
+ * and the training set-up follow the nodes.  Nodes the fold pass marked for
+ * load time (computed once from the parameters) say `load-time` before the type.
  *
  *   model lenet
  *   %0 = input "x" : f32[64, 1, 28, 28]
@@ -113,6 +114,7 @@ void ir_print(Graph *g, FILE *f) {
       fputc(')', f);
       print_attrs(f, n);
     }
+    if (n->load_time) fputs(" load-time", f);
     fprintf(f, " : %s", shape_str(buf, sizeof buf, n->out->dtype, &n->out->shape));
     if (n->op != OP_INPUT && n->op != OP_PARAM && n->name) fprintf(f, "  # %s", n->name);
     print_schedule(f, g, n);

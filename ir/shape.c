@@ -543,6 +543,7 @@ int ir_infer(Graph *g, Node *n, DType *out_t, Shape *out_s) {
   case OP_SILU:
   case OP_HARDSWISH:
   case OP_LEAKY_RELU:
+  case OP_SQRT:
   case OP_DROPOUT:
   case OP_DROPOUT2D: r = infer_unary(n, out_t, out_s); break;
   case OP_ADD:

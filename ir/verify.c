@@ -10,6 +10,8 @@
  *   - arity is within ops.def's bounds, and conv2d/linear's has_bias agrees with it;
  *   - re-running the shape rule gives the stored dtype and shape;
  *   - use counts equal the number of uses;
+ *   - a load-time node (fold pass) reads only parameters, constants and
+ *     load-time values: it runs once, before any input exists;
  *   - outputs, losses and the minimised value are live values of the graph,
  *     losses scalar; PARAM/INPUT names present and unique;
  *   - kernel groups (fuse pass, Node.grole): every node the outputs need and
@@ -239,6 +241,9 @@ int ir_verify(Graph *g) {
       if (!in_graph(g, v)) { bad(n, "input %d is not a value of this graph", j); inputs_ok = 0; continue; }
       if (v->def->id >= i) { bad(n, "input %d is defined by node %d, not before it", j, v->def->id); inputs_ok = 0; }
       if (v->def->dead) bad(n, "input %d is defined by the dead node %d", j, v->def->id);
+      if (n->load_time && v->def->op != OP_PARAM && v->def->op != OP_CONST && !v->def->load_time)
+        bad(n, "is computed at load time but its input %d (%s) is not known until inference", j,
+            ncc_ops[v->def->op].name);
       uses[v->def->id]++;
     }
     if ((n->op == OP_CONV2D || n->op == OP_LINEAR) && (n->nin == 3) != (n->a.has_bias != 0))

@@ -153,6 +153,12 @@ static const char *nm(Fuse *F, const Node *n) {
 static void shp(char *b, size_t n, const Value *v) { shape_str(b, n, v->dtype, &v->shape); }
 
 static void note(Fuse *F, Node *consumer, Value *v, int rule, int multi, char *why) {
+  /* a value computed at load time is a weight to the kernels that read it:
+   * those edges were never candidates, and listing them would bury the rest */
+  if (F->lv.root[v->id]->def->load_time) {
+    free(why);
+    return;
+  }
   if (F->nnotes == F->capnotes) {
     F->capnotes = F->capnotes ? 2 * F->capnotes : 64;
     F->notes = xrealloc(F->notes, sizeof(Note) * (size_t)F->capnotes);

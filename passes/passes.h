@@ -25,6 +25,7 @@ const Pass *pass_lookup(const char *name);
 void passes_usage(FILE *f);
 
 int pass_prune(Graph *g, PassCtx *c);   /* inference: drop train-only identities (dropout), unneeded nodes */
+int pass_fold(Graph *g, PassCtx *c);    /* constant folding; inference batchnorm folded, its parameter arithmetic at load time (fold.c) */
 int pass_fuse(Graph *g, PassCtx *c);    /* kernel groups by named rules (fuse.c) */
 int pass_plan(Graph *g, PassCtx *c);    /* memory plan: offsets of stored values (plan.c) */
 

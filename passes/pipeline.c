@@ -31,16 +31,17 @@
 
 static const Pass passes[] = {
   {"prune", pass_prune, "inference: drop train-only identities (dropout) and nodes no output needs"},
-  /* TODO(fold): {"fold", pass_fold, ...} once passes/fold.c lands; it goes in the -O1..-O3 pipelines after prune */
+  {"fold", pass_fold, "constant folding; inference batchnorm folded into the conv before it (or into a scale/shift), "
+                      "its parameter-only arithmetic marked load-time"},
   {"fuse", pass_fuse, "kernel groups by named rules: epilogues into their producer's kernel (-v: what stays unfused, and why)"},
   {"plan", pass_plan, "memory plan: arena offsets of stored values; lifetimes that do not meet share bytes, in place where legal"},
 };
 
 static const char *const pipelines[4] = {
   "prune",              /* -O0 */
-  "prune,plan",         /* -O1 (+fold) */
-  "prune,fuse,plan",    /* -O2 (+fold) */
-  "prune,fuse,plan",    /* -O3 (+fold): fuse applies its -O3 rules */
+  "prune,fold,plan",         /* -O1 */
+  "prune,fold,fuse,plan",    /* -O2 */
+  "prune,fold,fuse,plan",    /* -O3: fuse applies its -O3 rules */
 };
 
 const Pass *pass_lookup(const char *name) {

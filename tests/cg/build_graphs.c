@@ -2,8 +2,9 @@
  * (no frontend), one small model per op family with the attribute
  * combinations that change the emitted index arithmetic.
  *
- *   build_graphs OUTDIR [--cublas] [--jit] [--fuse] [CASE...]   writes OUTDIR/CASE.cu|.c and CASE.h
- *   (--fuse runs the fuse and plan passes at -O3 on the graph first, verified)
+ *   build_graphs OUTDIR [--cublas] [--jit] [--fuse] [--fold] [CASE...]   writes OUTDIR/CASE.cu|.c and CASE.h
+ *   (--fuse runs the fuse and plan passes at -O3 on the graph first, verified;
+ *    --fold runs the fold pass first: batchnorms folded, their arithmetic at load time)
  *   build_graphs --list                                prints the case names
  *
  * Every case becomes one model with several outputs where that saves
@@ -316,9 +317,18 @@ static const Case cases[] = {
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
-static int emit(const Case *cs, const char *dir, int cublas, int jit, int fuse) {
+static int emit(const Case *cs, const char *dir, int cublas, int jit, int fuse, int fold) {
   Graph *g = ir_graph_new(cs->name);
   cs->build(g);
+  if (fold) {
+    PassCtx pc;
+    memset(&pc, 0, sizeof pc);
+    pc.opt_level = 1;
+    if (pass_fold(g, &pc) != 0) {
+      fprintf(stderr, "build_graphs: the fold pass failed on %s\n", cs->name);
+      return 1;
+    }
+  }
   if (ir_verify(g) != 0) {
     fprintf(stderr, "build_graphs: %s does not verify\n", cs->name);
     return 1;
@@ -358,20 +368,21 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (argc < 2) {
-    fprintf(stderr, "usage: build_graphs OUTDIR [--cublas] [--jit] [--fuse] [CASE...] | --list\n");
+    fprintf(stderr, "usage: build_graphs OUTDIR [--cublas] [--jit] [--fuse] [--fold] [CASE...] | --list\n");
     return 2;
   }
-  int cublas = 0, jit = 0, fuse = 0, nsel = 0, fail = 0;
+  int cublas = 0, jit = 0, fuse = 0, fold = 0, nsel = 0, fail = 0;
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "--cublas")) cublas = 1;
     else if (!strcmp(argv[i], "--jit")) jit = 1;
     else if (!strcmp(argv[i], "--fuse")) fuse = 1;
+    else if (!strcmp(argv[i], "--fold")) fold = 1;
     else nsel++;
   }
   for (int i = 0; i < NCASES; i++) {
     int want = nsel == 0;
     for (int j = 2; j < argc; j++) want |= !strcmp(argv[j], cases[i].name);
-    if (want) fail |= emit(&cases[i], argv[1], cublas, jit, fuse);
+    if (want) fail |= emit(&cases[i], argv[1], cublas, jit, fuse, fold);
   }
   for (int j = 2; j < argc; j++) {
     if (argv[j][0] == '-') continue;

@@ -7,7 +7,10 @@
  * (safetensors written with ncc_save_safetensors, read by M_load), runs
  * M_infer_io and writes DIR/p_NAME.npy, DIR/in_NAME.npy and DIR/out_NAME.npy
  * for tests/cg/check_cases.py.  It also checks M_save: a second instance
- * loaded from what the first saved must compute bit-identical outputs. */
+ * loaded from what the first saved must compute bit-identical outputs; and a
+ * second load: the first instance loaded again with other parameters must
+ * compute what a fresh instance loaded with those does (whatever the model
+ * precomputes from its parameters at load time follows them). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,6 +127,55 @@ int main(int argc, char **argv) {
       fprintf(stderr, "run_case: output %s differs after save and load\n", info->outputs[i].name);
       return 1;
     }
+  /* load other parameters into the first instance: it must now compute what a
+   * fresh instance loaded with them computes, and differ from before */
+  if (info->nparams) {
+    Model *m3 = NULL;
+    void **out3 = calloc((size_t)info->noutputs + 1, sizeof(void *));
+    void **out4 = calloc((size_t)info->noutputs + 1, sizeof(void *));
+    char st3[1024];
+    snprintf(st3, sizeof st3, "%s/params2.safetensors", dir);
+    for (int i = 0; i < info->nparams; i++) {
+      const ncc_tensor_info *t = &info->params[i];
+      float *p = (float *)ph[i];
+      int var = strstr(t->name, "running_var") != NULL;
+      for (size_t j = 0; j < numel(t); j++) p[j] = var ? uniform(0.5f, 1.5f) : uniform(-0.5f, 0.5f);
+    }
+    if (ncc_save_safetensors(st3, info->params, info->nparams, (const void *const *)ph, err, sizeof err)) {
+      fprintf(stderr, "run_case: %s\n", err);
+      return 1;
+    }
+    for (int i = 0; i < info->noutputs; i++) {
+      out3[i] = malloc(numel(&info->outputs[i]) * 4 + 4);
+      out4[i] = malloc(numel(&info->outputs[i]) * 4 + 4);
+    }
+    if (F(_load)(m, st3) || F(_create_on)(&m3, NCC_DEV_EMU) || F(_load)(m3, st3)) {
+      fprintf(stderr, "run_case: loading other parameters: %s / %s\n", F(_error)(m), F(_error)(m3));
+      return 1;
+    }
+    if (run(m, in, out3) || run(m3, in, out4)) return 1;
+    int changed = 0;
+    for (int i = 0; i < info->noutputs; i++) {
+      size_t bytes = numel(&info->outputs[i]) * 4;
+      if (memcmp(out3[i], out4[i], bytes) != 0) {
+        fprintf(stderr, "run_case: output %s after a second load differs from a fresh instance's\n",
+                info->outputs[i].name);
+        return 1;
+      }
+      changed |= memcmp(out3[i], out[i], bytes) != 0;
+    }
+    if (!changed) {
+      fprintf(stderr, "run_case: other parameters changed no output\n");
+      return 1;
+    }
+    for (int i = 0; i < info->noutputs; i++) {
+      free(out3[i]);
+      free(out4[i]);
+    }
+    free(out3);
+    free(out4);
+    F(_destroy)(m3);
+  }
   /* the one-input convenience refuses models with several inputs or outputs */
   if (info->ninputs != 1 || info->noutputs != 1) {
     if (F(_infer)(m, (const float *)in[0], (float *)out[0]) != NCC_EUSER || !strstr(F(_error)(m), "infer_io")) {

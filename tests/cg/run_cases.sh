@@ -2,12 +2,12 @@
 # run_cases.sh — every codegen test model: emit, compile as C with -DNCC_EMU
 # (-Werror), run on the CPU emulation through the model's API, and compare
 # with PyTorch (check_cases.py).
-#   run_cases.sh BUILD_GRAPHS RUNTIME_DIR LIBDIR WORKDIR PYTHON [--cublas] [--fuse] [CASE...]
+#   run_cases.sh BUILD_GRAPHS RUNTIME_DIR LIBDIR WORKDIR PYTHON [--cublas] [--fuse] [--fold] [CASE...]
 set -u
 bg=$1; rt=$2; lib=$3; work=$4; py=$5; shift 5
 here=$(cd "$(dirname "$0")" && pwd)
 flag=""
-while [ "${1:-}" = --cublas ] || [ "${1:-}" = --fuse ]; do flag="$flag $1"; shift; done
+while [ "${1:-}" = --cublas ] || [ "${1:-}" = --fuse ] || [ "${1:-}" = --fold ]; do flag="$flag $1"; shift; done
 cases=${*:-$("$bg" --list)}
 rm -rf "$work" && mkdir -p "$work/src" || exit 1
 "$bg" "$work/src" $flag $cases || exit 1

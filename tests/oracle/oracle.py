@@ -955,6 +955,179 @@ case("model_resnet50_small_O3", ["model", "levels"])(
     lambda ctx: model_case(ctx, "resnet50", 1, 32, ["N=1", "S=32"], flags=["-O3"]))
 
 
+# ---------------------------------------------------------------- the fold pass
+# Batchnorm at inference with folding (-O2: into the convolution before it, or
+# as a load-time scale/shift) and without (-O0: per element), against PyTorch.
+# The models with batchnorm at -O0 and -O1 too (the cases above run -O2).
+case("model_resnet18_O1", ["model", "fold"])(
+    lambda ctx: model_case(ctx, "resnet18", 1, 32, ["N=1", "S=32"], flags=["-O1"]))
+case("model_resnet50_small_O0", ["model", "fold"])(
+    lambda ctx: model_case(ctx, "resnet50", 1, 32, ["N=1", "S=32"], flags=["-O0"]))
+case("model_mobilenet_v2_O0", ["model", "fold"])(
+    lambda ctx: model_case(ctx, "mobilenet_v2", 1, 32, ["N=1", "S=32"], flags=["-O0"]))
+case("model_mobilenet_v2_O1_cublas", ["model", "fold", "cublas"])(
+    lambda ctx: model_case(ctx, "mobilenet_v2", 1, 32, ["N=1", "S=32"], flags=["-O1", "--cublas"]))
+
+# name: (N, C, H, W, out, kernel, stride, pad, groups, bias); out channels per
+# group >= 8 take the GEMM paths, fewer the direct kernel
+FOLD_CONVS = {
+    "bias":      (2, 3, 8, 8, 16, 3, 1, 1, 1, True),
+    "nobias":    (2, 5, 7, 7, 12, 3, 2, 1, 1, False),
+    "k1":        (2, 8, 5, 5, 16, 1, 1, 0, 1, False),
+    "groups2":   (2, 4, 7, 7, 16, 3, 1, 1, 2, True),
+    "groups4":   (1, 16, 6, 6, 32, 3, 2, 1, 4, False),
+    "depthwise": (2, 6, 8, 8, 6, 3, 1, 1, 6, False),
+    "dw_bias":   (1, 8, 9, 9, 8, 3, 2, 1, 8, True),
+    "dw_mult2":  (1, 4, 7, 7, 8, 3, 1, 1, 4, False),
+}
+
+
+def bn_params(C, name):
+    """Random batchnorm parameters; variances from 0.05 to 2, so that the folded
+    scale 1/sqrt(var + eps) ranges over a factor of six."""
+    import torch
+    g, b = as64(rand(C, lo=0.5, hi=1.5)), as64(rand(C))
+    rm, rv = as64(rand(C, lo=-0.5, hi=0.5)), as64(rand(C, lo=0.05, hi=2.0))
+    params = {name + ".weight": g, name + ".bias": b, name + ".running_mean": rm, name + ".running_var": rv,
+              name + ".num_batches_tracked": torch.tensor(3, dtype=torch.int64)}
+    return params, (rm, rv, g, b)
+
+
+def fold_conv_case(ctx, variant, opt, cublas=False):
+    """conv (+bias) + batchnorm + relu: at -O1+ the batchnorm is folded into the
+    convolution's weight and bias (computed at load time)."""
+    import torch.nn.functional as F
+    N, C, H, W, O, k, s, p, g, bias = FOLD_CONVS[variant]
+    seed(40)
+    x = as64(rand(N, C, H, W))
+    w = as64(rand(O, C // g, k, k) / (C // g * k * k) ** 0.5)
+    b = as64(rand(O)) if bias else None
+    params, (rm, rv, gm, bt) = bn_params(O, "bn")
+    params["conv.weight"] = w
+    if bias:
+        params["conv.bias"] = b
+    net = ("model %s\ninput x: f32[%s]\n"
+           "y = relu(batchnorm2d(conv2d(x, %d, kernel=%d, stride=%d, pad=%d, groups=%d, bias=%s, name=\"conv\"), "
+           "name=\"bn\"))\noutput y\n" % (ctx.name, dims((N, C, H, W)), O, k, s, p, g, "true" if bias else "false"))
+    ref = F.relu(F.batch_norm(F.conv2d(x, w, b, stride=s, padding=p, groups=g), rm, rv, gm, bt, False, 0.0, 1e-5))
+    run_and_compare(ctx, net, params, {"x": f32np(x)}, {"y": ref.numpy()},
+                    flags=["-O%d" % opt] + (["--cublas"] if cublas else []))
+
+
+for _v in FOLD_CONVS:
+    for _o in (0, 2):
+        case("fold_conv_%s_O%d" % (_v, _o), ["op", "fold"])(lambda ctx, v=_v, o=_o: fold_conv_case(ctx, v, o))
+for _v in ("bias", "groups2", "k1"):
+    case("fold_conv_%s_cublas" % _v, ["op", "fold", "cublas"])(
+        lambda ctx, v=_v: fold_conv_case(ctx, v, 2, cublas=True))
+
+
+def fold_graph_case(ctx, which, opt):
+    """Batchnorms the pass cannot fold into a convolution: they become a
+    load-time scale/shift and a per-inference multiply-add."""
+    import torch.nn.functional as F
+    seed(41)
+    C = 6
+    if which == "after_add":           # bn(a + b): no convolution before it
+        a, b = as64(rand(2, C, 5, 4)), as64(rand(2, C, 5, 4))
+        params, bn = bn_params(C, "bn")
+        net = "input a: f32[2, 6, 5, 4]\ninput b: f32[2, 6, 5, 4]\ny = relu(batchnorm2d(a + b, name=\"bn\"))\noutput y\n"
+        inputs = {"a": a, "b": b}
+        refs = {"y": F.relu(F.batch_norm(a + b, *bn, False, 0.0, 1e-5))}
+    elif which == "first":             # the network's first layer, eps given, then a scalar op
+        x = as64(rand(1, C, 4, 7, lo=-3, hi=3))
+        params, bn = bn_params(C, "bn")
+        net = "input x: f32[1, 6, 4, 7]\ny = batchnorm2d(x, eps=0.01, name=\"bn\") * 2.0\noutput y\n"
+        inputs = {"x": x}
+        refs = {"y": F.batch_norm(x, *bn, False, 0.0, 0.01) * 2.0}
+    elif which == "shared_conv":       # the conv's output has a second reader: not folded into it
+        x = as64(rand(2, 3, 6, 6))
+        w = as64(rand(C, 3, 3, 3) / 5.0)
+        params, bn = bn_params(C, "bn")
+        params["c.weight"] = w
+        net = ("input x: f32[2, 3, 6, 6]\nh = conv2d(x, 6, kernel=3, pad=1, bias=false, name=\"c\")\n"
+               "y = batchnorm2d(h, name=\"bn\") + relu(h)\noutput y\n")
+        inputs = {"x": x}
+        h = F.conv2d(x, w, padding=1)
+        refs = {"y": F.batch_norm(h, *bn, False, 0.0, 1e-5) + F.relu(h)}
+    elif which == "conv_output":       # the conv is an output itself
+        x = as64(rand(2, 3, 6, 6))
+        w, cb = as64(rand(C, 3, 1, 1)), as64(rand(C))
+        params, bn = bn_params(C, "bn")
+        params.update({"c.weight": w, "c.bias": cb})
+        net = ("input x: f32[2, 3, 6, 6]\nh = conv2d(x, 6, kernel=1, name=\"c\")\n"
+               "y = relu(batchnorm2d(h, name=\"bn\"))\noutput y, h\n")
+        inputs = {"x": x}
+        h = F.conv2d(x, w, cb)
+        refs = {"y": F.relu(F.batch_norm(h, *bn, False, 0.0, 1e-5)), "h": h}
+    elif which == "double":            # bn(bn(conv)): both fold into the convolution, one after the other
+        x = as64(rand(2, 3, 5, 5))
+        w, cb = as64(rand(C, 3, 3, 3) / 5.0), as64(rand(C))
+        p1, bn1 = bn_params(C, "b1")
+        p2, bn2 = bn_params(C, "b2")
+        params = dict(p1, **p2)
+        params.update({"c.weight": w, "c.bias": cb})
+        net = ("input x: f32[2, 3, 5, 5]\n"
+               "y = batchnorm2d(batchnorm2d(conv2d(x, 6, kernel=3, name=\"c\"), name=\"b1\"), name=\"b2\")\noutput y\n")
+        inputs = {"x": x}
+        h = F.batch_norm(F.conv2d(x, w, cb), *bn1, False, 0.0, 1e-5)
+        refs = {"y": F.batch_norm(h, *bn2, False, 0.0, 1e-5)}
+    elif which == "chain":             # conv+bn twice, one eps shared, a residual bn(add) at the end
+        x = as64(rand(2, 4, 6, 6))
+        w1, w2 = as64(rand(8, 4, 3, 3) / 6.0), as64(rand(8, 8, 3, 3) / 8.5)
+        p1, bn1 = bn_params(8, "bn1")
+        p2, bn2 = bn_params(8, "bn2")
+        p3, bn3 = bn_params(8, "bn3")
+        params = dict(p1, **p2, **p3)
+        params.update({"c1.weight": w1, "c2.weight": w2})
+        net = ("input x: f32[2, 4, 6, 6]\n"
+               "h = relu(batchnorm2d(conv2d(x, 8, kernel=3, pad=1, bias=false, name=\"c1\"), name=\"bn1\"))\n"
+               "g = batchnorm2d(conv2d(h, 8, kernel=3, pad=1, bias=false, name=\"c2\"), name=\"bn2\")\n"
+               "y = relu(batchnorm2d(g + h, name=\"bn3\"))\noutput y\n")
+        inputs = {"x": x}
+        h = F.relu(F.batch_norm(F.conv2d(x, w1, padding=1), *bn1, False, 0.0, 1e-5))
+        g = F.batch_norm(F.conv2d(h, w2, padding=1), *bn2, False, 0.0, 1e-5)
+        refs = {"y": F.relu(F.batch_norm(g + h, *bn3, False, 0.0, 1e-5))}
+    net = "model %s\n" % ctx.name + net
+    run_and_compare(ctx, net, params, {k: f32np(v) for k, v in inputs.items()},
+                    {k: v.numpy() for k, v in refs.items()}, flags=["-O%d" % opt])
+
+
+for _w in ("after_add", "first", "shared_conv", "conv_output", "double", "chain"):
+    for _o in (0, 2):
+        case("fold_bn_%s_O%d" % (_w, _o), ["op", "fold"])(lambda ctx, w=_w, o=_o: fold_graph_case(ctx, w, o))
+
+
+@case("fold_sqrt", ["op", "fold"])
+def _sqrt(ctx):
+    """The op the fold pass added, as the language spells it (torch.sqrt)."""
+    act_case(ctx, None, "sqrt(x * x + 1.0) - sqrt(relu(x))", lambda F, x: (x * x + 1.0).sqrt() - F.relu(x).sqrt())
+
+
+@case("fold_default_init", ["run", "fold"])
+def _fold_default_init(ctx):
+    """Without --weights, ncc run initialises the parameters after create and
+    loads them: the folded weights must be computed from those (-O2), giving
+    what the unfolded model computes (-O0) from the same --seed."""
+    import numpy as np
+    seed(42)
+    xp = ctx.path("x.npy")
+    save_npy(xp, f32np(rand(1, 3, 32, 32)))
+    outs = []
+    for opt in ("-O0", "-O2"):
+        out = ctx.path("y%s.npy" % opt)
+        if os.path.exists(out):
+            os.unlink(out)
+        p = ctx.run_ncc([os.path.join(EXAMPLES, "resnet18.net"), "--device", "emu", "--set", "N=1", "--set", "S=32",
+                         "--seed", "7", opt, "--input", "x=" + xp, "--output", "logits=" + out])
+        if p.returncode != 0:
+            raise Failure("ncc run %s exited with %d" % (opt, p.returncode))
+        outs.append(np.load(out))
+    if float(np.abs(outs[0]).max()) == 0.0:
+        raise Failure("the -O0 logits are all zero: the initial weights did not load")
+    check_close("logits (-O2 against -O0)", outs[1], outs[0])
+
+
 # ---------------------------------------------------------------- bad input
 BAD_NET = """model bad
 input x: f32[2, 3, 8, 8]

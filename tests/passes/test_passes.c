@@ -71,9 +71,11 @@ static void test_examples(const char *dir) {
               t[o].peak, t[o].naive);
       ir_graph_free(g);
     }
-    /* the levels change the schedule, never the work */
-    CHECK(t[0].params == t[3].params && t[0].flops == t[3].flops);
-    CHECK(t[2].launches < t[1].launches && t[3].launches <= t[2].launches && t[1].launches == t[0].launches);
+    /* the levels never change the parameters; fold (-O1) can only remove
+     * per-inference work (a batchnorm's arithmetic moves to load time) and
+     * launches, fusion (-O2) removes launches but never work */
+    CHECK(t[0].params == t[3].params && t[1].flops <= t[0].flops && t[3].flops == t[1].flops);
+    CHECK(t[2].launches < t[1].launches && t[3].launches <= t[2].launches && t[1].launches <= t[0].launches);
     if (!strncmp(models[m], "resnet", 6)) CHECK(2 * t[3].launches <= t[0].launches);
   }
 }
@@ -173,7 +175,7 @@ static void test_load_time(void) {
   CHECK(lw->region == MEM_LOAD && g->load_bytes == 256 && x->region == MEM_ACT && z->region == MEM_ACT);
   char *text = NULL;
   Totals t = report(g, &text);
-  CHECK(t.launches == 1 && text && strstr(text, "# load time: 1 kernels") != NULL);
+  CHECK(t.launches == 1 && text && strstr(text, "# load-time: 1 kernels") != NULL);
   CHECK(t.peak == g->act_bytes && t.peak == 512);   /* x and the stored tanh: 256 each */
   free(text);
   /* codegen gives it a buffer of its own, outside the activation region */
