@@ -108,16 +108,16 @@ char *runtime_include_dir(void) {
 
 char *runtime_lib_dir(void) {
   Dl_info di;
-  if (dladdr((void *)ncc_now, &di) && di.dli_fname && strchr(di.dli_fname, '/')) {
-    char *rp = realpath(di.dli_fname, NULL);
-    if (rp) {
-      char *d = path_dir(rp);
-      free(rp);
-      return d;
-    }
-  }
-  /* not found through the loader (libnccrt linked statically?): beside ncc */
   char *e = exe_dir();
+  if (dladdr((void *)ncc_now, &di) && di.dli_fname && strchr(di.dli_fname, '/')) {
+    char *rp = realpath(di.dli_fname, NULL), *d = rp ? path_dir(rp) : NULL;
+    /* the executable itself answers when the address is a PLT stub in it */
+    int self = rp && strstr(rp, "libnccrt") == NULL;
+    free(rp);
+    if (d && !self) { free(e); return d; }
+    free(d);
+  }
+  /* not found through the loader: beside ncc (build folder), PREFIX/lib(64) */
   static const char *const subs[] = {"", "/../lib", "/../lib64"};
   for (size_t i = 0; e && i < sizeof subs / sizeof subs[0]; i++) {
     char p[8192];
@@ -571,6 +571,9 @@ static int compile_object(const Options *o, Model *M, const char *nvcc, const ch
 int model_build(const Options *o, Model *M) {
   memset(M, 0, sizeof *M);
   double t0 = ncc_now();
+  /* a typo in a path should cost no compile */
+  if (o->weights && access(o->weights, R_OK) != 0)
+    return drv_error("cannot read weights '%s': %s", o->weights, strerror(errno));
   const char *nvcc;
   int rc = choose_device(o, M, &nvcc);
   if (!rc) rc = build_graph(o, M);
