@@ -181,11 +181,11 @@ static void cache_note(FILE *f) {
   if (cache_dir_path(dir, sizeof dir) != 0) snprintf(dir, sizeof dir, "(none: set NCC_CACHE_DIR or HOME)");
   fprintf(f,
           "\ncompile cache: compiled models are kept in %s\n"
-          "  ($NCC_CACHE_DIR, else $XDG_CACHE_HOME/ncc, else ~/.cache/ncc), one shared object per\n"
-          "  model, shapes and flags (LeNet about 100 KB, ResNet-50 about 1 MB), so a second run of\n"
-          "  the same model skips the C compiler.  Objects unused for 30 days are removed when a\n"
-          "  new one is written.  NCC_CACHE_DIR=DIR moves the cache; deleting the directory\n"
-          "  clears it at any time.\n",
+          "  ($NCC_CACHE_DIR, else $XDG_CACHE_HOME/ncc, else ~/.cache/ncc): one shared object per\n"
+          "  model, shapes and flags (under emulation LeNet's is about 35 KB, ResNet-50's about\n"
+          "  170 KB; GPU builds are larger), so a second run of the same model skips the\n"
+          "  compiler.  Objects unused for 30 days are removed whenever a new one is written.\n"
+          "  NCC_CACHE_DIR=DIR moves the cache; deleting the folder clears it at any time.\n",
           dir);
   fputs("environment: NCC_EMU_THREADS (emulator threads; default: the cores), NCC_CHECK=1\n"
         "  (like --check), NCC_FIBER_ORDER=reverse, CC (C compiler for emulation), NCC_NVCC or\n"
