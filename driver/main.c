@@ -4,7 +4,10 @@
  *   ncc MODEL.net ...        compile.c
  *   ncc run MODEL.net ...    run.c
  *   ncc bench MODEL.net ...  bench.c
- *   ncc train MODEL.net ...  not available yet (its flags are in the table)
+ *   ncc train MODEL.net ...  not available yet: its flags have their rows in
+ *                            the table (CMD_TRAIN); the command will be a
+ *                            train_main(const Options *) beside run_main,
+ *                            dispatched below once training lands
  *
  * The messages of every command go through here, prefixed "ncc: " or
  * "ncc run: " so that a script running several commands can tell them apart. */

@@ -50,7 +50,7 @@ typedef struct OptSpec {
 
 /* The table.  One flag may have two rows when its meaning differs between
  * commands (--jit); their command sets must not overlap.  Rows of CMD_TRAIN
- * are the flags `ncc train` will take (ARCHITECTURE's command line); until
+ * are the flags `ncc train` is designed to take (--data, --epochs, ...); until
  * the command lands they are only listed. */
 static const OptSpec opts[] = {
   {O_HELP, "--help", "-h", NULL, CMD_ALL, 0, "print this help and exit"},

@@ -90,6 +90,8 @@ def table(ctx):
     t = {}
     for line in p.stdout.splitlines():
         cmd, flag = line.split()
+        if flag in t.get(cmd, []):
+            raise Failure("the table gives %s two rows for %s (a parser would take the first)" % (cmd, flag))
         t.setdefault(cmd, []).append(flag)
     for c in ("compile", "run", "bench", "train"):
         if not t.get(c):
