@@ -230,8 +230,9 @@ void opts_help(Command cmd, FILE *f) {
     fputs("usage: ncc bench MODEL.net [flags]\n"
           "Times one inference batch on random inputs (from --seed): --warmup untimed runs, then\n"
           "the median and minimum of --iters runs, and samples/s.  Parameters as `ncc run`\n"
-          "initialises them, or --weights.  Under CPU emulation, --cublas (convolutions as GEMMs\n"
-          "through the CPU BLAS) is about 11x faster than ncc's tiled kernels on ResNet-18.\n"
+          "initialises them, or --weights.  Under CPU emulation, use --cublas: convolutions go\n"
+          "to the CPU BLAS as GEMMs, 4 to 11 times faster than ncc's tiled kernels (ResNet-18,\n"
+          "N=2, 64x64, on 2 cores), which are written for the GPU.\n"
           "\nflags:\n",
           f);
     flag_rows(cmd, f);
