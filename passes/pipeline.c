@@ -55,10 +55,10 @@ void passes_usage(FILE *f) {
   for (int o = 0; o < 4; o++) {
     static const char *const what[4] = {
       "nothing but the inference graph: one kernel per op, no memory sharing",
-      "+ memory plan (values whose lifetimes do not meet share bytes)",
+      "+ fold (batchnorm into the conv, computed at load time) and memory plan (shared bytes)",
       "+ fusion: epilogues (bias, activation, residual, batchnorm) into their producer's kernel",
       "+ fusion rules that trade work or code for launches (recompute cheap kernels in each reader)"};
-    fprintf(f, "  -O%d  %-18s %s\n", o, pipelines[o], what[o]);
+    fprintf(f, "  -O%d  %-21s %s\n", o, pipelines[o], what[o]);
   }
   fputs("passes (--passes=LIST, --print-after=NAME|all; -v prints what each did):\n", f);
   for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++)

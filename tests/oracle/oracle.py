@@ -1153,7 +1153,8 @@ def bad_setup(ctx):
     return net, wp, xp, out
 
 
-def expect_user_error(ctx, args, words, out, env=None):
+def expect_user_error(ctx, args, words, out, env=None, once=()):
+    """once: file names the message must name exactly once (not "x: x: ...")."""
     p = ctx.run_ncc(args, env=env)
     if p.returncode != 1:
         raise Failure("expected exit status 1, got %d" % p.returncode)
@@ -1161,6 +1162,9 @@ def expect_user_error(ctx, args, words, out, env=None):
     for w in words:
         if w.lower() not in low:
             raise Failure("the message does not mention %r:\n%s" % (w, p.stderr))
+    for w in once:
+        if p.stderr.count(w) != 1:
+            raise Failure("the message names %r %d times, not once:\n%s" % (w, p.stderr.count(w), p.stderr))
     if os.path.exists(out):
         raise Failure("an output file %s was left behind" % out)
     leftovers = [f for f in os.listdir(os.path.dirname(out)) if ".ncc-tmp" in f]
@@ -1174,7 +1178,7 @@ def _bad_shape(ctx):
     net, wp, xp, out = bad_setup(ctx)
     np.save(xp, np.zeros((2, 3, 8, 9), "float32"))
     expect_user_error(ctx, [net, "--device", "emu", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out],
-                      ["x.npy", "f32[2, 3, 8, 9]", "f32[2, 3, 8, 8]"], out)
+                      ["x.npy", "f32[2, 3, 8, 9]", "f32[2, 3, 8, 8]"], out, once=["x.npy"])
 
 
 @case("bad_npy_dtype", ["bad"])
@@ -1183,7 +1187,7 @@ def _bad_dtype(ctx):
     net, wp, xp, out = bad_setup(ctx)
     np.save(xp, np.zeros((2, 3, 8, 8), "int32"))
     expect_user_error(ctx, [net, "--device", "emu", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out],
-                      ["x.npy", "i32", "f32"], out)
+                      ["x.npy", "i32", "f32"], out, once=["x.npy"])
 
 
 @case("bad_npy_unsupported", ["bad"])
@@ -1192,7 +1196,7 @@ def _bad_unsupported(ctx):
     net, wp, xp, out = bad_setup(ctx)
     np.save(xp, np.zeros((2, 3, 8, 8), "complex64"))
     expect_user_error(ctx, [net, "--device", "emu", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out],
-                      ["x.npy"], out)
+                      ["x.npy"], out, once=["x.npy"])
 
 
 @case("run_npy_f64", ["run"])
@@ -1220,7 +1224,7 @@ def _bad_npy_garbage(ctx):
     with open(xp, "wb") as f:
         f.write(b"\x93NUMPY\x01\x00garbage that is not a header")
     expect_user_error(ctx, [net, "--device", "emu", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out],
-                      ["x.npy"], out)
+                      ["x.npy"], out, once=["x.npy"])
 
 
 @case("bad_missing_input", ["bad"])
@@ -1248,7 +1252,7 @@ def _bad_unknown_out(ctx):
 def _bad_nofile(ctx):
     net, wp, xp, out = bad_setup(ctx)
     expect_user_error(ctx, [net, "--device", "emu", "--weights", wp, "--input", "x=" + ctx.path("nope.npy"),
-                            "--output", "y=" + out], ["nope.npy"], out)
+                            "--output", "y=" + out], ["nope.npy"], out, once=["nope.npy"])
 
 
 @case("bad_truncated_safetensors", ["bad"])
@@ -1258,7 +1262,8 @@ def _bad_trunc(ctx):
     with open(wp, "wb") as f:
         f.write(data[:len(data) - 40])
     expect_user_error(ctx, [net, "--device", "emu", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out],
-                      ["w.safetensors"], out)
+                      ["w.safetensors"], out,
+                      once=["w.safetensors"])
 
 
 @case("bad_safetensors_header", ["bad"])
@@ -1267,7 +1272,8 @@ def _bad_header(ctx):
     with open(wp, "wb") as f:
         f.write(struct.pack("<Q", 1 << 40) + b"{")
     expect_user_error(ctx, [net, "--device", "emu", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out],
-                      ["w.safetensors"], out)
+                      ["w.safetensors"], out,
+                      once=["w.safetensors"])
 
 
 @case("bad_missing_tensor", ["bad"])
@@ -1275,7 +1281,8 @@ def _bad_missing_tensor(ctx):
     net, wp, xp, out = bad_setup(ctx)
     write_safetensors(wp, {"conv.weight": rand(4, 3, 3, 3)})
     expect_user_error(ctx, [net, "--device", "emu", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out],
-                      ["conv.bias"], out)
+                      ["conv.bias"], out,
+                      once=["w.safetensors"])
 
 
 @case("bad_misshaped_tensor", ["bad"])
@@ -1283,14 +1290,16 @@ def _bad_misshaped(ctx):
     net, wp, xp, out = bad_setup(ctx)
     write_safetensors(wp, {"conv.weight": rand(4, 3, 5, 5), "conv.bias": rand(4)})
     expect_user_error(ctx, [net, "--device", "emu", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out],
-                      ["conv.weight"], out)
+                      ["conv.weight"], out,
+                      once=["w.safetensors"])
 
 
 @case("bad_weights_file_missing", ["bad"])
 def _bad_wmissing(ctx):
     net, wp, xp, out = bad_setup(ctx)
     expect_user_error(ctx, [net, "--device", "emu", "--weights", ctx.path("none.safetensors"), "--input",
-                            "x=" + xp, "--output", "y=" + out], ["none.safetensors"], out)
+                            "x=" + xp, "--output", "y=" + out], ["none.safetensors"], out,
+                      once=["none.safetensors"])
 
 
 @case("bad_device_cuda", ["bad"])
@@ -1353,6 +1362,8 @@ def _default_init(ctx):
         p = ctx.run_ncc([net, "--device", "emu", "--seed", s, "--input", "x=" + xp, "--output", "y=" + out])
         if p.returncode != 0:
             raise Failure("ncc run exited with %d" % p.returncode)
+        if "no --weights" not in p.stderr or "kaiming_uniform" not in p.stderr or "seed %s" % s not in p.stderr:
+            raise Failure("ncc run did not say on stderr which initialisation and seed it used")
         ys.append(np.load(out).ravel())
     bound = (C + 1) / C ** 0.5
     if np.abs(ys[0]).max() > bound:

@@ -1,0 +1,83 @@
+/* bench.c — `ncc bench`: how long one inference batch takes.
+ *
+ * Builds and loads the model as `ncc run` does, on random inputs drawn from
+ * --seed (integer inputs, class labels, stay 0: a valid class), then, like
+ * PuzzleLib's timeKernel, runs --warmup untimed batches (first-touch page
+ * faults, fiber pools, caches) and times --iters batches: it prints the
+ * median and the minimum, and samples/s from the median.  --compare builds
+ * the same model at -O0 first, so the speed-up of the passes is measured on
+ * one machine in one process. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "driver.h"
+
+static void random_inputs(const Options *o, Model *M, void **data) {
+  uint64_t s = o->seed + 12345;
+  for (int i = 0; i < M->inf->ninputs; i++) {
+    const ncc_tensor_info *t = &M->inf->inputs[i];
+    if (t->dtype != NCC_F32) continue;
+    int64_t n = numel(t->rank, t->shape);
+    for (int64_t k = 0; k < n; k++) ((float *)data[i])[k] = rng_uniform(&s, -1.0f, 1.0f);
+  }
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Builds, loads and times one configuration; *median gets seconds per batch. */
+static int bench_one(const Options *o, double *median) {
+  Model M;
+  int rc = model_build(o, &M);
+  void **in = NULL, **out = NULL;
+  if (!rc) rc = model_load(o, &M);
+  if (!rc) rc = model_create(o, &M);
+  if (!rc) rc = model_weights(o, &M);
+  if (!rc) {
+    in = alloc_tensors(M.inf->inputs, M.inf->ninputs);
+    random_inputs(o, &M, in);
+    out = alloc_tensors(M.inf->outputs, M.inf->noutputs);
+    int64_t batch = M.inf->ninputs > 0 && M.inf->inputs[0].rank > 0 ? M.inf->inputs[0].shape[0] : 1;
+    printf("model %s -O%d%s, batch %lld, device: %s\n", M.name, o->opt_level, o->cublas ? " --cublas" : "",
+           (long long)batch, M.devdesc);
+    fflush(stdout);
+    for (int i = 0; i < o->warmup && !rc; i++) rc = model_infer(&M, in, out);
+    double *t = (double *)calloc((size_t)o->iters, sizeof *t);
+    for (int i = 0; i < o->iters && !rc; i++) {
+      double t0 = ncc_now();
+      rc = model_infer(&M, in, out);
+      t[i] = ncc_now() - t0;
+    }
+    if (!rc) {
+      qsort(t, (size_t)o->iters, sizeof *t, cmp_double);
+      double med = o->iters % 2 ? t[o->iters / 2] : 0.5 * (t[o->iters / 2 - 1] + t[o->iters / 2]);
+      printf("ms/batch: median %.3f  min %.3f  (%d timed runs, %d warm-up)\n", med * 1e3, t[0] * 1e3, o->iters,
+             o->warmup);
+      printf("samples/s: %.1f\n", med > 0 ? (double)batch / med : 0.0);
+      fflush(stdout);
+      *median = med;
+    }
+    free(t);
+  }
+  free_tensors(in, M.inf ? M.inf->ninputs : 0);
+  free_tensors(out, M.inf ? M.inf->noutputs : 0);
+  model_close(&M);
+  return rc;
+}
+
+int bench_main(const Options *o) {
+  int rc;
+  double before = 0, after = 0;
+  if (o->compare && o->opt_level > 0) {
+    Options o0 = *o;        /* before the passes: the same model at -O0 */
+    o0.opt_level = 0;
+    o0.passes = NULL;
+    if ((rc = bench_one(&o0, &before)) != 0) return rc;
+  }
+  if ((rc = bench_one(o, &after)) != 0) return rc;
+  if (o->compare && o->opt_level > 0 && after > 0)
+    printf("passes: -O%d is %.2fx the speed of -O0\n", o->opt_level, before / after);
+  return 0;
+}

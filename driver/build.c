@@ -1,0 +1,585 @@
+/* build.c — for `ncc run` and `ncc bench`: from a .net file to a shared
+ * object that load.c can dlopen.
+ *
+ *   device choice (a GPU answers? nvcc found?) -> frontend_load -> the
+ *   initialisation plan (init.c, before the passes rewrite the graph) ->
+ *   passes_run (inference) -> codegen_emit into a private temporary folder ->
+ *   one compiler: `cc -DNCC_EMU` (CPU emulation), nvcc (a GPU answers), or cc
+ *   for the host C of a --jit build (NVRTC compiles its kernels when the
+ *   model is created) -> the object, cached.
+ *
+ * Why a shared object: ncc compiles the model when asked to run it, for the
+ * shapes --set fixes.  The object links against libnccrt, the very library
+ * this process runs with, so the emulator's thread-local state lives in one
+ * library loaded at start-up and the model and ncc share one copy of it.
+ *
+ * Where the runtime is, without any path compiled in: the headers the
+ * generated code includes sit in include/ncc beside the executable's folder
+ * in an installed prefix (PREFIX/bin/ncc, PREFIX/include/ncc) and in
+ * include/ncc inside the build folder (copied there by the build: build/ncc,
+ * build/include/ncc).  NCC_RUNTIME_DIR overrides both.  The library is the
+ * libnccrt this process loaded (dladdr), wherever the dynamic linker found it.
+ *
+ * The compile cache: objects are kept under $NCC_CACHE_DIR, else
+ * $XDG_CACHE_HOME/ncc, else ~/.cache/ncc, named by a hash of everything that
+ * decides their bytes: the generated source and header, the compiler command
+ * line and every runtime header.  A second run of the same model skips the
+ * compiler.  Objects unused for 30 days are pruned whenever a new one is
+ * written; the folder can be deleted at any time.
+ *
+ * When the generated code does not compile, that is ncc's failure: status 2,
+ * the compiler's log, and the generated source kept for the bug report. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../codegen/codegen.h"
+#include "../frontend/frontend.h"
+#include "../passes/passes.h"
+#include "driver.h"
+
+_Static_assert((int)DEVICE_AUTO == (int)NCC_DEV_AUTO && (int)DEVICE_CUDA == (int)NCC_DEV_CUDA &&
+                   (int)DEVICE_EMU == (int)NCC_DEV_EMU,
+               "options.h's devices are libnccrt's");
+
+/* ---- where the runtime is -------------------------------------------------- */
+
+static int file_in(const char *dir, const char *name) {
+  char p[8192];
+  struct stat st;
+  if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, name) >= sizeof p) return 0;
+  return stat(p, &st) == 0;
+}
+
+char *path_dir(const char *path) {
+  char *d = strdup(path);
+  char *s = strrchr(d, '/');
+  if (s == d) s[1] = '\0';
+  else if (s) *s = '\0';
+  else strcpy(d, ".");
+  return d;
+}
+
+/* The folder of this executable, symlinks resolved. */
+static char *exe_dir(void) {
+  char p[PATH_MAX + 1];
+  ssize_t n = readlink("/proc/self/exe", p, PATH_MAX);
+  if (n <= 0) return NULL;
+  p[n] = '\0';
+  return path_dir(p);
+}
+
+/* First of `dir/sub` holding ncc_rt.h, as a canonical path. */
+static char *headers_at(const char *dir, const char *sub) {
+  char p[8192];
+  if (!dir) return NULL;
+  snprintf(p, sizeof p, "%s%s%s", dir, *sub ? "/" : "", sub);
+  if (!file_in(p, "ncc_rt.h")) return NULL;
+  return realpath(p, NULL);
+}
+
+char *runtime_include_dir(void) {
+  const char *env = getenv("NCC_RUNTIME_DIR");
+  if (env && *env) {
+    char *r = headers_at(env, "");
+    if (!r) r = headers_at(env, "include/ncc");
+    return r;     /* an override that does not hold them is not second-guessed */
+  }
+  char *r = NULL, *e = exe_dir();
+  if (!r) r = headers_at(e, "include/ncc");        /* build folder */
+  if (!r) r = headers_at(e, "../include/ncc");     /* PREFIX/bin -> PREFIX/include/ncc */
+  free(e);
+  char *lib = r ? NULL : runtime_lib_dir();
+  if (!r) r = headers_at(lib, "../include/ncc");   /* PREFIX/lib(64) -> PREFIX/include/ncc */
+  free(lib);
+  return r;
+}
+
+char *runtime_lib_dir(void) {
+  Dl_info di;
+  char *e = exe_dir();
+  if (dladdr((void *)ncc_now, &di) && di.dli_fname && strchr(di.dli_fname, '/')) {
+    char *rp = realpath(di.dli_fname, NULL), *d = rp ? path_dir(rp) : NULL;
+    /* the executable itself answers when the address is a PLT stub in it */
+    int self = rp && strstr(rp, "libnccrt") == NULL;
+    free(rp);
+    if (d && !self) { free(e); return d; }
+    free(d);
+  }
+  /* not found through the loader: beside ncc (build folder), PREFIX/lib(64) */
+  static const char *const subs[] = {"", "/../lib", "/../lib64"};
+  for (size_t i = 0; e && i < sizeof subs / sizeof subs[0]; i++) {
+    char p[8192];
+    snprintf(p, sizeof p, "%s%s", e, subs[i]);
+    if (file_in(p, "libnccrt.so")) { free(e); return realpath(p, NULL); }
+  }
+  free(e);
+  return NULL;
+}
+
+/* ---- GPU probe -------------------------------------------------------------- */
+
+/* Asks the CUDA driver (dlopen'ed, so that ncc loads on machines without
+ * one) whether a GPU answers.  Fills why with the reason when none does. */
+static int gpu_probe(char *name, size_t namen, char *why, size_t whyn) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) { snprintf(why, whyn, "no CUDA driver (libcuda.so.1 not found)"); return 0; }
+  int (*init)(unsigned) = (int (*)(unsigned))dlsym(h, "cuInit");
+  int (*count)(int *) = (int (*)(int *))dlsym(h, "cuDeviceGetCount");
+  int (*getname)(char *, int, int) = (int (*)(char *, int, int))dlsym(h, "cuDeviceGetName");
+  int n = 0, rc;
+  if (!init || !count) { snprintf(why, whyn, "libcuda.so.1 lacks cuInit"); dlclose(h); return 0; }
+  if ((rc = init(0)) != 0) { snprintf(why, whyn, "cuInit failed (CUresult %d)", rc); dlclose(h); return 0; }
+  if ((rc = count(&n)) != 0 || n <= 0) { snprintf(why, whyn, "the CUDA driver reports no device"); dlclose(h); return 0; }
+  if (getname && getname(name, (int)namen, 0) != 0) snprintf(name, namen, "GPU 0");
+  /* the driver stays loaded: the model will use it */
+  return 1;
+}
+
+static const char *find_nvcc(void) {
+  static char buf[4096];
+  const char *env = getenv("NCC_NVCC");
+  if (env && *env) return env;
+  const char *cuda = getenv("CUDA_HOME");
+  snprintf(buf, sizeof buf, "%s/bin/nvcc", cuda && *cuda ? cuda : "/usr/local/cuda");
+  if (access(buf, X_OK) == 0) return buf;
+  const char *path = getenv("PATH");
+  if (!path) return NULL;
+  char *p = strdup(path), *save = NULL;
+  for (char *d = strtok_r(p, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+    snprintf(buf, sizeof buf, "%s/nvcc", d);
+    if (access(buf, X_OK) == 0) { free(p); return buf; }
+  }
+  free(p);
+  return NULL;
+}
+
+/* ---- hashing and the compile cache ----------------------------------------- */
+
+typedef struct Hash { uint64_t h; } Hash;   /* FNV-1a */
+static void hash_bytes(Hash *s, const void *p, size_t n) {
+  const unsigned char *b = (const unsigned char *)p;
+  for (size_t i = 0; i < n; i++) { s->h ^= b[i]; s->h *= 1099511628211ULL; }
+}
+static void hash_str(Hash *s, const char *str) { hash_bytes(s, str, strlen(str) + 1); }
+static int hash_file(Hash *s, const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) hash_bytes(s, buf, n);
+  fclose(f);
+  return 0;
+}
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Every header of the runtime include dir, in name order: a change to the
+ * emulation header must invalidate cached objects. */
+static void hash_headers(Hash *s, const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  char *names[512];
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) && n < 512) {
+    size_t l = strlen(e->d_name);
+    if (l > 2 && !strcmp(e->d_name + l - 2, ".h")) names[n++] = strdup(e->d_name);
+  }
+  closedir(d);
+  qsort(names, (size_t)n, sizeof *names, cmp_str);
+  for (int i = 0; i < n; i++) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+    hash_str(s, names[i]);
+    hash_file(s, p);
+    free(names[i]);
+  }
+}
+
+static int mkdir_p(const char *path) {
+  char p[4096];
+  snprintf(p, sizeof p, "%s", path);
+  for (char *s = p + 1; *s; s++)
+    if (*s == '/') { *s = '\0'; mkdir(p, 0755); *s = '/'; }
+  return mkdir(p, 0755) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+int cache_dir_path(char *out, size_t n) {
+  const char *x = getenv("NCC_CACHE_DIR");
+  if (x && *x) snprintf(out, n, "%s", x);
+  else if ((x = getenv("XDG_CACHE_HOME")) && *x) snprintf(out, n, "%s/ncc", x);
+  else if ((x = getenv("HOME")) && *x) snprintf(out, n, "%s/.cache/ncc", x);
+  else return -1;
+  return 0;
+}
+
+/* The cache folder, created; -1 when there is none or it is not writable
+ * (the object is then built in the temporary folder and not kept). */
+static int cache_dir(char *out, size_t n) {
+  if (cache_dir_path(out, n) != 0) return -1;
+  if (mkdir_p(out) != 0 || access(out, W_OK) != 0) return -1;
+  return 0;
+}
+
+/* Keeps the cache from growing without bound: after a compile, objects not
+ * used (atime, or mtime where atime is not kept) for 30 days go, and
+ * temporaries of a compile killed midway after a day. */
+static void cache_prune(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  time_t now = time(NULL);
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t l = strlen(e->d_name);
+    int obj = l > 3 && !strcmp(e->d_name + l - 3, ".so");
+    int tmp = strstr(e->d_name, ".so.tmp") != NULL;
+    if (!obj && !tmp) continue;
+    char p[8192];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    if (stat(p, &st) != 0) continue;
+    time_t used = st.st_atime > st.st_mtime ? st.st_atime : st.st_mtime;
+    if (now - used > (obj ? 30 : 1) * 86400L) unlink(p);
+  }
+  closedir(d);
+}
+
+/* ---- running the compiler --------------------------------------------------- */
+
+/* Runs argv with stdout/stderr into logpath; returns the exit status, or -1. */
+static int run_cmd(char *const *argv, const char *logpath) {
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    int fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
+    execvp(argv[0], argv);
+    fprintf(stderr, "cannot execute %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  int st;
+  while (waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) return -1;
+  if (WIFEXITED(st)) return WEXITSTATUS(st);
+  return -1;
+}
+
+static void print_log(const char *logpath, int maxlines) {
+  FILE *f = fopen(logpath, "r");
+  if (!f) return;
+  char line[1024];
+  int n = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (n++ < maxlines) fputs(line, stderr);
+  }
+  if (n > maxlines) fprintf(stderr, "... (%d more lines)\n", n - maxlines);
+  fclose(f);
+}
+
+static void rm_tmpdir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    unlink(p);
+  }
+  closedir(d);
+  rmdir(dir);
+}
+
+void build_release(Model *M) {
+  if (M->tmpdir[0]) {
+    if (M->keep_tmp) drv_note("the generated source is kept in %s", M->tmpdir);
+    else rm_tmpdir(M->tmpdir);
+  }
+  M->tmpdir[0] = '\0';
+  free(M->live_inputs);
+  M->live_inputs = NULL;
+  free((void *)M->name);
+  M->name = NULL;
+  init_plan_free(M->init);
+  M->init = NULL;
+  if (M->g) ir_graph_free(M->g);
+  M->g = NULL;
+}
+
+/* ---- the steps -------------------------------------------------------------- */
+
+/* Decides where the model runs and so which compiler builds it.  `--device
+ * cuda` on a machine without a GPU is the user's error and should not wait
+ * for a compile, so this comes first. */
+static int choose_device(const Options *o, Model *M, const char **nvcc) {
+  char gpuname[256] = "", why[256] = "";
+  int have_gpu = 0;
+  *nvcc = NULL;
+  if (o->device != DEVICE_EMU) {
+    /* NCC_RUN_ASSUME_GPU=1 skips the probe: a test aid that exercises the
+     * GPU build paths (nvcc, jit) on machines without a GPU, where creating
+     * the model then fails with the runtime's message */
+    const char *assume = getenv("NCC_RUN_ASSUME_GPU");
+    if (assume && !strcmp(assume, "1")) {
+      have_gpu = 1;
+      snprintf(gpuname, sizeof gpuname, "assumed by NCC_RUN_ASSUME_GPU");
+    } else {
+      have_gpu = gpu_probe(gpuname, sizeof gpuname, why, sizeof why);
+    }
+    if (o->device == DEVICE_CUDA && !have_gpu)
+      return drv_error("--device cuda: no usable CUDA GPU: %s (use --device emu or auto)", why);
+    if (!have_gpu) drv_log(o, "no GPU: %s; using CPU emulation", why);
+    /* a GPU without nvcc still runs: host code by cc, kernels by NVRTC */
+    if (have_gpu && !o->jit && !(*nvcc = find_nvcc())) {
+      M->jit = 1;
+      drv_log(o, "nvcc not found (set NCC_NVCC or CUDA_HOME): kernels are compiled by NVRTC (--jit)");
+    }
+    if (have_gpu && o->jit) M->jit = 1;
+  }
+  M->gpu = have_gpu;
+  if (M->gpu) {
+    snprintf(M->devdesc, sizeof M->devdesc, "cuda (%s)%s", gpuname, M->jit ? ", jit" : "");
+  } else {
+    /* what the emulator will really do, asked from the runtime: its
+     * thread count, checked mode (--check / NCC_CHECK), fiber order */
+    if (o->check) ncc_emu_set_checked(1);
+    const char *fo = getenv("NCC_FIBER_ORDER");
+    int t = ncc_emu_threads();
+    snprintf(M->devdesc, sizeof M->devdesc, "emu (%d thread%s%s%s)", t, t == 1 ? "" : "s",
+             ncc_emu_checked() ? ", checked" : "", fo && !strcmp(fo, "reverse") ? ", reverse fiber order" : "");
+  }
+  return 0;
+}
+
+/* The front end and the inference passes; the graph stays in M. */
+static int build_graph(const Options *o, Model *M) {
+  Graph *g = M->g = frontend_load(o->model, o->sets, o->nsets);
+  if (!g || diag_errors()) return 1;
+  if (!o->weights) M->init = init_plan(g);
+  PassCtx pc;
+  memset(&pc, 0, sizeof pc);
+  pc.train = 0;
+  pc.opt_level = o->opt_level;
+  pc.print_after = o->print_after;
+  pc.verbose = o->verbose;
+  pc.verify = 1;      /* cheap next to compiling C, and a broken pass fails loudly */
+  if (passes_run(g, &pc, o->passes) != 0 || diag_errors()) return 1;
+  M->name = strdup(g->model && *g->model ? g->model : "model");
+  /* Inputs read only by the loss (labels) may still be listed by M_info;
+   * `ncc run` must not insist on a file for them. */
+  M->live_inputs = (const char **)calloc((size_t)g->nnodes + 1, sizeof *M->live_inputs);
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (n->op == OP_INPUT && !n->dead && n->out && n->out->nuses > 0 && n->name)
+      M->live_inputs[M->nlive++] = n->name;
+  }
+  return 0;
+}
+
+/* MODEL.cu (or .c for jit) and MODEL.h into a new temporary folder. */
+static int generate(const Options *o, Model *M, char *src, size_t srcn, char *hdr, size_t hdrn) {
+  const char *tmproot = getenv("TMPDIR");
+  snprintf(M->tmpdir, sizeof M->tmpdir, "%s/ncc-%s-XXXXXX", tmproot && *tmproot ? tmproot : "/tmp", drv_cmd());
+  if (!mkdtemp(M->tmpdir)) {
+    int e = errno;
+    M->tmpdir[0] = '\0';
+    return drv_error("cannot create a temporary directory: %s", strerror(e));
+  }
+  char hname[300];
+  snprintf(hname, sizeof hname, "%s.h", M->name);
+  snprintf(src, srcn, "%s/%s.%s", M->tmpdir, M->name, M->jit ? "c" : "cu");
+  snprintf(hdr, hdrn, "%s/%s", M->tmpdir, hname);
+  FILE *fs = fopen(src, "w"), *fh = fopen(hdr, "w");
+  if (!fs || !fh) {
+    int e = errno;
+    if (fs) fclose(fs);
+    if (fh) fclose(fh);
+    return drv_error("cannot write into %s: %s", M->tmpdir, strerror(e));
+  }
+  CodegenOpts co;
+  memset(&co, 0, sizeof co);
+  co.use_cublas = o->cublas;
+  co.jit = M->jit;
+  co.header = hname;
+  int rc = codegen_emit(M->g, &co, fs, fh);
+  int werr = ferror(fs) | ferror(fh);
+  werr |= fclose(fs) != 0;
+  werr |= fclose(fh) != 0;
+  if (rc != 0 || diag_errors()) return 1;
+  if (werr) return drv_error("cannot write the generated code into %s (disk full?)", M->tmpdir);
+  drv_log(o, "generated %s", src);
+  return 0;
+}
+
+/* The compiler's command line for the source, with "OUT" in the output's
+ * place (so that the cache hash does not see temporary names).  Strings live
+ * in `store`. */
+typedef struct Cmd {
+  const char *argv[64];
+  int n, out_at, src_at;
+  char inc[4200], lib[4200], rpath[4300], rp2[4300], rp3[4300], arch[128];
+} Cmd;
+
+static void compiler_cmd(Cmd *c, const Model *M, const char *nvcc, const char *src, const char *incdir,
+                         const char *libdir) {
+  memset(c, 0, sizeof *c);
+  snprintf(c->inc, sizeof c->inc, "-I%s", incdir);
+  snprintf(c->lib, sizeof c->lib, "-L%s", libdir);
+  snprintf(c->rpath, sizeof c->rpath, "-Wl,-rpath,%s", libdir);
+  const char **a = c->argv;
+  int n = 0;
+  if (M->gpu && !M->jit) {
+    const char *arch = getenv("NCC_CUDA_ARCH");
+    snprintf(c->arch, sizeof c->arch, "-arch=%s", arch && *arch ? arch : "native");
+    a[n++] = nvcc;
+    a[n++] = "-O2";
+    a[n++] = c->arch;
+    a[n++] = "-Xcompiler";
+    a[n++] = "-fPIC";
+    a[n++] = "-shared";
+    a[n++] = c->inc;
+    a[n++] = "-x";
+    a[n++] = "cu";
+    c->src_at = n; a[n++] = src;
+    a[n++] = "-o";
+    c->out_at = n; a[n++] = "OUT";
+    a[n++] = c->lib;
+    /* libnccrt's dir and the toolkit's library dirs (cudart, cuBLAS), so
+     * that dlopen finds them without LD_LIBRARY_PATH */
+    char *bin = path_dir(nvcc), *root = path_dir(bin);
+    snprintf(c->rp2, sizeof c->rp2, "-rpath,%s", libdir);
+    snprintf(c->rp3, sizeof c->rp3, "-rpath,%s/lib64:%s/lib", root, root);
+    free(bin);
+    free(root);
+    a[n++] = "-Xlinker";
+    a[n++] = c->rp2;
+    a[n++] = "-Xlinker";
+    a[n++] = c->rp3;
+    a[n++] = "-lnccrt";
+    a[n++] = "-lcudart";
+    a[n++] = "-lcublas";
+  } else {
+    const char *cc = getenv("CC");
+    a[n++] = cc && *cc && !strchr(cc, ' ') ? cc : "cc";
+    a[n++] = "-std=gnu11";
+    a[n++] = "-O2";
+    a[n++] = "-fPIC";
+    a[n++] = "-shared";
+    if (!M->jit) a[n++] = "-DNCC_EMU";   /* the jit host file defines NCC_JIT itself */
+#if defined(__x86_64__)
+    /* The kernels call fmaf() (as the GPU's fused multiply-add); without
+     * -mfma that is a libm call per multiply-add: ~22% of ResNet-18's
+     * emulated time.  The result is the same correctly rounded fma either way. */
+    if (!M->jit && __builtin_cpu_supports("fma")) a[n++] = "-mfma";
+#endif
+    a[n++] = "-Werror=implicit-function-declaration";
+    a[n++] = c->inc;
+    a[n++] = "-x";
+    a[n++] = "c";
+    c->src_at = n; a[n++] = src;
+    a[n++] = "-x";
+    a[n++] = "none";
+    a[n++] = "-o";
+    c->out_at = n; a[n++] = "OUT";
+    a[n++] = c->lib;
+    a[n++] = c->rpath;
+    a[n++] = "-lnccrt";
+    a[n++] = "-lm";
+  }
+  a[n] = NULL;
+  c->n = n;
+}
+
+/* Compiles src into M->so_path, or finds it in the cache. */
+static int compile_object(const Options *o, Model *M, const char *nvcc, const char *src, const char *hdr) {
+  char *libdir = runtime_lib_dir();
+  char *incdir = runtime_include_dir();
+  if (!incdir || !libdir) {
+    const char *env = getenv("NCC_RUNTIME_DIR");
+    int rc = !incdir && env && *env
+               ? drv_error("NCC_RUNTIME_DIR=%s holds neither ncc_rt.h nor include/ncc/ncc_rt.h", env)
+               : drv_internal("cannot find the runtime's %s beside ncc; set NCC_RUNTIME_DIR to the folder of ncc_rt.h",
+                              !incdir ? "headers (include/ncc/ncc_rt.h)" : "library (libnccrt.so)");
+    free(libdir);
+    free(incdir);
+    return rc;
+  }
+  Cmd c;
+  compiler_cmd(&c, M, nvcc, src, incdir, libdir);
+  drv_log(o, "runtime: headers %s, library %s", incdir, libdir);
+
+  Hash h = {14695981039346656037ULL};
+  for (int i = 0; i < c.n; i++)
+    if (i != c.src_at && i != c.out_at) hash_str(&h, c.argv[i]);
+  hash_file(&h, src);
+  hash_file(&h, hdr);
+  hash_headers(&h, incdir);
+  free(libdir);
+  free(incdir);
+  char cdir[4096], soname[512];
+  int cached = cache_dir(cdir, sizeof cdir) == 0;
+  snprintf(soname, sizeof soname, "%s-%016llx%s.so", M->name, (unsigned long long)h.h,
+           M->jit ? "-jit" : M->gpu ? "-cuda" : "-emu");
+  snprintf(M->so_path, sizeof M->so_path, "%s/%s", cached ? cdir : M->tmpdir, soname);
+  if (!cached) drv_log(o, "no writable compile cache (NCC_CACHE_DIR, XDG_CACHE_HOME, HOME): the object is not kept");
+
+  if (cached && access(M->so_path, R_OK) == 0) {
+    drv_log(o, "compiled object found in the cache: %s", M->so_path);
+    return 0;
+  }
+  /* compile next to its final place, then rename: a concurrent run of the
+   * same model never sees a half-written object */
+  char sotmp[4800], logp[1024];
+  snprintf(sotmp, sizeof sotmp, "%s.tmp%ld", M->so_path, (long)getpid());
+  snprintf(logp, sizeof logp, "%s/compile.log", M->tmpdir);
+  c.argv[c.out_at] = sotmp;
+  if (o->verbose) {
+    fprintf(stderr, "ncc %s: compiling:", drv_cmd());
+    for (int i = 0; i < c.n; i++) fprintf(stderr, " %s", c.argv[i]);
+    fputc('\n', stderr);
+  }
+  double tc = ncc_now();
+  int st = run_cmd((char *const *)c.argv, logp);
+  if (st != 0) {
+    unlink(sotmp);
+    M->keep_tmp = 1;
+    drv_internal("the generated code did not compile (%s exited with %d):", c.argv[0], st);
+    print_log(logp, 40);
+    return 2;
+  }
+  if (rename(sotmp, M->so_path) != 0) {
+    int e = errno;
+    unlink(sotmp);
+    return drv_internal("cannot move the compiled model to %s: %s", M->so_path, strerror(e));
+  }
+  drv_log(o, "compiled in %.2f s: %s", ncc_now() - tc, M->so_path);
+  if (cached) cache_prune(cdir);
+  return 0;
+}
+
+int model_build(const Options *o, Model *M) {
+  memset(M, 0, sizeof *M);
+  double t0 = ncc_now();
+  /* a typo in a path should cost no compile */
+  if (o->weights && access(o->weights, R_OK) != 0)
+    return drv_error("cannot read weights '%s': %s", o->weights, strerror(errno));
+  const char *nvcc;
+  int rc = choose_device(o, M, &nvcc);
+  if (!rc) rc = build_graph(o, M);
+  if (rc) return rc;
+  drv_log(o, "front end and passes: %.1f ms", (ncc_now() - t0) * 1e3);
+  char src[1024], hdr[1024];
+  if ((rc = generate(o, M, src, sizeof src, hdr, sizeof hdr)) != 0) return rc;
+  return compile_object(o, M, nvcc, src, hdr);
+}

@@ -1,0 +1,170 @@
+/* compile.c — `ncc MODEL.net`: the straight-line pipeline
+ *
+ *   source -> frontend_load -> passes_run -> one of the emitters
+ *
+ * User errors (bad model, unwritable output) exit 1 with a message; ncc's own
+ * bugs exit 2 (ncc_die).  Output files are written to a temporary name beside
+ * the target and renamed only when everything succeeded, so a failed compile
+ * never leaves a partial or stale-looking MODEL.cu behind. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../codegen/codegen.h"
+#include "../frontend/frontend.h"
+#include "../passes/passes.h"
+#include "driver.h"
+
+/* ---- atomic output files ---- */
+typedef struct OutFile { char *path, *tmp; FILE *f; } OutFile;
+
+static int out_open(OutFile *o, const char *path) {
+  o->path = strdup(path);
+  size_t n = strlen(path) + 32;
+  o->tmp = malloc(n);
+  snprintf(o->tmp, n, "%s.tmp.%ld", path, (long)getpid());
+  o->f = fopen(o->tmp, "w");
+  if (!o->f) {
+    int e = errno;
+    free(o->path);
+    free(o->tmp);
+    o->path = o->tmp = NULL;
+    return drv_error("cannot write '%s': %s", path, strerror(e));
+  }
+  return 0;
+}
+
+static int out_close(OutFile *o, int commit) {
+  int err = 0;
+  if (o->f) {
+    if (fflush(o->f) != 0 || ferror(o->f)) err = 1;
+    if (fclose(o->f) != 0) err = 1;
+    o->f = NULL;
+  }
+  if (commit && !err && rename(o->tmp, o->path) != 0) err = 1;
+  if (commit && err) drv_error("cannot write '%s': %s", o->path, strerror(errno));
+  if (!commit || err) unlink(o->tmp);
+  free(o->path);
+  free(o->tmp);
+  return err ? -1 : 0;
+}
+
+/* MODEL.cu -> MODEL.h; the name as the .cu #includes it (no directory). */
+static char *header_path(const char *out) {
+  size_t n = strlen(out);
+  const char *dot = strrchr(out, '.'), *slash = strrchr(out, '/');
+  if (!dot || (slash && dot < slash)) dot = out + n;
+  char *h = malloc((size_t)(dot - out) + 3);
+  memcpy(h, out, (size_t)(dot - out));
+  strcpy(h + (dot - out), ".h");
+  return h;
+}
+
+static void emit_params(Graph *g, FILE *f) {
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (n->op != OP_PARAM) continue;
+    char buf[160];
+    fprintf(f, "%s %s\n", n->name, shape_str(buf, sizeof buf, n->out->dtype, &n->out->shape));
+  }
+}
+
+static int emit_ptx(Graph *g, const Options *o) {
+  CodegenOpts co = {0};
+  co.use_cublas = o->cublas;
+  char *src = NULL;
+  size_t len = 0;
+  FILE *mf = open_memstream(&src, &len);
+  if (!mf || codegen_emit_kernels(g, &co, mf) != 0) { if (mf) fclose(mf); free(src); return 1; }
+  fclose(mf);
+  char *inc = runtime_include_dir();
+  if (!inc) { free(src); return drv_internal("cannot find the runtime's headers (ncc_kernel.h); set NCC_RUNTIME_DIR"); }
+  char incflag[4200];
+  snprintf(incflag, sizeof incflag, "-I%s", inc);
+  free(inc);
+  const char *arch = o->arch && !strncmp(o->arch, "sm_80", 5) ? "--gpu-architecture=compute_80"
+                                                              : "--gpu-architecture=compute_90";
+  const char *opts[] = {arch, incflag, "-I/usr/local/cuda/include", "--std=c++17"};
+  char *ptx = NULL, err[8192];
+  int rc = ncc_nvrtc_ptx(src, g->model, opts, 4, &ptx, err, sizeof err);
+  free(src);
+  if (rc) return drv_error("--emit=ptx: %s", err);
+  int fail = 0;
+  if (o->out) {
+    OutFile of;
+    if (out_open(&of, o->out)) { free(ptx); return 1; }
+    fputs(ptx, of.f);
+    fail = out_close(&of, 1) != 0;
+  } else {
+    fputs(ptx, stdout);
+  }
+  free(ptx);
+  return fail;
+}
+
+static int emit(const Options *o, Graph *g) {
+  /* ir and params show the graph as written unless passes are asked for; dot
+   * shows the kernel groups of the -O level */
+  int printing = !strcmp(o->emit, "ir") || !strcmp(o->emit, "params");
+  /* the printers show the graph as written unless passes are asked for */
+  if (!printing || o->passes || o->print_after) {
+    PassCtx pc = {0};
+    pc.train = o->train;
+    pc.opt_level = o->opt_level;
+    pc.print_after = o->print_after;
+    pc.verbose = o->verbose;
+#ifndef NDEBUG
+    pc.verify = 1;
+#endif
+    if (passes_run(g, &pc, o->passes) != 0 || diag_errors()) return 1;
+  }
+  if (printing || !strcmp(o->emit, "dot") || !strcmp(o->emit, "report")) {
+    FILE *f = stdout;
+    OutFile of = {0};
+    if (o->out) { if (out_open(&of, o->out)) return 1; f = of.f; }
+    if (!strcmp(o->emit, "ir")) ir_print(g, f);
+    else if (!strcmp(o->emit, "dot")) ir_print_dot(g, f);
+    else if (!strcmp(o->emit, "params")) emit_params(g, f);
+    else report_print(g, f, o->train, o->arch ? o->arch : "sm_90");
+    return o->out ? out_close(&of, 1) != 0 : (fflush(stdout) != 0);
+  }
+  if (!strcmp(o->emit, "ptx")) return emit_ptx(g, o);
+
+  char *hpath = header_path(o->out);
+  const char *hbase = strrchr(hpath, '/') ? strrchr(hpath, '/') + 1 : hpath;
+  if (!strcmp(hpath, o->out)) {
+    drv_error("-o %s: the output needs an extension (.cu, or .c with --jit) so that the header can be %s.h",
+              o->out, o->out);
+    free(hpath);
+    return 1;
+  }
+  CodegenOpts co = {0};
+  co.jit = o->jit;
+  co.use_cublas = o->cublas;
+  co.header = hbase;
+  OutFile src, hdr;
+  int rc = 1;
+  if (out_open(&src, o->out) == 0) {
+    if (out_open(&hdr, hpath) == 0) {
+      int ok = codegen_emit(g, &co, src.f, hdr.f) == 0 && diag_errors() == 0;
+      /* commit both or neither */
+      int e1 = out_close(&src, ok), e2 = out_close(&hdr, ok && e1 == 0);
+      rc = !(ok && e1 == 0 && e2 == 0);
+    } else {
+      out_close(&src, 0);
+    }
+  }
+  if (rc == 0) drv_log(o, "wrote %s and %s", o->out, hpath);
+  free(hpath);
+  return rc;
+}
+
+int compile_main(const Options *o) {
+  Graph *g = frontend_load(o->model, o->sets, o->nsets);
+  if (!g || diag_errors()) { ir_graph_free(g); return 1; }
+  int rc = emit(o, g);
+  ir_graph_free(g);
+  return rc;
+}

@@ -1,0 +1,108 @@
+/* driver.h — what the files of the `ncc` command share.
+ *
+ * The driver is the program around the compiler library (ncccore: frontend,
+ * IR, passes, codegen) and the runtime (libnccrt).  Its files, by job:
+ *   options.c  the one option table and parser; every --help
+ *   compile.c  `ncc MODEL.net`: the front end, the passes, an emitter, files
+ *   build.c    for run/bench: device choice, front end and passes, codegen
+ *              into a temporary folder, the C/CUDA compiler, the object cache,
+ *              and where the runtime's headers and library are
+ *   load.c     dlopen of the built object, the generated API (GENERATED.md)
+ *   init.c     initial parameters from the IR's parameter kinds (no --weights)
+ *   run.c      `ncc run`: .npy inputs, one inference, .npy outputs
+ *   bench.c    `ncc bench`: timing
+ *   main.c     the command word, messages
+ * Exit statuses everywhere: 0 success, 1 the user's error (after a message),
+ * 2 ncc's own. */
+#ifndef NCC_DRIVER_H
+#define NCC_DRIVER_H
+
+#include <stdint.h>
+
+#include "../ir/ir.h"
+#include "ncc_rt.h"
+#include "options.h"
+
+/* ---- messages (main.c): "ncc run: error: ..." on stderr ---- */
+int drv_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));      /* returns 1 */
+int drv_internal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));   /* returns 2 */
+void drv_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));      /* always printed */
+void drv_log(const Options *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));  /* with -v */
+const char *drv_cmd(void);            /* "run", "bench", or "" when compiling */
+void drv_set_cmd(Command c);
+/* `msg` about `path`, as "PATH: ..." exactly once: the runtime's messages
+ * already start with the path; others get it prepended.  Returns buf. */
+const char *with_path(char *buf, size_t n, const char *path, const char *msg);
+
+/* ---- the initialisation plan (init.c) ---- */
+typedef struct InitPlan InitPlan;
+
+/* ---- a model built, loaded and created (build.c, load.c) ---- */
+typedef struct Model {
+  /* build.c */
+  int gpu;                  /* runs on a GPU (nvcc or jit build), else emulation */
+  int jit;                  /* host C by cc, kernels by NVRTC at create time */
+  char devdesc[320];        /* "emu (2 threads)", "cuda (NVIDIA H100 ...)" */
+  char tmpdir[256];         /* the generated source; removed at close */
+  int keep_tmp;             /* an internal failure: keep the source for the report */
+  const char *name;         /* the model's name, the generated symbols' prefix */
+  Graph *g;                 /* after the passes; owns the strings below */
+  const char **live_inputs; /* graph inputs that inference reads (labels are not) */
+  int nlive;
+  InitPlan *init;           /* read from the graph before the passes */
+  char so_path[4700];       /* the compiled object (in the cache, or in tmpdir) */
+  /* load.c: the generated API, looked up by name */
+  void *so;
+  const ncc_model_info *(*info)(void);
+  int (*create_on)(void **m, int kind);
+  int (*load)(void *m, const char *path);
+  int (*infer_io)(void *m, const void *const *in, void *const *out);
+  const char *(*error)(const void *m);
+  void (*destroy)(void *m);
+  void *m;
+  const ncc_model_info *inf;
+} Model;
+
+/* build.c: compiles o->model into M->so_path.  Returns 0 or an exit status. */
+int model_build(const Options *o, Model *M);
+/* build.c's part of model_close: the temporary folder, the graph, the plan */
+void build_release(Model *M);
+/* where the runtime is: headers (ncc_rt.h ...) and the folder of the
+ * libnccrt this process runs with; malloc'ed, NULL when not found */
+char *runtime_include_dir(void);
+char *runtime_lib_dir(void);
+/* "a/b/c" -> "a/b", "c" -> ".", "/c" -> "/"; malloc'ed */
+char *path_dir(const char *path);
+
+/* load.c */
+int model_load(const Options *o, Model *M);      /* dlopen + the generated API */
+int model_create(const Options *o, Model *M);    /* M_create_on the chosen device */
+int model_infer(Model *M, void **in, void **out);
+void model_close(Model *M);                      /* everything build/load/create made */
+/* parameters: --weights, or init.c's initialisation */
+int model_weights(const Options *o, Model *M);
+
+/* init.c */
+InitPlan *init_plan(const Graph *g);             /* before the passes rewrite consumers */
+void init_plan_free(InitPlan *p);
+/* Fills every parameter of M->inf as PyTorch initialises its layer, from
+ * o->seed, and loads them through M_load.  Says so on stderr. */
+int init_weights(const Options *o, Model *M);
+/* splitmix64: the driver's one random generator */
+uint64_t rng_next(uint64_t *s);
+float rng_uniform(uint64_t *s, float lo, float hi);
+
+/* tensors as the generated API describes them (load.c) */
+int dt_size(int dt);
+const char *dt_name(int dt);
+char *tensor_str(char *buf, size_t n, int dt, int rank, const int64_t *shape);
+int64_t numel(int rank, const int64_t *shape);
+void **alloc_tensors(const ncc_tensor_info *t, int n);
+void free_tensors(void **p, int n);
+
+/* the commands */
+int compile_main(const Options *o);   /* compile.c */
+int run_main(const Options *o);       /* run.c */
+int bench_main(const Options *o);     /* bench.c */
+
+#endif

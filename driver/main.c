@@ -1,0 +1,98 @@
+/* main.c — the `ncc` command: picks the command from the first word, parses
+ * its flags with the one option table (options.c) and hands over.
+ *
+ *   ncc MODEL.net ...        compile.c
+ *   ncc run MODEL.net ...    run.c
+ *   ncc bench MODEL.net ...  bench.c
+ *   ncc train MODEL.net ...  not available yet: its flags have their rows in
+ *                            the table (CMD_TRAIN); the command will be a
+ *                            train_main(const Options *) beside run_main,
+ *                            dispatched below once training lands
+ *
+ * The messages of every command go through here, prefixed "ncc: " or
+ * "ncc run: " so that a script running several commands can tell them apart. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "driver.h"
+
+static Command g_cmd = CMD_COMPILE;
+
+void drv_set_cmd(Command c) { g_cmd = c; }
+const char *drv_cmd(void) { return cmd_name(g_cmd); }
+
+static void vmsg(const char *kind, const char *fmt, va_list ap) {
+  fprintf(stderr, "ncc%s%s: %s", g_cmd == CMD_COMPILE ? "" : " ", cmd_name(g_cmd), kind);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+}
+
+int drv_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vmsg("error: ", fmt, ap);
+  va_end(ap);
+  return 1;
+}
+
+int drv_internal(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vmsg("internal error: ", fmt, ap);
+  va_end(ap);
+  return 2;
+}
+
+void drv_note(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vmsg("", fmt, ap);
+  va_end(ap);
+}
+
+void drv_log(const Options *o, const char *fmt, ...) {
+  if (!o->verbose) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vmsg("", fmt, ap);
+  va_end(ap);
+}
+
+const char *with_path(char *buf, size_t n, const char *path, const char *msg) {
+  if (!msg || !*msg) msg = "(no message)";
+  if (strstr(msg, path)) snprintf(buf, n, "%s", msg);
+  else snprintf(buf, n, "%s: %s", path, msg);
+  return buf;
+}
+
+int main(int argc, char **argv) {
+  Command cmd = CMD_COMPILE;
+  if (argc >= 2 && !strcmp(argv[1], "run")) cmd = CMD_RUN;
+  else if (argc >= 2 && !strcmp(argv[1], "bench")) cmd = CMD_BENCH;
+  else if (argc >= 2 && !strcmp(argv[1], "train")) cmd = CMD_TRAIN;
+  drv_set_cmd(cmd);
+  if (cmd == CMD_TRAIN) {
+    drv_error("`ncc train` is not available yet: training (autodiff, optimizers) has not landed; "
+              "`ncc run` and `ncc bench` run inference");
+    return 1;
+  }
+  if (argc == 1) {            /* a bare `ncc`: the usage, as an error */
+    opts_help(CMD_COMPILE, stderr);
+    return 1;
+  }
+  Options o;
+  int shift = cmd == CMD_COMPILE ? 0 : 1;
+  int rc = opts_parse(cmd, argc - shift, argv + shift, &o);
+  if (rc == OPTS_DONE) rc = 0;
+  else if (rc == 0) {
+    switch (cmd) {
+    case CMD_COMPILE: rc = compile_main(&o); break;
+    case CMD_RUN: rc = run_main(&o); break;
+    case CMD_BENCH: rc = bench_main(&o); break;
+    case CMD_TRAIN: rc = 1; break;
+    }
+  }
+  opts_free(&o);
+  return rc;
+}

@@ -1,0 +1,503 @@
+/* options.c — the one option table of the `ncc` command, its parser and the
+ * help texts made from it.
+ *
+ * Why one table: `ncc MODEL.net`, `ncc run`, `ncc bench` (and `ncc train`
+ * when it lands) share most flags, and three hand-written parsers with three
+ * hand-written usage texts had drifted apart (flags accepted but not listed,
+ * listed but refused, parsed and dropped).  Here a flag is one row; the row
+ * says which commands take it, and the parser, `--help` and the hidden
+ * `--list-options` (what the tests check the help against) read the same
+ * row.  A flag that belongs to another command is refused with the name of
+ * the command that takes it.
+ *
+ * Spellings: `--flag VALUE` and `--flag=VALUE` both work for every value
+ * flag; `-o FILE`; `-O0`..`-O3` with the level joined; `--` ends the flags.
+ * Every message goes to stderr as "ncc[ CMD]: error: ..." with exit status 1;
+ * nothing has been compiled or written by then. */
+#include "options.h"
+#include "../passes/passes.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum {
+  O_HELP, O_VERSION, O_LIST_OPTIONS,
+  O_OUT, O_EMIT, O_JIT, O_ARCH, O_TRAIN,
+  O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_CALIBRATE, O_VERBOSE,
+  O_WEIGHTS, O_DEVICE, O_CHECK, O_SEED, O_INPUT, O_OUTPUT,
+  O_ITERS, O_WARMUP, O_COMPARE,
+  O_DATA, O_EPOCHS, O_STEPS, O_NO_SHUFFLE, O_CHECKPOINT, O_RESUME, O_LOG,
+} OptId;
+
+enum {
+  OF_HIDDEN = 1,   /* for tests and scripts; not in --help, not in --list-options */
+  OF_LEVEL = 2,    /* -O0..-O3: the value is the digit joined to the name */
+};
+
+typedef struct OptSpec {
+  OptId id;
+  const char *name, *alias;   /* alias: a second spelling, or NULL */
+  const char *arg;            /* the value's name in help; "=X" shows `--flag=X`; NULL: a switch */
+  unsigned cmds;              /* Command bits */
+  unsigned flags;
+  const char *help;
+} OptSpec;
+
+#define RUNS (CMD_RUN | CMD_BENCH | CMD_TRAIN)
+
+/* The table.  One flag may have two rows when its meaning differs between
+ * commands (--jit); their command sets must not overlap.  Rows of CMD_TRAIN
+ * are the flags `ncc train` is designed to take (--data, --epochs, ...); until
+ * the command lands they are only listed. */
+static const OptSpec opts[] = {
+  {O_HELP, "--help", "-h", NULL, CMD_ALL, 0, "print this help and exit"},
+  {O_VERSION, "--version", NULL, NULL, CMD_COMPILE, 0, "print ncc's version and exit"},
+  {O_LIST_OPTIONS, "--list-options", NULL, NULL, CMD_COMPILE, OF_HIDDEN, "every command's flags, one per line"},
+
+  /* compiling */
+  {O_OUT, "-o", NULL, "FILE", CMD_COMPILE, 0,
+   "output file: MODEL.cu (MODEL.h is written beside it), or the --emit text (default: stdout)"},
+  {O_EMIT, "--emit", NULL, "=KIND", CMD_COMPILE, 0,
+   "what to write: cu (default), ir, dot, report (per-kernel FLOPs, bytes, memory), params, ptx"},
+  {O_JIT, "--jit", NULL, NULL, CMD_COMPILE, 0,
+   "write host C (-o MODEL.c) whose kernels NVRTC compiles when the model is created"},
+  {O_ARCH, "--arch", NULL, "=SM", CMD_COMPILE, 0,
+   "GPU for --emit=report's modeled time and --emit=ptx: sm_80, sm_90 (default) or sm_80,sm_90"},
+  {O_TRAIN, "--train", NULL, NULL, CMD_COMPILE, 0,
+   "compile for training: keep the loss and the training-only ops (the backward pass has not landed yet)"},
+
+  /* compile to a shared object, load it and run it */
+  {O_WEIGHTS, "--weights", NULL, "FILE", RUNS, 0,
+   "parameters from a safetensors file (PyTorch state_dict names); without it, PyTorch's default init from --seed"},
+  {O_INPUT, "--input", NULL, "NAME=X.npy", CMD_RUN, 0, "the model's input NAME (NAME= may be left out for a model's only input)"},
+  {O_OUTPUT, "--output", NULL, "NAME=Y.npy", CMD_RUN, 0,
+   "write output NAME (repeatable); without --output, a summary of every output is printed"},
+  {O_DEVICE, "--device", NULL, "DEV", RUNS, 0, "auto (default: a GPU when one answers, else CPU emulation), cuda or emu"},
+  {O_SEED, "--seed", NULL, "S", RUNS, 0,
+   "seed of the initial weights (without --weights) and of bench's random inputs (default 0)"},
+  {O_CHECK, "--check", NULL, NULL, CMD_RUN | CMD_BENCH, 0,
+   "emulation in checked mode: guarded buffers, thread by thread; an out-of-bounds access is reported"},
+  {O_JIT, "--jit", NULL, NULL, CMD_RUN | CMD_BENCH, 0,
+   "on a GPU, build host C with cc and the kernels with NVRTC instead of nvcc"},
+  {O_ITERS, "--iters", NULL, "K", CMD_BENCH, 0, "timed runs (default 10)"},
+  {O_WARMUP, "--warmup", NULL, "W", CMD_BENCH, 0, "untimed runs first (default 2)"},
+  {O_COMPARE, "--compare", NULL, NULL, CMD_BENCH, 0, "also time the model at -O0 and print the speed-up of the passes"},
+
+  /* training (not available yet) */
+  {O_DATA, "--data", NULL, "DIR", CMD_TRAIN, 0, "x.npy and y.npy (training set), optional test_x.npy and test_y.npy"},
+  {O_EPOCHS, "--epochs", NULL, "E", CMD_TRAIN, 0, "passes over the training set"},
+  {O_STEPS, "--steps", NULL, "K", CMD_TRAIN, 0, "optimizer steps (instead of --epochs)"},
+  {O_NO_SHUFFLE, "--no-shuffle", NULL, NULL, CMD_TRAIN, 0, "visit the samples in file order"},
+  {O_CHECKPOINT, "--checkpoint", NULL, "FILE", CMD_TRAIN, 0, "safetensors checkpoint written after every epoch"},
+  {O_RESUME, "--resume", NULL, NULL, CMD_TRAIN, 0, "continue from --checkpoint"},
+  {O_LOG, "--log", NULL, "FILE.csv", CMD_TRAIN, 0, "one row per step: step,epoch,loss,lr"},
+
+  /* every command */
+  {O_OPT, "-O", NULL, NULL, CMD_ALL, OF_LEVEL,
+   "optimisation level (default -O2): -O0 only what inference needs; higher levels add the passes that fold "
+   "and fuse (`-v` prints what each pass did)"},
+  {O_PASSES, "--passes", NULL, "=LIST", CMD_ALL, 0, "run these passes (comma-separated) instead of -O's pipeline"},
+  {O_PRINT_AFTER, "--print-after", NULL, "=PASS", CMD_ALL, 0, "print the IR to stderr after PASS (or `all`)"},
+  {O_SET, "--set", NULL, "NAME=V", CMD_ALL, 0, "override `const NAME` of the model (repeatable), e.g. --set N=8"},
+  {O_CUBLAS, "--cublas", NULL, NULL, CMD_ALL, 0,
+   "convolutions and GEMMs through cuBLAS (a CPU BLAS under emulation) instead of ncc's tiled kernels"},
+  {O_PRECISION, "--precision", NULL, "=P", CMD_ALL, 0, "fp32 (fp16, bf16, int8: not available yet)"},
+  {O_CALIBRATE, "--calibrate", NULL, "=X.npy", CMD_ALL, 0, "int8 calibration data (needs --precision=int8: not available yet)"},
+  {O_VERBOSE, "-v", "--verbose", NULL, CMD_ALL, 0, "say what ncc does: per-pass statistics, compiler command, timings"},
+};
+enum { NOPTS = sizeof opts / sizeof opts[0] };
+
+const char *cmd_name(Command c) {
+  switch (c) {
+  case CMD_COMPILE: return "";
+  case CMD_RUN: return "run";
+  case CMD_BENCH: return "bench";
+  case CMD_TRAIN: return "train";
+  }
+  return "?";
+}
+
+static Command g_cmd = CMD_COMPILE;
+
+static int oerr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int oerr(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "ncc%s%s: error: ", g_cmd == CMD_COMPILE ? "" : " ", cmd_name(g_cmd));
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n(`ncc%s%s --help` lists the flags)\n", g_cmd == CMD_COMPILE ? "" : " ", cmd_name(g_cmd));
+  va_end(ap);
+  return 1;
+}
+
+/* ---- help -------------------------------------------------------------- */
+
+/* "--emit=KIND", "--weights FILE", "-h, --help", "-O0, -O1, -O2, -O3" */
+static void spelling(const OptSpec *s, char *buf, size_t n) {
+  if (s->flags & OF_LEVEL) { snprintf(buf, n, "%s0, %s1, %s2, %s3", s->name, s->name, s->name, s->name); return; }
+  const char *a = s->arg ? s->arg : "";
+  const char *sep = s->arg && s->arg[0] != '=' ? " " : "";
+  if (s->alias && s->alias[1] != '-')      /* short alias first: "-h, --help" */
+    snprintf(buf, n, "%s, %s%s%s", s->alias, s->name, sep, a);
+  else if (s->alias)
+    snprintf(buf, n, "%s, %s%s%s", s->name, s->alias, sep, a);
+  else
+    snprintf(buf, n, "%s%s%s", s->name, sep, a);
+}
+
+/* One row: the spelling in a 24-column margin, the help wrapped at 79. */
+static void flag_row(FILE *f, const char *spell, const char *help) {
+  enum { MARGIN = 25, WIDTH = 79 };
+  int col = fprintf(f, "  %s", spell);
+  if (col >= MARGIN) { fputc('\n', f); col = 0; }
+  const char *p = help;
+  while (*p) {
+    size_t w = strcspn(p, " ");
+    if (col > MARGIN && col + 1 + (int)w > WIDTH) { fputc('\n', f); col = 0; }
+    if (col < MARGIN) { fprintf(f, "%*s", MARGIN - col, ""); col = MARGIN; }
+    else { fputc(' ', f); col++; }
+    col += fprintf(f, "%.*s", (int)w, p);
+    p += w;
+    while (*p == ' ') p++;
+  }
+  fputc('\n', f);
+}
+
+static void flag_rows(Command cmd, FILE *f) {
+  for (int i = 0; i < NOPTS; i++) {
+    const OptSpec *s = &opts[i];
+    if (!(s->cmds & cmd) || (s->flags & OF_HIDDEN)) continue;
+    char sp[64];
+    spelling(s, sp, sizeof sp);
+    flag_row(f, sp, s->help);
+  }
+}
+
+static void cache_note(FILE *f) {
+  char dir[4096];
+  if (cache_dir_path(dir, sizeof dir) != 0) snprintf(dir, sizeof dir, "(none: set NCC_CACHE_DIR or HOME)");
+  fprintf(f,
+          "\ncompile cache: compiled models are kept in %s\n"
+          "  ($NCC_CACHE_DIR, else $XDG_CACHE_HOME/ncc, else ~/.cache/ncc): one shared object per\n"
+          "  model, shapes and flags (under emulation LeNet's is about 35 KB, ResNet-50's about\n"
+          "  170 KB; GPU builds are larger), so a second run of the same model skips the\n"
+          "  compiler.  Objects unused for 30 days are removed whenever a new one is written.\n"
+          "  NCC_CACHE_DIR=DIR moves the cache; deleting the folder clears it at any time.\n",
+          dir);
+  fputs("environment: NCC_EMU_THREADS (emulator threads; default: the cores), NCC_CHECK=1\n"
+        "  (like --check), NCC_FIBER_ORDER=reverse, CC (C compiler for emulation), NCC_NVCC or\n"
+        "  CUDA_HOME (nvcc), NCC_CUDA_ARCH (nvcc's -arch, default native), NCC_RUNTIME_DIR (the\n"
+        "  runtime's headers, when they are neither in include/ncc beside ncc's folder nor in\n"
+        "  ../include/ncc).\n",
+        f);
+}
+
+void opts_help(Command cmd, FILE *f) {
+  switch (cmd) {
+  case CMD_COMPILE:
+    fputs("usage: ncc MODEL.net -o MODEL.cu                  CUDA C + MODEL.h (inference)\n"
+          "       ncc MODEL.net --emit=ir|dot|report|params|cu|ptx [-o FILE]\n"
+          "       ncc MODEL.net --jit -o MODEL.c            host C; NVRTC compiles the kernels at load time\n"
+          "       ncc run   MODEL.net --input x=X.npy ...   compile, load and run on .npy inputs\n"
+          "       ncc bench MODEL.net                       time one inference batch\n"
+          "       ncc train MODEL.net --data DIR            (not available yet)\n"
+          "`ncc run --help` and `ncc bench --help` list the flags of those commands.\n"
+          "Exit status: 0 success; 1 a user error (bad model, file or flag); 2 an internal error.\n"
+          "\nflags (compiling):\n",
+          f);
+    flag_rows(cmd, f);
+    fputc('\n', f);
+    passes_usage(f);
+    return;
+  case CMD_RUN:
+    fputs("usage: ncc run MODEL.net [--weights W.safetensors] --input NAME=X.npy ...\n"
+          "               [--output NAME=Y.npy ...] [flags]\n"
+          "Compiles MODEL.net for the shapes --set gives, builds it for the device (cc -DNCC_EMU\n"
+          "for CPU emulation; nvcc, or cc and NVRTC, on a GPU), loads it, runs one inference on\n"
+          "the .npy inputs and writes the outputs.\n"
+          "Without --weights, parameters are initialised as PyTorch initialises the same\n"
+          "layers: conv2d/linear weights kaiming_uniform(a=sqrt(5)), i.e. uniform(-1/sqrt(fan_in),\n"
+          "1/sqrt(fan_in)), and biases uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)); batchnorm and\n"
+          "layernorm weight 1, bias 0, running mean 0, running var 1.  The values come from ncc's\n"
+          "own generator seeded by --seed (not torch.manual_seed's): one seed, one set of weights.\n"
+          "\nflags:\n",
+          f);
+    flag_rows(cmd, f);
+    cache_note(f);
+    return;
+  case CMD_BENCH:
+    fputs("usage: ncc bench MODEL.net [flags]\n"
+          "Times one inference batch on random inputs (from --seed): --warmup untimed runs, then\n"
+          "the median and minimum of --iters runs, and samples/s.  Parameters as `ncc run`\n"
+          "initialises them, or --weights.  Under CPU emulation, use --cublas: convolutions go\n"
+          "to the CPU BLAS as GEMMs, 4 to 11 times faster than ncc's tiled kernels (ResNet-18,\n"
+          "N=2, 64x64, on 2 cores), which are written for the GPU.\n"
+          "\nflags:\n",
+          f);
+    flag_rows(cmd, f);
+    cache_note(f);
+    return;
+  case CMD_TRAIN:
+    fputs("usage: ncc train MODEL.net --data DIR [--epochs E | --steps K] [flags]\n"
+          "\nflags:\n",
+          f);
+    flag_rows(cmd, f);
+    return;
+  }
+}
+
+void opts_list(FILE *f) {
+  static const Command cmds[] = {CMD_COMPILE, CMD_RUN, CMD_BENCH, CMD_TRAIN};
+  for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++)
+    for (int i = 0; i < NOPTS; i++) {
+      const OptSpec *s = &opts[i];
+      if (!(s->cmds & cmds[c]) || (s->flags & OF_HIDDEN)) continue;
+      const char *cn = cmds[c] == CMD_COMPILE ? "compile" : cmd_name(cmds[c]);
+      if (s->flags & OF_LEVEL) {
+        for (int k = 0; k <= 3; k++) fprintf(f, "%s %s%d\n", cn, s->name, k);
+        continue;
+      }
+      fprintf(f, "%s %s\n", cn, s->name);
+      if (s->alias) fprintf(f, "%s %s\n", cn, s->alias);
+    }
+}
+
+/* ---- parsing ----------------------------------------------------------- */
+
+static int parse_int(const char *flag, const char *v, long long lo, long long hi, long long *out) {
+  char *end;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  if (errno || end == v || *end || x < lo || x > hi)
+    return oerr("%s expects an integer in [%lld, %lld], got '%s'", flag, lo, hi, v);
+  *out = x;
+  return 0;
+}
+
+static int parse_io(const char *flag, const char *v, IoArg *kv) {
+  const char *eq = strchr(v, '=');
+  if (!eq) { kv->name = NULL; kv->path = v; kv->owned = 0; return 0; }
+  if (eq == v || !eq[1]) return oerr("%s expects NAME=FILE.npy, got '%s'", flag, v);
+  kv->name = strndup(v, (size_t)(eq - v));
+  kv->owned = 1;
+  kv->path = eq + 1;
+  return 0;
+}
+
+/* Which commands take spec's flag, for "--emit is a flag of ...". */
+static void commands_of(const char *name, char *buf, size_t n) {
+  unsigned m = 0;
+  for (int i = 0; i < NOPTS; i++)
+    if (!strcmp(opts[i].name, name) || (opts[i].alias && !strcmp(opts[i].alias, name))) m |= opts[i].cmds;
+  size_t k = 0;
+  buf[0] = 0;
+  static const Command order[] = {CMD_COMPILE, CMD_RUN, CMD_BENCH, CMD_TRAIN};
+  for (size_t c = 0; c < 4 && k < n; c++)
+    if (m & order[c])
+      k += (size_t)snprintf(buf + k, n - k, "%s`ncc %s`", k ? " and " : "",
+                            order[c] == CMD_COMPILE ? "MODEL.net" : cmd_name(order[c]));
+}
+
+/* Edit distance, for "did you mean". */
+static int distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 40 || lb > 40) return 99;
+  int d[41][41];
+  for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+  for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+  for (size_t i = 1; i <= la; i++)
+    for (size_t j = 1; j <= lb; j++) {
+      int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
+      d[i][j] = c;
+    }
+  return d[la][lb];
+}
+
+static int unknown(Command cmd, const char *a) {
+  char name[64];
+  snprintf(name, sizeof name, "%.*s", (int)strcspn(a, "="), a);
+  char where[256];
+  commands_of(name, where, sizeof where);
+  if (where[0]) return oerr("%s is a flag of %s, not of `ncc %s`", name, where, cmd == CMD_COMPILE ? "MODEL.net" : cmd_name(cmd));
+  const char *best = NULL;
+  int bd = 3;
+  for (int i = 0; i < NOPTS; i++) {
+    if (!(opts[i].cmds & cmd) || (opts[i].flags & (OF_HIDDEN | OF_LEVEL))) continue;
+    int d = distance(name, opts[i].name);
+    if (d < bd) { bd = d; best = opts[i].name; }
+  }
+  if (best) return oerr("unknown option '%s' (did you mean %s?)", a, best);
+  return oerr("unknown option '%s'", a);
+}
+
+/* Finds the row for argument a (a flag of some command).  *val gets the
+ * value of a value flag ("--x=V" or the next argument). */
+static const OptSpec *match(Command cmd, int argc, char **argv, int *i, const char **val, int *err) {
+  const char *a = argv[*i];
+  *val = NULL;
+  for (int k = 0; k < NOPTS; k++) {
+    const OptSpec *s = &opts[k];
+    if (!(s->cmds & cmd)) continue;
+    size_t n = strlen(s->name);
+    if (s->flags & OF_LEVEL) {
+      if (strncmp(a, s->name, n) != 0 || !a[n]) continue;
+      if (a[n] < '0' || a[n] > '3' || a[n + 1]) { *err = oerr("%s: expected -O0, -O1, -O2 or -O3", a); return s; }
+      *val = a + n;
+      return s;
+    }
+    int named = !strcmp(a, s->name) || (s->alias && !strcmp(a, s->alias));
+    if (!s->arg) {
+      if (named) return s;
+      if (!strncmp(a, s->name, n) && a[n] == '=') { *err = oerr("%s takes no value ('%s')", s->name, a); return s; }
+      continue;
+    }
+    if (named) {
+      if (*i + 1 >= argc) { *err = oerr("%s expects %s", s->name, s->arg[0] == '=' ? s->arg + 1 : s->arg); return s; }
+      *val = argv[++*i];
+      return s;
+    }
+    if (!strncmp(a, s->name, n) && a[n] == '=' && s->name[1] == '-') { *val = a + n + 1; return s; }
+  }
+  return NULL;
+}
+
+static int apply(Options *o, const OptSpec *s, const char *v) {
+  long long x;
+  switch (s->id) {
+  case O_HELP:
+    opts_help(o->cmd, stdout);
+    return OPTS_DONE;
+  case O_VERSION:
+    printf("ncc %s\n", NCC_VERSION);
+    return OPTS_DONE;
+  case O_LIST_OPTIONS:
+    opts_list(stdout);
+    return OPTS_DONE;
+  case O_OUT: o->out = v; return 0;
+  case O_EMIT: {
+    static const char *const kinds[] = {"ir", "dot", "report", "params", "cu", "ptx"};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+      if (!strcmp(v, kinds[k])) { o->emit = v; return 0; }
+    return oerr("--emit=%s: expected one of ir, dot, report, params, cu, ptx", v);
+  }
+  case O_JIT: o->jit = 1; return 0;
+  case O_ARCH:
+    if (strcmp(v, "sm_80") && strcmp(v, "sm_90") && strcmp(v, "sm_80,sm_90") && strcmp(v, "sm_90,sm_80"))
+      return oerr("--arch=%s: expected sm_80, sm_90 or sm_80,sm_90", v);
+    o->arch = v;
+    return 0;
+  case O_TRAIN: o->train = 1; return 0;
+  case O_OPT: o->opt_level = v[0] - '0'; return 0;
+  case O_PASSES: o->passes = v; return 0;
+  case O_PRINT_AFTER: o->print_after = v; return 0;
+  case O_SET: {
+    const char *eq = strchr(v, '=');
+    if (!eq || eq == v || !eq[1]) return oerr("--set expects NAME=VALUE, got '%s'", v);
+    if (o->nsets == MAX_SETS) return oerr("too many --set flags (at most %d): '%s'", MAX_SETS, v);
+    o->sets[o->nsets].name = strndup(v, (size_t)(eq - v));
+    o->sets[o->nsets++].value = eq + 1;
+    return 0;
+  }
+  case O_CUBLAS: o->cublas = 1; return 0;
+  case O_PRECISION:
+    if (strcmp(v, "fp32") != 0)
+      return oerr("--precision=%s is not supported yet (only fp32; fp16/bf16/int8 lowering is planned)", v);
+    return 0;
+  case O_CALIBRATE: return oerr("--calibrate (%s) needs --precision=int8, which is not supported yet", v);
+  case O_VERBOSE: o->verbose = 1; return 0;
+  case O_WEIGHTS: o->weights = v; return 0;
+  case O_DEVICE:
+    if (!strcmp(v, "auto")) o->device = DEVICE_AUTO;
+    else if (!strcmp(v, "cuda")) o->device = DEVICE_CUDA;
+    else if (!strcmp(v, "emu")) o->device = DEVICE_EMU;
+    else return oerr("--device expects auto, cuda or emu, got '%s'", v);
+    return 0;
+  case O_CHECK: o->check = 1; return 0;
+  case O_SEED:
+    if (parse_int("--seed", v, 0, INT64_MAX, &x)) return 1;
+    o->seed = (unsigned long long)x;
+    o->seed_given = 1;
+    return 0;
+  case O_INPUT:
+    if (o->nin == MAX_IO) return oerr("too many --input flags (at most %d)", MAX_IO);
+    return parse_io("--input", v, &o->in[o->nin++]);
+  case O_OUTPUT:
+    if (o->nout == MAX_IO) return oerr("too many --output flags (at most %d)", MAX_IO);
+    return parse_io("--output", v, &o->outs[o->nout++]);
+  case O_ITERS:
+    if (parse_int("--iters", v, 1, 1000000, &x)) return 1;
+    o->iters = (int)x;
+    return 0;
+  case O_WARMUP:
+    if (parse_int("--warmup", v, 0, 1000000, &x)) return 1;
+    o->warmup = (int)x;
+    return 0;
+  case O_COMPARE: o->compare = 1; return 0;
+  case O_DATA: o->data = v; return 0;
+  case O_EPOCHS: return parse_int("--epochs", v, 1, 1000000000, &o->epochs);
+  case O_STEPS: return parse_int("--steps", v, 1, INT64_MAX, &o->steps);
+  case O_NO_SHUFFLE: o->no_shuffle = 1; return 0;
+  case O_CHECKPOINT: o->checkpoint = v; return 0;
+  case O_RESUME: o->resume = 1; return 0;
+  case O_LOG: o->log = v; return 0;
+  }
+  return oerr("internal: option row %d has no handler", (int)s->id);
+}
+
+/* What no single flag can check: combinations, and what the command needs. */
+static int check(Options *o) {
+  if (!o->model) return oerr("no model file given");
+  if (o->cmd == CMD_COMPILE) {
+    if (!o->emit) o->emit = "cu";
+    if (o->jit && strcmp(o->emit, "cu")) return oerr("--jit goes with the default --emit=cu, not --emit=%s", o->emit);
+    if (!strcmp(o->emit, "cu") && !o->out)
+      return oerr("no output file: use -o MODEL.cu (or --emit=ir|dot|report to inspect)");
+  }
+  if (o->cmd == CMD_RUN || o->cmd == CMD_BENCH) {
+    if (o->jit && o->device == DEVICE_EMU)
+      return oerr("--jit compiles kernels for a GPU with NVRTC; it does not go with --device emu");
+  }
+  return 0;
+}
+
+int opts_parse(Command cmd, int argc, char **argv, Options *o) {
+  memset(o, 0, sizeof *o);
+  o->cmd = cmd;
+  g_cmd = cmd;
+  o->opt_level = 2;
+  o->iters = 10;
+  o->warmup = 2;
+  o->device = DEVICE_AUTO;
+  int flags_end = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!flags_end && !strcmp(a, "--")) { flags_end = 1; continue; }
+    if (!flags_end && a[0] == '-' && a[1]) {
+      const char *v;
+      int err = 0;
+      const OptSpec *s = match(cmd, argc, argv, &i, &v, &err);
+      if (err) return err;
+      if (!s) return unknown(cmd, a);
+      int rc = apply(o, s, v);
+      if (rc) return rc;
+      continue;
+    }
+    if (o->model) return oerr("more than one model file given ('%s' and '%s')", o->model, a);
+    o->model = a;
+  }
+  return check(o);
+}
+
+void opts_free(Options *o) {
+  /* names were strndup'ed; an unnamed --input/--output borrows the model's */
+  for (int i = 0; i < o->nin; i++) if (o->in[i].owned) free((void *)o->in[i].name);
+  for (int i = 0; i < o->nout; i++) if (o->outs[i].owned) free((void *)o->outs[i].name);
+  for (int i = 0; i < o->nsets; i++) free((void *)o->sets[i].name);
+  o->nin = o->nout = o->nsets = 0;
+}

@@ -1,0 +1,499 @@
+#!/usr/bin/python3
+"""test_driver.py — tests of the `ncc` command itself (driver/), one case per
+invocation, each its own ctest test (driver.CASE, tests/driver.cmake).
+
+    test_driver.py --list                          # the case names
+    test_driver.py CASE --ncc PATH --work DIR [--build BUILD]   # exit 0 pass, 1 fail
+
+What they hold the driver to:
+  help_*      every flag the option table gives a command appears in that
+              command's --help (`ncc --list-options` prints the table), and
+              the parser agrees with the table: each listed flag is taken,
+              each flag of another command is refused naming that command
+  init_*      without --weights, parameters get PyTorch's default init decided
+              by the IR's parameter kinds and the consuming op, from --seed:
+              bounds from fan_in (groups included), norms at 1/0, the same
+              seed the same weights, another seed others; stderr says so
+  cache_*     the compile cache lives where NCC_CACHE_DIR / XDG_CACHE_HOME /
+              HOME say, is reused, can be deleted, and --help names it
+  errors_*    one path per message
+  runtime_*   headers and libnccrt found from the executable's place, in the
+              build folder, in an installed prefix, and through NCC_RUNTIME_DIR
+  train       `ncc train` says it is not available yet, status 1
+Only numpy is needed (torch is not imported).
+"""
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import json
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+EXAMPLES = os.path.join(ROOT, "examples")
+CASES = {}
+
+
+def case(name):
+    def deco(f):
+        CASES[name] = f
+        return f
+    return deco
+
+
+class Failure(Exception):
+    pass
+
+
+class Ctx:
+    def __init__(self, ncc, work, build):
+        self.ncc, self.work, self.build = ncc, work, build
+        shutil.rmtree(work, ignore_errors=True)
+        os.makedirs(work)
+
+    def path(self, f):
+        return os.path.join(self.work, f)
+
+    def ncc_cmd(self, args, env=None, ncc=None, unset=(), timeout=600):
+        e = dict(os.environ)
+        for k in unset:
+            e.pop(k, None)
+        e.update(env or {})
+        cmd = [ncc or self.ncc] + list(args)
+        print("$", " ".join(cmd), flush=True)
+        p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, errors="replace", timeout=timeout)
+        if p.returncode < 0:
+            raise Failure("ncc was killed by signal %d" % -p.returncode)
+        return p
+
+    def write(self, name, text):
+        p = self.path(name)
+        with open(p, "w") as f:
+            f.write(text)
+        return p
+
+
+def show(p):
+    out = (p.stdout + p.stderr).rstrip()
+    if out:
+        print("  " + out.replace("\n", "\n  "))
+
+
+# ---------------------------------------------------------------- help and the table
+def table(ctx):
+    p = ctx.ncc_cmd(["--list-options"])
+    if p.returncode != 0:
+        raise Failure("ncc --list-options exited with %d" % p.returncode)
+    t = {}
+    for line in p.stdout.splitlines():
+        cmd, flag = line.split()
+        if flag in t.get(cmd, []):
+            raise Failure("the table gives %s two rows for %s (a parser would take the first)" % (cmd, flag))
+        t.setdefault(cmd, []).append(flag)
+    for c in ("compile", "run", "bench", "train"):
+        if not t.get(c):
+            raise Failure("--list-options lists no flag for %s" % c)
+    return t
+
+
+def help_args(cmd):
+    return ["--help"] if cmd == "compile" else [cmd, "--help"]
+
+
+@case("help_lists_every_flag")
+def _help(ctx):
+    t = table(ctx)
+    for cmd, flags in t.items():
+        p = ctx.ncc_cmd(help_args(cmd))
+        if cmd == "train" and p.returncode == 1 and "not available yet" in p.stderr:
+            print("ncc train is not available yet: its %d flags are in the table, its help is not checked"
+                  % len(flags))
+            continue
+        if p.returncode != 0 or p.stderr:
+            raise Failure("`ncc %s --help` exited with %d (stderr %r)" % (cmd, p.returncode, p.stderr))
+        # the flags of the help's rows: "  -h, --help   text", "  --emit=KIND   text"
+        rows = set()
+        for m in re.finditer(r"^  (-\S.*?)(?:\s{2,}|$)", p.stdout, re.M):
+            for tok in m.group(1).split(", "):
+                rows.add(tok.split()[0].split("=")[0])
+        missing = [f for f in flags if f not in rows]
+        if missing:
+            raise Failure("`ncc %s --help` does not mention %s" % (cmd, ", ".join(missing)))
+        print("ncc %s --help: all %d flags listed" % (cmd, len(flags)))
+    top = ctx.ncc_cmd(["--help"]).stdout
+    for sub in ("ncc run --help", "ncc bench --help"):
+        if sub not in top:
+            raise Failure("`ncc --help` does not point to `%s`" % sub)
+
+
+@case("help_parser_agrees")
+def _parser(ctx):
+    """Each flag the table gives a command is taken by that command's parser
+    (whatever its value's fate), each flag of another command is refused with
+    the command that takes it; nothing here compiles anything."""
+    t = table(ctx)
+    allflags = sorted({f for fl in t.values() for f in fl})
+    for cmd in ("compile", "run", "bench"):
+        pre = [] if cmd == "compile" else [cmd]
+        for f in allflags:
+            # `x` is the flag's value or, after a switch, a model that does not exist
+            p = ctx.ncc_cmd(pre + [f, "x"])
+            low = p.stderr.lower()
+            if f in t[cmd]:
+                if "unknown option" in low or "is a flag of" in low:
+                    raise Failure("ncc %s refuses its own flag %s: %s" % (cmd, f, p.stderr))
+            else:
+                if p.returncode != 1 or "is a flag of" not in low:
+                    raise Failure("ncc %s accepts %s, which the table gives only to other commands (%d: %s)"
+                                  % (cmd, f, p.returncode, p.stderr))
+    p = ctx.ncc_cmd(["run", "--wieghts", "w.safetensors", "m.net"])
+    if p.returncode != 1 or "unknown option '--wieghts'" not in p.stderr or "--weights" not in p.stderr:
+        raise Failure("a misspelt flag should be refused with a suggestion: %s" % p.stderr)
+    p = ctx.ncc_cmd(["m.net", "--seed", "3", "-o", "m.cu"])
+    if p.returncode != 1 or "ncc run" not in p.stderr:
+        raise Failure("--seed when compiling should be refused naming `ncc run`: %s" % p.stderr)
+
+
+@case("train_not_available")
+def _train(ctx):
+    for args in (["train"], ["train", os.path.join(EXAMPLES, "lenet.net")], ["train", "--help"]):
+        p = ctx.ncc_cmd(args)
+        show(p)
+        if p.returncode != 1 or "not available yet" not in p.stderr:
+            raise Failure("`ncc %s`: expected status 1 and 'not available yet'" % " ".join(args))
+
+
+# ---------------------------------------------------------------- initialisation
+def run_outputs(ctx, net, inputs, outputs, flags=(), env=None):
+    import numpy as np
+    args = ["run", net, "--device", "emu"]
+    for k, v in inputs.items():
+        p = ctx.path("in_%s.npy" % k)
+        np.save(p, v)
+        args += ["--input", "%s=%s" % (k, p)]
+    outs = {}
+    for k in outputs:
+        outs[k] = ctx.path("out_%s.npy" % k)
+        args += ["--output", "%s=%s" % (k, outs[k])]
+    p = ctx.ncc_cmd(args + list(flags), env=env)
+    show(p)
+    if p.returncode != 0:
+        raise Failure("ncc run exited with %d" % p.returncode)
+    return {k: np.load(v) for k, v in outs.items()}, p
+
+
+INIT_NET = """model init
+input e: f32[64, 64]
+input z: f32[1, 64]
+input img: f32[32, 32, 1, 1]
+input t: f32[2, 4, 3, 3]
+input s: f32[3, 16]
+# weight alone: y = e @ W^T = W^T for e = I
+w = linear(e, 256, bias=false, name="fc_w")
+# bias alone: zeros in, the bias out
+b = linear(z, 4096, name="fc_b")
+# a grouped 1x1 conv on one-hot channels: each weight once; fan_in = 32/4
+g = conv2d(img, 64, kernel=1, groups=4, bias=false, name="grouped")
+# batchnorm with weight 1, bias 0, mean 0, var 1: x / sqrt(1 + eps)
+n = batchnorm2d(t, name="running_var")
+# layernorm with weight 1, bias 0: plain normalisation
+l = layernorm(s, name="bias")
+output w, b, g, n, l
+"""
+
+
+def init_inputs():
+    import numpy as np
+    r = np.random.RandomState(3)
+    img = np.zeros((32, 32, 1, 1), "float32")
+    for i in range(32):
+        img[i, i, 0, 0] = 1
+    return {"e": np.eye(64, dtype="float32"), "z": np.zeros((1, 64), "float32"), "img": img,
+            "t": r.randn(2, 4, 3, 3).astype("float32"), "s": r.randn(3, 16).astype("float32")}
+
+
+def check_uniform(name, v, bound):
+    """v: samples that should be uniform(-bound, bound).  Each statistic may
+    stray by 4 of its standard deviations for len(v) samples: the test is
+    deterministic (fixed seed) and must not hang on luck."""
+    import numpy as np
+    v = np.asarray(v, np.float64).ravel()
+    n = v.size
+    lo, hi = float(v.min()), float(v.max())
+    print("%s: %d values in [%.5f, %.5f], bound %.5f, var %.4g (uniform: %.4g)"
+          % (name, n, lo, hi, bound, v.var(), bound * bound / 3))
+    if hi > bound or lo < -bound:
+        raise Failure("%s: values outside +-%.5f" % (name, bound))
+    # P(max < (1 - 2e) bound) = (1 - e)^n ~ exp(-en): e = 7/n leaves 1e-3
+    if hi < (1 - 14.0 / n) * bound or lo > -(1 - 14.0 / n) * bound:
+        raise Failure("%s: values do not reach +-%.5f (a narrower distribution)" % (name, bound))
+    # the sample variance of a uniform has relative std 0.894/sqrt(n)
+    if abs(v.var() / (bound * bound / 3) - 1) > 4 * 0.894 / n ** 0.5:
+        raise Failure("%s: variance %.4g is not that of uniform(+-%.4g)" % (name, v.var(), bound))
+    # uniform, not normal: a quarter of the values in each quarter of the range
+    hist = np.histogram(v, bins=4, range=(-bound, bound))[0] / n
+    if np.abs(hist - 0.25).max() > 4 * (0.1875 / n) ** 0.5:
+        raise Failure("%s: histogram %s is not flat" % (name, hist))
+
+
+@case("init_from_param_kinds")
+def _init(ctx):
+    """The names are chosen to mislead a guess from suffixes (a batchnorm named
+    running_var, a layernorm named bias); the IR's kinds decide."""
+    import numpy as np
+    net = ctx.write("init.net", INIT_NET)
+    ins = init_inputs()
+    o, p = run_outputs(ctx, net, ins, ["w", "b", "g", "n", "l"], ["--seed", "11"])
+    # linear weight [256, 64]: kaiming_uniform(a=sqrt(5)) = uniform(+-1/sqrt(64))
+    check_uniform("fc_w.weight", o["w"], 1 / 8.0)
+    # linear bias: uniform(+-1/sqrt(fan_in = 64))
+    check_uniform("fc_b.bias", o["b"], 1 / 8.0)
+    # grouped conv weight [64, 8, 1, 1]: fan_in 8; image i lights channel i, which
+    # group i // 8 reads: outputs of other groups must be exactly 0
+    g = o["g"].reshape(32, 64)
+    mask = np.zeros((32, 64), bool)
+    for i in range(32):
+        mask[i, (i // 8) * 16:(i // 8 + 1) * 16] = True
+    if np.any(g[~mask] != 0):
+        raise Failure("grouped conv: outputs outside the input's group are not zero")
+    check_uniform("grouped.weight", g[mask], 1 / 8 ** 0.5)
+    ref_n = ins["t"] / np.sqrt(1 + 1e-5)
+    if np.abs(o["n"] - ref_n).max() > 1e-5:
+        raise Failure("batchnorm: not weight 1, bias 0, mean 0, var 1 (max err %g)" % np.abs(o["n"] - ref_n).max())
+    s = ins["s"].astype(np.float64)
+    ref_l = (s - s.mean(-1, keepdims=True)) / np.sqrt(s.var(-1, keepdims=True) + 1e-5)
+    if np.abs(o["l"] - ref_l).max() > 1e-4:
+        raise Failure("layernorm: not weight 1, bias 0 (max err %g)" % np.abs(o["l"] - ref_l).max())
+    for word in ("no --weights", "kaiming_uniform", "seed 11"):
+        if word not in p.stderr:
+            raise Failure("stderr does not say %r" % word)
+    if "seed 11 (" in p.stderr:
+        raise Failure("an explicit seed is called the default")
+
+
+@case("init_seed")
+def _seed(ctx):
+    """Same seed, same weights (at any -O); another seed, other weights; no
+    seed is seed 0 and stderr says it is the default."""
+    import numpy as np
+    net = ctx.write("init.net", INIT_NET)
+    ins = init_inputs()
+    a, _ = run_outputs(ctx, net, ins, ["w", "b"], ["--seed", "1"])
+    b, _ = run_outputs(ctx, net, ins, ["w", "b"], ["--seed", "1", "-O0"])
+    c, _ = run_outputs(ctx, net, ins, ["w", "b"], ["--seed", "2"])
+    d, p = run_outputs(ctx, net, ins, ["w", "b"])
+    e, _ = run_outputs(ctx, net, ins, ["w", "b"], ["--seed", "0"])
+    for k in ("w", "b"):
+        if not np.array_equal(a[k], b[k]):
+            raise Failure("%s: --seed 1 gave other values at -O0" % k)
+        if np.array_equal(a[k], c[k]) or np.mean(a[k] == c[k]) > 0.01:
+            raise Failure("%s: --seed 1 and --seed 2 gave the same values" % k)
+        if not np.array_equal(d[k], e[k]):
+            raise Failure("%s: no --seed is not --seed 0" % k)
+    if "seed 0 (the default" not in p.stderr:
+        raise Failure("without --seed, stderr does not say seed 0 is the default")
+    # bench takes --seed too, and says what it initialised
+    p = ctx.ncc_cmd(["bench", net, "--device", "emu", "--iters", "1", "--warmup", "0", "--seed", "4"])
+    show(p)
+    if p.returncode != 0 or "seed 4" not in p.stderr:
+        raise Failure("ncc bench --seed 4 did not say so")
+    # --weights: no initialisation, and no word of it
+    import numpy as np
+    w = ctx.path("w.safetensors")
+    write_safetensors(w, {"fc_w.weight": np.ones((256, 64), "float32"),
+                          "fc_b.weight": np.zeros((4096, 64), "float32"),
+                          "fc_b.bias": np.full((4096,), 0.5, "float32"),
+                          "grouped.weight": np.ones((64, 8, 1, 1), "float32"),
+                          "running_var.weight": np.ones(4, "float32"), "running_var.bias": np.zeros(4, "float32"),
+                          "running_var.running_mean": np.zeros(4, "float32"),
+                          "running_var.running_var": np.ones(4, "float32"),
+                          "bias.weight": np.ones(16, "float32"), "bias.bias": np.zeros(16, "float32")})
+    o, p = run_outputs(ctx, net, ins, ["w", "b"], ["--weights", w])
+    if "initialised" in p.stderr or not np.all(o["b"] == 0.5) or not np.all(o["w"] == 1):
+        raise Failure("--weights: the file's values were not used, or an initialisation was announced")
+
+
+def write_safetensors(path, tensors):
+    header, blobs, off = {}, [], 0
+    for name, a in tensors.items():
+        b = a.astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+# ---------------------------------------------------------------- the compile cache
+TINY = "model tiny\ninput x: f32[2, 3]\ny = relu(x) * 2.0\noutput y\n"
+
+
+def tiny_run(ctx, env, unset=(), ncc=None, extra=()):
+    import numpy as np
+    net = ctx.path("tiny.net")
+    if not os.path.exists(net):
+        ctx.write("tiny.net", TINY)
+        np.save(ctx.path("x.npy"), np.array([[-1, 2, 3], [4, -5, 6]], "float32"))
+    out = ctx.path("y.npy")
+    if os.path.exists(out):
+        os.unlink(out)
+    p = ctx.ncc_cmd(["run", net, "--device", "emu", "--input", ctx.path("x.npy"), "--output", out, "-v"] + list(extra),
+                    env=env, unset=unset, ncc=ncc)
+    show(p)
+    if p.returncode != 0:
+        raise Failure("ncc run exited with %d" % p.returncode)
+    y = np.load(out)
+    if not np.array_equal(y, np.array([[0, 4, 6], [8, 0, 12]], "float32")):
+        raise Failure("wrong result %s" % y)
+    return p
+
+
+def objects(d):
+    return sorted(f for f in os.listdir(d) if f.endswith(".so")) if os.path.isdir(d) else []
+
+
+@case("cache_location")
+def _cache(ctx):
+    home, xdg, own = ctx.path("home"), ctx.path("xdg"), ctx.path("own")
+    os.makedirs(home)
+    # HOME only: ~/.cache/ncc
+    p = tiny_run(ctx, {"HOME": home}, unset=("NCC_CACHE_DIR", "XDG_CACHE_HOME"))
+    if "compiling" not in p.stderr or len(objects(os.path.join(home, ".cache/ncc"))) != 1:
+        raise Failure("without NCC_CACHE_DIR/XDG_CACHE_HOME the object is not in ~/.cache/ncc")
+    p = tiny_run(ctx, {"HOME": home}, unset=("NCC_CACHE_DIR", "XDG_CACHE_HOME"))
+    if "compiling" in p.stderr or "found in the cache" not in p.stderr:
+        raise Failure("the second run did not reuse the cached object")
+    # XDG_CACHE_HOME: $XDG_CACHE_HOME/ncc
+    tiny_run(ctx, {"HOME": home, "XDG_CACHE_HOME": xdg}, unset=("NCC_CACHE_DIR",))
+    if len(objects(os.path.join(xdg, "ncc"))) != 1:
+        raise Failure("XDG_CACHE_HOME does not move the cache")
+    # NCC_CACHE_DIR wins over both
+    tiny_run(ctx, {"HOME": home, "XDG_CACHE_HOME": xdg, "NCC_CACHE_DIR": own})
+    if len(objects(own)) != 1 or len(objects(os.path.join(xdg, "ncc"))) != 1:
+        raise Failure("NCC_CACHE_DIR does not move the cache")
+    # clearing: delete the folder, the next run compiles again into a new one
+    shutil.rmtree(own)
+    p = tiny_run(ctx, {"NCC_CACHE_DIR": own})
+    if "compiling" not in p.stderr or len(objects(own)) != 1:
+        raise Failure("after deleting the cache folder the next run did not rebuild it")
+    # an unwritable cache: the run still works, the object is not kept
+    ro = ctx.path("file-not-dir")
+    open(ro, "w").close()
+    p = tiny_run(ctx, {"NCC_CACHE_DIR": os.path.join(ro, "sub")})
+    if "not kept" not in p.stderr:
+        raise Failure("an unusable cache folder is not reported with -v")
+    # the help names the folder it would use
+    for cmd in ("run", "bench"):
+        h = ctx.ncc_cmd([cmd, "--help"], env={"NCC_CACHE_DIR": own}).stdout
+        if own not in h or "NCC_CACHE_DIR" not in h or "30 days" not in h:
+            raise Failure("`ncc %s --help` does not document the cache (its folder, NCC_CACHE_DIR, pruning)" % cmd)
+
+
+# ---------------------------------------------------------------- one path per message
+@case("errors_one_path")
+def _errors(ctx):
+    import numpy as np
+    net = ctx.write("tiny.net", "model tiny\ninput x: f32[2, 3]\ny = linear(x, 4, name=\"fc\")\noutput y\n")
+    x = ctx.path("x.npy")
+    np.save(x, np.zeros((2, 3), "float32"))
+    wrong = ctx.path("wrong.safetensors")
+    write_safetensors(wrong, {"fc.weight": np.zeros((5, 3), "float32"), "fc.bias": np.zeros(4, "float32")})
+    trunc = ctx.path("trunc.safetensors")
+    with open(trunc, "wb") as f:
+        f.write(b"\x10\x00")
+    badnpy = ctx.path("bad.npy")
+    with open(badnpy, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00garbage")
+    cases = [
+        (["--weights", wrong, "--input", x], wrong, "does not match"),
+        (["--weights", trunc, "--input", x], trunc, "safetensors"),
+        (["--weights", ctx.path("none.safetensors"), "--input", x], ctx.path("none.safetensors"), "no such file"),
+        (["--input", badnpy], badnpy, "npy"),
+    ]
+    for args, path, word in cases:
+        p = ctx.ncc_cmd(["run", net, "--device", "emu"] + args)
+        show(p)
+        if p.returncode != 1 or word not in p.stderr.lower():
+            raise Failure("expected status 1 and %r" % word)
+        n = p.stderr.count(os.path.basename(path))
+        if n != 1:
+            raise Failure("the message names %s %d times, not once" % (os.path.basename(path), n))
+
+
+# ---------------------------------------------------------------- where the runtime is
+@case("runtime_discovery")
+def _runtime(ctx):
+    """The build folder's ncc through a symlink elsewhere (the real path
+    decides), and NCC_RUNTIME_DIR: the source's runtime/ works, a folder
+    without the headers is a user error naming it."""
+    link = ctx.path("bin/ncc")
+    os.makedirs(os.path.dirname(link))
+    os.symlink(ctx.ncc, link)
+    env = {"NCC_CACHE_DIR": ctx.path("cache")}
+    p = tiny_run(ctx, env, ncc=link)
+    if os.path.join(os.path.dirname(ctx.ncc), "include", "ncc") not in p.stderr:
+        raise Failure("the build folder's include/ncc was not used")
+    p = tiny_run(ctx, dict(env, NCC_RUNTIME_DIR=os.path.join(ROOT, "runtime")))
+    if "headers %s" % os.path.realpath(os.path.join(ROOT, "runtime")) not in p.stderr:
+        raise Failure("NCC_RUNTIME_DIR was not used")
+    p = ctx.ncc_cmd(["run", ctx.path("tiny.net"), "--device", "emu", "--input", ctx.path("x.npy")],
+                    env=dict(env, NCC_RUNTIME_DIR=ctx.work))
+    show(p)
+    if p.returncode != 1 or "NCC_RUNTIME_DIR=%s" % ctx.work not in p.stderr:
+        raise Failure("a wrong NCC_RUNTIME_DIR should be a user error naming it")
+
+
+@case("runtime_installed")
+def _installed(ctx):
+    """`cmake --install` into a prefix, then PREFIX/bin/ncc runs a model with
+    no help from the build or source folder: headers from PREFIX/include/ncc,
+    libnccrt from PREFIX/lib."""
+    if not ctx.build:
+        raise Failure("--build BUILD_DIR is needed")
+    prefix = ctx.path("prefix")
+    r = subprocess.run(["cmake", "--install", ctx.build, "--prefix", prefix], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True)
+    if r.returncode != 0:
+        raise Failure("cmake --install failed: %s" % r.stdout)
+    ncc = os.path.join(prefix, "bin", "ncc")
+    p = tiny_run(ctx, {"NCC_CACHE_DIR": ctx.path("cache")}, unset=("LD_LIBRARY_PATH", "NCC_RUNTIME_DIR"), ncc=ncc)
+    m = re.search(r"runtime: headers (\S+), library (\S+)", p.stderr)
+    if not m or not m.group(1).startswith(os.path.realpath(prefix)) or not m.group(2).startswith(
+            os.path.realpath(prefix)):
+        raise Failure("the installed ncc did not use the prefix's runtime")
+    shutil.rmtree(prefix)
+
+
+def main():
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", nargs="?")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--ncc")
+    ap.add_argument("--work")
+    ap.add_argument("--build")
+    a = ap.parse_args()
+    if a.list:
+        print("\n".join(CASES))
+        return 0
+    if a.case not in CASES or not a.ncc or not a.work:
+        print("usage: test_driver.py CASE --ncc PATH --work DIR (cases: %s)" % ", ".join(CASES), file=sys.stderr)
+        return 2
+    ctx = Ctx(os.path.abspath(a.ncc), os.path.abspath(a.work), a.build and os.path.abspath(a.build))
+    try:
+        CASES[a.case](ctx)
+    except Failure as e:
+        print("FAIL %s: %s" % (a.case, e))
+        return 1
+    shutil.rmtree(ctx.work, ignore_errors=True)    # working files go as each test passes
+    print("PASS %s" % a.case)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
