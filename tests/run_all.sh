@@ -6,6 +6,7 @@
 #   3. an AddressSanitizer + UndefinedBehaviorSanitizer build running the suite
 #      again (tests labelled `slow` excluded)
 #   4. the libFuzzer targets, each for a bounded time (NCC_FUZZ_SECONDS, default 60)
+#   5. examples/demo.sh, the README's first command
 # Set NCC_QUICK=1 to stop after step 2.  NCC_CTEST_ARGS adds ctest options to
 # both ctest stages (e.g. "-R oracle").
 #
@@ -69,7 +70,9 @@ for f in tests/fuzz/run_*.sh; do
   [ -x "$f" ] || continue
   NCC_FUZZ_SECONDS=${NCC_FUZZ_SECONDS:-60} "$f" || { echo "== $f: a finding (see build-fuzz/)"; bad_stage=1; }
 done
+echo "== examples/demo.sh (the README's first command)"
+examples/demo.sh || { echo "== examples/demo.sh failed"; bad_stage=1; }
 if [ "$bad_stage" = 0 ] && [ "$failed" = 0 ]; then
-  echo "== all test stages passed (release, sanitizers, fuzzing)"
+  echo "== all test stages passed (release, sanitizers, fuzzing, demo)"
 fi
 summary
