@@ -270,7 +270,7 @@ static void banner(FILE *f, Graph *g, const CodegenOpts *o) {
     fputs("\n", f);
   }
   fprintf(f, " * GEMMs and convolutions: %s. Kernels compile as CUDA (nvcc, NVRTC) and, with -DNCC_EMU,\n"
-             " * as C11 on the CPU emulation of libnccrt (codegen/GENERATED.md). */\n",
+             " * as C11 on the CPU emulation of libnccrt (docs/generated-code.md). */\n",
           o->use_cublas ? "cuBLAS (CPU BLAS under emulation)" : "shared-memory tiled kernels");
 }
 

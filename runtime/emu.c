@@ -5,7 +5,7 @@
  * runs on one OS thread, start to end, so that `__shared__` (static
  * _Thread_local) storage is exactly block-shared.
  *   - Barrier-free kernels: the generated fn_block loops over the threads with the
- *     body inlined (2 ns/element territory, EMULATION.md).
+ *     body inlined (2 ns/element territory, docs/emulator.md).
  *   - Kernels flagged NCC_KF_BARRIER: one user-level fiber per thread.  Fibers
  *     are switched by hand-written x86-64 assembly (swapcontext costs a syscall
  *     per switch: 19x slower), chained round-robin: at __syncthreads() a fiber
@@ -65,7 +65,7 @@ void ncc_errf(char *err, size_t n, const char *fmt, ...) {
  * *save, loads `to` and pops the other side's registers.  A fresh fiber's stack is
  * laid out so that the first switch "returns" into ncc_fiber_entry with the
  * function in r13 and its argument in r12.  Top-level asm must sit in its own
- * section push/pop (pitfall 7). */
+ * section push/pop (docs/emulator.md, pitfall 7). */
 #ifdef NCC_FIBER_ASM
 void ncc_fiber_switch(void **save, void *to);
 void ncc_fiber_entry(void);

@@ -1,6 +1,7 @@
 /* ncc_emu.h — the CUDA subset of generated kernels, spelled in C11, so that the
  * very MODEL.cu that nvcc compiles also compiles with `cc -x c -DNCC_EMU` and
- * runs on the CPU (EMULATION.md has the facts and rules behind every choice).
+ * runs on the CPU (docs/emulator.md has the facts and rules behind every choice;
+ * the pitfalls cited below are numbered as there).
  *
  * - threadIdx/blockIdx/blockDim/gridDim are thread-local globals that live in
  *   libnccrt (pitfall 2: the builtins must be in the library loaded at start,

@@ -1,6 +1,6 @@
 /* ncc_kernel.h — the first line of every generated MODEL.cu.
  *
- * One kernel source, three builds (GENERATED.md is the contract):
+ * One kernel source, three builds (docs/generated-code.md is the contract):
  *   NCC_EMU        C11 on the CPU: the CUDA subset comes from ncc_emu.h, and
  *                  NCC_KERNEL_DESC emits the per-thread and per-block trampolines
  *                  that the emulator (libnccrt, emu.c) runs;

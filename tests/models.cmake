@@ -43,7 +43,7 @@ ncc_model_test(resnet18_s64        resnet18.net     --set S=64 --params 11689512
 ncc_model_test(mobilenet_v2_s96    mobilenet_v2.net --set S=96 --params 3504872)
 ncc_model_test(vgg11_s64           vgg11.net        --set S=64 --params 38491496)
 
-# shape errors reach the user as LANGUAGE.md asks: file:line:col, the shapes, exit 1, no output
+# shape errors reach the user as docs/language.md "Errors" says: file:line:col, the shapes, exit 1, no output
 file(GLOB NCC_MODEL_ERRORS CONFIGURE_DEPENDS ${NCC_MODELS_DIR}/errors/*.net)
 foreach(f ${NCC_MODEL_ERRORS})
   get_filename_component(n ${f} NAME_WE)

@@ -23,6 +23,9 @@ set_tests_properties(rt.emu_one_thread PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=1
 # and in checked mode: barrier-free kernels then run thread by thread
 add_test(NAME rt.emu_checked COMMAND rt_test_emu)
 set_tests_properties(rt.emu_checked PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=2;NCC_CHECK=1")
+# test_emu skips itself (NCC_SKIP_CODE) when it has one thread it was not asked for:
+# the concurrency check needs two
+set_tests_properties(rt.emu rt.emu_reverse rt.emu_one_thread rt.emu_checked PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE})
 
 # the portable fiber switch (ucontext, used where there is no x86-64 assembly),
 # forced on x86-64 in a second build of the library so that it stays tested
@@ -38,13 +41,13 @@ target_link_libraries(rt_test_emu_ucontext PRIVATE rt_nccrt_ucontext Threads::Th
 add_test(NAME rt.emu_ucontext COMMAND rt_test_emu_ucontext)
 set_tests_properties(rt.emu_ucontext PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=2;NCC_FIBER_ORDER=reverse")
 
-# the kernels as strict C11, exactly the flags of GENERATED.md's emulation build
+# the kernels as strict C11, exactly the flags of the emulation build (docs/generated-code.md)
 add_test(NAME rt.kernels_c11
          COMMAND ${CMAKE_C_COMPILER} -x c -std=c11 -DNCC_EMU -Wall -Wextra -Werror -pedantic
                  -Werror=implicit-function-declaration -I${NCC_RT_INC} -c ${NCC_RT_TESTS}/kernels.cu -o /dev/null)
 
-# nvcc (compile only: no GPU here): device code, and the host side with ncc_cudart.h
-find_program(NCC_NVCC nvcc HINTS /usr/local/cuda/bin ENV CUDA_HOME PATH_SUFFIXES bin)
+# nvcc (compile only: no GPU needed): device code, and the host side with
+# ncc_cudart.h; NCC_NVCC is found in tests/CMakeLists.txt
 if(NCC_NVCC)
   add_test(NAME rt.kernels_nvcc_cubin
            COMMAND ${NCC_NVCC} -arch=sm_90 -cubin --Werror all-warnings -I${NCC_RT_INC}
@@ -56,12 +59,17 @@ if(NCC_NVCC)
   add_test(NAME rt.kernels_barrier_flags
            COMMAND sh ${NCC_RT_TESTS}/check_barrier_flags.sh ${NCC_NVCC} ${NCC_RT_INC} ${NCC_RT_TESTS}/kernels.cu
                    k_unflagged_barrier)
+else()
+  foreach(t rt.kernels_nvcc_cubin rt.kernels_nvcc_host rt.kernels_barrier_flags)
+    ncc_skipped_test(${t} "nvcc not found (CUDA_HOME=${NCC_CUDA_HOME}, PATH)")
+  endforeach()
 endif()
 
 # NVRTC through ncc_nvrtc_ptx and the jit prelude (NVRTC needs no GPU)
 add_executable(rt_test_nvrtc ${NCC_RT_TESTS}/test_nvrtc.c)
 target_link_libraries(rt_test_nvrtc PRIVATE nccrt)
 add_test(NAME rt.nvrtc COMMAND rt_test_nvrtc ${NCC_RT_TESTS}/kernels.cu)
+set_tests_properties(rt.nvrtc PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE})   # NVRTC does not load
 
 # devices, sgemm, safetensors, npy
 add_executable(rt_test_dev_io ${NCC_RT_TESTS}/test_dev_io.c)
@@ -69,6 +77,8 @@ target_link_libraries(rt_test_dev_io PRIVATE nccrt m)
 add_test(NAME rt.dev_io COMMAND rt_test_dev_io)
 add_test(NAME rt.torch_files
          COMMAND sh -c "d=$(mktemp -d) && ${NCC_PYTHON} ${NCC_RT_TESTS}/gen_torch_files.py $d && $<TARGET_FILE:rt_test_dev_io> $d; s=$?; rm -rf $d; exit $s")
+# test_dev_io exits 77 when a GPU answers but NVRTC does not load
+set_tests_properties(rt.dev_io rt.torch_files PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE})
 
 # the micro-benchmark builds and runs (tiny sizes); real figures: rt_bench_emu
 add_executable(rt_bench_emu ${NCC_RT_TESTS}/bench_emu.c)
@@ -106,7 +116,8 @@ add_executable(rt_test_jit ${NCC_RT_TESTS}/test_jit.c)
 target_link_libraries(rt_test_jit PRIVATE nccrt ${CMAKE_DL_LIBS})
 add_dependencies(rt_test_jit rt_fake_cuda)
 add_test(NAME rt.jit_fake_driver COMMAND rt_test_jit ${NCC_RT_TESTS}/kernels.cu)
-set_tests_properties(rt.jit_fake_driver PROPERTIES ENVIRONMENT "LD_LIBRARY_PATH=${CMAKE_CURRENT_BINARY_DIR}/fakecuda")
+set_tests_properties(rt.jit_fake_driver PROPERTIES ENVIRONMENT "LD_LIBRARY_PATH=${CMAKE_CURRENT_BINARY_DIR}/fakecuda"
+                     SKIP_RETURN_CODE ${NCC_SKIP_CODE})   # NVRTC does not load
 
 # the cudart backend: test_cudart.cu + kernels.cu built whole by nvcc and run
 # (without a GPU it checks the error path; with one, the kernels and cuBLAS);
@@ -116,4 +127,6 @@ if(NCC_NVCC AND NOT NCC_SANITIZE)
   set(NCC_CUDA_LIB ${NCC_CUDA_LIB}/../lib64)
   add_test(NAME rt.cudart
            COMMAND sh -c "${NCC_NVCC} -arch=sm_90 --Werror all-warnings -I${NCC_RT_INC} -I${NCC_RT_TESTS} ${NCC_RT_TESTS}/test_cudart.cu -o rt_test_cudart -L$<TARGET_FILE_DIR:nccrt> -lnccrt -L${NCC_CUDA_LIB} -lcublas -Xlinker -rpath,$<TARGET_FILE_DIR:nccrt>:${NCC_CUDA_LIB} && ./rt_test_cudart")
+elseif(NOT NCC_SANITIZE)
+  ncc_skipped_test(rt.cudart "nvcc not found (CUDA_HOME=${NCC_CUDA_HOME}, PATH)")
 endif()

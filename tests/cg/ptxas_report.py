@@ -8,7 +8,7 @@ row per kernel: registers, spill stores/loads (bytes), shared memory, and
 whether ptxas saw a barrier.  With --check it fails when
   - a kernel spills, or
   - the codegen's NCC_KF_BARRIER flag (in the NCC_KERNEL_DESC line) disagrees
-    with ptxas's barrier count (EMULATION.md: a barrier-free kernel runs as a
+    with ptxas's barrier count (docs/emulator.md: a barrier-free kernel runs as a
     plain loop under emulation; a kernel with a barrier flagged 0 would be
     wrong there, one flagged needlessly only slow).
 """

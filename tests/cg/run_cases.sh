@@ -1,7 +1,7 @@
 #!/bin/sh
 # run_cases.sh — every codegen test model: emit, compile as C with -DNCC_EMU
 # (-Werror), run on the CPU emulation through the model's API, and compare
-# with PyTorch (check_cases.py).
+# with PyTorch (check_cases.py).  WORKDIR is removed when every case passed.
 #   run_cases.sh BUILD_GRAPHS RUNTIME_DIR LIBDIR WORKDIR PYTHON [--cublas] [--fuse] [--fold] [CASE...]
 set -u
 bg=$1; rt=$2; lib=$3; work=$4; py=$5; shift 5
@@ -33,4 +33,6 @@ for c in $cases; do
   done
 done
 [ $fail = 0 ] && echo "all cases ok ${flag}"
+# the working files go when everything passed (NCC_KEEP_WORK=1 keeps them)
+[ $fail = 1 ] || [ "${NCC_KEEP_WORK:-0}" = 1 ] || rm -rf "$work"
 exit $fail

@@ -1,5 +1,5 @@
 """check_error.py — runs ncc on a .net file that must be rejected and checks
-the diagnostic the way LANGUAGE.md "Errors" asks for it:
+the diagnostic the way docs/language.md "Errors" describes it:
 
   - exit status 1 (not 0, not 2 = internal error, not a signal);
   - stderr has `FILE:LINE:COL: error: ` at the line given by `# line: L`,

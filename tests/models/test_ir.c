@@ -257,7 +257,7 @@ static void test_losses(void) {
   CHECK(has_shape(c, S(0)) && c->dtype == DT_F32);
 }
 
-/* LeNet of LANGUAGE.md, batch 64, with figures worked out by hand. */
+/* LeNet of docs/language.md (examples/lenet.net), batch 64, with figures worked out by hand. */
 static void test_verify_and_report(void) {
   Graph *old = g;
   g = ir_graph_new("lenet");

@@ -143,7 +143,7 @@ class MobileNetV2(nn.Module):
 
 
 class LeNet(nn.Module):
-    """The CNN of the PyTorch MNIST example (LANGUAGE.md's first example)."""
+    """The CNN of the PyTorch MNIST example (docs/language.md's first example)."""
     def __init__(self):
         super().__init__()
         self.conv1 = nn.Conv2d(1, 10, 5, **DEV)

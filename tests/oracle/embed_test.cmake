@@ -5,6 +5,7 @@
 # rules, with find_package(ncc) config), configure and build examples/embed with
 # CMAKE_PREFIX_PATH=WORK/prefix, write weights/images/expected classes with
 # oracle.py --embed-data, run the program, compare its output line by line.
+# WORK is removed when the test passes and kept when it fails.
 cmake_minimum_required(VERSION 3.20)
 foreach(v NCC BUILD_DIR SRC_DIR WORK PYTHON)
   if(NOT DEFINED ${v})
@@ -47,3 +48,7 @@ if(NOT last_out STREQUAL expected)
   message(FATAL_ERROR "embed_lenet's classes differ from PyTorch's:\nexpected:\n${expected}\ngot:\n${last_out}")
 endif()
 message(STATUS "embed_lenet agrees with PyTorch")
+# passed: the install prefix, the build and the data go (NCC_KEEP_WORK=1 keeps them)
+if(NOT "$ENV{NCC_KEEP_WORK}" STREQUAL "1")
+  file(REMOVE_RECURSE ${WORK})
+endif()

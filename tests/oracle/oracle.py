@@ -2,7 +2,13 @@
 """oracle.py — numeric tests of ncc against PyTorch, one case per invocation.
 
     oracle.py --list                      # the case names (no torch import: CMake calls this)
-    oracle.py CASE --ncc PATH --work DIR  # run one case; exit 0 pass, 1 fail
+    oracle.py CASE --ncc PATH --work DIR  # run one case; exit 0 pass, 1 fail, 77 skipped
+
+A case that passes removes its working directory (models, weights, inputs and
+outputs: the 224x224 VGGs alone write 1.6 GB); a failing one keeps it for
+debugging, and NCC_KEEP_WORK=1 keeps every one.  A case whose tool is missing
+(or that cannot apply on this machine) raises Skip and exits 77, which ctest
+counts as skipped (SKIP_RETURN_CODE), not passed.
 
 Every case writes a tiny .net model (or uses one of examples/), random
 parameters under PyTorch state_dict names in a safetensors file, random inputs
@@ -83,6 +89,12 @@ class Ctx:
     def path(self, f):
         return os.path.join(self.work, f)
 
+    def cleanup(self):
+        """After a pass: the working directory goes, unless NCC_KEEP_WORK=1."""
+        import shutil
+        if os.environ.get("NCC_KEEP_WORK") != "1":
+            shutil.rmtree(self.work, ignore_errors=True)
+
     def run_ncc(self, args, env=None, timeout=900):
         e = dict(os.environ)
         e.update(env or {})
@@ -101,6 +113,11 @@ class Ctx:
 
 class Failure(Exception):
     pass
+
+
+class Skip(Exception):
+    """The case cannot run here (a tool is missing, or the machine makes it
+    moot); main() exits 77, ctest's SKIP_RETURN_CODE."""
 
 
 def check_close(name, got, ref):
@@ -1311,8 +1328,7 @@ def _bad_cuda(ctx):
         cu = ctypes.CDLL("libcuda.so.1")
         n = ctypes.c_int(0)
         if cu.cuInit(0) == 0 and cu.cuDeviceGetCount(ctypes.byref(n)) == 0 and n.value > 0:
-            print("SKIP: a GPU answers on this machine")
-            return
+            raise Skip("a GPU answers on this machine, so --device cuda cannot fail for want of one")
     except OSError:
         pass
     expect_user_error(ctx, [net, "--device", "cuda", "--weights", wp, "--input", "x=" + xp, "--output", "y=" + out],
@@ -1504,6 +1520,8 @@ def _gpu_builds(ctx):
             raise Failure("expected status 1 and the runtime's 'no CUDA device answers'")
         if os.path.exists(out):
             raise Failure("output written although the model never ran")
+    if not nvcc:
+        raise Skip("nvcc not found ($CUDA_HOME/bin, /usr/local/cuda/bin, PATH): only the --jit build was tried")
 
 
 @case("run_cache", ["run"])
@@ -1610,7 +1628,12 @@ def main():
     except subprocess.TimeoutExpired as e:
         print("FAIL %s: timed out: %s" % (a.case, e))
         return 1
+    except Skip as e:
+        print("SKIP %s: %s" % (a.case, e))
+        ctx.cleanup()
+        return 77
     print("PASS %s" % a.case)
+    ctx.cleanup()
     return 0
 
 

@@ -1,5 +1,5 @@
-/* bench_emu.c [--quick] — the emulator's two costs, as EMULATION.md measured
- * them in the prototype: ns per element of a barrier-free kernel (the
+/* bench_emu.c [--quick] — the emulator's two costs, as docs/emulator.md lists
+ * them ("Measured costs"): ns per element of a barrier-free kernel (the
  * loop-over-threads fast path, next to a plain C loop doing the same), and ns
  * per thread per barrier of a kernel run as fibers.  Set NCC_EMU_THREADS=1
  * for per-core figures. */

@@ -1,0 +1,17 @@
+# docs.cmake — the documentation cannot drift from what ncc does (owner: docs).
+#   docs.examples  every ```net block of docs/*.md and README.md compiles with
+#                  ncc (an ```net error block fails with the error it shows),
+#                  the ```c pass example compiles against the IR's headers, and
+#                  every link stays inside the repository (tests/docs_check.py)
+#   docs.readme    every `$ ` command of the README runs and prints what the
+#                  README shows, figures included; ncc's help accepts every
+#                  flag the README names (tests/readme_check.py, which prints
+#                  the actual output to paste when a figure changes)
+file(GLOB NCC_DOCS_MD CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/../docs/*.md)
+add_test(NAME docs.examples
+         COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/docs_check.py $<TARGET_FILE:ncc>
+                 ${NCC_DOCS_MD} ${CMAKE_CURRENT_SOURCE_DIR}/../README.md)
+add_test(NAME docs.readme
+         COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/readme_check.py --ncc $<TARGET_FILE:ncc>
+                 --python ${NCC_PYTHON})
+set_tests_properties(docs.examples docs.readme PROPERTIES LABELS docs TIMEOUT 900)
