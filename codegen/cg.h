@@ -41,7 +41,7 @@ const char *cg_flit(char out[40], double v);
 #define D_BID_X "(int)blockIdx.x"
 #define D_BID_Y "(int)blockIdx.y"
 #define D_BID_Z "(int)blockIdx.z"
-#define D_NEG_MAX "-3.402823466e+38f"   /* -FLT_MAX: no <float.h>/INFINITY in kernels */
+#define D_NEG_INF "-INFINITY"   /* ncc_kernel.h spells INFINITY for NVRTC; math.h for C and nvcc */
 #define D_KERNELS_BEGIN "/* ---- kernels (this section alone is what NVRTC compiles for --jit) ---- */"
 #define D_KERNELS_END "/* ---- end of kernels ---- */"
 

@@ -205,7 +205,9 @@ void cg_block_reduce(Buf *b, const char *red, const char *var, int nthr, int is_
   cg_ind(b, ind);
   buf_printf(b, "for (int s = %d; s > 0; s >>= 1) {\n", nthr / 2);
   cg_ind(b, ind + 1);
-  if (is_max) buf_printf(b, "if (t < s) %s[t] = fmaxf(%s[t], %s[t + s]);\n", red, red, red);
+  /* the maximum propagates NaN, as PyTorch's max does (fmaxf would drop it) */
+  if (is_max) buf_printf(b, "if (t < s && (%s[t + s] > %s[t] || %s[t + s] != %s[t + s])) %s[t] = %s[t + s];\n", red, red,
+                         red, red, red, red);
   else buf_printf(b, "if (t < s) %s[t] = %s[t] + %s[t + s];\n", red, red, red);
   cg_ind(b, ind + 1);
   buf_printf(b, "%s\n", D_BARRIER);

@@ -6,7 +6,12 @@
  * and $s for the leaky_relu slope; operands are always plain variables or
  * loads, so an operand used twice (silu, hardswish) costs nothing.  The
  * formulas follow PyTorch's definitions (gelu: exact erf form; hardswish:
- * x * relu6(x + 3) / 6; silu: x * sigmoid(x)). */
+ * x * relu6(x + 3) / 6; silu: x * sigmoid(x)).
+ *
+ * NaN and infinities behave as in PyTorch: a NaN operand gives NaN (so relu
+ * and relu6 compare and let a NaN fall through where fmaxf, IEEE maxNum in C
+ * and CUDA alike, would return 0), relu6(inf) = 6, and gelu, silu and
+ * hardswish of -inf are NaN, as PyTorch's formulas give (-inf * 0). */
 #include <stdio.h>
 #include <string.h>
 
@@ -18,8 +23,8 @@ typedef struct ElemExpr {
 } ElemExpr;
 
 static const ElemExpr elem_table[] = {
-  {OP_RELU, "fmaxf($0, 0.0f)"},
-  {OP_RELU6, "fminf(fmaxf($0, 0.0f), 6.0f)"},
+  {OP_RELU, "$0 < 0.0f ? 0.0f : $0"},
+  {OP_RELU6, "$0 < 0.0f ? 0.0f : $0 > 6.0f ? 6.0f : $0"},
   {OP_SIGMOID, "1.0f / (1.0f + expf(-$0))"},
   {OP_TANH, "tanhf($0)"},
   {OP_GELU, "0.5f * $0 * (1.0f + erff($0 * 0.707106781f))"},
