@@ -157,6 +157,9 @@ int cg_epilogue(Cg *c, const KGroup *gr, KParams *p, Buf *body, const char *var,
  * the operands' C expressions in the node's input order. */
 int cg_elem_stmt(Cg *c, Buf *body, const Node *n, const char *var, const char *x0, const char *x1, int ind);
 
+/* One per EMIT name of ops.def.  emit_none is for the ops that never lead a
+ * group (sources, views, identities at inference): reaching it is ncc's bug. */
+int emit_none(Cg *c, const KGroup *gr);
 int emit_elemwise(Cg *c, const KGroup *gr);
 int emit_pool(Cg *c, const KGroup *gr);
 int emit_gavgpool(Cg *c, const KGroup *gr);

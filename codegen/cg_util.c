@@ -236,3 +236,8 @@ const char *cg_opname(const KGroup *gr, const char *base, char out[96]) {
   if (!out[0]) snprintf(out, 96, "epilogue");
   return out;
 }
+
+int emit_none(Cg *c, const KGroup *gr) {
+  (void)c;
+  ncc_die("%s leads a kernel group, but ops.def gives it no emitter", ncc_ops[gr->main->op].name);
+}
