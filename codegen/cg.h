@@ -42,7 +42,7 @@ const char *cg_flit(char out[40], double v);
 #define D_BID_X "(int)blockIdx.x"
 #define D_BID_Y "(int)blockIdx.y"
 #define D_BID_Z "(int)blockIdx.z"
-#define D_NEG_MAX "-3.402823466e+38f"   /* -FLT_MAX: no <float.h>/INFINITY in kernels */
+#define D_NEG_INF "-INFINITY"   /* ncc_kernel.h spells INFINITY for NVRTC; math.h for C and nvcc */
 #define D_KERNELS_BEGIN "/* ---- kernels (this section alone is what NVRTC compiles for --jit) ---- */"
 #define D_KERNELS_END "/* ---- end of kernels ---- */"
 /* Between the inference kernels and the load-time ones (tests look for it:
@@ -169,6 +169,9 @@ int cg_epilogue(Cg *c, const KGroup *gr, KParams *p, Buf *body, const char *var,
  * the operands' C expressions in the node's input order. */
 int cg_elem_stmt(Cg *c, Buf *body, const Node *n, const char *var, const char *x0, const char *x1, int ind);
 
+/* One per EMIT name of ops.def.  emit_none is for the ops that never lead a
+ * group (sources, views, identities at inference): reaching it is ncc's bug. */
+int emit_none(Cg *c, const KGroup *gr);
 int emit_elemwise(Cg *c, const KGroup *gr);
 int emit_pool(Cg *c, const KGroup *gr);
 int emit_gavgpool(Cg *c, const KGroup *gr);

@@ -208,7 +208,9 @@ void cg_block_reduce(Buf *b, const char *red, const char *var, int nthr, int is_
   cg_ind(b, ind);
   buf_printf(b, "for (int s = %d; s > 0; s >>= 1) {\n", nthr / 2);
   cg_ind(b, ind + 1);
-  if (is_max) buf_printf(b, "if (t < s) %s[t] = fmaxf(%s[t], %s[t + s]);\n", red, red, red);
+  /* the maximum propagates NaN, as PyTorch's max does (fmaxf would drop it) */
+  if (is_max) buf_printf(b, "if (t < s && (%s[t + s] > %s[t] || %s[t + s] != %s[t + s])) %s[t] = %s[t + s];\n", red, red,
+                         red, red, red, red);
   else buf_printf(b, "if (t < s) %s[t] = %s[t] + %s[t + s];\n", red, red, red);
   cg_ind(b, ind + 1);
   buf_printf(b, "%s\n", D_BARRIER);
@@ -236,4 +238,9 @@ const char *cg_opname(const KGroup *gr, const char *base, char out[96]) {
     n += (size_t)snprintf(out + n, 96 - n, "%s%s", n ? "_" : "", ncc_ops[gr->epi[i]->op].name);
   if (!out[0]) snprintf(out, 96, "epilogue");
   return out;
+}
+
+int emit_none(Cg *c, const KGroup *gr) {
+  (void)c;
+  ncc_die("%s leads a kernel group, but ops.def gives it no emitter", ncc_ops[gr->main->op].name);
 }

@@ -99,31 +99,18 @@ static size_t end_of_bufs(const Cg *c) {
 
 static size_t vbytes(const Value *v) { return (size_t)shape_numel(&v->shape) * (size_t)dtype_size(v->dtype); }
 
+/* The EMIT column of ops.def: one emitter per op that can lead a kernel group
+ * (an op naming an emitter that is not written does not compile). */
+typedef int Emitter(Cg *c, const KGroup *gr);
+static Emitter *const emitters[OP__COUNT] = {
+#define OP(name, str, flags, mn, mx, args, shape, emit, cost, expr) emit_##emit,
+#include "ops.def"
+#undef OP
+};
+
 static int emit_group(Cg *c, const KGroup *gr) {
-  Node *n = gr->main;
-  unsigned f = ncc_ops[n->op].flags;
   if (gr->npro) ncc_die("prologue chains are not emitted yet");
-  switch (n->op) {
-  case OP_CONV2D:
-  case OP_LINEAR:
-  case OP_MATMUL: return emit_gemm(c, gr);
-  case OP_MAXPOOL2D:
-  case OP_AVGPOOL2D: return emit_pool(c, gr);
-  case OP_GAVGPOOL2D: return emit_gavgpool(c, gr);
-  case OP_BATCHNORM2D: return emit_batchnorm(c, gr);
-  case OP_LAYERNORM: return emit_layernorm(c, gr);
-  case OP_SOFTMAX:
-  case OP_LOG_SOFTMAX: return emit_softmax(c, gr);
-  case OP_CONCAT: return emit_concat(c, gr);
-  case OP_TRANSPOSE: return emit_transpose(c, gr);
-  case OP_CROSS_ENTROPY:
-  case OP_NLL_LOSS:
-  case OP_MSE_LOSS: return emit_loss(c, gr);
-  default: break;
-  }
-  if (f & OPF_ELEMWISE) return emit_elemwise(c, gr);
-  diag_error(n->loc, "codegen: no emitter for %s yet", ncc_ops[n->op].name);
-  return -1;
+  return emitters[gr->main->op](c, gr);
 }
 
 typedef struct Prepared {

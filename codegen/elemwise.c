@@ -1,44 +1,32 @@
-/* elemwise.c — elementwise ops: the op -> C expression table (tinygrad's
- * habit), the epilogue chain every group emitter applies before its store,
- * and the kernel of a group whose main op is itself elementwise.
+/* elemwise.c — elementwise ops: the expressions of ops.def's EXPR column
+ * turned into statements, the epilogue chain every group emitter applies
+ * before its store, and the kernel of a group whose main op is itself
+ * elementwise.
  *
- * Expressions are written once, in the table, with $0/$1 for the operands
- * and $s for the leaky_relu slope; operands are always plain variables or
- * loads, so an operand used twice (silu, hardswish) costs nothing.  The
- * formulas follow PyTorch's definitions (gelu: exact erf form; hardswish:
- * x * relu6(x + 3) / 6; silu: x * sigmoid(x)). */
+ * Expressions are written once, in ops.def, with $0/$1 for the operands and
+ * $s for the leaky_relu slope; operands are always plain variables, loads or
+ * literals (negative ones in parentheses), so an operand used twice (silu,
+ * hardswish) costs nothing and needs no parentheses of its own.  The formulas follow PyTorch's definitions (gelu:
+ * exact erf form; hardswish: x * relu6(x + 3) / 6; silu: x * sigmoid(x)).
+ *
+ * NaN and infinities behave as in PyTorch: a NaN operand gives NaN (so relu
+ * and relu6 compare and let a NaN fall through where fmaxf, IEEE maxNum in C
+ * and CUDA alike, would return 0), relu6(inf) = 6, and gelu, silu and
+ * hardswish of -inf are NaN, as PyTorch's formulas give (-inf * 0). */
 #include <stdio.h>
 #include <string.h>
 
 #include "cg.h"
 
-typedef struct ElemExpr {
-  OpKind op;
-  const char *expr;
-} ElemExpr;
-
-static const ElemExpr elem_table[] = {
-  {OP_RELU, "fmaxf($0, 0.0f)"},
-  {OP_RELU6, "fminf(fmaxf($0, 0.0f), 6.0f)"},
-  {OP_SIGMOID, "1.0f / (1.0f + expf(-$0))"},
-  {OP_TANH, "tanhf($0)"},
-  {OP_GELU, "0.5f * $0 * (1.0f + erff($0 * 0.707106781f))"},
-  {OP_SILU, "$0 / (1.0f + expf(-$0))"},
-  {OP_HARDSWISH, "$0 * fminf(fmaxf($0 + 3.0f, 0.0f), 6.0f) / 6.0f"},
-  {OP_LEAKY_RELU, "$0 > 0.0f ? $0 : $0 * $s"},
-  {OP_SQRT, "sqrtf($0)"},
-  {OP_DROPOUT, "$0"},
-  {OP_DROPOUT2D, "$0"},
-  {OP_ADD, "$0 + $1"},
-  {OP_SUB, "$0 - $1"},
-  {OP_MUL, "$0 * $1"},
-  {OP_DIV, "$0 / $1"},
+/* The EXPR column of ops.def. */
+static const char *const elem_expr[OP__COUNT] = {
+#define OP(name, str, flags, mn, mx, args, shape, emit, cost, expr) expr,
+#include "ops.def"
+#undef OP
 };
 
 int cg_elem_stmt(Cg *c, Buf *body, const Node *n, const char *var, const char *x0, const char *x1, int ind) {
-  const char *e = NULL;
-  for (size_t i = 0; i < sizeof elem_table / sizeof elem_table[0]; i++)
-    if (elem_table[i].op == n->op) e = elem_table[i].expr;
+  const char *e = elem_expr[n->op];
   if (!e) {
     diag_error(n->loc, "codegen: %s is not an elementwise op it can emit", ncc_ops[n->op].name);
     c->err = 1;
@@ -50,7 +38,7 @@ int cg_elem_stmt(Cg *c, Buf *body, const Node *n, const char *var, const char *x
   for (const char *p = e; *p; p++) {
     if (*p == '$' && p[1] == '0') buf_puts(body, x0), p++;
     else if (*p == '$' && p[1] == '1') buf_puts(body, x1 ? x1 : "0.0f"), p++;
-    else if (*p == '$' && p[1] == 's') buf_puts(body, cg_flit(lit, n->a.slope)), p++;
+    else if (*p == '$' && p[1] == 's') buf_printf(body, n->a.slope < 0 ? "(%s)" : "%s", cg_flit(lit, n->a.slope)), p++;
     else buf_printf(body, "%c", *p);
   }
   buf_puts(body, ";\n");
@@ -62,7 +50,9 @@ int cg_elem_stmt(Cg *c, Buf *body, const Node *n, const char *var, const char *x
 static void operand(Cg *c, KParams *p, Value *v, const Shape *out, const char *idx, char *dst, size_t n) {
   if (v->def->op == OP_CONST) {
     char lit[40];
-    snprintf(dst, n, "%s", cg_flit(lit, v->def->a.fval));
+    cg_flit(lit, v->def->a.fval);
+    /* "-2.0f" in parentheses: an expression may negate an operand ("-$0") */
+    snprintf(dst, n, lit[0] == '-' ? "(%s)" : "%s", lit);
     return;
   }
   const char *name = kp_value(c, p, v, 0);

@@ -48,7 +48,9 @@ int emit_pool(Cg *c, const KGroup *gr) {
   buf_printf(&b, "    int ow = i %% %lld, oh = (i / %lld) %% %lld, nc = i / %lld;\n", LL(OW), LL(OW), LL(OH),
              LL(OH * OW));
   buf_printf(&b, "    const float *xp = %s + nc * %lld;\n", x, LL(H * W));
-  buf_printf(&b, "    float v = %s;\n", is_max ? D_NEG_MAX : "0.0f");
+  /* max: padding takes no part (PyTorch pads with -inf), and a NaN in the
+   * window wins, as in PyTorch's max_pool2d */
+  buf_printf(&b, "    float v = %s;\n", is_max ? D_NEG_INF : "0.0f");
   buf_printf(&b, "    for (int kh = 0; kh < %d; kh++) {\n", a->kernel[0]);
   char ix[160];
   cg_window_index(ix, sizeof ix, "oh", a->stride[0], a->pad[0], "kh", dil[0]);
@@ -60,7 +62,6 @@ int emit_pool(Cg *c, const KGroup *gr) {
   buf_printf(&b, "        int iw = %s;\n", ix);
   if (a->pad[1]) buf_printf(&b, "        if (iw < 0 || iw >= %lld) continue;\n", LL(W));
   buf_printf(&b, "        float e = xp[ih * %lld + iw];\n", LL(W));
-  /* torch's max pooling propagates NaN */
   if (is_max) buf_puts(&b, "        v = (e > v || e != e) ? e : v;\n");
   else buf_puts(&b, "        v = v + e;\n");
   buf_puts(&b, "      }\n    }\n");
@@ -169,9 +170,11 @@ int emit_softmax(Cg *c, const KGroup *gr) {
   buf_printf(&b, "  int row = %s, t = %s;\n", D_BID_X, D_TID_X);
   if (inner == 1) buf_printf(&b, "  int base = row * %lld;\n", LL(D));
   else buf_printf(&b, "  int base = (row / %lld) * %lld + row %% %lld;\n", LL(inner), LL(D * inner), LL(inner));
-  /* stable: subtract the row maximum before exp */
-  buf_printf(&b, "  float mx = %s;\n  for (int j = t; j < %lld; j += %d) mx = fmaxf(mx, %s[base + j * %lld]);\n",
-             D_NEG_MAX, LL(D), T, x, LL(inner));
+  /* stable: subtract the row maximum before exp.  The maximum propagates NaN
+   * and may be infinite; a row holding NaN or +inf then gives NaN everywhere
+   * and a row of -inf only NaN (exp(-inf - -inf)), as in PyTorch */
+  buf_printf(&b, "  float mx = %s;\n  for (int j = t; j < %lld; j += %d) {\n    float e = %s[base + j * %lld];\n"
+             "    if (e > mx || e != e) mx = e;\n  }\n", D_NEG_INF, LL(D), T, x, LL(inner));
   cg_block_reduce(&b, "red", "mx", T, 1, 1);
   buf_printf(&b, "  float acc = 0.0f;\n  for (int j = t; j < %lld; j += %d) acc = acc + expf(%s[base + j * %lld] - mx);\n",
              LL(D), T, x, LL(inner));
@@ -251,9 +254,11 @@ int emit_loss(Cg *c, const KGroup *gr) {
     buf_printf(&b, "  for (int r = t; r < %lld; r += 256) {\n", LL(N));
     buf_printf(&b, "    const float *xr = %s + r * %lld;\n    int label = %s[r];\n", x, LL(C), y);
     /* a label out of range gives NaN, where torch raises */
-    buf_printf(&b, "    float picked = sqrtf(-1.0f);\n    if (label >= 0 && label < %lld) picked = xr[label];\n", LL(C));
+    buf_printf(&b, "    float picked = NAN;\n    if (label >= 0 && label < %lld) picked = xr[label];\n", LL(C));
     if (n->op == OP_CROSS_ENTROPY) {
-      buf_printf(&b, "    float mx = %s;\n    for (int j = 0; j < %lld; j++) mx = fmaxf(mx, xr[j]);\n", D_NEG_MAX, LL(C));
+      /* the row maximum as in emit_softmax: NaN propagates */
+      buf_printf(&b, "    float mx = %s;\n    for (int j = 0; j < %lld; j++)\n      if (xr[j] > mx || xr[j] != xr[j]) mx = xr[j];\n",
+                 D_NEG_INF, LL(C));
       buf_printf(&b, "    float se = 0.0f;\n    for (int j = 0; j < %lld; j++) se = se + expf(xr[j] - mx);\n", LL(C));
       buf_puts(&b, "    acc = acc + (mx + logf(se) - picked);\n  }\n");
     } else {

@@ -97,44 +97,51 @@ static int64_t add(int64_t a, int64_t b) {
   return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
 }
 
-static int64_t gemm_macs(const Node *n) {
-  const Shape *o = &n->out->shape;
-  switch (n->op) {
-  case OP_CONV2D: {
-    const Shape *w = &n->in[1]->shape;  /* [out, in/groups, kh, kw] */
-    return mul(mul(mul(shape_numel(o), w->d[1]), w->d[2]), w->d[3]);
-  }
-  case OP_LINEAR: return mul(shape_numel(o), n->in[1]->shape.d[1]);
-  case OP_MATMUL: {
-    const Shape *a = &n->in[0]->shape;
-    return mul(shape_numel(o), a->d[a->rank - 1]);
-  }
-  default: return 0;
-  }
-}
+/* ---- the COST column of ops.def: cost_<name>(node, train) ----------------
+ * FLOPs as documented at the top; `macs` only for conv/linear/matmul. */
+typedef struct Cost { int64_t flops, macs; } Cost;
 
-static int64_t node_flops(const Node *n, int train) {
-  int64_t out = shape_numel(&n->out->shape), in0 = n->nin ? shape_numel(&n->in[0]->shape) : 0;
-  switch (n->op) {
-  case OP_CONV2D:
-  case OP_LINEAR: return add(mul(2, gemm_macs(n)), n->nin == 3 ? out : 0);
-  case OP_MATMUL: return mul(2, gemm_macs(n));
-  case OP_BATCHNORM2D: return mul(train ? FL_BN_TRAIN : FL_BN_INFER, out);
-  case OP_LAYERNORM: return mul(FL_LAYERNORM, out);
-  case OP_MAXPOOL2D:
-  case OP_AVGPOOL2D: return mul(mul(out, n->a.kernel[0]), n->a.kernel[1]);
-  case OP_GAVGPOOL2D: return in0;
-  case OP_SOFTMAX:
-  case OP_LOG_SOFTMAX: return mul(FL_SOFTMAX, out);
-  case OP_CROSS_ENTROPY: return mul(FL_XENT, in0);
-  case OP_NLL_LOSS: return in0 ? n->in[0]->shape.d[0] : 0;
-  case OP_MSE_LOSS: return mul(FL_MSE, in0);
-  default: break;
-  }
-  if (ncc_ops[n->op].flags & (OPF_SOURCE | OPF_SHAPE_ONLY | OPF_MOVE)) return 0;
-  /* elementwise (dropout included, when a group holds it) and anything added later: one per element */
-  return out;
+static int64_t out_numel(const Node *n) { return shape_numel(&n->out->shape); }
+static int64_t in0_numel(const Node *n) { return shape_numel(&n->in[0]->shape); }
+static Cost flops_only(int64_t f) { Cost c = {f, 0}; return c; }
+
+static Cost gemm_cost(const Node *n, int64_t macs, int bias) {
+  Cost c = {add(mul(2, macs), bias ? out_numel(n) : 0), macs};
+  return c;
 }
+static Cost cost_conv2d(const Node *n, int train) {
+  const Shape *w = &n->in[1]->shape;   /* [out, in/groups, kh, kw] */
+  return gemm_cost(n, mul(mul(mul(out_numel(n), w->d[1]), w->d[2]), w->d[3]), n->nin == 3);
+}
+static Cost cost_linear(const Node *n, int train) {
+  return gemm_cost(n, mul(out_numel(n), n->in[1]->shape.d[1]), n->nin == 3);
+}
+static Cost cost_matmul(const Node *n, int train) {
+  const Shape *a = &n->in[0]->shape;
+  return gemm_cost(n, mul(out_numel(n), a->d[a->rank - 1]), 0);
+}
+static Cost cost_batchnorm2d(const Node *n, int train) {
+  return flops_only(mul(train ? FL_BN_TRAIN : FL_BN_INFER, out_numel(n)));
+}
+static Cost cost_layernorm(const Node *n, int train) { return flops_only(mul(FL_LAYERNORM, out_numel(n))); }
+static Cost cost_window(const Node *n, int train) {
+  return flops_only(mul(mul(out_numel(n), n->a.kernel[0]), n->a.kernel[1]));
+}
+static Cost cost_gavgpool(const Node *n, int train) { return flops_only(in0_numel(n)); }
+static Cost cost_softmax(const Node *n, int train) { return flops_only(mul(FL_SOFTMAX, out_numel(n))); }
+static Cost cost_cross_entropy(const Node *n, int train) { return flops_only(mul(FL_XENT, in0_numel(n))); }
+static Cost cost_nll_loss(const Node *n, int train) { return flops_only(n->in[0]->shape.d[0]); }
+static Cost cost_mse_loss(const Node *n, int train) { return flops_only(mul(FL_MSE, in0_numel(n))); }
+/* elementwise, transcendental or not: one per element */
+static Cost cost_elem(const Node *n, int train) { return flops_only(out_numel(n)); }
+/* sources, views, identities and data movement compute nothing */
+static Cost cost_none(const Node *n, int train) { return flops_only(0); }
+
+static Cost (*const costs[OP__COUNT])(const Node *n, int train) = {
+#define OP(name, str, flags, mn, mx, args, shape, emit, cost, expr) cost_##cost,
+#include "ops.def"
+#undef OP
+};
 
 /* "123.4 M" style, for the human columns; exact figures are on the total line. */
 static char *human(char *buf, size_t n, double v, const char *unit) {
@@ -259,8 +266,9 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
       ol += (size_t)snprintf(ops + ol, ol < sizeof ops ? sizeof ops - ol : 0, "%s%s", j ? "+" : "",
                              ncc_ops[n->op].name);
       if (ol >= sizeof ops) ol = sizeof ops - 1;
-      fl = add(fl, node_flops(n, train));
-      gm = add(gm, gemm_macs(n));
+      Cost cost = costs[n->op](n, train);
+      fl = add(fl, cost.flops);
+      gm = add(gm, cost.macs);
       for (int q = 0; q < n->nin; q++) {
         const Value *v = n->in[q];
         if (grp[v->def->id] == k) continue;        /* computed inside the group */

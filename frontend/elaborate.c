@@ -516,52 +516,67 @@ static Val tensor_binop(Elab *E, int op, Val a, Val b, Loc loc) {
   return tensor_binop_named(E, op, a, b, loc, NULL);
 }
 
-/* ---- op calls ---- */
-typedef enum { A_T, A_TN, A_INT, A_FLOAT, A_BOOL, A_INT2, A_INTS } AKind;
-typedef struct ArgSpec { const char *name; AKind k; const char *def; } ArgSpec;
-typedef struct OpSpec { const char *name; int op; ArgSpec a[8]; } OpSpec;
-#define REQ NULL
+/* ---- op calls ----
+ * How a call binds its arguments is the `args` column of ir/ops.def
+ * ("x:tensor out:int stride:int2=1 ..."), parsed once into OpSpecs here; what
+ * the values mean (attributes, parameters) is call_op's switch below. */
+typedef enum { A_T, A_TN, A_INT, A_FLOAT, A_BOOL, A_INT2, A_INTS, A_TENSORS } AKind;
+enum { MAX_OP_ARGS = 8 };
+typedef struct ArgSpec { const char *name; AKind k; const char *def; } ArgSpec;   /* def NULL: required */
+typedef struct OpSpec { const char *name; int op; int n; ArgSpec a[MAX_OP_ARGS]; } OpSpec;
 
-static const OpSpec op_specs[] = {
-  {"conv2d", OP_CONV2D, {{"x", A_T, REQ}, {"out", A_INT, REQ}, {"kernel", A_INT2, REQ}, {"stride", A_INT2, "1"},
-                         {"pad", A_INT2, "0"}, {"dilation", A_INT2, "1"}, {"groups", A_INT, "1"}, {"bias", A_BOOL, "true"}}},
-  {"linear", OP_LINEAR, {{"x", A_T, REQ}, {"out", A_INT, REQ}, {"bias", A_BOOL, "true"}}},
-  {"matmul", OP_MATMUL, {{"a", A_T, REQ}, {"b", A_T, REQ}}},
-  {"batchnorm2d", OP_BATCHNORM2D, {{"x", A_T, REQ}, {"eps", A_FLOAT, "1e-5"}, {"momentum", A_FLOAT, "0.1"}}},
-  {"layernorm", OP_LAYERNORM, {{"x", A_T, REQ}, {"eps", A_FLOAT, "1e-5"}}},
-  {"relu", OP_RELU, {{"x", A_T, REQ}}},
-  {"relu6", OP_RELU6, {{"x", A_T, REQ}}},
-  {"sigmoid", OP_SIGMOID, {{"x", A_T, REQ}}},
-  {"tanh", OP_TANH, {{"x", A_T, REQ}}},
-  {"gelu", OP_GELU, {{"x", A_T, REQ}}},
-  {"silu", OP_SILU, {{"x", A_T, REQ}}},
-  {"hardswish", OP_HARDSWISH, {{"x", A_T, REQ}}},
-  {"leaky_relu", OP_LEAKY_RELU, {{"x", A_T, REQ}, {"slope", A_FLOAT, "0.01"}}},
-  {"sqrt", OP_SQRT, {{"x", A_T, REQ}}},
-  {"dropout", OP_DROPOUT, {{"x", A_T, REQ}, {"p", A_FLOAT, "0.5"}}},
-  {"dropout2d", OP_DROPOUT2D, {{"x", A_T, REQ}, {"p", A_FLOAT, "0.5"}}},
-  {"add", OP_ADD, {{"a", A_TN, REQ}, {"b", A_TN, REQ}}},
-  {"sub", OP_SUB, {{"a", A_TN, REQ}, {"b", A_TN, REQ}}},
-  {"mul", OP_MUL, {{"a", A_TN, REQ}, {"b", A_TN, REQ}}},
-  {"div", OP_DIV, {{"a", A_TN, REQ}, {"b", A_TN, REQ}}},
-  {"maxpool2d", OP_MAXPOOL2D, {{"x", A_T, REQ}, {"kernel", A_INT2, REQ}, {"stride", A_INT2, "@kernel"}, {"pad", A_INT2, "0"}}},
-  {"avgpool2d", OP_AVGPOOL2D, {{"x", A_T, REQ}, {"kernel", A_INT2, REQ}, {"stride", A_INT2, "@kernel"}, {"pad", A_INT2, "0"}}},
-  {"global_avgpool2d", OP_GAVGPOOL2D, {{"x", A_T, REQ}}},
-  {"softmax", OP_SOFTMAX, {{"x", A_T, REQ}, {"axis", A_INT, "-1"}}},
-  {"log_softmax", OP_LOG_SOFTMAX, {{"x", A_T, REQ}, {"axis", A_INT, "-1"}}},
-  {"concat", OP_CONCAT, {{"axis", A_INT, "1"}}},   /* tensors are variadic, see op_concat */
-  {"flatten", OP_FLATTEN, {{"x", A_T, REQ}}},
-  {"reshape", OP_RESHAPE, {{"x", A_T, REQ}, {"shape", A_INTS, REQ}}},
-  {"transpose", OP_TRANSPOSE, {{"x", A_T, REQ}, {"perm", A_INTS, REQ}}},
-  {"cross_entropy", OP_CROSS_ENTROPY, {{"logits", A_T, REQ}, {"labels", A_T, REQ}}},
-  {"nll_loss", OP_NLL_LOSS, {{"logp", A_T, REQ}, {"labels", A_T, REQ}}},
-  {"mse_loss", OP_MSE_LOSS, {{"a", A_T, REQ}, {"b", A_T, REQ}}},
+static const struct { const char *s; AKind k; } arg_kinds[] = {
+  {"tensor", A_T}, {"tensor|number", A_TN}, {"int", A_INT}, {"float", A_FLOAT}, {"bool", A_BOOL},
+  {"int2", A_INT2}, {"ints", A_INTS}, {"tensors", A_TENSORS},
 };
 
+/* A spec that does not parse is a bug of ops.def: every op's is parsed at
+ * the first call of any, so any test that elaborates a model finds it. */
+static void parse_spec(OpSpec *sp, int op) {
+  static char pool[4096];
+  static size_t used;
+  const char *src = ncc_ops[op].args;
+  size_t len = strlen(src) + 1;
+  if (used + len > sizeof pool) ncc_die("ops.def: the argument specs need more than %zu bytes", sizeof pool);
+  char *buf = memcpy(pool + used, src, len);
+  used += len;
+  sp->name = ncc_ops[op].name;
+  sp->op = op;
+  sp->n = 0;
+  for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
+    if (sp->n == MAX_OP_ARGS) ncc_die("ops.def: %s has more than %d arguments", sp->name, MAX_OP_ARGS);
+    ArgSpec *a = &sp->a[sp->n++];
+    char *kind = strchr(tok, ':');
+    if (!kind) ncc_die("ops.def: %s: argument '%s' has no kind", sp->name, tok);
+    *kind++ = 0;
+    char *def = strchr(kind, '=');
+    if (def) *def++ = 0;
+    a->name = tok;
+    a->def = def;
+    size_t k = 0;
+    while (k < sizeof arg_kinds / sizeof arg_kinds[0] && strcmp(arg_kinds[k].s, kind) != 0) k++;
+    if (k == sizeof arg_kinds / sizeof arg_kinds[0]) ncc_die("ops.def: %s: unknown argument kind '%s'", sp->name, kind);
+    a->k = arg_kinds[k].k;
+  }
+}
+
 static const OpSpec *find_op(const char *name) {
-  for (size_t i = 0; i < sizeof op_specs / sizeof op_specs[0]; i++)
-    if (strcmp(op_specs[i].name, name) == 0) return &op_specs[i];
-  return NULL;
+  static OpSpec specs[OP__COUNT];
+  static int ready;
+  if (!ready) {
+    for (int op = 0; op < OP__COUNT; op++)
+      if (!(ncc_ops[op].flags & OPF_SOURCE)) parse_spec(&specs[op], op);
+    ready = 1;
+  }
+  int op = ir_op_lookup(name);
+  return op < 0 ? NULL : &specs[op];
+}
+
+/* The index of argument `name` of the spec; ncc's bug when it has none. */
+static int argi(const OpSpec *sp, const char *name) {
+  for (int i = 0; i < sp->n; i++)
+    if (strcmp(sp->a[i].name, name) == 0) return i;
+  ncc_die("ops.def: %s has no argument '%s'", sp->name, name);
 }
 
 static const char *const builtin_fns[] = {"len", "range", "min", "max", "int", "float", "abs", NULL};
@@ -582,12 +597,6 @@ typedef struct Arg {
   int64_t ints[NCC_MAX_RANK];
   int nints;
 } Arg;
-
-static int nspec(const OpSpec *sp) {
-  int n = 0;
-  while (n < 8 && sp->a[n].name) n++;
-  return n;
-}
 
 static int small_int(Elab *E, int64_t v, Loc loc, const char *op, const char *what, int *out) {
   if (v < -1000000 || v > 1000000) {
@@ -650,6 +659,7 @@ static int convert_arg(Elab *E, const OpSpec *sp, const ArgSpec *as, Arg *a) {
       if (to_int(E, v.items[i], a->loc, what, &a->ints[i])) return -1;
     a->nints = v.n;
     return 0;
+  case A_TENSORS: ncc_die("%s: a variadic argument is bound by its op (op_concat)", what);
   }
   return -1;
 }
@@ -726,7 +736,7 @@ static int eval_args(Elab *E, Expr *c, CallArgs *ca) {
 /* Binds call arguments to an op's specification: positional in order, then
  * keywords; defaults for the rest. Returns -1 after reporting. */
 static int bind_op_args(Elab *E, const OpSpec *sp, CallArgs *ca, Loc cloc, Arg *out, int first) {
-  int ns = nspec(sp), bad = 0;
+  int ns = sp->n, bad = 0;
   for (int i = 0; i < ns; i++) memset(&out[i], 0, sizeof out[i]);
   int pos = first;
   for (int j = 0; j < ca->n; j++) {
@@ -797,9 +807,10 @@ static Val op_concat(Elab *E, const OpSpec *sp, CallArgs *ca, Loc loc) {
   /* concat(a, b, ..., axis=1) or concat([a, b], axis=1) */
   Value *in[64];
   int nin = 0;
+  const ArgSpec *axs = &sp->a[argi(sp, "axis")];
   Arg ax;
   memset(&ax, 0, sizeof ax);
-  ax.v = vint(1);
+  ax.v = parse_default(axs->def);
   ax.loc = loc;
   for (int j = 0; j < ca->n; j++) {
     if (ca->kw[j]) {
@@ -826,7 +837,7 @@ static Val op_concat(Elab *E, const OpSpec *sp, CallArgs *ca, Loc loc) {
   }
   if (ca->poison) return POISON;
   if (nin == 0) { err(E, loc, "concat needs at least one tensor"); return POISON; }
-  if (convert_arg(E, sp, &sp->a[0], &ax)) return POISON;
+  if (convert_arg(E, sp, axs, &ax)) return POISON;
   int rank = in[0]->shape.rank;
   int64_t axis = ax.i < 0 ? ax.i + rank : ax.i;
   if (axis < 0 || axis >= rank) {
@@ -839,16 +850,20 @@ static Val op_concat(Elab *E, const OpSpec *sp, CallArgs *ca, Loc loc) {
   return make_op(E, OP_CONCAT, in, nin, &a, layer_name(E, OP_CONCAT, ca->name), loc);
 }
 
+/* What a call's bound arguments mean: attributes, parameters made for the
+ * layer, checks the shape rule cannot word as well.  Every op of ops.def
+ * has its case (no default: -Wswitch names an op added without one). */
 static Val call_op(Elab *E, const OpSpec *sp, Expr *c) {
   CallArgs ca;
   if (eval_args(E, c, &ca)) return POISON;
   Loc loc = c->loc;
   if (sp->op == OP_CONCAT) return op_concat(E, sp, &ca, loc);
-  Arg A[8];
+  Arg A[MAX_OP_ARGS];
   if (bind_op_args(E, sp, &ca, loc, A, 0)) return POISON;
+#define ARG(name) (&A[argi(sp, name)])
   Attrs a;
   ir_attrs_init(&a);
-  int op = sp->op;
+  OpKind op = (OpKind)sp->op;
   const char *nm = sp->name;
   Value *x = A[0].v.k == V_TENSOR ? A[0].v.t : NULL;
   Value *in[5];
@@ -858,8 +873,9 @@ static Val call_op(Elab *E, const OpSpec *sp, Expr *c) {
       err(E, loc, "conv2d expects a 4-D input [N, C, H, W], got %s", tshape(E, x));
       return POISON;
     }
-    int64_t C = x->shape.d[1], out = A[1].i, groups = A[6].i;
-    if (out <= 0 || out > (1 << 24)) { err(E, A[1].loc, "conv2d: out channels must be positive, got %lld", (long long)out); return POISON; }
+    Arg *outa = ARG("out");
+    int64_t C = x->shape.d[1], out = outa->i, groups = ARG("groups")->i;
+    if (out <= 0 || out > (1 << 24)) { err(E, outa->loc, "conv2d: out channels must be positive, got %lld", (long long)out); return POISON; }
     /* the weight's shape needs C / groups: check what shape.c would, in its words */
     if (groups < 1 || groups > (1 << 24)) { err(E, loc, "conv2d: groups must be at least 1, got %lld", (long long)groups); return POISON; }
     if (C % groups) {
@@ -871,15 +887,15 @@ static Val call_op(Elab *E, const OpSpec *sp, Expr *c) {
       err(E, loc, "conv2d: %lld output channels are not divisible by groups=%lld", (long long)out, (long long)groups);
       return POISON;
     }
-    if (check_pos(E, &A[2], nm, "kernel", 1)) return POISON;
+    if (check_pos(E, ARG("kernel"), nm, "kernel", 1)) return POISON;
     const char *layer = layer_name(E, op, ca.name);
-    memcpy(a.kernel, A[2].pair, sizeof a.kernel);
-    memcpy(a.stride, A[3].pair, sizeof a.stride);
-    memcpy(a.pad, A[4].pair, sizeof a.pad);
-    memcpy(a.dilation, A[5].pair, sizeof a.dilation);
+    memcpy(a.kernel, ARG("kernel")->pair, sizeof a.kernel);
+    memcpy(a.stride, ARG("stride")->pair, sizeof a.stride);
+    memcpy(a.pad, ARG("pad")->pair, sizeof a.pad);
+    memcpy(a.dilation, ARG("dilation")->pair, sizeof a.dilation);
     a.groups = (int)groups;
     a.out = out;
-    a.has_bias = (int)A[7].i;
+    a.has_bias = (int)ARG("bias")->i;
     in[0] = x;
     in[1] = param(E, layer, "weight", PK_WEIGHT, (Shape){4, {out, C / groups, a.kernel[0], a.kernel[1]}}, loc);
     if (!in[1]) return POISON;   /* one report per layer */
@@ -895,11 +911,12 @@ static Val call_op(Elab *E, const OpSpec *sp, Expr *c) {
         err(E, loc, "linear expects a 2-D input [N, features], got %s", tshape(E, x));
       return POISON;
     }
-    int64_t out = A[1].i;
-    if (out <= 0 || out > (1 << 26)) { err(E, A[1].loc, "linear: out features must be positive, got %lld", (long long)out); return POISON; }
+    Arg *outa = ARG("out");
+    int64_t out = outa->i;
+    if (out <= 0 || out > (1 << 26)) { err(E, outa->loc, "linear: out features must be positive, got %lld", (long long)out); return POISON; }
     const char *layer = layer_name(E, op, ca.name);
     a.out = out;
-    a.has_bias = (int)A[2].i;
+    a.has_bias = (int)ARG("bias")->i;
     in[0] = x;
     in[1] = param(E, layer, "weight", PK_WEIGHT, (Shape){2, {out, x->shape.d[1]}}, loc);
     if (!in[1]) return POISON;
@@ -912,11 +929,12 @@ static Val call_op(Elab *E, const OpSpec *sp, Expr *c) {
       err(E, loc, "batchnorm2d expects a 4-D input [N, C, H, W], got %s", tshape(E, x));
       return POISON;
     }
-    if (!(A[1].f > 0)) { err(E, A[1].loc, "batchnorm2d: eps must be positive"); return POISON; }
+    Arg *eps = ARG("eps");
+    if (!(eps->f > 0)) { err(E, eps->loc, "batchnorm2d: eps must be positive"); return POISON; }
     const char *layer = layer_name(E, op, ca.name);
     Shape s = {1, {x->shape.d[1]}};
-    a.eps = A[1].f;
-    a.momentum = A[2].f;
+    a.eps = eps->f;
+    a.momentum = ARG("momentum")->f;
     in[0] = x;
     in[1] = param(E, layer, "weight", PK_WEIGHT, s, loc);
     if (!in[1]) return POISON;
@@ -931,10 +949,11 @@ static Val call_op(Elab *E, const OpSpec *sp, Expr *c) {
       err(E, loc, "layernorm expects an input with at least one dimension, got %s", tshape(E, x));
       return POISON;
     }
-    if (!(A[1].f > 0)) { err(E, A[1].loc, "layernorm: eps must be positive"); return POISON; }
+    Arg *eps = ARG("eps");
+    if (!(eps->f > 0)) { err(E, eps->loc, "layernorm: eps must be positive"); return POISON; }
     const char *layer = layer_name(E, op, ca.name);
     Shape s = {1, {x->shape.d[x->shape.rank - 1]}};
-    a.eps = A[1].f;
+    a.eps = eps->f;
     in[0] = x;
     in[1] = param(E, layer, "weight", PK_WEIGHT, s, loc);
     if (!in[1]) return POISON;
@@ -944,48 +963,64 @@ static Val call_op(Elab *E, const OpSpec *sp, Expr *c) {
   }
   case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: {
     int bo = op == OP_ADD ? BO_ADD : op == OP_SUB ? BO_SUB : op == OP_MUL ? BO_MUL : BO_DIV;
-    if (A[0].v.k != V_TENSOR && A[1].v.k != V_TENSOR) {
+    Arg *l = ARG("a"), *r = ARG("b");
+    if (l->v.k != V_TENSOR && r->v.k != V_TENSOR) {
       err(E, loc, "%s needs at least one tensor, got %s and %s (use the operator for numbers)", nm,
-          describe(E, A[0].v), describe(E, A[1].v));
+          describe(E, l->v), describe(E, r->v));
       return POISON;
     }
-    return tensor_binop_named(E, bo, A[0].v, A[1].v, loc, ca.name);
+    return tensor_binop_named(E, bo, l->v, r->v, loc, ca.name);
   }
   case OP_LEAKY_RELU:
-    a.slope = A[1].f;
+    a.slope = ARG("slope")->f;
     break;
-  case OP_DROPOUT: case OP_DROPOUT2D:
-    if (!(A[1].f >= 0 && A[1].f <= 1)) {
-      err(E, A[1].loc, "%s: p must be a probability in [0, 1], got %g", nm, A[1].f);
+  case OP_DROPOUT: case OP_DROPOUT2D: {
+    Arg *p = ARG("p");
+    if (!(p->f >= 0 && p->f <= 1)) {
+      err(E, p->loc, "%s: p must be a probability in [0, 1], got %g", nm, p->f);
       return POISON;
     }
-    a.p = A[1].f;
+    a.p = p->f;
     break;
+  }
   case OP_MAXPOOL2D: case OP_AVGPOOL2D:   /* shape.c checks the window */
-    memcpy(a.kernel, A[1].pair, sizeof a.kernel);
-    memcpy(a.stride, A[2].pair, sizeof a.stride);
-    memcpy(a.pad, A[3].pair, sizeof a.pad);
+    memcpy(a.kernel, ARG("kernel")->pair, sizeof a.kernel);
+    memcpy(a.stride, ARG("stride")->pair, sizeof a.stride);
+    memcpy(a.pad, ARG("pad")->pair, sizeof a.pad);
     break;
   case OP_SOFTMAX: case OP_LOG_SOFTMAX: {
+    Arg *ax = ARG("axis");
     int rank = x->shape.rank;
-    int64_t axis = A[1].i < 0 ? A[1].i + rank : A[1].i;
+    int64_t axis = ax->i < 0 ? ax->i + rank : ax->i;
     if (axis < 0 || axis >= rank) {
-      err(E, A[1].loc, "%s: axis %lld is out of range for %s", nm, (long long)A[1].i, tshape(E, x));
+      err(E, ax->loc, "%s: axis %lld is out of range for %s", nm, (long long)ax->i, tshape(E, x));
       return POISON;
     }
     a.axis = (int)axis;
     break;
   }
   case OP_RESHAPE:   /* ir/shape.c resolves -1 and checks the element count */
-  case OP_TRANSPOSE: /* and checks the permutation */
-    a.nlist = A[1].nints;
-    memcpy(a.list, A[1].ints, sizeof a.list);
-    break;
-  default:
+  case OP_TRANSPOSE: { /* and checks the permutation */
+    Arg *l = ARG(op == OP_RESHAPE ? "shape" : "perm");
+    a.nlist = l->nints;
+    memcpy(a.list, l->ints, sizeof a.list);
     break;
   }
+  /* tensors in, no attributes */
+  case OP_MATMUL:
+  case OP_RELU: case OP_RELU6: case OP_SIGMOID: case OP_TANH: case OP_GELU: case OP_SILU: case OP_HARDSWISH: case OP_SQRT:
+  case OP_GAVGPOOL2D:
+  case OP_FLATTEN:
+  case OP_CROSS_ENTROPY: case OP_NLL_LOSS: case OP_MSE_LOSS:
+    break;
+  case OP_CONCAT:   /* op_concat, above */
+  case OP_INPUT: case OP_PARAM: case OP_CONST:   /* no call makes a source */
+  case OP__COUNT:
+    ncc_die("call_op: %s is not called this way", nm);
+  }
+#undef ARG
   int nin = 0;
-  for (int i = 0; i < nspec(sp); i++)
+  for (int i = 0; i < sp->n; i++)
     if (sp->a[i].k == A_T) in[nin++] = A[i].v.t;
   return make_op(E, op, in, nin, &a, layer_name(E, op, ca.name), loc);
 }
@@ -1158,7 +1193,8 @@ static Val eval_call(Elab *E, Expr *c) {
   if (sp) return call_op(E, sp, c);
   if (is_builtin_fn(c->sval)) return call_builtin(E, c);
   Suggest s = {0};
-  for (size_t i = 0; i < sizeof op_specs / sizeof op_specs[0]; i++) suggest(&s, c->sval, op_specs[i].name);
+  for (int i = 0; i < OP__COUNT; i++)
+    if (!(ncc_ops[i].flags & OPF_SOURCE)) suggest(&s, c->sval, ncc_ops[i].name);
   for (int i = 0; i < E->defs.cap; i++)
     if (E->defs.tab[i].name) suggest(&s, c->sval, E->defs.tab[i].name);
   for (int i = 0; builtin_fns[i]; i++) suggest(&s, c->sval, builtin_fns[i]);

@@ -9,7 +9,7 @@
 #include <string.h>
 
 const OpInfo ncc_ops[OP__COUNT] = {
-#define OP(name, str, flags, mn, mx) {str, flags, mn, mx},
+#define OP(name, str, flags, mn, mx, args, shape, emit, cost, expr) {str, flags, mn, mx, args},
 #include "ops.def"
 #undef OP
 };

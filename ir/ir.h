@@ -26,7 +26,7 @@
 #include "diag.h"
 
 typedef enum {
-#define OP(name, str, flags, mn, mx) OP_##name,
+#define OP(name, str, flags, mn, mx, args, shape, emit, cost, expr) OP_##name,
 #include "ops.def"
 #undef OP
   OP__COUNT
@@ -46,10 +46,13 @@ enum {
   OPF_NORM       = 1 << 10,
 };
 
+/* The data columns of ops.def; the function columns (shape rule, emitter,
+ * cost) and the expression become tables of the layers that use them. */
 typedef struct OpInfo {
   const char *name;
   unsigned flags;
   int min_in, max_in;
+  const char *args;        /* argument spec of a .net call; "" for sources */
 } OpInfo;
 extern const OpInfo ncc_ops[OP__COUNT];
 /* Look an op up by its .net spelling; returns -1 when unknown. */

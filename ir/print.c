@@ -66,7 +66,12 @@ static void print_attrs(FILE *f, const Node *n) {
   case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_CONCAT: fprintf(f, " axis=%d", a->axis); break;
   case OP_RESHAPE: print_list(f, "shape", a); break;
   case OP_TRANSPOSE: print_list(f, "perm", a); break;
-  default: break;
+  /* no attributes (a source's are printed by ir_print) */
+  case OP_INPUT: case OP_PARAM: case OP_CONST:
+  case OP_MATMUL: case OP_RELU: case OP_RELU6: case OP_SIGMOID: case OP_TANH: case OP_GELU: case OP_SILU:
+  case OP_HARDSWISH: case OP_SQRT: case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_GAVGPOOL2D: case OP_FLATTEN:
+  case OP_CROSS_ENTROPY: case OP_NLL_LOSS: case OP_MSE_LOSS: case OP__COUNT:
+    break;
   }
 }
 
@@ -104,11 +109,14 @@ void ir_print(Graph *g, FILE *f) {
     const Node *n = g->nodes[i];
     if (n->dead || !n->out) continue;
     fprintf(f, "%%%d = ", n->out->id);
-    switch (n->op) {
-    case OP_INPUT: fprintf(f, "input \"%s\"", n->name ? n->name : "?"); break;
-    case OP_PARAM: fprintf(f, "param \"%s\"", n->name ? n->name : "?"); break;
-    case OP_CONST: fprintf(f, "const %g", n->a.fval); break;
-    default:
+    /* sources print what they are; every other op is a call of its inputs */
+    if (n->op == OP_INPUT) {
+      fprintf(f, "input \"%s\"", n->name ? n->name : "?");
+    } else if (n->op == OP_PARAM) {
+      fprintf(f, "param \"%s\"", n->name ? n->name : "?");
+    } else if (n->op == OP_CONST) {
+      fprintf(f, "const %g", n->a.fval);
+    } else {
       fprintf(f, "%s(", ncc_ops[n->op].name);
       for (int k = 0; k < n->nin; k++) fprintf(f, "%s%%%d", k ? ", " : "", n->in[k] ? n->in[k]->id : -1);
       fputc(')', f);

@@ -11,8 +11,9 @@
  * parameter shapes from the input), but it is still reported as an error, not
  * an abort: a wrong message is better than a crash on a user's model.
  *
- * One switch over OpKind with no default case, so that -Wswitch names any op
- * added to ops.def without a rule here. */
+ * The rules are named by the SHAPE column of ops.def (shape_<rule>); the
+ * table at the end is built from it, so a row naming a rule that is not
+ * written here does not compile. */
 #include "ir.h"
 
 #include <string.h>
@@ -93,7 +94,7 @@ static int broadcast(const Shape *a, const Shape *b, Shape *out) {
   return 0;
 }
 
-static int infer_conv2d(Node *n, DType *t, Shape *s) {
+static int shape_conv2d(Node *n, DType *t, Shape *s) {
   const Attrs *a = &n->a;
   Value *x = n->in[0], *w = n->in[1];
   if (x->shape.rank != 4) {
@@ -150,7 +151,7 @@ static int infer_conv2d(Node *n, DType *t, Shape *s) {
   return 0;
 }
 
-static int infer_linear(Node *n, DType *t, Shape *s) {
+static int shape_linear(Node *n, DType *t, Shape *s) {
   Value *x = n->in[0], *w = n->in[1];
   if (x->shape.rank != 2) {
     if (x->shape.rank > 2)
@@ -179,7 +180,7 @@ static int infer_linear(Node *n, DType *t, Shape *s) {
 
 /* torch.matmul: 1-D operands are promoted (a: [1, K], b: [K, 1]) and the
  * added axis removed again; leading (batch) dims broadcast. */
-static int infer_matmul(Node *n, DType *t, Shape *s) {
+static int shape_matmul(Node *n, DType *t, Shape *s) {
   Value *a = n->in[0], *b = n->in[1];
   if (a->shape.rank < 1 || b->shape.rank < 1) {
     diag_error(n->loc, "matmul expects operands of rank 1 or more, got %s and %s", sv(a), sv(b));
@@ -218,7 +219,7 @@ static int infer_matmul(Node *n, DType *t, Shape *s) {
   return 0;
 }
 
-static int infer_batchnorm2d(Node *n, DType *t, Shape *s) {
+static int shape_batchnorm2d(Node *n, DType *t, Shape *s) {
   Value *x = n->in[0];
   if (x->shape.rank != 4) {
     diag_error(n->loc, "batchnorm2d expects a 4-D input [N, C, H, W], got %s", sv(x));
@@ -238,7 +239,7 @@ static int infer_batchnorm2d(Node *n, DType *t, Shape *s) {
   return 0;
 }
 
-static int infer_layernorm(Node *n, DType *t, Shape *s) {
+static int shape_layernorm(Node *n, DType *t, Shape *s) {
   Value *x = n->in[0];
   if (x->shape.rank < 1) {
     diag_error(n->loc, "layernorm expects an input of rank 1 or more, got %s", sv(x));
@@ -256,7 +257,7 @@ static int infer_layernorm(Node *n, DType *t, Shape *s) {
   return 0;
 }
 
-static int infer_unary(Node *n, DType *t, Shape *s) {
+static int shape_unary(Node *n, DType *t, Shape *s) {
   Value *x = n->in[0];
   if (need_float(n, x, "input")) return -1;
   if ((n->op == OP_DROPOUT || n->op == OP_DROPOUT2D) && !(n->a.p >= 0 && n->a.p < 1)) {
@@ -272,7 +273,7 @@ static int infer_unary(Node *n, DType *t, Shape *s) {
   return 0;
 }
 
-static int infer_binary(Node *n, DType *t, Shape *s) {
+static int shape_binary(Node *n, DType *t, Shape *s) {
   Value *a = n->in[0], *b = n->in[1];
   const char *op = ncc_ops[n->op].name;
   if (a->dtype != b->dtype) {
@@ -291,7 +292,7 @@ static int infer_binary(Node *n, DType *t, Shape *s) {
   return 0;
 }
 
-static int infer_pool(Node *n, DType *t, Shape *s) {
+static int shape_pool(Node *n, DType *t, Shape *s) {
   const Attrs *a = &n->a;
   Value *x = n->in[0];
   const char *op = ncc_ops[n->op].name;
@@ -343,7 +344,7 @@ static int check_axis(Node *n, const Value *x, int axis) {
   return -1;
 }
 
-static int infer_softmax(Node *n, DType *t, Shape *s) {
+static int shape_softmax(Node *n, DType *t, Shape *s) {
   Value *x = n->in[0];
   if (x->shape.rank < 1) {
     diag_error(n->loc, "%s expects an input of rank 1 or more, got the scalar %s", ncc_ops[n->op].name, sv(x));
@@ -355,7 +356,7 @@ static int infer_softmax(Node *n, DType *t, Shape *s) {
   return 0;
 }
 
-static int infer_concat(Node *n, DType *t, Shape *s) {
+static int shape_concat(Node *n, DType *t, Shape *s) {
   Value *x = n->in[0];
   int ax = n->a.axis;
   if (x->shape.rank < 1) {
@@ -383,7 +384,7 @@ static int infer_concat(Node *n, DType *t, Shape *s) {
   return check_numel(n, *t, s, "result");
 }
 
-static int infer_flatten(Node *n, DType *t, Shape *s) {
+static int shape_flatten(Node *n, DType *t, Shape *s) {
   Value *x = n->in[0];
   if (x->shape.rank < 2) {
     diag_error(n->loc, "flatten keeps the batch axis and expects a tensor of rank 2 or more, got %s", sv(x));
@@ -398,7 +399,7 @@ static int infer_flatten(Node *n, DType *t, Shape *s) {
 
 /* reshape: at most one -1, resolved here and written back into attrs.list so
  * that passes and emitters see only concrete dims. */
-static int infer_reshape(Node *n, DType *t, Shape *s) {
+static int shape_reshape(Node *n, DType *t, Shape *s) {
   Value *x = n->in[0];
   Attrs *a = &n->a;
   if (a->nlist < 0 || a->nlist > NCC_MAX_RANK) {
@@ -456,7 +457,7 @@ static int infer_reshape(Node *n, DType *t, Shape *s) {
   return 0;
 }
 
-static int infer_transpose(Node *n, DType *t, Shape *s) {
+static int shape_transpose(Node *n, DType *t, Shape *s) {
   Value *x = n->in[0];
   const Attrs *a = &n->a;
   int seen[NCC_MAX_RANK] = {0};
@@ -481,7 +482,7 @@ static int infer_transpose(Node *n, DType *t, Shape *s) {
   return 0;
 }
 
-static int infer_loss(Node *n, DType *t, Shape *s) {
+static int shape_loss(Node *n, DType *t, Shape *s) {
   Value *x = n->in[0], *y = n->in[1];
   const char *op = ncc_ops[n->op].name;
   if (n->op == OP_MSE_LOSS) {
@@ -511,62 +512,36 @@ static int infer_loss(Node *n, DType *t, Shape *s) {
   return 0;
 }
 
+/* Sources carry their type from ir_input()/ir_param(); only ir_verify asks again. */
+static int shape_source(Node *n, DType *t, Shape *s) {
+  NCC_ASSERT(n->out != NULL);
+  *t = n->out->dtype;
+  *s = n->out->shape;
+  return 0;
+}
+
+static int shape_scalar(Node *n, DType *t, Shape *s) {
+  (void)n;
+  *t = DT_F32;
+  s->rank = 0;
+  return 0;
+}
+
+/* The SHAPE column of ops.def: an op whose rule is missing here does not compile. */
+typedef int ShapeRule(Node *n, DType *t, Shape *s);
+static ShapeRule *const shape_rules[OP__COUNT] = {
+#define OP(name, str, flags, mn, mx, args, shape, emit, cost, expr) shape_##shape,
+#include "ops.def"
+#undef OP
+};
+
 int ir_infer(Graph *g, Node *n, DType *out_t, Shape *out_s) {
   (void)g;
   NCC_ASSERT(n && (unsigned)n->op < OP__COUNT);
   NCC_ASSERT(n->nin >= ncc_ops[n->op].min_in && n->nin <= ncc_ops[n->op].max_in);
   for (int i = 0; i < n->nin; i++) NCC_ASSERT(n->in[i] != NULL);
   memset(out_s, 0, sizeof *out_s);
-  int r = -2;   /* -2: no case handled the op */
-  switch (n->op) {
-  case OP_INPUT:
-  case OP_PARAM:
-    /* Sources carry their type from ir_input()/ir_param(); only ir_verify asks again. */
-    NCC_ASSERT(n->out != NULL);
-    *out_t = n->out->dtype;
-    *out_s = n->out->shape;
-    return 0;
-  case OP_CONST:
-    *out_t = DT_F32;
-    out_s->rank = 0;
-    return 0;
-  case OP_CONV2D: r = infer_conv2d(n, out_t, out_s); break;
-  case OP_LINEAR: r = infer_linear(n, out_t, out_s); break;
-  case OP_MATMUL: r = infer_matmul(n, out_t, out_s); break;
-  case OP_BATCHNORM2D: r = infer_batchnorm2d(n, out_t, out_s); break;
-  case OP_LAYERNORM: r = infer_layernorm(n, out_t, out_s); break;
-  case OP_RELU:
-  case OP_RELU6:
-  case OP_SIGMOID:
-  case OP_TANH:
-  case OP_GELU:
-  case OP_SILU:
-  case OP_HARDSWISH:
-  case OP_LEAKY_RELU:
-  case OP_SQRT:
-  case OP_DROPOUT:
-  case OP_DROPOUT2D: r = infer_unary(n, out_t, out_s); break;
-  case OP_ADD:
-  case OP_SUB:
-  case OP_MUL:
-  case OP_DIV: r = infer_binary(n, out_t, out_s); break;
-  case OP_MAXPOOL2D:
-  case OP_AVGPOOL2D:
-  case OP_GAVGPOOL2D: r = infer_pool(n, out_t, out_s); break;
-  case OP_SOFTMAX:
-  case OP_LOG_SOFTMAX: r = infer_softmax(n, out_t, out_s); break;
-  case OP_CONCAT: r = infer_concat(n, out_t, out_s); break;
-  case OP_FLATTEN: r = infer_flatten(n, out_t, out_s); break;
-  case OP_RESHAPE: r = infer_reshape(n, out_t, out_s); break;
-  case OP_TRANSPOSE: r = infer_transpose(n, out_t, out_s); break;
-  case OP_CROSS_ENTROPY:
-  case OP_NLL_LOSS:
-  case OP_MSE_LOSS: r = infer_loss(n, out_t, out_s); break;
-  case OP__COUNT: break;
-  }
-  /* An op added to ops.def without a rule here lands in no case above (and
-   * -Wswitch names it at build time): that is ncc's bug, not the user's. */
-  if (r == -2) ncc_die("no shape rule for op %s", ncc_ops[n->op].name);
-  if (r == 0) r = check_numel(n, *out_t, out_s, "result");
+  int r = shape_rules[n->op](n, out_t, out_s);
+  if (r == 0 && !(ncc_ops[n->op].flags & OPF_SOURCE)) r = check_numel(n, *out_t, out_s, "result");
   return r;
 }

@@ -86,7 +86,10 @@ static __inline__ float ncc_emu_rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static __inline__ float ncc_emu_normcdff(float x) { return 0.5f * erfcf(-x * 0.70710678118654752f); }
 #define normcdff(x) ncc_emu_normcdff(x)
 
-/* min/max: CUDA overloads them; _Generic on the common type picks the same one. */
+/* min/max: CUDA overloads them; _Generic on the common type picks the same one.
+ * For floats that is fminf/fmaxf, IEEE minNum/maxNum in C and CUDA alike: a
+ * NaN operand loses (fmaxf(NaN, 0) is 0), so no emulation is needed, and
+ * generated code that must propagate NaN as PyTorch does compares instead. */
 static __inline__ int ncc_emu_mini(int a, int b) { return a < b ? a : b; }
 static __inline__ int ncc_emu_maxi(int a, int b) { return a > b ? a : b; }
 static __inline__ unsigned ncc_emu_minu(unsigned a, unsigned b) { return a < b ? a : b; }

@@ -144,10 +144,47 @@ def check_close(name, got, ref):
                       % (name, m, tol, int(np.sum(err > tol)), err.size))
 
 
-def run_and_compare(ctx, net_text, params, inputs, refs, flags=(), env=None, net_path=None):
+def check_nonfinite(name, got, ref):
+    """check_close for outputs that may hold NaN and infinities: NaN exactly
+    where PyTorch has NaN, the same infinity where PyTorch has one, and the
+    usual tolerance (scaled by the largest finite reference value) elsewhere,
+    where a non-finite value from ncc is an error like any other."""
+    import numpy as np
+    ref = np.asarray(ref, dtype=np.float64)
+    if got.shape != ref.shape:
+        raise Failure("output %s: shape %s, PyTorch's is %s" % (name, got.shape, ref.shape))
+    if got.dtype != np.float32:
+        raise Failure("output %s: dtype %s, expected float32" % (name, got.dtype))
+    g = got.astype(np.float64)
+    rnan, rinf, fin = np.isnan(ref), np.isinf(ref), np.isfinite(ref)
+    print("output %s %s: PyTorch has %d NaN, %d +inf, %d -inf, %d finite; ncc %d NaN, %d +inf, %d -inf"
+          % (name, tuple(ref.shape), int(rnan.sum()), int((ref == np.inf).sum()), int((ref == -np.inf).sum()),
+             int(fin.sum()), int(np.isnan(g).sum()), int((g == np.inf).sum()), int((g == -np.inf).sum())))
+
+    def show(mask, what):
+        for i in np.argwhere(mask)[:5]:
+            i = tuple(int(k) for k in i)
+            print("  at %s: ncc %.7g, PyTorch %.7g" % (i, got[i], ref[i]))
+        raise Failure("output %s: %s at %d of %d elements" % (name, what, int(mask.sum()), mask.size))
+
+    if np.any(rnan != np.isnan(g)):
+        show(rnan != np.isnan(g), "NaN where PyTorch has none or a value where PyTorch has NaN")
+    if np.any(rinf & (g != ref)):
+        show(rinf & (g != ref), "not PyTorch's infinity")
+    scale = max(1.0, float(np.max(np.abs(ref[fin]))) if fin.any() else 1.0)
+    tol = RTOL * scale
+    err = np.where(fin, np.abs(g - np.where(fin, ref, 0.0)), 0.0)
+    err[fin & ~np.isfinite(g)] = np.inf
+    m = float(err.max()) if err.size else 0.0
+    print("  finite elements: max|err| = %.3g, tolerance %.3g" % (m, tol))
+    if m > tol:
+        show(err > tol, "differs from PyTorch by more than %.3g" % tol)
+
+
+def run_and_compare(ctx, net_text, params, inputs, refs, flags=(), env=None, net_path=None, compare=None):
     """net_text: the model (written to ctx.work) unless net_path names one.
     params: state_dict-named tensors (None: no --weights); inputs: name -> numpy;
-    refs: output name -> numpy reference."""
+    refs: output name -> numpy reference; compare: check_close unless given."""
     import numpy as np
     if net_path is None:
         net_path = ctx.path(ctx.name + ".net")
@@ -187,7 +224,7 @@ def run_and_compare(ctx, net_text, params, inputs, refs, flags=(), env=None, net
     for k, path in outs.items():
         if not os.path.exists(path):
             raise Failure("ncc run wrote no %s" % path)
-        check_close(k, np.load(path), refs[k])
+        (compare or check_close)(k, np.load(path), refs[k])
 
 
 # ---------------------------------------------------------------- helpers
@@ -888,7 +925,10 @@ def randomize_bn(m):
                 mod.num_batches_tracked.fill_(100)
 
 
-def model_case(ctx, kind, batch, size, sets=(), flags=(), env=None, in_ch=3, net_file=None):
+def model_case(ctx, kind, batch, size, sets=(), flags=(), env=None, in_ch=3, net_file=None, poison=None):
+    """poison: a function that plants NaN/inf in the input (after the last
+    layer's scale is chosen on the clean input); the outputs are then compared
+    with check_nonfinite."""
     import torch
     seed(20)
     m = build_module(kind, size=size).eval()
@@ -904,6 +944,8 @@ def model_case(ctx, kind, batch, size, sets=(), flags=(), env=None, in_ch=3, net
         m.float()
         last.weight.mul_(k)
         last.bias.mul_(k)
+    if poison:
+        x = poison(x)
     # round parameters to float32 first: the reference sees what ncc sees
     sd = {k: v.to(torch.float32) if v.is_floating_point() else v for k, v in m.state_dict().items()}
     m = m.double()
@@ -917,7 +959,8 @@ def model_case(ctx, kind, batch, size, sets=(), flags=(), env=None, in_ch=3, net
     for s in sets:
         setflags += ["--set", s]
     run_and_compare(ctx, None, sd, {"x": f32np(x)}, {"logits": ref.numpy()},
-                    flags=setflags + list(flags), env=env, net_path=net)
+                    flags=setflags + list(flags), env=env, net_path=net,
+                    compare=check_nonfinite if poison else None)
 
 
 # Consts of the example models (see examples/*.net): batch N, spatial size S.
@@ -1143,6 +1186,325 @@ def _fold_default_init(ctx):
     if float(np.abs(outs[0]).max()) == 0.0:
         raise Failure("the -O0 logits are all zero: the initial weights did not load")
     check_close("logits (-O2 against -O0)", outs[1], outs[0])
+
+
+# ---------------------------------------------------------------- NaN and infinities
+# PyTorch's semantics for non-finite values, op by op: relu(NaN) is NaN (not
+# 0, as fmaxf would give), max pooling and every maximum propagate NaN,
+# softmax of a row holding +inf or NaN is NaN, of a row of -inf NaN, and so
+# on.  Each case plants NaN, +inf, -inf and zeros among finite values and
+# compares with check_nonfinite (NaN where PyTorch has NaN, equal infinities,
+# the usual tolerance elsewhere).  The references are computed in float64 on
+# the float32 inputs; the finite values are small, so nothing overflows in
+# float32 that does not in float64.
+NAN, INF = float("nan"), float("inf")
+
+
+def specials(*shape, lo=-2.0, hi=2.0, frac=0.1, zeros=True):
+    """Random finite values in [lo, hi) with NaN, +inf, -inf (and 0) each at
+    about `frac` of the elements, at least one of each, at random places."""
+    import torch
+    x = rand(*shape, lo=lo, hi=hi)
+    flat = x.view(-1)
+    kinds = [NAN, INF, -INF] + ([0.0] if zeros else [])
+    k = max(1, int(flat.numel() * frac))
+    if flat.numel() < k * len(kinds):
+        raise ValueError("shape %s is too small for the specials" % (shape,))
+    perm = torch.randperm(flat.numel())
+    for j, v in enumerate(kinds):
+        flat[perm[j * k:(j + 1) * k]] = v
+    return as64(x)
+
+
+def nan_run(ctx, net_body, inputs, refs, params=None, flags=()):
+    """net_body: the model's lines after `model`; inputs/refs/params: float64 torch tensors."""
+    import numpy as np
+    for k, v in inputs.items():
+        a = v.numpy()
+        if a.dtype.kind == "f" and not (np.isnan(a).any() and np.isinf(a).any()):
+            raise Failure("test bug: input %s holds no NaN or no infinity" % k)
+    net = "model %s\n%s" % (ctx.name, net_body)
+    run_and_compare(ctx, net, params, {k: f32np(v) if v.is_floating_point() else v.numpy().astype("int32")
+                                       for k, v in inputs.items()},
+                    {k: v.detach().numpy() for k, v in refs.items()}, flags=flags, compare=check_nonfinite)
+
+
+def nan_unary(ctx, call, fn, shape=(2, 3, 5, 7), frac=0.1, flags=()):
+    import torch.nn.functional as F
+    seed(60)
+    x = specials(*shape, lo=-8, hi=8, frac=frac)
+    nan_run(ctx, "input x: f32[%s]\ny = %s\noutput y\n" % (dims(shape), call), {"x": x}, {"y": fn(F, x)},
+            flags=flags)
+
+
+for _a in ACTIVATIONS:
+    case("nan_act_" + _a, ["op", "nan"])(lambda ctx, a=_a: nan_unary(ctx, "%s(x)" % a, ACTIVATIONS[a]))
+case("nan_act_leaky_relu_slope", ["op", "nan"])(
+    lambda ctx: nan_unary(ctx, "leaky_relu(x, slope=0.2)", lambda F, x: F.leaky_relu(x, 0.2)))
+case("nan_dropout_identity", ["op", "nan"])(
+    lambda ctx: nan_unary(ctx, "dropout2d(dropout(x, 0.5), 0.3)", lambda F, x: x))
+# x / 0.0 is +-inf or NaN, x * 0.0 NaN for infinite x
+case("nan_scalar_arith", ["op", "nan", "binary"])(
+    lambda ctx: nan_unary(ctx, "x * 0.0 - x / 0.0 + 1.0", lambda F, x: x * 0.0 - x / 0.0 + 1.0))
+# epilogue chains: the same expressions applied in a fused kernel
+case("nan_act_chain_O3", ["op", "nan", "fusion"])(
+    lambda ctx: nan_unary(ctx, "relu(hardswish(relu6(x) * 2.0 - 3.0) + leaky_relu(x)) * 2.0",
+                          lambda F, x: F.relu(F.hardswish(F.relu6(x) * 2.0 - 3.0) + F.leaky_relu(x)) * 2.0,
+                          flags=["-O3"]))
+
+
+def nan_binary(ctx, op, sa, sb):
+    seed(61)
+    a, b = specials(*sa), specials(*sb)
+    fn = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+          "div": lambda a, b: a / b}[op]
+    nan_run(ctx, "input a: f32[%s]\ninput b: f32[%s]\ny = %s(a, b)\noutput y\n" % (dims(sa), dims(sb), op),
+            {"a": a, "b": b}, {"y": fn(a, b)})
+
+
+for _o in ("add", "sub", "mul", "div"):
+    case("nan_%s" % _o, ["op", "nan", "binary"])(lambda ctx, o=_o: nan_binary(ctx, o, (2, 3, 4, 5), (2, 3, 4, 5)))
+    case("nan_%s_bcast" % _o, ["op", "nan", "binary"])(lambda ctx, o=_o: nan_binary(ctx, o, (2, 3, 4, 5), (3, 1, 5)))
+
+
+def nan_pool(ctx, kind, shape, k, s, p):
+    import torch.nn.functional as F
+    seed(62)
+    x = specials(*shape, frac=0.05)
+    # windows made on purpose: all -inf (the max is -inf, not the lowest
+    # float), NaN beside +inf (NaN wins), +inf beside -inf (inf; NaN in a mean)
+    x[0, 0, 0:2, 0:2] = -INF
+    x[0, 1, 2:4, 2:4] = 1.0
+    x[0, 1, 2, 2], x[0, 1, 3, 3] = NAN, INF
+    x[1, 0, 4:6, 4:6] = 0.5
+    x[1, 0, 4, 4], x[1, 0, 5, 5] = INF, -INF
+    net = ("input x: f32[%s]\ny = %s(x, %s, stride=%s, pad=%s)\noutput y\n"
+           % (dims(shape), kind, pair(k), pair(s), pair(p)))
+    ref = F.max_pool2d(x, k, s, p) if kind == "maxpool2d" else F.avg_pool2d(x, k, s, p)
+    nan_run(ctx, net, {"x": x}, {"y": ref})
+
+
+for _k in ("maxpool2d", "avgpool2d"):
+    case("nan_%s_k2" % _k, ["op", "nan", "pool"])(lambda ctx, k=_k: nan_pool(ctx, k, (2, 3, 8, 8), 2, 2, 0))
+    case("nan_%s_k3_s2_p1" % _k, ["op", "nan", "pool"])(
+        lambda ctx, k=_k: nan_pool(ctx, k, (2, 3, 9, 9), 3, 2, 1))
+
+
+@case("nan_global_avgpool2d", ["op", "nan", "pool"])
+def _nan_gap(ctx):
+    seed(63)
+    x = specials(2, 8, 7, 6, frac=0.01)   # some channels clean, some with inf, some NaN
+    nan_run(ctx, "input x: f32[2, 8, 7, 6]\ny = global_avgpool2d(x)\noutput y\n", {"x": x},
+            {"y": x.mean(dim=(2, 3), keepdim=True)})
+
+
+@case("nan_batchnorm2d", ["op", "nan"])
+def _nan_bn(ctx):
+    import torch.nn.functional as F
+    seed(64)
+    x = specials(2, 5, 6, 7)
+    w, b = as64(rand(5, lo=0.5, hi=1.5)), as64(rand(5))
+    rm, rv = as64(rand(5, lo=-0.5, hi=0.5)), as64(rand(5, lo=0.3, hi=2.0))
+    nan_run(ctx, "input x: f32[2, 5, 6, 7]\ny = batchnorm2d(x, name=\"bn\")\noutput y\n", {"x": x},
+            {"y": F.batch_norm(x, rm, rv, w, b, training=False, eps=1e-5)},
+            params={"bn.weight": w, "bn.bias": b, "bn.running_mean": rm, "bn.running_var": rv})
+
+
+@case("nan_layernorm", ["op", "nan"])
+def _nan_ln(ctx):
+    import torch.nn.functional as F
+    seed(65)
+    x = specials(4, 3, 16, frac=0.02)     # a few rows hit, the others clean
+    w, b = as64(rand(16, lo=0.5, hi=1.5)), as64(rand(16))
+    nan_run(ctx, "input x: f32[4, 3, 16]\ny = layernorm(x, name=\"ln\")\noutput y\n", {"x": x},
+            {"y": F.layer_norm(x, (16,), w, b)}, params={"ln.weight": w, "ln.bias": b})
+
+
+def softmax_rows(D):
+    """Rows: clean, one +inf, one -inf, all -inf, a NaN, two +inf, +inf and
+    -inf, mostly -inf; far apart in a wide row so that they meet only in the
+    block reduction."""
+    x = rand(8, D, lo=-4, hi=4)
+    x[1, D - 1] = INF
+    x[2, D // 2] = -INF
+    x[3, :] = -INF
+    x[4, (3 * D) // 4] = NAN
+    x[5, 0], x[5, D - 1] = INF, INF
+    x[6, 1], x[6, D - 2] = INF, -INF
+    x[7, 1:] = -INF
+    return as64(x)
+
+
+def nan_softmax(ctx, kind, D, axis1=False):
+    import torch
+    seed(66)
+    x = softmax_rows(D)
+    if axis1:      # the same rows along axis 1 of a [2, D, 4] tensor
+        x = x.reshape(2, 4, D).transpose(1, 2).contiguous()
+    ax = 1 if axis1 else -1
+    fn = torch.softmax if kind == "softmax" else torch.log_softmax
+    nan_run(ctx, "input x: f32[%s]\ny = %s(x, axis=%d)\noutput y\n" % (dims(x.shape), kind, ax), {"x": x},
+            {"y": fn(x, ax)})
+
+
+for _k in ("softmax", "log_softmax"):
+    case("nan_" + _k, ["op", "nan", "softmax"])(lambda ctx, k=_k: nan_softmax(ctx, k, 10))
+    case("nan_" + _k + "_wide", ["op", "nan", "softmax"])(lambda ctx, k=_k: nan_softmax(ctx, k, 1000))
+    case("nan_" + _k + "_axis1", ["op", "nan", "softmax"])(lambda ctx, k=_k: nan_softmax(ctx, k, 12, True))
+
+
+@case("nan_move", ["op", "nan", "move"])
+def _nan_move(ctx):
+    import torch
+    seed(67)
+    a, b = specials(2, 3, 4), specials(2, 5, 4)
+    nan_run(ctx, "input a: f32[2, 3, 4]\ninput b: f32[2, 5, 4]\n"
+                 "y = reshape(transpose(concat(a, b, axis=1), [2, 0, 1]), [8, 8])\noutput y\n",
+            {"a": a, "b": b}, {"y": torch.cat([a, b], 1).permute(2, 0, 1).reshape(8, 8)})
+
+
+def nan_conv(ctx, variant, cublas=False, opt=None):
+    import torch.nn.functional as F
+    N, C, H, W, O, k, s, p, d, g, bias = CONV_VARIANTS[variant]
+    seed(68)
+    x = specials(N, C, H, W, frac=0.01)
+    w = as64(rand(O, C // g, k, k) / (C // g * k * k) ** 0.5)
+    b = as64(rand(O)) if bias else None
+    net = ("input x: f32[%s]\ny = relu(conv2d(x, %d, kernel=%d, stride=%d, pad=%d, dilation=%d, groups=%d, "
+           "bias=%s, name=\"conv\"))\noutput y\n" % (dims((N, C, H, W)), O, k, s, p, d, g, "true" if bias else "false"))
+    params = {"conv.weight": w}
+    if bias:
+        params["conv.bias"] = b
+    flags = (["--cublas"] if cublas else []) + (["-O%d" % opt] if opt is not None else [])
+    nan_run(ctx, net, {"x": x}, {"y": F.relu(F.conv2d(x, w, b, stride=s, padding=p, dilation=d, groups=g))},
+            params=params, flags=flags)
+
+
+case("nan_conv_k3_s2_p1", ["op", "nan", "conv"])(lambda ctx: nan_conv(ctx, "k3_s2_p1"))
+case("nan_conv_k3_s2_p1_O0", ["op", "nan", "conv"])(lambda ctx: nan_conv(ctx, "k3_s2_p1", opt=0))
+case("nan_conv_wide_cublas", ["op", "nan", "conv", "cublas"])(lambda ctx: nan_conv(ctx, "wide", cublas=True))
+case("nan_conv_k1_cublas", ["op", "nan", "conv", "cublas"])(lambda ctx: nan_conv(ctx, "k1", cublas=True))
+case("nan_conv_depthwise", ["op", "nan", "conv"])(lambda ctx: nan_conv(ctx, "dw_s2"))
+
+
+def nan_gemm(ctx, kind, cublas=False):
+    import torch
+    import torch.nn.functional as F
+    seed(69)
+    flags = ["--cublas"] if cublas else []
+    if kind == "linear":
+        x = specials(8, 40, frac=0.01)
+        w, b = as64(rand(24, 40) / 40 ** 0.5), as64(rand(24))
+        nan_run(ctx, "input x: f32[8, 40]\ny = linear(x, 24, name=\"fc\")\noutput y\n", {"x": x},
+                {"y": F.linear(x, w, b)}, params={"fc.weight": w, "fc.bias": b}, flags=flags)
+    else:
+        a, b = specials(2, 6, 20, frac=0.01), specials(2, 20, 7, frac=0.01)
+        nan_run(ctx, "input a: f32[2, 6, 20]\ninput b: f32[2, 20, 7]\ny = matmul(a, b)\noutput y\n",
+                {"a": a, "b": b}, {"y": torch.matmul(a, b)}, flags=flags)
+
+
+case("nan_linear", ["op", "nan"])(lambda ctx: nan_gemm(ctx, "linear"))
+case("nan_linear_cublas", ["op", "nan", "cublas"])(lambda ctx: nan_gemm(ctx, "linear", True))
+case("nan_matmul", ["op", "nan"])(lambda ctx: nan_gemm(ctx, "matmul"))
+case("nan_matmul_cublas", ["op", "nan", "cublas"])(lambda ctx: nan_gemm(ctx, "matmul", True))
+
+
+def nan_loss(ctx, kind):
+    """One loss per situation (a loss is one number: one NaN decides it):
+    l0 -inf at a logit no label picks (finite), l1 -inf at a picked logit
+    (+inf; for cross_entropy), l2 a NaN logit (NaN), l3 a +inf logit (NaN for
+    cross_entropy, whose log-sum-exp is inf - inf; -inf for nll_loss)."""
+    import torch
+    import torch.nn.functional as F
+    seed(70)
+    N, C = 6, 5
+    y = torch.tensor([0, 1, 2, 3, 4, 0])
+    ins, refs, body = {"y": y}, {}, "input y: i32[%d]\n" % N
+    for i in range(4):
+        a = rand(N, C, lo=-3, hi=3)
+        if kind == "nll_loss":
+            a = torch.log_softmax(a, 1)
+        if i == 0:
+            a[0, 3] = -INF
+        elif i == 1:
+            a[2, 2] = -INF
+        elif i == 2:
+            a[4, 1] = NAN
+        else:
+            a[1, 1] = INF
+        a = as64(a)
+        ins["a%d" % i] = a
+        refs["l%d" % i] = (F.cross_entropy if kind == "cross_entropy" else F.nll_loss)(a, y)
+        body += "input a%d: f32[%d, %d]\nl%d = %s(a%d, y)\n" % (i, N, C, i, kind, i)
+    body += "output l0, l1, l2, l3\n"
+    net = "model %s\n%s" % (ctx.name, body)
+    # each input holds only some of the specials: nan_run's check is for the planted kind
+    run_and_compare(ctx, net, None, {k: f32np(v) if v.is_floating_point() else v.numpy().astype("int32")
+                                     for k, v in ins.items()},
+                    {k: v.reshape(()).numpy() for k, v in refs.items()}, compare=check_nonfinite)
+
+
+case("nan_cross_entropy", ["op", "nan", "loss"])(lambda ctx: nan_loss(ctx, "cross_entropy"))
+case("nan_nll_loss", ["op", "nan", "loss"])(lambda ctx: nan_loss(ctx, "nll_loss"))
+
+
+@case("nan_mse_loss", ["op", "nan", "loss"])
+def _nan_mse(ctx):
+    import torch.nn.functional as F
+    seed(71)
+    body, ins, refs = "", {}, {}
+    for i in range(3):       # finite; an inf (inf); inf - inf (NaN)
+        a, b = rand(4, 5), rand(4, 5)
+        if i >= 1:
+            a[1, 2] = INF
+        if i == 2:
+            b[1, 2] = INF
+        a, b = as64(a), as64(b)
+        ins["a%d" % i], ins["b%d" % i] = a, b
+        refs["l%d" % i] = F.mse_loss(a, b)
+        body += "input a%d: f32[4, 5]\ninput b%d: f32[4, 5]\nl%d = mse_loss(a%d, b%d)\n" % (i, i, i, i, i)
+    net = "model %s\n%soutput l0, l1, l2\n" % (ctx.name, body)
+    run_and_compare(ctx, net, None, {k: f32np(v) for k, v in ins.items()},
+                    {k: v.reshape(()).numpy() for k, v in refs.items()}, compare=check_nonfinite)
+
+
+@case("nan_fuse_conv_bn_relu_add_O3", ["op", "nan", "fusion"])
+def _nan_fused(ctx):
+    """conv + batchnorm + residual add + relu in one kernel at -O3."""
+    import torch.nn.functional as F
+    seed(72)
+    x, r = specials(2, 4, 7, 7, frac=0.01), specials(2, 16, 7, 7, frac=0.02)
+    w = as64(rand(16, 4, 3, 3) / 6.0)
+    g, b = as64(rand(16, lo=0.5, hi=1.5)), as64(rand(16))
+    rm, rv = as64(rand(16, lo=-0.2, hi=0.2)), as64(rand(16, lo=0.5, hi=1.5))
+    nan_run(ctx, "input x: f32[2, 4, 7, 7]\ninput r: f32[2, 16, 7, 7]\n"
+                 "h = batchnorm2d(conv2d(x, 16, kernel=3, pad=1, bias=false, name=\"c\"), name=\"bn\")\n"
+                 "y = relu(h + r)\noutput y\n", {"x": x, "r": r},
+            {"y": F.relu(F.batch_norm(F.conv2d(x, w, padding=1), rm, rv, g, b, False, 0.0, 1e-5) + r)},
+            params={"c.weight": w, "bn.weight": g, "bn.bias": b, "bn.running_mean": rm, "bn.running_var": rv},
+            flags=["-O3"])
+
+
+def all_nan(x):
+    x.fill_(NAN)
+    return x
+
+
+def one_nan_image(x):
+    """The first image gets one NaN pixel (every logit of it turns NaN by the
+    global pooling), the second stays finite: nothing leaks between images."""
+    x[0, 0, 5, 7] = NAN
+    return x
+
+
+case("model_lenet_nan", ["model", "nan"])(
+    lambda ctx: model_case(ctx, "lenet", 2, 28, ["N=2"], in_ch=1, poison=all_nan))
+case("model_lenet_nan_O0", ["model", "nan"])(
+    lambda ctx: model_case(ctx, "lenet", 2, 28, ["N=2"], flags=["-O0"], in_ch=1, poison=all_nan))
+case("model_lenet_nan_cublas", ["model", "nan", "cublas"])(
+    lambda ctx: model_case(ctx, "lenet", 2, 28, ["N=2"], flags=["--cublas"], in_ch=1, poison=all_nan))
+case("model_resnet18_nan", ["model", "nan"])(
+    lambda ctx: model_case(ctx, "resnet18", 2, 32, ["N=2", "S=32"], poison=one_nan_image))
 
 
 # ---------------------------------------------------------------- bad input
