@@ -13,16 +13,10 @@
  * this process runs with, so the emulator's thread-local state lives in one
  * library loaded at start-up and the model and ncc share one copy of it.
  *
- * Where the runtime is, without any path compiled in: the headers the
- * generated code includes sit in include/ncc beside the executable's folder
- * in an installed prefix (PREFIX/bin/ncc, PREFIX/include/ncc) and in
- * include/ncc inside the build folder (copied there by the build: build/ncc,
- * build/include/ncc).  NCC_RUNTIME_DIR overrides both.  The library is the
- * libnccrt this process loaded (dladdr), wherever the dynamic linker found it.
+ * Where the runtime, nvcc and the cache are: paths.c.
  *
- * The compile cache: objects are kept under $NCC_CACHE_DIR, else
- * $XDG_CACHE_HOME/ncc, else ~/.cache/ncc, named by a hash of everything that
- * decides their bytes: the generated source and header, the compiler command
+ * The compile cache (its folder: paths.c): objects are named by a hash of
+ * everything that decides their bytes: the generated source and header, the compiler command
  * line and every runtime header.  A second run of the same model skips the
  * compiler.  Objects unused for 30 days are pruned whenever a new one is
  * written; the folder can be deleted at any time.
@@ -34,7 +28,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,81 +46,6 @@ _Static_assert((int)DEVICE_AUTO == (int)NCC_DEV_AUTO && (int)DEVICE_CUDA == (int
                    (int)DEVICE_EMU == (int)NCC_DEV_EMU,
                "options.h's devices are libnccrt's");
 
-/* ---- where the runtime is -------------------------------------------------- */
-
-static int file_in(const char *dir, const char *name) {
-  char p[8192];
-  struct stat st;
-  if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, name) >= sizeof p) return 0;
-  return stat(p, &st) == 0;
-}
-
-char *path_dir(const char *path) {
-  char *d = strdup(path);
-  char *s = strrchr(d, '/');
-  if (s == d) s[1] = '\0';
-  else if (s) *s = '\0';
-  else strcpy(d, ".");
-  return d;
-}
-
-/* The folder of this executable, symlinks resolved. */
-static char *exe_dir(void) {
-  char p[PATH_MAX + 1];
-  ssize_t n = readlink("/proc/self/exe", p, PATH_MAX);
-  if (n <= 0) return NULL;
-  p[n] = '\0';
-  return path_dir(p);
-}
-
-/* First of `dir/sub` holding ncc_rt.h, as a canonical path. */
-static char *headers_at(const char *dir, const char *sub) {
-  char p[8192];
-  if (!dir) return NULL;
-  snprintf(p, sizeof p, "%s%s%s", dir, *sub ? "/" : "", sub);
-  if (!file_in(p, "ncc_rt.h")) return NULL;
-  return realpath(p, NULL);
-}
-
-char *runtime_include_dir(void) {
-  const char *env = getenv("NCC_RUNTIME_DIR");
-  if (env && *env) {
-    char *r = headers_at(env, "");
-    if (!r) r = headers_at(env, "include/ncc");
-    return r;     /* an override that does not hold them is not second-guessed */
-  }
-  char *r = NULL, *e = exe_dir();
-  if (!r) r = headers_at(e, "include/ncc");        /* build folder */
-  if (!r) r = headers_at(e, "../include/ncc");     /* PREFIX/bin -> PREFIX/include/ncc */
-  free(e);
-  char *lib = r ? NULL : runtime_lib_dir();
-  if (!r) r = headers_at(lib, "../include/ncc");   /* PREFIX/lib(64) -> PREFIX/include/ncc */
-  free(lib);
-  return r;
-}
-
-char *runtime_lib_dir(void) {
-  Dl_info di;
-  char *e = exe_dir();
-  if (dladdr((void *)ncc_now, &di) && di.dli_fname && strchr(di.dli_fname, '/')) {
-    char *rp = realpath(di.dli_fname, NULL), *d = rp ? path_dir(rp) : NULL;
-    /* the executable itself answers when the address is a PLT stub in it */
-    int self = rp && strstr(rp, "libnccrt") == NULL;
-    free(rp);
-    if (d && !self) { free(e); return d; }
-    free(d);
-  }
-  /* not found through the loader: beside ncc (build folder), PREFIX/lib(64) */
-  static const char *const subs[] = {"", "/../lib", "/../lib64"};
-  for (size_t i = 0; e && i < sizeof subs / sizeof subs[0]; i++) {
-    char p[8192];
-    snprintf(p, sizeof p, "%s%s", e, subs[i]);
-    if (file_in(p, "libnccrt.so")) { free(e); return realpath(p, NULL); }
-  }
-  free(e);
-  return NULL;
-}
-
 /* ---- GPU probe -------------------------------------------------------------- */
 
 /* Asks the CUDA driver (dlopen'ed, so that ncc loads on machines without
@@ -145,24 +63,6 @@ static int gpu_probe(char *name, size_t namen, char *why, size_t whyn) {
   if (getname && getname(name, (int)namen, 0) != 0) snprintf(name, namen, "GPU 0");
   /* the driver stays loaded: the model will use it */
   return 1;
-}
-
-static const char *find_nvcc(void) {
-  static char buf[4096];
-  const char *env = getenv("NCC_NVCC");
-  if (env && *env) return env;
-  const char *cuda = getenv("CUDA_HOME");
-  snprintf(buf, sizeof buf, "%s/bin/nvcc", cuda && *cuda ? cuda : "/usr/local/cuda");
-  if (access(buf, X_OK) == 0) return buf;
-  const char *path = getenv("PATH");
-  if (!path) return NULL;
-  char *p = strdup(path), *save = NULL;
-  for (char *d = strtok_r(p, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-    snprintf(buf, sizeof buf, "%s/nvcc", d);
-    if (access(buf, X_OK) == 0) { free(p); return buf; }
-  }
-  free(p);
-  return NULL;
 }
 
 /* ---- hashing and the compile cache ----------------------------------------- */
@@ -213,15 +113,6 @@ static int mkdir_p(const char *path) {
   for (char *s = p + 1; *s; s++)
     if (*s == '/') { *s = '\0'; mkdir(p, 0755); *s = '/'; }
   return mkdir(p, 0755) == 0 || errno == EEXIST ? 0 : -1;
-}
-
-int cache_dir_path(char *out, size_t n) {
-  const char *x = getenv("NCC_CACHE_DIR");
-  if (x && *x) snprintf(out, n, "%s", x);
-  else if ((x = getenv("XDG_CACHE_HOME")) && *x) snprintf(out, n, "%s/ncc", x);
-  else if ((x = getenv("HOME")) && *x) snprintf(out, n, "%s/.cache/ncc", x);
-  else return -1;
-  return 0;
 }
 
 /* The cache folder, created; -1 when there is none or it is not writable

@@ -5,8 +5,8 @@
  *   options.c  the one option table and parser; every --help
  *   compile.c  `ncc MODEL.net`: the front end, the passes, an emitter, files
  *   build.c    for run/bench: device choice, front end and passes, codegen
- *              into a temporary folder, the C/CUDA compiler, the object cache,
- *              and where the runtime's headers and library are
+ *              into a temporary folder, the C/CUDA compiler, the object cache
+ *   paths.c    where the runtime's headers and library, nvcc and the cache are
  *   load.c     dlopen of the built object, the generated API (GENERATED.md)
  *   init.c     initial parameters from the IR's parameter kinds (no --weights)
  *   run.c      `ncc run`: .npy inputs, one inference, .npy outputs
@@ -67,10 +67,12 @@ typedef struct Model {
 int model_build(const Options *o, Model *M);
 /* build.c's part of model_close: the temporary folder, the graph, the plan */
 void build_release(Model *M);
-/* where the runtime is: headers (ncc_rt.h ...) and the folder of the
- * libnccrt this process runs with; malloc'ed, NULL when not found */
+
+/* paths.c: where the runtime is: headers (ncc_rt.h ...) and the folder of
+ * the libnccrt this process runs with; malloc'ed, NULL when not found */
 char *runtime_include_dir(void);
 char *runtime_lib_dir(void);
+const char *find_nvcc(void);           /* NULL when there is none */
 /* "a/b/c" -> "a/b", "c" -> ".", "/c" -> "/"; malloc'ed */
 char *path_dir(const char *path);
 

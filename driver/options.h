@@ -75,7 +75,7 @@ void opts_list(FILE *f);
 
 /* The compile cache's directory ($NCC_CACHE_DIR, $XDG_CACHE_HOME/ncc or
  * ~/.cache/ncc), written into out; -1 when no variable names one.  Does not
- * create it.  In build.c; declared here because the help text quotes it. */
+ * create it.  In paths.c; declared here because the help text quotes it. */
 int cache_dir_path(char *out, size_t n);
 
 #endif
