@@ -13,6 +13,7 @@
 #                          a spill or an NCC_KF_BARRIER flag ptxas disagrees with
 #   codegen.example.NAME   examples/*.net through ncc: every compiler, cleanly
 #   codegen.bad.NAME       tests/cg/bad/*.net: refused with exit 1, a message, no output
+#   codegen.readable       names by role and by buffer, no arithmetic noise, kernels still shared
 
 set(NCC_CG_DIR ${CMAKE_CURRENT_SOURCE_DIR}/cg)
 set(NCC_CG_OUT ${CMAKE_CURRENT_BINARY_DIR}/cg)
@@ -87,6 +88,12 @@ if(NCC_CG_NVCC)
            COMMAND sh -c "d=\"$3\" && rm -rf \"$d\" && mkdir -p \"$d\" && \"$1\" \"$d\" && \"$4\" \"$2\"/ptxas_report.py --check --nvcc \"$5\" -I \"$6\" -I \"$d\" \"$d\"/*.cu"
                    _ $<TARGET_FILE:cg_build_graphs> ${NCC_CG_DIR} ${NCC_CG_OUT}/ptxas ${NCC_PYTHON} ${NCC_CG_NVCC} ${NCC_CG_RT})
 endif()
+
+# the generated code reads like code written by hand: kernel parameters named
+# by role, buffers by name, no "1 &&" or "* 1"; identical kernels still shared
+add_test(NAME codegen.readable
+         COMMAND ${NCC_PYTHON} ${NCC_CG_DIR}/check_readable.py $<TARGET_FILE:ncc> $<TARGET_FILE:cg_build_graphs>
+                 ${CMAKE_CURRENT_SOURCE_DIR}/../examples ${NCC_CG_OUT}/readable)
 
 file(GLOB NCC_CG_EXAMPLES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/../examples/*.net)
 foreach(f ${NCC_CG_EXAMPLES})
