@@ -25,7 +25,17 @@ void buf_printf(Buf *b, const char *fmt, ...) {
   b->len += (size_t)n;
 }
 
-void buf_puts(Buf *b, const char *s) { buf_printf(b, "%s", s); }
+void buf_puts(Buf *b, const char *s) {
+  size_t n = strlen(s);
+  if (b->len + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (b->len + n + 1 > cap) cap *= 2;
+    b->s = xrealloc(b->s, cap);
+    b->cap = cap;
+  }
+  memcpy(b->s + b->len, s, n + 1);
+  b->len += n;
+}
 
 void buf_free(Buf *b) {
   free(b->s);
@@ -99,9 +109,12 @@ void cg_launch(Cg *c, const char *name, const KParams *p, long long gx, long lon
     buf_puts(b, "  /*");
     for (int i = -1; i < gr->nepi; i++) {
       const Node *n = i < 0 ? gr->main : gr->epi[i];
+      char nm[256];
+      snprintf(nm, sizeof nm, "%s", n->name ? n->name : ncc_ops[n->op].name);
+      for (char *q = nm; *q; q++)   /* keep the comment closed */
+        if ((q[0] == '*' && q[1] == '/') || (unsigned char)*q < 32) *q = '_';
       buf_puts(b, i < 0 ? " " : ", ");
-      for (const char *q = n->name ? n->name : ncc_ops[n->op].name; *q; q++)   /* keep the comment closed */
-        buf_printf(b, "%c", (q[0] == '*' && q[1] == '/') || (unsigned char)*q < 32 ? '_' : *q);
+      buf_puts(b, nm);
     }
     buf_puts(b, " */\n");
   }
@@ -110,9 +123,18 @@ void cg_launch(Cg *c, const char *name, const KParams *p, long long gx, long lon
   size_t w = 0;
   for (int i = 0; i < p->n; i++)
     if (strlen(p->host[i]) > w) w = strlen(p->host[i]);
-  for (int i = 0; i < p->n; i++)
-    buf_printf(b, "%s%s%s%*s/* %s */", i ? "\n                  " : "", p->host[i], i + 1 < p->n ? "," : "}; ",
-               (int)(w - strlen(p->host[i])) + (i + 1 < p->n ? 2 : 0), "", strrchr(p->decl[i], ' ') + 1);
+  static const char spaces[] = "                                                                ";
+  for (int i = 0; i < p->n; i++) {
+    size_t pad = w - strlen(p->host[i]) + (i + 1 < p->n ? 2 : 0);
+    buf_puts(b, i ? "\n                  " : "");
+    buf_puts(b, p->host[i]);
+    buf_puts(b, i + 1 < p->n ? "," : "}; ");
+    for (; pad > 0; pad -= pad < sizeof spaces - 1 ? pad : sizeof spaces - 1)
+      buf_puts(b, spaces + (sizeof spaces - 1 - (pad < sizeof spaces - 1 ? pad : sizeof spaces - 1)));
+    buf_puts(b, "/* ");
+    buf_puts(b, strrchr(p->decl[i], ' ') + 1);
+    buf_puts(b, " */");
+  }
   if (!p->n) buf_puts(b, "NULL};");
   buf_printf(b, "\n    ncc_dim3 g_ = {%lldu, %lldu, %lldu}, b_ = {%du, %du, 1u};\n", gx, gy, gz, bx, by);
   buf_printf(b, "    rc = ncc_launch(m->dev, &%s_desc, g_, b_, %zu, a_);\n", name, shmem);
