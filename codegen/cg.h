@@ -109,11 +109,12 @@ typedef struct CgKernel {
 /* Parameters of one kernel being built: declaration text and the host
  * expressions that point at the values (cudaLaunchKernel convention). */
 #define CG_MAX_PARAMS 80
+#define CG_HOST_LEN 256
 typedef struct KParams {
   int n;
-  char decl[CG_MAX_PARAMS][64];     /* "const float *__restrict__ in0" */
+  char decl[CG_MAX_PARAMS][80];     /* "const float *__restrict__ weight" */
   char ctype[CG_MAX_PARAMS][32];    /* "const float *" */
-  char host[CG_MAX_PARAMS][48];     /* "&m->bufs[3]" */
+  char host[CG_MAX_PARAMS][CG_HOST_LEN];   /* "&m->bufs[BUF_conv1_weight]" */
 } KParams;
 
 typedef struct Cg {
@@ -123,6 +124,9 @@ typedef struct Cg {
   int *vbuf;                 /* value id -> buffer index, -1 when none */
   CgBuf *bufs;
   int nbufs;
+  const char **bufname;      /* cg_buf_name(): "BUF_conv1_weight", in the graph's arena */
+  int nbufname;
+  const KGroup *group;       /* the group being emitted (emit_group), for launch comments */
   int work;                  /* workspace buffer index, -1 while none is needed */
   size_t work_bytes;
   size_t act_base, act_bytes;  /* the inputs-and-activations region of the arena (= the report's peak_memory) */
@@ -146,18 +150,34 @@ const char *cg_finish(Cg *c, const char *op, int flags, const KParams *p, const 
 void cg_launch(Cg *c, const char *name, const KParams *p, long long gx, long long gy, long long gz,
                int bx, int by, size_t shmem);
 
-/* Adds a pointer parameter for value v (its buffer); returns its C name. */
-const char *kp_value(Cg *c, KParams *p, Value *v, int is_out);
-/* Adds a pointer parameter for the workspace. */
+/* Adds a pointer parameter for value v (its buffer), named after its role
+ * in the kernel ("x", "weight", "bn_running_mean"; "weight2" when the role
+ * is taken): never after the buffer, so that kernels doing the same work on
+ * other buffers keep equal texts and are emitted once.  Returns its C name. */
+const char *kp_value(Cg *c, KParams *p, Value *v, int is_out, const char *role);
+/* The name of tensor argument j of n's op in its ops.def argument spec: the
+ * role of input j ("x"; add: "a", "b"; cross_entropy: "logits", "labels");
+ * "in<j>" beyond the spec (parameters, named by their emitters). */
+const char *cg_arg_role(const Node *n, int j, char out[32]);
+/* Adds a pointer parameter for the workspace ("cols"). */
 const char *kp_work(Cg *c, KParams *p);
 /* Adds an int parameter whose host value is the C variable `hostvar`. */
-const char *kp_int(KParams *p, const char *hostvar);
-/* "const float *__restrict__ in0, ..." */
+const char *kp_int(KParams *p, const char *role, const char *hostvar);
+/* "const float *__restrict__ x, ..." */
 void kp_decl(const KParams *p, Buf *b);
 
 int cg_buf_of(Cg *c, Value *v);
+/* The enum constant host code names buffer b by: "BUF_conv1_weight". */
+const char *cg_buf_name(Cg *c, int b);
 
 /* ---- emitters ----------------------------------------------------------- */
+/* e itself when it is an identifier or a number, else "(e)": for index
+ * expressions that read as written by hand. */
+const char *cg_paren(char *dst, size_t n, const char *e);
+/* Appends the term "e * k" of an index sum to b, as a person would write it:
+ * nothing for k == 0 or e "0", "e" for k == 1, " + " before all but the
+ * first; *nterms counts the terms written (an empty sum is the caller's "0"). */
+void cg_term(Buf *b, int *nterms, const char *e, int64_t k);
 /* Index (C expression) of element `idx` (linear index into `out`) in a tensor of
  * shape `in` that broadcasts to `out` (NumPy rules, right-aligned). */
 void cg_bcast_index(Buf *b, const Shape *out, const Shape *in, const char *idx);

@@ -25,7 +25,17 @@ void buf_printf(Buf *b, const char *fmt, ...) {
   b->len += (size_t)n;
 }
 
-void buf_puts(Buf *b, const char *s) { buf_printf(b, "%s", s); }
+void buf_puts(Buf *b, const char *s) {
+  size_t n = strlen(s);
+  if (b->len + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (b->len + n + 1 > cap) cap *= 2;
+    b->s = xrealloc(b->s, cap);
+    b->cap = cap;
+  }
+  memcpy(b->s + b->len, s, n + 1);
+  b->len += n;
+}
 
 void buf_free(Buf *b) {
   free(b->s);
@@ -97,10 +107,39 @@ void cg_launch(Cg *c, const char *name, const KParams *p, long long gx, long lon
                int bx, int by, size_t shmem) {
   NCC_ASSERT(gx >= 1 && gx <= 2147483647LL && gy >= 1 && gy <= 65535 && gz >= 1 && gz <= 65535);
   Buf *b = &c->run;
+  if (c->group) {   /* which layers this launch computes: the buffers are named below */
+    const KGroup *gr = c->group;
+    buf_puts(b, "  /*");
+    for (int i = -1; i < gr->nepi; i++) {
+      const Node *n = i < 0 ? gr->main : gr->epi[i];
+      char nm[256];
+      snprintf(nm, sizeof nm, "%s", n->name ? n->name : ncc_ops[n->op].name);
+      for (char *q = nm; *q; q++)   /* keep the comment closed */
+        if ((q[0] == '*' && q[1] == '/') || (unsigned char)*q < 32) *q = '_';
+      buf_puts(b, i < 0 ? " " : ", ");
+      buf_puts(b, nm);
+    }
+    buf_puts(b, " */\n");
+  }
+  /* one argument a line, with the kernel parameter it becomes */
   buf_printf(b, "  {\n    void *a_[] = {");
-  for (int i = 0; i < p->n; i++) buf_printf(b, "%s%s", i ? ", " : "", p->host[i]);
-  if (!p->n) buf_puts(b, "NULL");
-  buf_printf(b, "};\n    ncc_dim3 g_ = {%lldu, %lldu, %lldu}, b_ = {%du, %du, 1u};\n", gx, gy, gz, bx, by);
+  size_t w = 0;
+  for (int i = 0; i < p->n; i++)
+    if (strlen(p->host[i]) > w) w = strlen(p->host[i]);
+  static const char spaces[] = "                                                                ";
+  for (int i = 0; i < p->n; i++) {
+    size_t pad = w - strlen(p->host[i]) + (i + 1 < p->n ? 2 : 0);
+    buf_puts(b, i ? "\n                  " : "");
+    buf_puts(b, p->host[i]);
+    buf_puts(b, i + 1 < p->n ? "," : "}; ");
+    for (; pad > 0; pad -= pad < sizeof spaces - 1 ? pad : sizeof spaces - 1)
+      buf_puts(b, spaces + (sizeof spaces - 1 - (pad < sizeof spaces - 1 ? pad : sizeof spaces - 1)));
+    buf_puts(b, "/* ");
+    buf_puts(b, strrchr(p->decl[i], ' ') + 1);
+    buf_puts(b, " */");
+  }
+  if (!p->n) buf_puts(b, "NULL};");
+  buf_printf(b, "\n    ncc_dim3 g_ = {%lldu, %lldu, %lldu}, b_ = {%du, %du, 1u};\n", gx, gy, gz, bx, by);
   buf_printf(b, "    rc = ncc_launch(m->dev, &%s_desc, g_, b_, %zu, a_);\n", name, shmem);
   buf_printf(b, "    if (rc) return %s_fail(m, rc, \"%s\");\n  }\n", c->model, name);
 }
@@ -111,44 +150,143 @@ int cg_buf_of(Cg *c, Value *v) {
   return b;
 }
 
-static const char *kp_add(KParams *p, const char *ctype, const char *prefix, const char *host) {
+/* ---- buffer names -------------------------------------------------------
+ * Host code addresses buffers by enum constants, BUF_<name>: a parameter by
+ * its state_dict name, an input by its name, an activation by the layer of
+ * the node that computes it, the workspace as im2col_workspace; characters
+ * C does not allow become '_', and a name already taken gets _2, _3...
+ * Names are given in buffer order and a buffer's name never changes, so
+ * buffers added later (the workspace) leave the others as they were. */
+static int name_taken(Cg *c, int upto, const char *name) {
+  for (int i = 0; i < upto; i++)
+    if (strcmp(c->bufname[i], name) == 0) return 1;
+  return 0;
+}
+
+const char *cg_buf_name(Cg *c, int b) {
+  NCC_ASSERT(b >= 0 && b < c->nbufs);
+  if (c->nbufname < c->nbufs) {
+    const char **names = ARENA_ARRAY(c->g->arena, const char *, c->nbufs);
+    for (int i = 0; i < c->nbufname; i++) names[i] = c->bufname[i];
+    c->bufname = names;
+    for (int i = c->nbufname; i < c->nbufs; i++) {
+      const Value *v = c->bufs[i].v;
+      char base[224], cand[240];
+      if (!v) snprintf(base, sizeof base, "im2col_workspace");
+      else if (v->def->name) snprintf(base, sizeof base, "%s", v->def->name);
+      else snprintf(base, sizeof base, "%s%d", ncc_ops[v->def->op].name, v->id);
+      for (char *q = base; *q; q++)
+        if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9'))) *q = '_';
+      snprintf(cand, sizeof cand, "BUF_%s", base);
+      for (int k = 2; name_taken(c, i, cand); k++) snprintf(cand, sizeof cand, "BUF_%s_%d", base, k);
+      names[i] = arena_strdup(c->g->arena, cand);
+    }
+    c->nbufname = c->nbufs;
+  }
+  return c->bufname[b];
+}
+
+/* ---- kernel parameters --------------------------------------------------
+ * A parameter is named after its role in the kernel (x, weight, bias, y,
+ * bn_running_mean, add_b), never after the buffer it gets: the text of two
+ * kernels that compute the same thing on different buffers stays equal, so
+ * the second is not emitted again (cg_kernel), and the launch site names
+ * the buffers (BUF_...). */
+static const char *kp_add(KParams *p, const char *ctype, const char *role, const char *host) {
   NCC_ASSERT(p->n < CG_MAX_PARAMS);
   int i = p->n++;
+  char name[48];
+  snprintf(name, sizeof name, "%s", role);
+  for (int k = 2;; k++) {   /* two parameters of one role: weight, weight2 */
+    int taken = 0;
+    for (int j = 0; j < i; j++) taken |= strcmp(strrchr(p->decl[j], ' ') + 1, name) == 0;
+    if (!taken) break;
+    snprintf(name, sizeof name, "%s%d", role, k);
+  }
   snprintf(p->ctype[i], sizeof p->ctype[i], "%s", ctype);
   int ptr = strchr(ctype, '*') != NULL;
-  snprintf(p->decl[i], sizeof p->decl[i], "%s%s%s%d", ctype, ptr ? D_RESTRICT " " : " ", prefix, i);
+  snprintf(p->decl[i], sizeof p->decl[i], "%s%s%s", ctype, ptr ? D_RESTRICT " " : " ", name);
   snprintf(p->host[i], sizeof p->host[i], "%s", host);
   /* the C name is the decl's last word */
   return strrchr(p->decl[i], ' ') + 1;
 }
 
-const char *kp_value(Cg *c, KParams *p, Value *v, int is_out) {
-  char host[48];
-  int b = cg_buf_of(c, v);
-  snprintf(host, sizeof host, "&m->bufs[%d]", b);
+const char *kp_value(Cg *c, KParams *p, Value *v, int is_out, const char *role) {
+  char host[CG_HOST_LEN];
+  snprintf(host, sizeof host, "&m->bufs[%s]", cg_buf_name(c, cg_buf_of(c, v)));
   /* the same buffer twice (x + x) gets one parameter: __restrict__ then still holds */
   for (int i = 0; i < p->n; i++)
     if (strcmp(p->host[i], host) == 0 && !is_out && strncmp(p->ctype[i], "const", 5) == 0)
       return strrchr(p->decl[i], ' ') + 1;
   const char *ct = v->dtype == DT_I32 ? (is_out ? "int *" : "const int *") : (is_out ? "float *" : "const float *");
-  return kp_add(p, ct, is_out ? "out" : "in", host);
+  return kp_add(p, ct, role, host);
+}
+
+const char *cg_arg_role(const Node *n, int j, char out[32]) {
+  const char *s = ncc_ops[n->op].args;
+  for (int k = 0; *s;) {
+    size_t len = strcspn(s, " ");
+    const char *colon = memchr(s, ':', len);
+    if (colon && strncmp(colon + 1, "tensor", 6) == 0 && (colon[7] == ' ' || colon[7] == '|' || !colon[7])) {
+      if (k++ == j) {
+        snprintf(out, 32, "%.*s", (int)(colon - s), s);
+        return out;
+      }
+    }
+    s += len;
+    while (*s == ' ') s++;
+  }
+  snprintf(out, 32, "in%d", j);
+  return out;
 }
 
 const char *kp_work(Cg *c, KParams *p) {
-  char host[48];
+  char host[CG_HOST_LEN];
   NCC_ASSERT(c->work >= 0);
-  snprintf(host, sizeof host, "&m->bufs[%d]", c->work);
-  return kp_add(p, "float *", "ws", host);
+  snprintf(host, sizeof host, "&m->bufs[%s]", cg_buf_name(c, c->work));
+  return kp_add(p, "float *", "cols", host);
 }
 
-const char *kp_int(KParams *p, const char *hostvar) {
-  char host[48];
+const char *kp_int(KParams *p, const char *role, const char *hostvar) {
+  char host[CG_HOST_LEN];
   snprintf(host, sizeof host, "&%s", hostvar);
-  return kp_add(p, "int", "n", host);
+  return kp_add(p, "int", role, host);
 }
 
 void kp_decl(const KParams *p, Buf *b) {
-  for (int i = 0; i < p->n; i++) buf_printf(b, "%s%s", i ? ", " : "", p->decl[i]);
+  /* one line while it is short; else the parameters on lines of their own,
+   * a few to a line, under the kernel's name */
+  size_t all = 0;
+  for (int i = 0; i < p->n; i++) all += strlen(p->decl[i]) + 2;
+  size_t col = 0;
+  for (int i = 0; i < p->n; i++) {
+    size_t l = strlen(p->decl[i]);
+    if (all > 80 && (i == 0 || col + l > 100)) {
+      buf_puts(b, i ? ",\n    " : "\n    ");
+      col = 4;
+    } else if (i) {
+      buf_puts(b, ", ");
+      col += 2;
+    }
+    buf_puts(b, p->decl[i]);
+    col += l;
+  }
+}
+
+const char *cg_paren(char *dst, size_t n, const char *e) {
+  int simple = *e != 0;
+  for (const char *q = e; *q; q++)
+    simple &= (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || *q == '_';
+  snprintf(dst, n, simple ? "%s" : "(%s)", e);
+  return dst;
+}
+
+void cg_term(Buf *b, int *nterms, const char *e, int64_t k) {
+  if (k == 0 || strcmp(e, "0") == 0) return;
+  char pe[200];
+  buf_puts(b, (*nterms)++ ? " + " : "");
+  if (k == 1) buf_puts(b, e);
+  else buf_printf(b, "%s * %lld", cg_paren(pe, sizeof pe, e), (long long)k);
 }
 
 void cg_bcast_index(Buf *b, const Shape *out, const Shape *in, const char *idx) {
@@ -172,8 +310,10 @@ void cg_bcast_index(Buf *b, const Shape *out, const Shape *in, const char *idx) 
     istr[d] = ind == 1 ? 0 : istride;
     istride *= ind;
   }
+  int terms = 0;
+  for (int d = 0; d < out->rank; d++) terms += istr[d] && out->d[d] != 1;
+  if (terms > 1) buf_puts(b, "(");   /* a sum: callers multiply the index */
   int first = 1;
-  buf_puts(b, "(");
   for (int d = 0; d < out->rank; d++) {
     if (!istr[d] || out->d[d] == 1) continue;
     buf_printf(b, "%s", first ? "" : " + ");
@@ -181,15 +321,17 @@ void cg_bcast_index(Buf *b, const Shape *out, const Shape *in, const char *idx) 
     /* coordinate d of the output: (idx / ostr) % dim; the outermost needs no % */
     int outer = 1;
     for (int e = 0; e < d; e++) outer &= out->d[e] == 1;
-    buf_puts(b, "(");
-    if (ostr[d] != 1) buf_printf(b, "(%s) / %lld", idx, (long long)ostr[d]);
-    else buf_printf(b, "(%s)", idx);
-    if (!outer) buf_printf(b, " %% %lld", (long long)out->d[d]);
-    buf_puts(b, ")");
+    char ix[160];
+    cg_paren(ix, sizeof ix, idx);
+    /* parentheses only where C needs them: "(i / 20) % 3 * 5" */
+    if (ostr[d] != 1 && !outer) buf_printf(b, "(%s / %lld) %% %lld", ix, (long long)ostr[d], (long long)out->d[d]);
+    else if (ostr[d] != 1) buf_printf(b, "%s / %lld", ix, (long long)ostr[d]);
+    else if (!outer) buf_printf(b, "%s %% %lld", ix, (long long)out->d[d]);
+    else buf_puts(b, ix);
     if (istr[d] != 1) buf_printf(b, " * %lld", (long long)istr[d]);
   }
   if (first) buf_puts(b, "0");
-  buf_puts(b, ")");
+  if (terms > 1) buf_puts(b, ")");
 }
 
 int cg_reduce_threads(int64_t d) {

@@ -110,7 +110,10 @@ static Emitter *const emitters[OP__COUNT] = {
 
 static int emit_group(Cg *c, const KGroup *gr) {
   if (gr->npro) ncc_die("prologue chains are not emitted yet");
-  return emitters[gr->main->op](c, gr);
+  c->group = gr;
+  int rc = emitters[gr->main->op](c, gr);
+  c->group = NULL;
+  return rc;
 }
 
 typedef struct Prepared {

@@ -47,7 +47,8 @@ int cg_elem_stmt(Cg *c, Buf *body, const Node *n, const char *var, const char *x
 
 /* Operand expression of value v at linear output index idx of shape `out`:
  * a literal for a constant, else a load at the broadcast index. */
-static void operand(Cg *c, KParams *p, Value *v, const Shape *out, const char *idx, char *dst, size_t n) {
+static void operand(Cg *c, KParams *p, Value *v, const char *role, const Shape *out, const char *idx, char *dst,
+                    size_t n) {
   if (v->def->op == OP_CONST) {
     char lit[40];
     cg_flit(lit, v->def->a.fval);
@@ -55,7 +56,7 @@ static void operand(Cg *c, KParams *p, Value *v, const Shape *out, const char *i
     snprintf(dst, n, lit[0] == '-' ? "(%s)" : "%s", lit);
     return;
   }
-  const char *name = kp_value(c, p, v, 0);
+  const char *name = kp_value(c, p, v, 0, role);
   Buf b = {0};
   cg_bcast_index(&b, out, &v->shape, idx);
   snprintf(dst, n, "%s[%s]", name, b.s);
@@ -72,13 +73,15 @@ int cg_epilogue(Cg *c, const KGroup *gr, KParams *p, Buf *body, const char *var,
     if (n->op == OP_BATCHNORM2D) {
       /* inference batchnorm as an epilogue: the same formula as emit_batchnorm */
       NCC_ASSERT(n->in[0] == cur);
+      static const char *const role[5] = {NULL, "bn_weight", "bn_bias", "bn_running_mean", "bn_running_var"};
       const char *nm[5];
-      for (int j = 1; j < 5; j++) nm[j] = kp_value(c, p, n->in[j], 0);
-      char lit[40];
+      for (int j = 1; j < 5; j++) nm[j] = kp_value(c, p, n->in[j], 0, role[j]);
+      char lit[40], ix[160];
       cg_ind(body, ind);
       buf_printf(body, "{\n");
       cg_ind(body, ind + 1);
-      buf_printf(body, "int ch = ((%s) / %lld) %% %lld;\n", idx, (long long)(os->d[2] * os->d[3]), (long long)os->d[1]);
+      buf_printf(body, "int ch = (%s / %lld) %% %lld;\n", cg_paren(ix, sizeof ix, idx), (long long)(os->d[2] * os->d[3]),
+                 (long long)os->d[1]);
       cg_ind(body, ind + 1);
       buf_printf(body, "%s = (%s - %s[ch]) / sqrtf(%s[ch] + %s) * %s[ch] + %s[ch];\n", var, var, nm[3], nm[4],
                  cg_flit(lit, n->a.eps), nm[1], nm[2]);
@@ -89,8 +92,11 @@ int cg_epilogue(Cg *c, const KGroup *gr, KParams *p, Buf *body, const char *var,
     }
     char x[2][512];
     for (int j = 0; j < n->nin; j++) {
+      /* the operand that is not the running value: add_b, mul_a, ... */
+      char arg[32], role[48];
+      snprintf(role, sizeof role, "%s_%s", ncc_ops[n->op].name, cg_arg_role(n, j, arg));
       if (n->in[j] == cur) snprintf(x[j], sizeof x[j], "%s", var);
-      else operand(c, p, n->in[j], os, idx, x[j], sizeof x[j]);
+      else operand(c, p, n->in[j], role, os, idx, x[j], sizeof x[j]);
     }
     if (cg_elem_stmt(c, body, n, var, x[0], n->nin > 1 ? x[1] : NULL, ind)) return -1;
     cur = n->out;
@@ -105,12 +111,15 @@ int emit_elemwise(Cg *c, const KGroup *gr) {
   KParams p = {0};
   Buf body = {0};
   char x[2][512];
-  for (int j = 0; j < n->nin; j++) operand(c, &p, n->in[j], &n->out->shape, "i", x[j], sizeof x[j]);
+  for (int j = 0; j < n->nin; j++) {
+    char arg[32];
+    operand(c, &p, n->in[j], cg_arg_role(n, j, arg), &n->out->shape, "i", x[j], sizeof x[j]);
+  }
   buf_printf(&body, "  int i = %s * 256 + %s;\n  if (i < %lld) {\n    float v;\n", D_BID_X, D_TID_X,
              (long long)total);
   if (cg_elem_stmt(c, &body, n, "v", x[0], n->nin > 1 ? x[1] : NULL, 2)) goto fail;
   if (cg_epilogue(c, gr, &p, &body, "v", "i", 2)) goto fail;
-  const char *y = kp_value(c, &p, out, 1);
+  const char *y = kp_value(c, &p, out, 1, "y");
   buf_printf(&body, "    %s[i] = v;\n  }\n", y);
   {
     Buf k = {0};

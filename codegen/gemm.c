@@ -72,10 +72,11 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   load_tile(&b, "As", BM, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load);
   load_tile(&b, "Bs", BN, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load);
   buf_printf(&b, "    %s\n", D_BARRIER);
-  buf_printf(&b, "    for (int kk = 0; kk < %d; kk++) {\n      float a[%d], b[%d];\n", BK, TM, TN);
-  buf_printf(&b, "      for (int i = 0; i < %d; i++) a[i] = As[kk][ty + 16 * i];\n", TM);
-  buf_printf(&b, "      for (int j = 0; j < %d; j++) b[j] = Bs[kk][tx + 16 * j];\n", TN);
-  buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);\n",
+  /* af/bf, not a/b: matmul's parameters are a and b */
+  buf_printf(&b, "    for (int kk = 0; kk < %d; kk++) {\n      float af[%d], bf[%d];\n", BK, TM, TN);
+  buf_printf(&b, "      for (int i = 0; i < %d; i++) af[i] = As[kk][ty + 16 * i];\n", TM);
+  buf_printf(&b, "      for (int j = 0; j < %d; j++) bf[j] = Bs[kk][tx + 16 * j];\n", TN);
+  buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) acc[i][j] = fmaf(af[i], bf[j], acc[i][j]);\n",
              TM, TN);
   buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) {\n", TM, TN);
@@ -88,7 +89,7 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     buf_free(&b);
     return -1;
   }
-  buf_printf(&b, "        %s[o] = v;\n      }\n    }\n", kp_value(c, p, group_out(gr), 1));
+  buf_printf(&b, "        %s[o] = v;\n      }\n    }\n", kp_value(c, p, group_out(gr), 1, "y"));
   char opn[96];
   const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, p, &b);
   cg_launch(c, name, p, (s->N + BN - 1) / BN, (s->M + BM - 1) / BM, s->Z, 16, 16, 0);
@@ -115,49 +116,83 @@ static ConvDims conv_dims(const Node *n) {
   return d;
 }
 
-/* "o * s - p + k * dil" without the multiplications by 1 and the "- 0",
- * so that the generated index arithmetic reads like hand-written code */
+/* "o * s - p + k * dil" without the multiplications by 1, the "- 0" and, for
+ * k NULL (a kernel of extent 1), the "+ k", so that the generated index
+ * arithmetic reads like hand-written code */
 void cg_window_index(char *dst, size_t n, const char *o, int s, int p, const char *k, int dil) {
-  char a[64], b[64], c[32] = "";
-  if (s == 1) snprintf(a, sizeof a, "%s", o); else snprintf(a, sizeof a, "%s * %d", o, s);
-  if (dil == 1) snprintf(b, sizeof b, "%s", k); else snprintf(b, sizeof b, "%s * %d", k, dil);
+  char a[96], b[96] = "", c[32] = "", po[80], pk[80];
+  if (s == 1) snprintf(a, sizeof a, "%s", o); else snprintf(a, sizeof a, "%s * %d", cg_paren(po, sizeof po, o), s);
+  if (k && dil == 1) snprintf(b, sizeof b, " + %s", k);
+  else if (k) snprintf(b, sizeof b, " + %s * %d", cg_paren(pk, sizeof pk, k), dil);
   if (p) snprintf(c, sizeof c, " - %d", p);
-  snprintf(dst, n, "%s%s + %s", a, c, b);
+  snprintf(dst, n, "%s%s%s", a, c, b);
 }
 
-/* statement: v = x[img, cbase + ci, ih, iw] for the column element (k, p),
- * zero in the padding; `img`, `k`, `p` and `cbase` are C expressions */
+/* Statements that set v = x[img, cbase + ci, ih, iw] for the element (k, p)
+ * of the column matrix (k: input channel and kernel tap, p: output pixel),
+ * zero in the padding.  `img`, `k`, `p` and `cbase` are C expressions; "0"
+ * for img or cbase drops the term.  The bounds test covers only the padded
+ * axes: without padding every window lies inside the input.  `ind` indents
+ * the lines after the first. */
 static void im2col_load(char *dst, size_t n, const ConvDims *d, const char *x, const char *img, const char *k,
-                        const char *p, const char *cbase) {
-  char test[160] = "", oh[48], ow[48], kh[48], kw[48], ih[160], iw[160];
-  if (d->ph || d->pw)
+                        const char *p, const char *cbase, const char *ind) {
+  int64_t KK = d->KH * d->KW;
+  char kx[96], px[96], taps[320] = "", ih[200], iw[200], test[200] = "", chan[200] = "";
+  cg_paren(kx, sizeof kx, k);
+  cg_paren(px, sizeof px, p);
+  if (d->KH > 1 && d->KW > 1)
+    snprintf(taps, sizeof taps, ", kh = (%s %% %lld) / %lld, kw = %s %% %lld", kx, LL(KK), LL(d->KW), kx, LL(d->KW));
+  else if (d->KH > 1)
+    snprintf(taps, sizeof taps, ", kh = %s %% %lld", kx, LL(d->KH));
+  else if (d->KW > 1)
+    snprintf(taps, sizeof taps, ", kw = %s %% %lld", kx, LL(d->KW));
+  cg_window_index(ih, sizeof ih, "oh", d->sh, d->ph, d->KH > 1 ? "kh" : NULL, d->dh);
+  cg_window_index(iw, sizeof iw, "ow", d->sw, d->pw, d->KW > 1 ? "kw" : NULL, d->dw);
+  if (d->ph && d->pw)
     snprintf(test, sizeof test, "if (ih >= 0 && ih < %lld && iw >= 0 && iw < %lld) ", LL(d->H), LL(d->W));
-  snprintf(oh, sizeof oh, "(pp / %lld)", LL(d->OW));
-  snprintf(ow, sizeof ow, "(pp %% %lld)", LL(d->OW));
-  snprintf(kh, sizeof kh, "(r / %lld)", LL(d->KW));
-  snprintf(kw, sizeof kw, "(r %% %lld)", LL(d->KW));
-  cg_window_index(ih, sizeof ih, oh, d->sh, d->ph, kh, d->dh);
-  cg_window_index(iw, sizeof iw, ow, d->sw, d->pw, kw, d->dw);
-  snprintf(dst, n,
-           "int ci = (%s) / %lld, r = (%s) %% %lld, pp = %s;\n"
-           "        int ih = %s, iw = %s;\n"
-           "        %sv = %s[((%s * %lld + %s + ci) * %lld + ih) * %lld + iw];",
-           k, LL(d->KH * d->KW), k, LL(d->KH * d->KW), p, ih, iw, test, x, img, LL(d->Cin), cbase, LL(d->H),
-           LL(d->W));
+  else if (d->ph)
+    snprintf(test, sizeof test, "if (ih >= 0 && ih < %lld) ", LL(d->H));
+  else if (d->pw)
+    snprintf(test, sizeof test, "if (iw >= 0 && iw < %lld) ", LL(d->W));
+  size_t l = 0;
+  char pi[96], ci[420], pc[220];
+  if (strcmp(img, "0") && d->Cin > 1)
+    l += (size_t)snprintf(chan + l, sizeof chan - l, "%s * %lld + ", cg_paren(pi, sizeof pi, img), LL(d->Cin));
+  else if (strcmp(img, "0"))
+    l += (size_t)snprintf(chan + l, sizeof chan - l, "%s + ", img);
+  if (strcmp(cbase, "0")) l += (size_t)snprintf(chan + l, sizeof chan - l, "%s + ", cbase);
+  snprintf(chan + l, sizeof chan - l, "ci");
+  if (KK == 1) snprintf(ci, sizeof ci, "%s", k);
+  else snprintf(ci, sizeof ci, "%s / %lld%s", kx, LL(KK), taps);
+  Buf b = {0};
+  buf_printf(&b,
+             "int ci = %s, oh = %s / %lld, ow = %s %% %lld;\n"
+             "%sint ih = %s, iw = %s;\n"
+             "%s%sv = %s[(%s * %lld + ih) * %lld + iw];",
+             ci, px, LL(d->OW), px, LL(d->OW), ind, ih, iw, ind, test, x, cg_paren(pc, sizeof pc, chan), LL(d->H),
+             LL(d->W));
+  NCC_ASSERT(b.len < n);
+  memcpy(dst, b.s, b.len + 1);
+  buf_free(&b);
 }
 
 static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
   Node *nd = gr->main;
   KParams p = {0};
   Buf b = {0};
-  const char *x = kp_value(c, &p, nd->in[0], 0), *w = kp_value(c, &p, nd->in[1], 0);
-  const char *bias = nd->nin > 2 ? kp_value(c, &p, nd->in[2], 0) : NULL;
+  const char *x = kp_value(c, &p, nd->in[0], 0, "x"), *w = kp_value(c, &p, nd->in[1], 0, "weight");
+  const char *bias = nd->nin > 2 ? kp_value(c, &p, nd->in[2], 0, "bias") : NULL;
   int64_t OHW = d->OH * d->OW, total = d->Nb * d->Cout * OHW;
   buf_printf(&b, "  int i = %s * 256 + %s;\n  if (i < %lld) {\n", D_BID_X, D_TID_X, LL(total));
   buf_printf(&b, "    int ow = i %% %lld, oh = (i / %lld) %% %lld, co = (i / %lld) %% %lld, img = i / %lld;\n",
              LL(d->OW), LL(d->OW), LL(d->OH), LL(OHW), LL(d->Cout), LL(d->Cout * OHW));
-  buf_printf(&b, "    const float *xp = %s + (img * %lld + (co / %lld) * %lld) * %lld;\n", x, LL(d->Cin), LL(d->Mg),
-             LL(d->Cig), LL(d->H * d->W));
+  /* the first input channel of co's group: (co / Mg) * Cig, "co" for depthwise */
+  char c0[64];
+  if (d->Mg == 1 && d->Cig == 1) snprintf(c0, sizeof c0, "co");
+  else if (d->Mg == 1) snprintf(c0, sizeof c0, "co * %lld", LL(d->Cig));
+  else if (d->Cig == 1) snprintf(c0, sizeof c0, "co / %lld", LL(d->Mg));
+  else snprintf(c0, sizeof c0, "(co / %lld) * %lld", LL(d->Mg), LL(d->Cig));
+  buf_printf(&b, "    const float *xp = %s + (img * %lld + %s) * %lld;\n", x, LL(d->Cin), c0, LL(d->H * d->W));
   buf_printf(&b, "    const float *wp = %s + co * %lld;\n    float v = 0.0f;\n", w, LL(d->Kg));
   buf_printf(&b, "    for (int ci = 0; ci < %lld; ci++)\n      for (int kh = 0; kh < %lld; kh++) {\n", LL(d->Cig),
              LL(d->KH));
@@ -177,7 +212,7 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
     buf_free(&b);
     return -1;
   }
-  buf_printf(&b, "    %s[i] = v;\n  }\n", kp_value(c, &p, group_out(gr), 1));
+  buf_printf(&b, "    %s[i] = v;\n  }\n", kp_value(c, &p, group_out(gr), 1, "y"));
   char opn[96];
   const char *name = cg_finish(c, cg_opname(gr, NULL, opn), 0, &p, &b);
   cg_launch(c, name, &p, (total + 255) / 256, 1, 1, 256, 1, 0);
@@ -190,26 +225,36 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   KParams p = {0};
   GemmSpec s;
   memset(&s, 0, sizeof s);
-  const char *x = kp_value(c, &p, nd->in[0], 0), *w = kp_value(c, &p, nd->in[1], 0);
-  const char *bias = nd->nin > 2 ? kp_value(c, &p, nd->in[2], 0) : NULL;
+  const char *x = kp_value(c, &p, nd->in[0], 0, "x"), *w = kp_value(c, &p, nd->in[1], 0, "weight");
+  const char *bias = nd->nin > 2 ? kp_value(c, &p, nd->in[2], 0, "bias") : NULL;
   int64_t OHW = d->OH * d->OW;
   s.M = d->Mg, s.N = d->Nb * OHW, s.K = d->Kg, s.Z = d->G;
   s.uses_z = d->G > 1;
   s.a_kcontig = 1, s.b_kcontig = 0;
-  if (s.uses_z) snprintf(s.a_load, sizeof s.a_load, "v = %s[(z * %lld + m) * %lld + k];", w, LL(d->Mg), LL(d->Kg));
-  else snprintf(s.a_load, sizeof s.a_load, "v = %s[m * %lld + k];", w, LL(d->Kg));
-  char img[64], pp[64], cb[64];
-  snprintf(img, sizeof img, "(n / %lld)", LL(OHW));
-  snprintf(pp, sizeof pp, "n %% %lld", LL(OHW));
+  {   /* weight[z * Mg + m][k] */
+    Buf la = {0};
+    int na = 0;
+    cg_term(&la, &na, s.uses_z ? "z" : "0", d->Mg * d->Kg), cg_term(&la, &na, "m", d->Kg), cg_term(&la, &na, "k", 1);
+    snprintf(s.a_load, sizeof s.a_load, "v = %s[%s];", w, la.s);
+    buf_free(&la);
+  }
+  /* column n is pixel n % OHW of image n / OHW; one image: pixel n */
+  char img[64], pp[64], cb[64], ch[64];
+  snprintf(img, sizeof img, d->Nb > 1 ? "n / %lld" : "0", LL(OHW));
+  snprintf(pp, sizeof pp, d->Nb > 1 ? "n %% %lld" : "n", LL(OHW));
   if (s.uses_z) snprintf(cb, sizeof cb, "z * %lld", LL(d->Cig));
   else snprintf(cb, sizeof cb, "0");
-  im2col_load(s.b_load, sizeof s.b_load, d, x, img, "k", pp, cb);
-  if (s.uses_z)
-    snprintf(s.out_idx, sizeof s.out_idx, "((n / %lld) * %lld + z * %lld + m) * %lld + n %% %lld", LL(OHW),
-             LL(d->Cout), LL(d->Mg), LL(OHW), LL(OHW));
-  else
-    snprintf(s.out_idx, sizeof s.out_idx, "((n / %lld) * %lld + m) * %lld + n %% %lld", LL(OHW), LL(d->Cout),
+  im2col_load(s.b_load, sizeof s.b_load, d, x, img, "k", pp, cb, "        ");
+  /* output channel of row m */
+  if (s.uses_z) snprintf(ch, sizeof ch, "z * %lld + m", LL(d->Mg));
+  else snprintf(ch, sizeof ch, "m");
+  if (d->Nb > 1)
+    snprintf(s.out_idx, sizeof s.out_idx, "((n / %lld) * %lld + %s) * %lld + n %% %lld", LL(OHW), LL(d->Cout), ch,
              LL(OHW), LL(OHW));
+  else if (s.uses_z)
+    snprintf(s.out_idx, sizeof s.out_idx, "(%s) * %lld + n", ch, LL(OHW));
+  else
+    snprintf(s.out_idx, sizeof s.out_idx, "m * %lld + n", LL(OHW));
   if (bias) {
     if (s.uses_z) snprintf(s.bias, sizeof s.bias, "%s[z * %lld + m]", bias, LL(d->Mg));
     else snprintf(s.bias, sizeof s.bias, "%s[m]", bias);
@@ -246,8 +291,8 @@ static int bias_epilogue(Cg *c, const KGroup *gr, Value *bias, int64_t inner, in
   Buf b = {0};
   Value *y = group_out(gr);
   int64_t total = shape_numel(&y->shape);
-  const char *yn = kp_value(c, &p, y, 1);
-  const char *bn = bias ? kp_value(c, &p, bias, 0) : NULL;
+  const char *yn = kp_value(c, &p, y, 1, "y");
+  const char *bn = bias ? kp_value(c, &p, bias, 0, "bias") : NULL;
   buf_printf(&b, "  int i = %s * 256 + %s;\n  if (i < %lld) {\n    float v = %s[i];\n", D_BID_X, D_TID_X, LL(total), yn);
   if (bn) {
     if (inner == 1) buf_printf(&b, "    v = v + %s[i %% %lld];\n", bn, LL(nb));
@@ -270,20 +315,30 @@ static const char *what(const Node *n, char *buf, size_t len) {
   return buf;
 }
 
+/* "(const float *)m->bufs[BUF_x] + 64", without "+ 0" */
+static const char *buf_ptr(Cg *c, char *dst, size_t n, const char *type, int buf, const char *off) {
+  snprintf(dst, n, "(%s)m->bufs[%s]%s%s", type, cg_buf_name(c, buf), strcmp(off, "0") ? " + " : "",
+           strcmp(off, "0") ? off : "");
+  return dst;
+}
+
 static void sgemm(Cg *c, const Node *n, int ta, int tb, int64_t M, int64_t N, int64_t K, int A, int64_t aoff,
                   int64_t lda, int64_t sa, int B, int64_t boff, int64_t ldb, int64_t sb, int C, const char *coff,
                   int64_t ldc, int64_t sc, const char *batch) {
-  char w[256];
+  char w[256], ao[32], bo[32], pa[CG_HOST_LEN], pb[CG_HOST_LEN], pc[CG_HOST_LEN];
   /* the label goes into a C string literal: keep only harmless characters */
   what(n, w, sizeof w);
   for (char *q = w; *q; q++)
     if (*q == '"' || *q == '\\' || (unsigned char)*q < 32) *q = '_';
+  snprintf(ao, sizeof ao, "%lld", LL(aoff));
+  snprintf(bo, sizeof bo, "%lld", LL(boff));
   buf_printf(&c->run,
-             "  rc = ncc_sgemm(m->dev, %d, %d, %lld, %lld, %lld, 1.0f, (const float *)m->bufs[%d] + %lld, %lld, %lldLL,\n"
-             "                 (const float *)m->bufs[%d] + %lld, %lld, %lldLL, 0.0f, (float *)m->bufs[%d] + %s, %lld, %lldLL, %s);\n"
+             "  rc = ncc_sgemm(m->dev, %d, %d, %lld, %lld, %lld, 1.0f, %s, %lld, %lldLL,\n"
+             "                 %s, %lld, %lldLL, 0.0f, %s, %lld, %lldLL, %s);\n"
              "  if (rc) return %s_fail(m, rc, \"%s\");\n",
-             ta, tb, LL(M), LL(N), LL(K), A, LL(aoff), LL(lda), LL(sa), B, LL(boff), LL(ldb), LL(sb), C, coff,
-             LL(ldc), LL(sc), batch, c->model, w);
+             ta, tb, LL(M), LL(N), LL(K), buf_ptr(c, pa, sizeof pa, "const float *", A, ao), LL(lda), LL(sa),
+             buf_ptr(c, pb, sizeof pb, "const float *", B, bo), LL(ldb), LL(sb),
+             buf_ptr(c, pc, sizeof pc, "float *", C, coff), LL(ldc), LL(sc), batch, c->model, w);
 }
 
 static int conv_cublas(Cg *c, const KGroup *gr, const ConvDims *d) {
@@ -301,27 +356,37 @@ static int conv_cublas(Cg *c, const KGroup *gr, const ConvDims *d) {
     }
   } else {
     int64_t CH = conv_chunk(d), Kall = d->Cin * d->KH * d->KW;
+    int one = CH >= d->Nb;   /* every image in one chunk: no loop, no first-image argument */
     KParams p = {0};
     Buf b = {0};
-    const char *x = kp_value(c, &p, nd->in[0], 0), *ws = kp_work(c, &p), *n0 = kp_int(&p, "n0_");
+    const char *x = kp_value(c, &p, nd->in[0], 0, "x"), *ws = kp_work(c, &p);
+    const char *n0 = one ? NULL : kp_int(&p, "n0", "n0_");
     int64_t total = CH * Kall * OHW;
     buf_printf(&b, "  int i = %s * 256 + %s;\n  if (i < %lld) {\n", D_BID_X, D_TID_X, LL(total));
-    buf_printf(&b, "    int p = i %% %lld, kq = (i / %lld) %% %lld, img = %s + i / %lld;\n    float v = 0.0f;\n",
-               LL(OHW), LL(OHW), LL(Kall), n0, LL(Kall * OHW));
+    char img[96];
+    if (one) snprintf(img, sizeof img, "i / %lld", LL(Kall * OHW));
+    else snprintf(img, sizeof img, "%s + i / %lld", n0, LL(Kall * OHW));
+    buf_printf(&b, "    int p = i %% %lld, kq = (i / %lld) %% %lld, img = %s;\n    float v = 0.0f;\n", LL(OHW),
+               LL(OHW), LL(Kall), img);
     char ld[1024];
-    im2col_load(ld, sizeof ld, d, x, "img", "kq", "p", "0");
-    buf_printf(&b, "    if (img < %lld) {\n      %s\n    }\n    %s[i] = v;\n  }\n", LL(d->Nb), ld, ws);
+    im2col_load(ld, sizeof ld, d, x, "img", "kq", "p", "0", "      ");
+    if (one) buf_printf(&b, "    {\n      %s\n    }\n    %s[i] = v;\n  }\n", ld, ws);
+    else buf_printf(&b, "    if (img < %lld) {\n      %s\n    }\n    %s[i] = v;\n  }\n", LL(d->Nb), ld, ws);
     const char *name = cg_finish(c, "im2col", 0, &p, &b);
     buf_free(&b);
-    buf_printf(&c->run, "  for (int n0_ = 0; n0_ < %lld; n0_ += %lld) {\n", LL(d->Nb), LL(CH));
-    buf_printf(&c->run, "  int nb_ = %lld - n0_ < %lld ? %lld - n0_ : %lld;\n", LL(d->Nb), LL(CH), LL(d->Nb), LL(CH));
+    if (!one) {
+      buf_printf(&c->run, "  for (int n0_ = 0; n0_ < %lld; n0_ += %lld) {\n", LL(d->Nb), LL(CH));
+      buf_printf(&c->run, "  int nb_ = %lld - n0_ < %lld ? %lld - n0_ : %lld;\n", LL(d->Nb), LL(CH), LL(d->Nb), LL(CH));
+    }
     cg_launch(c, name, &p, (total + 255) / 256, 1, 1, 256, 1, 0);
     for (int64_t g = 0; g < d->G; g++) {
-      snprintf(coff, sizeof coff, "(long long)n0_ * %lld + %lld", LL(d->Cout * OHW), LL(g * d->Mg * OHW));
+      if (one) snprintf(coff, sizeof coff, "%lld", LL(g * d->Mg * OHW));
+      else if (g) snprintf(coff, sizeof coff, "(long long)n0_ * %lld + %lld", LL(d->Cout * OHW), LL(g * d->Mg * OHW));
+      else snprintf(coff, sizeof coff, "(long long)n0_ * %lld", LL(d->Cout * OHW));
       sgemm(c, nd, 0, 0, d->Mg, OHW, d->Kg, Wb, g * d->Mg * d->Kg, d->Kg, 0, c->work, g * d->Kg * OHW, OHW,
-            Kall * OHW, Y, coff, OHW, d->Cout * OHW, "nb_");
+            Kall * OHW, Y, coff, OHW, d->Cout * OHW, one ? nbs : "nb_");
     }
-    buf_puts(&c->run, "  }\n");
+    if (!one) buf_puts(&c->run, "  }\n");
   }
   return bias_epilogue(c, gr, nd->nin > 2 ? nd->in[2] : NULL, OHW, d->Cout);
 }
@@ -340,13 +405,21 @@ static int emit_linear(Cg *c, const KGroup *gr) {
   KParams p = {0};
   GemmSpec s;
   memset(&s, 0, sizeof s);
-  const char *x = kp_value(c, &p, nd->in[0], 0), *w = kp_value(c, &p, nd->in[1], 0);
-  const char *bias = nd->nin > 2 ? kp_value(c, &p, nd->in[2], 0) : NULL;
+  const char *x = kp_value(c, &p, nd->in[0], 0, "x"), *w = kp_value(c, &p, nd->in[1], 0, "weight");
+  const char *bias = nd->nin > 2 ? kp_value(c, &p, nd->in[2], 0, "bias") : NULL;
   s.M = rows, s.N = out, s.K = in, s.Z = 1;
   s.a_kcontig = s.b_kcontig = 1;
-  snprintf(s.a_load, sizeof s.a_load, "v = %s[m * %lld + k];", x, LL(in));
-  snprintf(s.b_load, sizeof s.b_load, "v = %s[n * %lld + k];", w, LL(in));
-  snprintf(s.out_idx, sizeof s.out_idx, "m * %lld + n", LL(out));
+  Buf la = {0}, lb = {0}, lo = {0};
+  int na = 0, nb = 0, no = 0;
+  cg_term(&la, &na, "m", in), cg_term(&la, &na, "k", 1);
+  cg_term(&lb, &nb, "n", in), cg_term(&lb, &nb, "k", 1);
+  cg_term(&lo, &no, "m", out), cg_term(&lo, &no, "n", 1);
+  snprintf(s.a_load, sizeof s.a_load, "v = %s[%s];", x, la.s);
+  snprintf(s.b_load, sizeof s.b_load, "v = %s[%s];", w, lb.s);
+  snprintf(s.out_idx, sizeof s.out_idx, "%s", lo.s);
+  buf_free(&la);
+  buf_free(&lb);
+  buf_free(&lo);
   if (bias) snprintf(s.bias, sizeof s.bias, "%s[n]", bias);
   return tiled(c, gr, &p, &s);
 }
@@ -383,22 +456,25 @@ static int emit_matmul(Cg *c, const KGroup *gr) {
   KParams p = {0};
   GemmSpec s;
   memset(&s, 0, sizeof s);
-  const char *a = kp_value(c, &p, nd->in[0], 0), *b = kp_value(c, &p, nd->in[1], 0);
+  const char *a = kp_value(c, &p, nd->in[0], 0, "a"), *b = kp_value(c, &p, nd->in[1], 0, "b");
   s.M = M, s.N = N, s.K = K, s.Z = Z;
   s.uses_z = Z > 1;
   s.a_kcontig = 1, s.b_kcontig = 0;
   Buf ia = {0}, ib = {0};
   cg_bcast_index(&ia, &bo, &ba, "z");
   cg_bcast_index(&ib, &bo, &bb, "z");
-  if (s.uses_z) {
-    snprintf(s.a_load, sizeof s.a_load, "v = %s[%s * %lld + m * %lld + k];", a, ia.s, LL(M * K), LL(K));
-    snprintf(s.b_load, sizeof s.b_load, "v = %s[%s * %lld + k * %lld + n];", b, ib.s, LL(K * N), LL(N));
-    snprintf(s.out_idx, sizeof s.out_idx, "z * %lld + m * %lld + n", LL(M * N), LL(N));
-  } else {
-    snprintf(s.a_load, sizeof s.a_load, "v = %s[m * %lld + k];", a, LL(K));
-    snprintf(s.b_load, sizeof s.b_load, "v = %s[k * %lld + n];", b, LL(N));
-    snprintf(s.out_idx, sizeof s.out_idx, "m * %lld + n", LL(N));
-  }
+  /* A[z'][m][k], B[z''][k][n], C[z][m][n]; z', z'' the broadcast batch indices */
+  Buf la = {0}, lb = {0}, lo = {0};
+  int na = 0, nb = 0, no = 0;
+  cg_term(&la, &na, s.uses_z ? ia.s : "0", M * K), cg_term(&la, &na, "m", K), cg_term(&la, &na, "k", 1);
+  cg_term(&lb, &nb, s.uses_z ? ib.s : "0", K * N), cg_term(&lb, &nb, "k", N), cg_term(&lb, &nb, "n", 1);
+  cg_term(&lo, &no, s.uses_z ? "z" : "0", M * N), cg_term(&lo, &no, "m", N), cg_term(&lo, &no, "n", 1);
+  snprintf(s.a_load, sizeof s.a_load, "v = %s[%s];", a, na ? la.s : "0");
+  snprintf(s.b_load, sizeof s.b_load, "v = %s[%s];", b, nb ? lb.s : "0");
+  snprintf(s.out_idx, sizeof s.out_idx, "%s", no ? lo.s : "0");
+  buf_free(&la);
+  buf_free(&lb);
+  buf_free(&lo);
   buf_free(&ia);
   buf_free(&ib);
   return tiled(c, gr, &p, &s);

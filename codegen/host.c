@@ -82,7 +82,24 @@ static void info_table(FILE *f, const char *M, const char *what, const Io *io) {
 
 static void buf_table(FILE *f, Cg *c, const char *M, const char *what, const Io *io) {
   fprintf(f, "static const int %s_%s_buf_[] = {", M, what);
-  for (int i = 0; i < io->n; i++) fprintf(f, "%s%d", i ? ", " : "", cg_buf_of(c, io->v[i]));
+  size_t all = 0;
+  for (int i = 0; i < io->n; i++) all += strlen(cg_buf_name(c, cg_buf_of(c, io->v[i]))) + 2;
+  int wrap = all > 60;
+  size_t col = wrap ? 100 : 0;   /* a long list: lines of less than 100 columns */
+  for (int i = 0; i < io->n; i++) {
+    const char *nm = cg_buf_name(c, cg_buf_of(c, io->v[i]));
+    if (!wrap) {
+      fputs(i ? ", " : "", f);
+    } else if (col + strlen(nm) > 100) {
+      fprintf(f, "%s\n  ", i ? "," : "");
+      col = 2;
+    } else {
+      fputs(", ", f);
+    }
+    fputs(nm, f);
+    col += strlen(nm) + 2;
+  }
+  if (wrap) fputs("\n", f);
   if (!io->n) fprintf(f, "0");
   fprintf(f, "};\n");
 }
@@ -161,14 +178,26 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   for (int i = 0; i < c->nk; i++)
     fprintf(f, "NCC_KERNEL_DESC(%s, %s, (%s))\n", c->k[i].name, c->k[i].flags & NCC_KF_BARRIER_ ? "NCC_KF_BARRIER" : "0",
             c->k[i].args);
-  fprintf(f, "\n/* buffers: activations whose lifetimes do not meet share bytes (memory planning) */\n");
-  fprintf(f, "#define %s_NBUFS %d\n", M, c->nbufs);
-  fprintf(f, "static const size_t %s_buf_off_[%s_NBUFS] = {\n", M, M);
+  /* buffers by name: the host code below says m->bufs[BUF_conv1_weight], never a bare index */
+  fprintf(f, "\n/* buffers: parameters (state_dict names), constants, inputs, activations (the layer that\n"
+             " * computes them), the workspace */\nenum {\n");
+  int w = 0;
+  for (int i = 0; i < c->nbufs; i++) {
+    char e[300];
+    int l = snprintf(e, sizeof e, "%s = %d,", cg_buf_name(c, i), i);
+    if (l > w) w = l;
+  }
   for (int i = 0; i < c->nbufs; i++) {
     const CgBuf *b = &c->bufs[i];
-    fprintf(f, "  %zu, /* %d: %s %s */\n", b->offset, i, bk_name[b->kind],
-            b->v ? (b->v->def->name ? b->v->def->name : ncc_ops[b->v->def->op].name) : "im2col");
+    char sh[160] = "", e[300];
+    if (b->v) shape_str(sh, sizeof sh, b->v->dtype, &b->v->shape);
+    snprintf(e, sizeof e, "%s = %d,", cg_buf_name(c, i), i);
+    fprintf(f, "  %-*s /* %s%s%s */\n", w, e, bk_name[b->kind], *sh ? " " : "", sh);
   }
+  fprintf(f, "};\n#define %s_NBUFS %d\n", M, c->nbufs);
+  fprintf(f, "/* activations whose lifetimes do not meet share bytes (memory planning) */\n");
+  fprintf(f, "static const size_t %s_buf_off_[%s_NBUFS] = {\n", M, M);
+  for (int i = 0; i < c->nbufs; i++) fprintf(f, "  %zu, /* %s */\n", c->bufs[i].offset, cg_buf_name(c, i));
   fprintf(f, "};\nstatic const size_t %s_buf_size_[%s_NBUFS] = {", M, M);
   for (int i = 0; i < c->nbufs; i++) fprintf(f, "%s%zu", i ? ", " : "", c->bufs[i].bytes);
   fprintf(f, "};\n\n");
@@ -231,9 +260,9 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   for (int i = 0; i < c->nbufs; i++) {
     if (c->bufs[i].kind != BK_CONST) continue;
     char lit[40];
-    fprintf(f, "  {\n    static const float v_ = %s;\n    rc = ncc_memcpy_h2d(m->dev, m->bufs[%d], &v_, sizeof v_);\n"
+    fprintf(f, "  {\n    static const float v_ = %s;\n    rc = ncc_memcpy_h2d(m->dev, m->bufs[%s], &v_, sizeof v_);\n"
                "    if (rc) return %s_fail(m, rc, \"%s_create: setting a constant\");\n  }\n",
-            cg_flit(lit, c->bufs[i].v->def->a.fval), i, M, M);
+            cg_flit(lit, c->bufs[i].v->def->a.fval), cg_buf_name(c, i), M, M);
   }
   if (prep) fprintf(f, "  return %s_prepare(m);   /* the folded values of the zero parameters */\n}\n\n", M);
   else fprintf(f, "  return 0;\n}\n\n");
@@ -275,12 +304,13 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   /* run */
   fprintf(f, "/* every kernel of one inference, in order */\nstatic int %s_run(%s *m) {\n  int rc = 0;\n", M, M);
   if (c->run.s) fputs(c->run.s, f);
-  fprintf(f, "  (void)m;\n  return rc;\n}\n\n");
+  fprintf(f, "%s  return rc;\n}\n\n", c->run.s ? "" : "  (void)m;\n");
 
   /* infer */
   fprintf(f, "int %s_infer_io(%s *m, const void *const *in, void *const *out) {\n  int rc;\n", M, M);
   fprintf(f, "  if (!m || !m->dev) return %s_user_error(m, \"%s_infer: no model\");\n", M, M);
-  fprintf(f, "  if ((%d && !in) || !out) return %s_user_error(m, \"%s_infer: no input or output array\");\n", in.n, M, M);
+  fprintf(f, "  if (%s!out) return %s_user_error(m, \"%s_infer: no input or output array\");\n", in.n ? "!in || " : "",
+          M, M);
   fprintf(f,
           "  for (int i = 0; i < %d; i++) {\n"
           "    char what[160];\n"

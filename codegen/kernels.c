@@ -22,7 +22,7 @@ static void flat_head(Buf *b, int64_t total) {
 
 static int flat_finish(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t total) {
   if (cg_epilogue(c, gr, p, b, "v", "i", 2)) return -1;
-  const char *y = kp_value(c, p, group_out(gr), 1);
+  const char *y = kp_value(c, p, group_out(gr), 1, "y");
   buf_printf(b, "    %s[i] = v;\n  }\n", y);
   char opn[96];
   const char *name = cg_finish(c, cg_opname(gr, NULL, opn), 0, p, b);
@@ -43,7 +43,7 @@ int emit_pool(Cg *c, const KGroup *gr) {
   int64_t total = shape_numel(ys);
   KParams p = {0};
   Buf b = {0};
-  const char *x = kp_value(c, &p, n->in[0], 0);
+  const char *x = kp_value(c, &p, n->in[0], 0, "x");
   flat_head(&b, total);
   buf_printf(&b, "    int ow = i %% %lld, oh = (i / %lld) %% %lld, nc = i / %lld;\n", LL(OW), LL(OW), LL(OH),
              LL(OH * OW));
@@ -82,7 +82,7 @@ int emit_gavgpool(Cg *c, const KGroup *gr) {
   int64_t HW = xs->d[2] * xs->d[3], total = xs->d[0] * xs->d[1];
   KParams p = {0};
   Buf b = {0};
-  const char *x = kp_value(c, &p, n->in[0], 0);
+  const char *x = kp_value(c, &p, n->in[0], 0, "x");
   char lit[40];
   flat_head(&b, total);
   buf_printf(&b, "    const float *xp = %s + i * %lld;\n    float v = 0.0f;\n", x, LL(HW));
@@ -100,7 +100,8 @@ int emit_batchnorm(Cg *c, const KGroup *gr) {
   KParams p = {0};
   Buf b = {0};
   const char *nm[5];
-  for (int j = 0; j < 5; j++) nm[j] = kp_value(c, &p, n->in[j], 0);
+  static const char *const role[5] = {"x", "weight", "bias", "running_mean", "running_var"};
+  for (int j = 0; j < 5; j++) nm[j] = kp_value(c, &p, n->in[j], 0, role[j]);
   char lit[40];
   flat_head(&b, total);
   buf_printf(&b, "    int ch = (i / %lld) %% %lld;\n", LL(HW), LL(C));
@@ -118,7 +119,7 @@ int emit_batchnorm(Cg *c, const KGroup *gr) {
 static int finish_row_kernel(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t rows, int T) {
   int rc = -1;
   if (cg_epilogue(c, gr, p, b, "v", "i", 2) == 0) {
-    buf_printf(b, "    %s[i] = v;\n  }\n", kp_value(c, p, group_out(gr), 1));
+    buf_printf(b, "    %s[i] = v;\n  }\n", kp_value(c, p, group_out(gr), 1, "y"));
     char opn[96];
     const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, p, b);
     cg_launch(c, name, p, rows, 1, 1, T, 1, 0);
@@ -135,7 +136,8 @@ int emit_layernorm(Cg *c, const KGroup *gr) {
   int T = cg_reduce_threads(D);
   KParams p = {0};
   Buf b = {0};
-  const char *x = kp_value(c, &p, n->in[0], 0), *w = kp_value(c, &p, n->in[1], 0), *bb = kp_value(c, &p, n->in[2], 0);
+  const char *x = kp_value(c, &p, n->in[0], 0, "x"), *w = kp_value(c, &p, n->in[1], 0, "weight");
+  const char *bb = kp_value(c, &p, n->in[2], 0, "bias");
   char lit[40], dl[40];
   cg_flit(dl, (double)D);
   buf_printf(&b, "  %s float red[%d];\n", D_SHARED, T);
@@ -165,7 +167,7 @@ int emit_softmax(Cg *c, const KGroup *gr) {
   int T = cg_reduce_threads(D);
   KParams p = {0};
   Buf b = {0};
-  const char *x = kp_value(c, &p, n->in[0], 0);
+  const char *x = kp_value(c, &p, n->in[0], 0, "x");
   buf_printf(&b, "  %s float red[%d];\n", D_SHARED, T);
   buf_printf(&b, "  int row = %s, t = %s;\n", D_BID_X, D_TID_X);
   if (inner == 1) buf_printf(&b, "  int base = row * %lld;\n", LL(D));
@@ -173,14 +175,17 @@ int emit_softmax(Cg *c, const KGroup *gr) {
   /* stable: subtract the row maximum before exp.  The maximum propagates NaN
    * and may be infinite; a row holding NaN or +inf then gives NaN everywhere
    * and a row of -inf only NaN (exp(-inf - -inf)), as in PyTorch */
-  buf_printf(&b, "  float mx = %s;\n  for (int j = t; j < %lld; j += %d) {\n    float e = %s[base + j * %lld];\n"
-             "    if (e > mx || e != e) mx = e;\n  }\n", D_NEG_INF, LL(D), T, x, LL(inner));
+  char ej[48];   /* element j of the row */
+  if (inner == 1) snprintf(ej, sizeof ej, "base + j");
+  else snprintf(ej, sizeof ej, "base + j * %lld", LL(inner));
+  buf_printf(&b, "  float mx = %s;\n  for (int j = t; j < %lld; j += %d) {\n    float e = %s[%s];\n"
+             "    if (e > mx || e != e) mx = e;\n  }\n", D_NEG_INF, LL(D), T, x, ej);
   cg_block_reduce(&b, "red", "mx", T, 1, 1);
-  buf_printf(&b, "  float acc = 0.0f;\n  for (int j = t; j < %lld; j += %d) acc = acc + expf(%s[base + j * %lld] - mx);\n",
-             LL(D), T, x, LL(inner));
+  buf_printf(&b, "  float acc = 0.0f;\n  for (int j = t; j < %lld; j += %d) acc = acc + expf(%s[%s] - mx);\n",
+             LL(D), T, x, ej);
   cg_block_reduce(&b, "red", "acc", T, 0, 1);
   if (n->op == OP_LOG_SOFTMAX) buf_puts(&b, "  float lse = logf(acc);\n");
-  buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n    int i = base + j * %lld;\n", LL(D), T, LL(inner));
+  buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n    int i = %s;\n", LL(D), T, ej);
   if (n->op == OP_LOG_SOFTMAX) buf_printf(&b, "    float v = %s[i] - mx - lse;\n", x);
   else buf_printf(&b, "    float v = expf(%s[i] - mx) / acc;\n", x);
   return finish_row_kernel(c, gr, &p, &b, rows, T);
@@ -195,15 +200,36 @@ int emit_concat(Cg *c, const KGroup *gr) {
   KParams p = {0};
   Buf b = {0};
   flat_head(&b, total);
-  buf_printf(&b, "    int outer = i / %lld, a = (i / %lld) %% %lld, r = i %% %lld;\n    float v;\n", LL(DO * inner),
-             LL(inner), LL(DO), LL(inner));
+  /* element i is (outer, a, r): a along the axis, outer and r around it;
+   * a dimension of extent 1 drops out of the arithmetic */
+  int has_outer = total > DO * inner, uses_a = n->nin > 1 || DO > 1;
+  char decl[3][64];
+  int nd = 0;
+  if (has_outer) snprintf(decl[nd++], sizeof decl[0], "outer = i / %lld", LL(DO * inner));
+  if (uses_a && inner == 1) snprintf(decl[nd++], sizeof decl[0], has_outer ? "a = i %% %lld" : "a = i", LL(DO));
+  else if (uses_a && has_outer) snprintf(decl[nd++], sizeof decl[0], "a = (i / %lld) %% %lld", LL(inner), LL(DO));
+  else if (uses_a) snprintf(decl[nd++], sizeof decl[0], "a = i / %lld", LL(inner));
+  if (inner > 1) snprintf(decl[nd++], sizeof decl[0], "r = i %% %lld", LL(inner));
+  for (int k = 0; k < nd; k++) buf_printf(&b, "%s%s", k ? ", " : "    int ", decl[k]);
+  buf_puts(&b, nd ? ";\n    float v;\n" : "    float v;\n");
   int64_t off = 0;
   for (int j = 0; j < n->nin; j++) {
     int64_t dj = n->in[j]->shape.d[ax];
-    const char *x = kp_value(c, &p, n->in[j], 0);
+    char role[16], aj[48];
+    snprintf(role, sizeof role, "x%d", j);
+    const char *x = kp_value(c, &p, n->in[j], 0, role);
     if (j == n->nin - 1) buf_puts(&b, n->nin == 1 ? "    " : "    else ");
     else buf_printf(&b, "    %sif (a < %lld) ", j ? "else " : "", LL(off + dj));
-    buf_printf(&b, "v = %s[(outer * %lld + (a - %lld)) * %lld + r];\n", x, LL(dj), LL(off), LL(inner));
+    /* x_j[outer][a - off][r] */
+    if (off) snprintf(aj, sizeof aj, "a - %lld", LL(off));
+    else snprintf(aj, sizeof aj, "a");
+    Buf ix = {0};
+    int nt = 0;
+    cg_term(&ix, &nt, has_outer ? "outer" : "0", dj * inner);
+    cg_term(&ix, &nt, dj > 1 ? aj : "0", inner);
+    cg_term(&ix, &nt, inner > 1 ? "r" : "0", 1);
+    buf_printf(&b, "v = %s[%s];\n", x, nt ? ix.s : "0");
+    buf_free(&ix);
     off += dj;
   }
   int r = flat_finish(c, gr, &p, &b, total);
@@ -218,15 +244,27 @@ int emit_transpose(Cg *c, const KGroup *gr) {
   for (int d = xs->rank - 1; d >= 0; d--) istr[d] = s, s *= xs->d[d];
   KParams p = {0};
   Buf b = {0};
-  const char *x = kp_value(c, &p, n->in[0], 0);
+  const char *x = kp_value(c, &p, n->in[0], 0, "x");
   flat_head(&b, total);
-  buf_puts(&b, "    int r = i, src = 0;\n");
-  for (int d = ys->rank - 1; d >= 0; d--) {
-    if (ys->d[d] == 1) continue;
-    buf_printf(&b, "    src += (r %% %lld) * %lld;\n    r /= %lld;\n", LL(ys->d[d]), LL(istr[n->a.list[d]]),
-               LL(ys->d[d]));
+  /* the output's coordinates, innermost first, each times its input stride;
+   * the outermost needs neither the % nor the division after it */
+  int outer = -1;
+  for (int d = 0; d < ys->rank && outer < 0; d++)
+    if (ys->d[d] != 1) outer = d;
+  if (outer < 0) {
+    buf_printf(&b, "    float v = %s[0];\n", x);
+  } else {
+    buf_puts(&b, "    int r = i, src = 0;\n");
+    for (int d = ys->rank - 1; d >= outer; d--) {
+      if (ys->d[d] == 1) continue;
+      char st[32] = "";
+      if (istr[n->a.list[d]] != 1) snprintf(st, sizeof st, " * %lld", LL(istr[n->a.list[d]]));
+      if (d == outer) buf_printf(&b, "    src += r%s;\n", st);
+      else if (*st) buf_printf(&b, "    src += (r %% %lld)%s;\n    r /= %lld;\n", LL(ys->d[d]), st, LL(ys->d[d]));
+      else buf_printf(&b, "    src += r %% %lld;\n    r /= %lld;\n", LL(ys->d[d]), LL(ys->d[d]));
+    }
+    buf_printf(&b, "    float v = %s[src];\n", x);
   }
-  buf_printf(&b, "    (void)r;\n    float v = %s[src];\n", x);
   int r = flat_finish(c, gr, &p, &b, total);
   buf_free(&b);
   return r;
@@ -240,7 +278,9 @@ int emit_loss(Cg *c, const KGroup *gr) {
   const Shape *xs = &n->in[0]->shape;
   KParams p = {0};
   Buf b = {0};
-  const char *x = kp_value(c, &p, n->in[0], 0), *y = kp_value(c, &p, n->in[1], 0);
+  char r0[32], r1[32];   /* logits, labels; logp, labels; a, b */
+  const char *x = kp_value(c, &p, n->in[0], 0, cg_arg_role(n, 0, r0));
+  const char *y = kp_value(c, &p, n->in[1], 0, cg_arg_role(n, 1, r1));
   char lit[40];
   buf_printf(&b, "  %s float red[256];\n  int t = %s;\n  float acc = 0.0f;\n", D_SHARED, D_TID_X);
   if (n->op == OP_MSE_LOSS) {
@@ -269,7 +309,7 @@ int emit_loss(Cg *c, const KGroup *gr) {
   }
   buf_puts(&b, "  if (t == 0) {\n");
   if (cg_epilogue(c, gr, &p, &b, "v", "0", 2)) goto fail;
-  buf_printf(&b, "    %s[0] = v;\n  }\n", kp_value(c, &p, group_out(gr), 1));
+  buf_printf(&b, "    %s[0] = v;\n  }\n", kp_value(c, &p, group_out(gr), 1, "y"));
   char opn[96];
   const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, &p, &b);
   cg_launch(c, name, &p, 1, 1, 1, 256, 1, 0);

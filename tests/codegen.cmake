@@ -13,6 +13,7 @@
 #                          a spill or an NCC_KF_BARRIER flag ptxas disagrees with
 #   codegen.example.NAME   examples/*.net through ncc: every compiler, cleanly
 #   codegen.bad.NAME       tests/cg/bad/*.net: refused with exit 1, a message, no output
+#   codegen.readable       names by role and by buffer, no arithmetic noise, kernels still shared
 # Working files under build/tests/cg go when a test passes (NCC_KEEP_WORK=1
 # keeps them); a test whose compiler is missing reports itself skipped.
 
@@ -93,6 +94,12 @@ if(NCC_NVCC)
 else()
   ncc_skipped_test(codegen.ptxas "nvcc not found (CUDA_HOME=${NCC_CUDA_HOME}, PATH)")
 endif()
+
+# the generated code reads like code written by hand: kernel parameters named
+# by role, buffers by name, no "1 &&" or "* 1"; identical kernels still shared
+add_test(NAME codegen.readable
+         COMMAND ${NCC_PYTHON} ${NCC_CG_DIR}/check_readable.py $<TARGET_FILE:ncc> $<TARGET_FILE:cg_build_graphs>
+                 ${CMAKE_CURRENT_SOURCE_DIR}/../examples ${NCC_CG_OUT}/readable)
 
 file(GLOB NCC_CG_EXAMPLES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/../examples/*.net)
 foreach(f ${NCC_CG_EXAMPLES})

@@ -312,7 +312,7 @@ def gemm_path_check(ctx, net_path, cublas, must_gemm):
 
 def conv_case(ctx, variant, cublas=False, env=None):
     import torch.nn.functional as F
-    N, C, H, W, O, k, s, p, d, g, bias = CONV_VARIANTS[variant]
+    N, C, H, W, O, k, s, p, d, g, bias = {**CONV_VARIANTS, **CONV_VARIANTS_CUBLAS_ONLY}[variant]
     kh, kw = k if isinstance(k, tuple) else (k, k)
     seed(1)
     x = as64(rand(N, C, H, W))
@@ -334,6 +334,10 @@ def conv_case(ctx, variant, cublas=False, env=None):
 for _v in CONV_VARIANTS:
     case("conv_" + _v, ["op", "conv"])(lambda ctx, v=_v: conv_case(ctx, v))
     case("conv_" + _v + "_cublas", ["op", "conv", "cublas"])(lambda ctx, v=_v: conv_case(ctx, v, cublas=True))
+# cuBLAS path with more im2col columns than one 64 MiB chunk holds (37.7 MB
+# an image): the images go through the workspace in two chunks
+CONV_VARIANTS_CUBLAS_ONLY = {"chunks": (2, 64, 130, 130, 16, 3, 1, 0, 1, 1, True)}
+case("conv_chunks_cublas", ["op", "conv", "cublas"])(lambda ctx: conv_case(ctx, "chunks", cublas=True))
 case("conv_k3_s2_p1_reverse", ["op", "conv", "fiber"])(
     lambda ctx: conv_case(ctx, "k3_s2_p1", env={"NCC_FIBER_ORDER": "reverse"}))
 case("conv_wide_check", ["op", "conv", "check"])(
