@@ -185,11 +185,13 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
   int *root = malloc(sizeof(int) * (size_t)(nn + 1));    /* node id -> node owning its bytes */
   int *last = malloc(sizeof(int) * (size_t)(nn + 1));    /* owner -> last group reading it */
   char *owns = malloc((size_t)nn + 1);
-  if (!live || !grp || !root || !last || !owns) ncc_die("out of memory");
+  unsigned char *all = calloc((size_t)nn + 1, 1);   /* fusion counts uses over every node, as codegen */
+  if (!live || !grp || !root || !last || !owns || !all) ncc_die("out of memory");
+  for (int i = 0; i < nn; i++) all[i] = !g->nodes[i]->dead;
   for (int i = 0; i < nn; i++) live[i] = !g->nodes[i]->dead && g->nodes[i]->load_time;
   int64_t lt_flops = 0, lt_bytes = 0;
   GroupList gl = group_form(g, live);   /* the load-time kernels: counted apart */
-  if (g->fuse_epilogues) group_fuse_epilogues(g, &gl, live);
+  if (g->fuse_epilogues) group_fuse_epilogues(g, &gl, all);
   int lt_launches = gl.n;
   for (int k = 0; k < gl.n; k++) {
     const KGroup *gr = &gl.g[k];
@@ -204,7 +206,8 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
   group_free(&gl);
   for (int i = 0; i < nn; i++) live[i] = !g->nodes[i]->dead && !g->nodes[i]->load_time;
   gl = group_form(g, live);
-  if (g->fuse_epilogues) group_fuse_epilogues(g, &gl, live);
+  if (g->fuse_epilogues) group_fuse_epilogues(g, &gl, all);
+  free(all);
   const int end = gl.n;   /* "live to the end" */
 
   int64_t batch = 0;
