@@ -132,6 +132,10 @@ static int shape_conv2d(Node *n, DType *t, Shape *s) {
   }
   Shape ws = {4, {out, C / a->groups, a->kernel[0], a->kernel[1]}};
   if (check_numel(n, w->dtype, &ws, "weight") || expect_shape(n, w, &ws, "weight")) return -1;
+  if ((n->nin == 3) != (n->a.has_bias != 0)) {   /* what ir_verify checks: the gate refuses it too */
+    diag_error(n->loc, "%s: attrs.has_bias is %d but the node has %d inputs", ncc_ops[n->op].name, n->a.has_bias, n->nin);
+    return -1;
+  }
   if (n->nin == 3) {
     Shape bs = shape1(out);
     if (same_dtype(n, x, n->in[2], "the bias") || expect_shape(n, n->in[2], &bs, "bias")) return -1;
@@ -169,6 +173,10 @@ static int shape_linear(Node *n, DType *t, Shape *s) {
   }
   Shape ws = {2, {out, x->shape.d[1]}};
   if (check_numel(n, w->dtype, &ws, "weight") || expect_shape(n, w, &ws, "weight")) return -1;
+  if ((n->nin == 3) != (n->a.has_bias != 0)) {   /* what ir_verify checks: the gate refuses it too */
+    diag_error(n->loc, "%s: attrs.has_bias is %d but the node has %d inputs", ncc_ops[n->op].name, n->a.has_bias, n->nin);
+    return -1;
+  }
   if (n->nin == 3) {
     Shape bs = shape1(out);
     if (same_dtype(n, x, n->in[2], "the bias") || expect_shape(n, n->in[2], &bs, "bias")) return -1;

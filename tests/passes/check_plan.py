@@ -30,11 +30,13 @@ def buffers(cu):
     sizes = re.search(r"_buf_size_\[\w+\] = \{(.*?)\};", text, re.S)
     if not offs or not sizes:
         raise SystemExit("%s: no buffer table" % cu)
-    rows = re.findall(r"(\d+), /\* (\d+): (\S+) ", offs.group(1))
-    size = [int(s) for s in sizes.group(1).replace("\n", " ").split(",") if s.strip()]
-    if len(rows) != len(size):
-        raise SystemExit("%s: %d offsets but %d sizes" % (cu, len(rows), len(size)))
-    return [(int(o), size[int(i)], kind) for (o, i, kind) in rows]
+    # the enum names each buffer and says its kind: `BUF_x = 8, /* input f32[...] */`
+    enum = {name: (int(i), kind) for name, i, kind in re.findall(r"\b(BUF_\w+) = (\d+),\s*/\* (\S+) ", text)}
+    rows = re.findall(r"(\d+), /\* (BUF_\w+) \*/", offs.group(1))
+    size = [int(s) for s in re.sub(r"/\*.*?\*/", "", sizes.group(1)).replace("\n", " ").split(",") if s.strip()]
+    if len(rows) != len(size) or len(rows) != len(enum):
+        raise SystemExit("%s: %d offsets, %d sizes, %d named buffers" % (cu, len(rows), len(size), len(enum)))
+    return [(int(o), size[enum[name][0]], enum[name][1]) for (o, name) in rows]
 
 
 def main():
