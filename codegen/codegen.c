@@ -1,6 +1,6 @@
 /* codegen.c — the driver of code generation: which buffer holds each value,
  * one emitter per kernel group's main op, and the layout of MODEL.cu
- * (codegen/GENERATED.md).  What to compute (ir_needed), the kernel groups
+ * (docs/generated-code.md).  What to compute (ir_needed), the kernel groups
  * (fuse pass) and where values live (plan pass) are decisions on the IR; this
  * file renders them.
  *
@@ -155,7 +155,7 @@ static void kernels_section(Prepared *p) {
   Cg *c = &p->c;
   Buf *b = &p->kernels;
   /* the section itself does not include ncc_kernel.h: NVRTC gets that from the
-   * jit backend's prelude (GENERATED.md), MODEL.cu from the line before it */
+   * jit backend's prelude (docs/generated-code.md), MODEL.cu from the line before it */
   buf_printf(b, "%s\n", D_KERNELS_BEGIN);
   int nlt = 0;
   for (int i = 0; i < c->nk; i++)

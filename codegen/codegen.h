@@ -4,7 +4,7 @@
  * node per group without it; buffers where the plan pass put them
  * (Value.offset), or each in its own range without it.  The emitted .cu
  * holds, in order:
- *   1. the kernels, in the C-compatible CUDA subset (EMULATION.md), after
+ *   1. the kernels, in the C-compatible CUDA subset (docs/emulator.md), after
  *      `#include "ncc_kernel.h"`;
  *   2. the host code: descriptors, the model struct, the generated API
  *      (MODEL.h), launching every kernel through ncc_launch(... void **args).

@@ -1,6 +1,6 @@
 /* host.c — the host half of MODEL.cu (or of the --jit MODEL.c) and MODEL.h:
  * kernel descriptors, the buffer table, the model info tables, the model
- * struct and the generated API of ARCHITECTURE.md / codegen/GENERATED.md.
+ * struct and the generated API of docs/architecture.md / docs/generated-code.md.
  *
  * The host code is written in the common subset of C11 and C++ (nvcc compiles
  * MODEL.cu as C++): explicit casts from void *, no designated initialisers,

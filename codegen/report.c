@@ -7,7 +7,7 @@
  * pass's plan as codegen emits it, so the report describes exactly the code
  * that is generated.
  * Then human summary lines and, last, the one machine-readable line tools and
- * tests parse (ARCHITECTURE.md):
+ * tests parse (docs/architecture.md):
  *   total: params=P flops=F launches=L bytes=B peak_memory=M naive_memory=U
  *
  * Conventions (chosen to match how the published model figures are counted):

@@ -7,7 +7,7 @@
  *   build.c    for run/bench: device choice, front end and passes, codegen
  *              into a temporary folder, the C/CUDA compiler, the object cache
  *   paths.c    where the runtime's headers and library, nvcc and the cache are
- *   load.c     dlopen of the built object, the generated API (GENERATED.md)
+ *   load.c     dlopen of the built object, the generated API (docs/generated-code.md)
  *   init.c     initial parameters from the IR's parameter kinds (no --weights)
  *   run.c      `ncc run`: .npy inputs, one inference, .npy outputs
  *   bench.c    `ncc bench`: timing

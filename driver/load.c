@@ -1,5 +1,5 @@
 /* load.c — the built model in this process: dlopen, the generated API of
- * codegen/GENERATED.md looked up by name (M_info, M_create_on, M_load,
+ * docs/generated-code.md looked up by name (M_info, M_create_on, M_load,
  * M_infer_io, M_error, M_destroy), the device it is created on, its weights,
  * and the tensor descriptions M_info hands out.
  *
@@ -75,7 +75,7 @@ int model_load(const Options *o, Model *M) {
   do {                                                                              \
     snprintf(sym, sizeof sym, "%s_" suffix, M->name);                               \
     *(void **)&M->field = dlsym(M->so, sym);                                        \
-    if (!M->field) return drv_internal("the compiled model lacks %s (GENERATED.md)", sym); \
+    if (!M->field) return drv_internal("the compiled model lacks %s (docs/generated-code.md)", sym); \
   } while (0)
   LOOKUP(info, "info");
   LOOKUP(create_on, "create_on");

@@ -12,7 +12,7 @@
  * A name assigned inside a branch that could not be decided is bound to
  * POISON too, for the same reason.
  *
- * Names (LANGUAGE.md "Parameter names"): every call frame has a prefix and a
+ * Names (docs/language.md "Parameter names"): every call frame has a prefix and a
  * table of per-op counters.  A `def` called with name="layer1.0" opens a new
  * prefix and fresh counters; a call without name= is transparent (same
  * prefix, same counters), so that helper functions called several times
@@ -26,7 +26,7 @@
  * (lowered to 100k during elaboration; ResNet-50 has ~1k nodes).  Hitting a
  * limit reports once and aborts the elaboration.
  *
- * Where LANGUAGE.md is silent, Python's choices: `/` on numbers gives a float
+ * Where docs/language.md is silent, Python's choices: `/` on numbers gives a float
  * (an integral float is accepted where an integer is needed, so `c / 2` works
  * as a channel count), `//` and `%` floor; `else if` chains; lists and
  * strings concatenate with `+`, index with negative indices; builtins len,

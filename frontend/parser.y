@@ -1,4 +1,4 @@
-/* parser.y — the grammar of .net files (LANGUAGE.md), building the AST of ast.h.
+/* parser.y — the grammar of .net files (docs/language.md), building the AST of ast.h.
  *
  * Pure (no globals) with locations: every node gets file:line:col from the
  * token that starts it, operators from the operator token.  Syntax errors are

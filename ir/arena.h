@@ -1,6 +1,6 @@
 /* arena.h — bump allocation for everything that lives as long as a graph or a
  * compile: nodes, values, strings, AST.  Nothing is freed one by one
- * (STYLE.md: one arena per graph). Allocation failure is fatal: ncc exits 2. */
+ * (one arena per graph). Allocation failure is fatal: ncc exits 2. */
 #ifndef NCC_ARENA_H
 #define NCC_ARENA_H
 #include <stddef.h>

@@ -1,6 +1,6 @@
 /* ir.h — the IR of ncc: a graph of typed values with static shapes.
  *
- * Design (ARCHITECTURE.md, decision 1): every node produces exactly one value;
+ * Design (docs/architecture.md, decision 1): every node produces exactly one value;
  * every value has a dtype and a fully known shape once the node is built
  * (shape inference runs inside ir_node(), so an ill-shaped graph can never be
  * built).  Parameters are values too, produced by PARAM nodes that carry the

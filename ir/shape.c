@@ -4,7 +4,7 @@
  * gate that keeps ill-shaped graphs out of the IR; ir_verify() calls them again
  * after passes to check that a rewrite kept every value's type.
  *
- * Errors are the user's (LANGUAGE.md "Errors"): each names the op, what it
+ * Errors are the user's (docs/language.md "Errors"): each names the op, what it
  * expected and what it found, with the shapes printed as in the source
  * ("f32[16, 512, 7, 7]"), and points at n->loc.  A parameter whose shape does
  * not match its layer can only come from ncc itself (elaboration computes

@@ -30,7 +30,7 @@
  *
  * Codegen gives load-time nodes their own kernels, launched once by the
  * generated M_prepare() after create and after every M_load, and their values
- * persistent buffers that memory planning never shares (codegen/GENERATED.md).
+ * persistent buffers that memory planning never shares (docs/generated-code.md).
  * Rewrites 2 to 4 are for inference only: in training the parameters change
  * every step, so nothing computed from them may be kept.
  *
