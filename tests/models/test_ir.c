@@ -12,22 +12,13 @@
 #include "codegen/cg.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
+#include "tests/ir_check.h"
 
-static int fails, checks;
 static const Loc L = {"test.net", 1, 1};
 
-#define CHECK(c) do { checks++; if (!(c)) { fails++; fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #c); } } while (0)
 
 static Graph *g;
 
-static Shape S(int rank, ...) {
-  Shape s = {rank, {0}};
-  va_list ap;
-  va_start(ap, rank);
-  for (int i = 0; i < rank; i++) s.d[i] = va_arg(ap, int);
-  va_end(ap);
-  return s;
-}
 static Value *in(const char *name, DType t, Shape s) { return ir_input(g, name, t, &s, L); }
 static Value *param(const char *name, int kind, Shape s) { return ir_param(g, name, kind, &s, NULL, L); }
 static int has_shape(const Value *v, Shape s) {

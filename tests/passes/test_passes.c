@@ -20,9 +20,8 @@
 #include "frontend/frontend.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
+#include "tests/ir_check.h"
 
-static int fails, checks;
-#define CHECK(c) do { checks++; if (!(c)) { fails++; fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #c); } } while (0)
 
 typedef struct Totals { long long params, flops, launches, bytes, peak, naive; } Totals;
 
