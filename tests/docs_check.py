@@ -20,7 +20,7 @@ Markdown file and compiles each one, as a file of its own, with
 Links: every Markdown link of the files must stay inside the repository (a
 relative path to a file that exists, and to a heading that exists when it
 names one); no link to the web, and no mention of design notes that live
-outside the repository (LANGUAGE.md, ARCHITECTURE.md, EMULATION.md, STYLE.md).
+outside the repository (the upper-case design notes that OUTSIDE below names).
 
 A first line `# args: ...` adds flags (e.g. --set N=2).  Blocks are named
 FILE-N (N counts from 1 in the file) in the messages; the model name is the
