@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """docs_check.py — every model shown in the documentation compiles.
 
-    docs_check.py NCC FILE.md...     # exit 0 when every block behaves as marked
+    docs_check.py NCC docs/page.md...     # exit 0 when every block behaves as marked
 
 Extracts the fenced blocks whose info string starts with `net` from each
 Markdown file and compiles each one, as a file of its own, with
