@@ -202,6 +202,25 @@ int emit_concat(Cg *c, const KGroup *gr);
 int emit_transpose(Cg *c, const KGroup *gr);
 int emit_loss(Cg *c, const KGroup *gr);
 int emit_gemm(Cg *c, const KGroup *gr);   /* conv2d, linear, matmul: tiled or cuBLAS */
+/* training (backward.c): the forward ops in training mode, the gradient ops
+ * autodiff writes and the updates (docs/generated-code.md, "Training") */
+int emit_bn_stats(Cg *c, const KGroup *gr);
+int emit_bn_train(Cg *c, const KGroup *gr);
+int emit_bn_running(Cg *c, const KGroup *gr);
+int emit_dropout(Cg *c, const KGroup *gr);
+int emit_conv2d_bwd_data(Cg *c, const KGroup *gr);
+int emit_conv2d_bwd_weight(Cg *c, const KGroup *gr);
+int emit_linear_bwd_weight(Cg *c, const KGroup *gr);
+int emit_sum_to(Cg *c, const KGroup *gr);
+int emit_maxpool2d_bwd(Cg *c, const KGroup *gr);
+int emit_avgpool2d_bwd(Cg *c, const KGroup *gr);
+int emit_gavgpool2d_bwd(Cg *c, const KGroup *gr);
+int emit_softmax_bwd(Cg *c, const KGroup *gr);
+int emit_loss_bwd(Cg *c, const KGroup *gr);
+int emit_layernorm_bwd(Cg *c, const KGroup *gr);
+int emit_bn_bwd(Cg *c, const KGroup *gr);
+int emit_slice(Cg *c, const KGroup *gr);
+int emit_optimizer(Cg *c, const KGroup *gr);
 /* Bytes of im2col workspace the group of main node n needs (cuBLAS path), 0 if none. */
 size_t gemm_workspace_bytes(const Cg *c, const Node *n);
 

@@ -103,7 +103,7 @@ static size_t vbytes(const Value *v) { return (size_t)shape_numel(&v->shape) * (
  * (an op naming an emitter that is not written does not compile). */
 typedef int Emitter(Cg *c, const KGroup *gr);
 static Emitter *const emitters[OP__COUNT] = {
-#define OP(name, str, flags, mn, mx, args, shape, emit, cost, expr) emit_##emit,
+#define OP(name, str, flags, mn, mx, args, shape, emit, cost, expr, grad) emit_##emit,
 #include "ops.def"
 #undef OP
 };

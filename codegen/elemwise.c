@@ -20,7 +20,7 @@
 
 /* The EXPR column of ops.def. */
 static const char *const elem_expr[OP__COUNT] = {
-#define OP(name, str, flags, mn, mx, args, shape, emit, cost, expr) expr,
+#define OP(name, str, flags, mn, mx, args, shape, emit, cost, expr, grad) expr,
 #include "ops.def"
 #undef OP
 };

@@ -137,8 +137,37 @@ static Cost cost_elem(const Node *n, int train) { return flops_only(out_numel(n)
 /* sources, views, identities and data movement compute nothing */
 static Cost cost_none(const Node *n, int train) { return flops_only(0); }
 
+/* training ops (autodiff): a backward conv or GEMM does the forward's
+ * multiply-adds once per gradient it computes */
+static Cost cost_conv2d_bwd(const Node *n, int train) {
+  /* bwd_data: in = (dy, weight); bwd_weight: in = (dy, x), out = weight */
+  const Shape *w = n->op == OP_CONV2D_BWD_DATA ? &n->in[1]->shape : &n->out->shape;
+  int64_t macs = mul(mul(mul(shape_numel(&n->in[0]->shape), w->d[1]), w->d[2]), w->d[3]);
+  Cost c = {mul(2, macs), macs};
+  return c;
+}
+static Cost cost_linear_bwd_weight(const Node *n, int train) {
+  int64_t macs = mul(out_numel(n), n->in[0]->shape.d[0]);
+  Cost c = {mul(2, macs), macs};
+  return c;
+}
+static Cost cost_bn_stats(const Node *n, int train) { return flops_only(mul(3, in0_numel(n))); }
+static Cost cost_bn_train(const Node *n, int train) { return flops_only(mul(FL_BN_INFER + 2, out_numel(n))); }
+static Cost cost_norm_bwd(const Node *n, int train) { return flops_only(mul(FL_LAYERNORM, shape_numel(&n->in[1]->shape))); }
+static Cost cost_sum_to(const Node *n, int train) { return flops_only(in0_numel(n)); }
+static Cost cost_window_bwd(const Node *n, int train) {
+  return flops_only(mul(mul(in0_numel(n), n->a.kernel[0]), n->a.kernel[1]));
+}
+static Cost cost_loss_bwd(const Node *n, int train) { return flops_only(mul(FL_XENT, out_numel(n))); }
+/* the update: a handful per parameter element (adam's is the longest) */
+static Cost cost_optimizer(const Node *n, int train) {
+  int64_t p = 0;
+  for (int i = 0; i < n->nin; i++) p = add(p, shape_numel(&n->in[i]->shape));
+  return flops_only(mul(n->nin ? 10 : 0, p));
+}
+
 static Cost (*const costs[OP__COUNT])(const Node *n, int train) = {
-#define OP(name, str, flags, mn, mx, args, shape, emit, cost, expr) cost_##cost,
+#define OP(name, str, flags, mn, mx, args, shape, emit, cost, expr, grad) cost_##cost,
 #include "ops.def"
 #undef OP
 };

@@ -565,7 +565,7 @@ static const OpSpec *find_op(const char *name) {
   static int ready;
   if (!ready) {
     for (int op = 0; op < OP__COUNT; op++)
-      if (!(ncc_ops[op].flags & OPF_SOURCE)) parse_spec(&specs[op], op);
+      if (!(ncc_ops[op].flags & (OPF_SOURCE | OPF_INTERNAL))) parse_spec(&specs[op], op);
     ready = 1;
   }
   int op = ir_op_lookup(name);
@@ -1015,6 +1015,12 @@ static Val call_op(Elab *E, const OpSpec *sp, Expr *c) {
     break;
   case OP_CONCAT:   /* op_concat, above */
   case OP_INPUT: case OP_PARAM: case OP_CONST:   /* no call makes a source */
+  /* nor an op only autodiff makes (OPF_INTERNAL) */
+  case OP_BN_STATS: case OP_BN_TRAIN: case OP_BN_RUNNING: case OP_DROPOUT_APPLY: case OP_ACT_GRAD:
+  case OP_CONV2D_BWD_DATA: case OP_CONV2D_BWD_WEIGHT: case OP_LINEAR_BWD_WEIGHT: case OP_SUM_TO:
+  case OP_MAXPOOL2D_BWD: case OP_AVGPOOL2D_BWD: case OP_GAVGPOOL2D_BWD: case OP_SOFTMAX_BWD: case OP_LOG_SOFTMAX_BWD:
+  case OP_CROSS_ENTROPY_BWD: case OP_NLL_LOSS_BWD: case OP_MSE_LOSS_BWD: case OP_LAYERNORM_BWD_DATA:
+  case OP_LAYERNORM_BWD_WEIGHT: case OP_BN_BWD_DATA: case OP_BN_BWD_WEIGHT: case OP_SLICE: case OP_OPTIMIZER:
   case OP__COUNT:
     ncc_die("call_op: %s is not called this way", nm);
   }
@@ -1194,7 +1200,7 @@ static Val eval_call(Elab *E, Expr *c) {
   if (is_builtin_fn(c->sval)) return call_builtin(E, c);
   Suggest s = {0};
   for (int i = 0; i < OP__COUNT; i++)
-    if (!(ncc_ops[i].flags & OPF_SOURCE)) suggest(&s, c->sval, ncc_ops[i].name);
+    if (!(ncc_ops[i].flags & (OPF_SOURCE | OPF_INTERNAL))) suggest(&s, c->sval, ncc_ops[i].name);
   for (int i = 0; i < E->defs.cap; i++)
     if (E->defs.tab[i].name) suggest(&s, c->sval, E->defs.tab[i].name);
   for (int i = 0; builtin_fns[i]; i++) suggest(&s, c->sval, builtin_fns[i]);

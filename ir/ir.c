@@ -9,14 +9,14 @@
 #include <string.h>
 
 const OpInfo ncc_ops[OP__COUNT] = {
-#define OP(name, str, flags, mn, mx, args, shape, emit, cost, expr) {str, flags, mn, mx, args},
+#define OP(name, str, flags, mn, mx, args, shape, emit, cost, expr, grad) {str, flags, mn, mx, args},
 #include "ops.def"
 #undef OP
 };
 
 int ir_op_lookup(const char *name) {
   for (int i = 0; i < OP__COUNT; i++)
-    if (!(ncc_ops[i].flags & OPF_SOURCE) && strcmp(ncc_ops[i].name, name) == 0) return i;
+    if (!(ncc_ops[i].flags & (OPF_SOURCE | OPF_INTERNAL)) && strcmp(ncc_ops[i].name, name) == 0) return i;
   return -1;
 }
 

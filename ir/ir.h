@@ -26,7 +26,7 @@
 #include "diag.h"
 
 typedef enum {
-#define OP(name, str, flags, mn, mx, args, shape, emit, cost, expr) OP_##name,
+#define OP(name, str, flags, mn, mx, args, shape, emit, cost, expr, grad) OP_##name,
 #include "ops.def"
 #undef OP
   OP__COUNT
@@ -44,6 +44,10 @@ enum {
   OPF_LOSS       = 1 << 8,
   OPF_TRAIN_ONLY = 1 << 9,  /* identity at inference (pruned) */
   OPF_NORM       = 1 << 10,
+  OPF_INTERNAL   = 1 << 11, /* made by passes only (autodiff): no .net call spells it */
+  OPF_GRAD       = 1 << 12, /* a gradient op of the backward graph */
+  OPF_UPDATE     = 1 << 13, /* writes parameters or optimizer state in place: a root of a
+                               training step; its output is a dummy scalar nobody reads */
 };
 
 /* The data columns of ops.def; the function columns (shape rule, emitter,
@@ -84,7 +88,9 @@ typedef struct Attrs {
   double slope;            /* leaky_relu */
   double fval;             /* CONST */
   int nlist;
-  int64_t list[NCC_MAX_RANK]; /* reshape target dims, transpose perm */
+  int64_t list[NCC_MAX_RANK]; /* reshape target dims, transpose perm; training ops: see ops.def */
+  int act;                 /* act_grad: the OP_* whose derivative it applies */
+  int slot;                /* dropout_apply: which dropout of the model (part of the mask's key) */
 } Attrs;
 
 typedef struct Node Node;
@@ -101,6 +107,9 @@ typedef struct Value {
                               (a parameter, a constant, a value a kernel group
                               keeps in registers, or no plan); MEM_ACT, MEM_LOAD */
   int64_t offset;          /* byte offset in its region, 256-aligned */
+  struct Value *grad_of;   /* set by autodiff: this value is the gradient of that PARAM's
+                              value; it is stored in the gradient region at the parameter's
+                              place (persistent, read by the optimizer update) */
 } Value;
 
 /* Regions of the memory plan.  MEM_ACT: graph inputs and the values kernel

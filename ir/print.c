@@ -46,7 +46,7 @@ static void print_list(FILE *f, const char *k, const Attrs *a) {
 static void print_attrs(FILE *f, const Node *n) {
   const Attrs *a = &n->a;
   switch (n->op) {
-  case OP_CONV2D:
+  case OP_CONV2D: case OP_CONV2D_BWD_DATA: case OP_CONV2D_BWD_WEIGHT:
     print_pair(f, "kernel", a->kernel);
     print_pair(f, "stride", a->stride);
     print_pair(f, "pad", a->pad);
@@ -54,8 +54,22 @@ static void print_attrs(FILE *f, const Node *n) {
     fprintf(f, " groups=%d", a->groups);
     break;
   case OP_LINEAR: fprintf(f, " out=%lld", (long long)a->out); break;
-  case OP_BATCHNORM2D: fprintf(f, " eps=%g momentum=%g", a->eps, a->momentum); break;
-  case OP_LAYERNORM: fprintf(f, " eps=%g", a->eps); break;
+  case OP_BATCHNORM2D: case OP_BN_RUNNING: fprintf(f, " eps=%g momentum=%g", a->eps, a->momentum); break;
+  case OP_LAYERNORM: case OP_BN_TRAIN: case OP_BN_BWD_DATA: case OP_BN_BWD_WEIGHT:
+  case OP_LAYERNORM_BWD_DATA: case OP_LAYERNORM_BWD_WEIGHT: fprintf(f, " eps=%g", a->eps); break;
+  case OP_DROPOUT_APPLY: fprintf(f, " p=%g slot=%d%s", a->p, a->slot, a->axis == 1 ? " per-channel" : ""); break;
+  case OP_ACT_GRAD: fprintf(f, " of=%s", ncc_ops[a->act].name); if (a->act == OP_LEAKY_RELU) fprintf(f, " slope=%g", a->slope); break;
+  case OP_AVGPOOL2D_BWD: case OP_MAXPOOL2D_BWD:
+    print_pair(f, "kernel", a->kernel);
+    print_pair(f, "stride", a->stride);
+    print_pair(f, "pad", a->pad);
+    break;
+  case OP_SUM_TO: print_list(f, "shape", a); fprintf(f, " at=%d", a->axis); break;
+  case OP_SLICE: fprintf(f, " axis=%d start=%lld len=%lld", a->axis, (long long)a->list[0], (long long)a->list[1]); break;
+  case OP_SOFTMAX_BWD: case OP_LOG_SOFTMAX_BWD: fprintf(f, " axis=%d", a->axis); break;
+  case OP_BN_STATS: case OP_LINEAR_BWD_WEIGHT: case OP_GAVGPOOL2D_BWD: case OP_CROSS_ENTROPY_BWD:
+  case OP_NLL_LOSS_BWD: case OP_MSE_LOSS_BWD: case OP_OPTIMIZER:
+    break;
   case OP_LEAKY_RELU: fprintf(f, " slope=%g", a->slope); break;
   case OP_DROPOUT: case OP_DROPOUT2D: fprintf(f, " p=%g", a->p); break;
   case OP_MAXPOOL2D: case OP_AVGPOOL2D:

@@ -520,6 +520,133 @@ static int shape_loss(Node *n, DType *t, Shape *s) {
   return 0;
 }
 
+
+/* ---- training ops (made by autodiff; a failed check is ncc's own bug, still
+ * reported as an error at the layer's place rather than an abort) ---- */
+static int internal_bad(Node *n, const char *why) {
+  diag_error(n->loc, "internal: %s %s (an autodiff bug)", ncc_ops[n->op].name, why);
+  return -1;
+}
+static int same_shape(const Value *a, const Value *b) {
+  if (a->shape.rank != b->shape.rank) return 0;
+  for (int i = 0; i < a->shape.rank; i++)
+    if (a->shape.d[i] != b->shape.d[i]) return 0;
+  return 1;
+}
+static Shape list_of(const Attrs *a) {
+  Shape s;
+  memset(&s, 0, sizeof s);
+  s.rank = a->nlist;
+  for (int i = 0; i < a->nlist; i++) s.d[i] = a->list[i];
+  return s;
+}
+static int shape_bn_stats(Node *n, DType *t, Shape *s) {
+  if (n->in[0]->shape.rank != 4) return internal_bad(n, "expects a 4-D input");
+  *t = DT_F32;
+  s->rank = 2;
+  s->d[0] = 2;
+  s->d[1] = n->in[0]->shape.d[1];
+  return 0;
+}
+static int shape_bn_train(Node *n, DType *t, Shape *s) {
+  Value *x = n->in[0];
+  if (x->shape.rank != 4 || n->in[1]->shape.rank != 1 || n->in[1]->shape.d[0] != x->shape.d[1])
+    return internal_bad(n, "has mismatched inputs");
+  *t = x->dtype;
+  *s = x->shape;
+  return 0;
+}
+/* updates: a dummy scalar */
+static int shape_bn_running(Node *n, DType *t, Shape *s) {
+  (void)n;
+  *t = DT_F32;
+  s->rank = 0;
+  return 0;
+}
+static int shape_update(Node *n, DType *t, Shape *s) { return shape_bn_running(n, t, s); }
+static int shape_same(Node *n, DType *t, Shape *s) {
+  *t = n->in[0]->dtype;
+  *s = n->in[0]->shape;
+  return 0;
+}
+static int shape_act_grad(Node *n, DType *t, Shape *s) {
+  if (!same_shape(n->in[0], n->in[1])) return internal_bad(n, "has operands of different shapes");
+  return shape_same(n, t, s);
+}
+static int shape_conv2d_bwd_data(Node *n, DType *t, Shape *s) {
+  if (n->a.nlist != 4) return internal_bad(n, "needs the input's shape");
+  *t = n->in[0]->dtype;
+  *s = list_of(&n->a);
+  return 0;
+}
+static int shape_conv2d_bwd_weight(Node *n, DType *t, Shape *s) {
+  Value *x = n->in[1];
+  if (x->shape.rank != 4 || n->a.groups < 1) return internal_bad(n, "expects a 4-D input");
+  *t = x->dtype;
+  s->rank = 4;
+  s->d[0] = n->a.out;
+  s->d[1] = x->shape.d[1] / n->a.groups;
+  s->d[2] = n->a.kernel[0];
+  s->d[3] = n->a.kernel[1];
+  return 0;
+}
+static int shape_linear_bwd_weight(Node *n, DType *t, Shape *s) {
+  Value *dy = n->in[0], *x = n->in[1];
+  if (dy->shape.rank != 2 || x->shape.rank != 2 || dy->shape.d[0] != x->shape.d[0])
+    return internal_bad(n, "expects dy[N, O] and x[N, I]");
+  *t = x->dtype;
+  s->rank = 2;
+  s->d[0] = dy->shape.d[1];
+  s->d[1] = x->shape.d[1];
+  return 0;
+}
+static int shape_sum_to(Node *n, DType *t, Shape *s) {
+  Value *x = n->in[0];
+  if (n->a.nlist < 0 || n->a.nlist > x->shape.rank || n->a.axis < 0 || n->a.axis + n->a.nlist > x->shape.rank)
+    return internal_bad(n, "has a target that does not align with its input");
+  for (int i = 0; i < n->a.nlist; i++)
+    if (n->a.list[i] != 1 && n->a.list[i] != x->shape.d[n->a.axis + i])
+      return internal_bad(n, "has a target that does not align with its input");
+  *t = x->dtype;
+  *s = list_of(&n->a);
+  return 0;
+}
+static int shape_like_in1(Node *n, DType *t, Shape *s) {
+  *t = n->in[1]->dtype == DT_I32 ? n->in[0]->dtype : n->in[1]->dtype;
+  *s = n->in[1]->shape;
+  return 0;
+}
+static int shape_list_shape(Node *n, DType *t, Shape *s) {
+  if (n->a.nlist < 1 || n->a.nlist > NCC_MAX_RANK) return internal_bad(n, "needs the input's shape");
+  *t = n->in[0]->dtype;
+  *s = list_of(&n->a);
+  return 0;
+}
+static int shape_last_dim(Node *n, DType *t, Shape *s) {
+  const Shape *xs = &n->in[1]->shape;
+  if (xs->rank < 1) return internal_bad(n, "expects an input of rank 1 or more");
+  *t = n->in[1]->dtype;
+  *s = shape1(xs->d[xs->rank - 1]);
+  return 0;
+}
+static int shape_channel_dim(Node *n, DType *t, Shape *s) {
+  if (n->in[1]->shape.rank != 4) return internal_bad(n, "expects a 4-D input");
+  *t = n->in[1]->dtype;
+  *s = shape1(n->in[1]->shape.d[1]);
+  return 0;
+}
+static int shape_slice(Node *n, DType *t, Shape *s) {
+  const Shape *xs = &n->in[0]->shape;
+  int ax = n->a.axis;
+  if (ax < 0 || ax >= xs->rank || n->a.nlist != 2 || n->a.list[0] < 0 || n->a.list[1] < 0 ||
+      n->a.list[0] + n->a.list[1] > xs->d[ax])
+    return internal_bad(n, "has a range outside its input");
+  *t = n->in[0]->dtype;
+  *s = *xs;
+  s->d[ax] = n->a.list[1];
+  return 0;
+}
+
 /* Sources carry their type from ir_input()/ir_param(); only ir_verify asks again. */
 static int shape_source(Node *n, DType *t, Shape *s) {
   NCC_ASSERT(n->out != NULL);
@@ -538,7 +665,7 @@ static int shape_scalar(Node *n, DType *t, Shape *s) {
 /* The SHAPE column of ops.def: an op whose rule is missing here does not compile. */
 typedef int ShapeRule(Node *n, DType *t, Shape *s);
 static ShapeRule *const shape_rules[OP__COUNT] = {
-#define OP(name, str, flags, mn, mx, args, shape, emit, cost, expr) shape_##shape,
+#define OP(name, str, flags, mn, mx, args, shape, emit, cost, expr, grad) shape_##shape,
 #include "ops.def"
 #undef OP
 };

@@ -156,6 +156,12 @@ static int eval_const(const Node *n, float x, float y, float *r) {
   case OP_CROSS_ENTROPY:
   case OP_NLL_LOSS:
   case OP_MSE_LOSS:
+  /* training ops (autodiff): never in a graph fold sees */
+  case OP_BN_STATS: case OP_BN_TRAIN: case OP_BN_RUNNING: case OP_DROPOUT_APPLY: case OP_ACT_GRAD:
+  case OP_CONV2D_BWD_DATA: case OP_CONV2D_BWD_WEIGHT: case OP_LINEAR_BWD_WEIGHT: case OP_SUM_TO:
+  case OP_MAXPOOL2D_BWD: case OP_AVGPOOL2D_BWD: case OP_GAVGPOOL2D_BWD: case OP_SOFTMAX_BWD: case OP_LOG_SOFTMAX_BWD:
+  case OP_CROSS_ENTROPY_BWD: case OP_NLL_LOSS_BWD: case OP_MSE_LOSS_BWD: case OP_LAYERNORM_BWD_DATA:
+  case OP_LAYERNORM_BWD_WEIGHT: case OP_BN_BWD_DATA: case OP_BN_BWD_WEIGHT: case OP_SLICE: case OP_OPTIMIZER:
   case OP__COUNT: return 0;
   }
   return 0;

@@ -24,6 +24,7 @@ const Pass *pass_lookup(const char *name);
 /* The -O levels and the passes, for `ncc --help`. */
 void passes_usage(FILE *f);
 
+int pass_autodiff(Graph *g, PassCtx *c); /* training: the training forward, the backward graph and the updates (autodiff.c) */
 int pass_prune(Graph *g, PassCtx *c);   /* inference: drop train-only identities (dropout), unneeded nodes */
 int pass_fold(Graph *g, PassCtx *c);    /* constant folding; inference batchnorm folded, its parameter arithmetic at load time (fold.c) */
 int pass_fuse(Graph *g, PassCtx *c);    /* kernel groups by named rules (fuse.c) */
