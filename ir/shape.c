@@ -602,7 +602,7 @@ static int shape_linear_bwd_weight(Node *n, DType *t, Shape *s) {
 }
 static int shape_sum_to(Node *n, DType *t, Shape *s) {
   Value *x = n->in[0];
-  if (n->a.nlist < 0 || n->a.nlist > x->shape.rank || n->a.axis < 0 || n->a.axis + n->a.nlist > x->shape.rank)
+  if (n->a.nlist < 0 || n->a.nlist > x->shape.rank || n->a.axis < 0 || (int64_t)n->a.axis + n->a.nlist > x->shape.rank)
     return internal_bad(n, "has a target that does not align with its input");
   for (int i = 0; i < n->a.nlist; i++)
     if (n->a.list[i] != 1 && n->a.list[i] != x->shape.d[n->a.axis + i])
