@@ -136,6 +136,19 @@ typedef struct Cg {
   Buf prep;                  /* host statements of <model>_prepare(): the load-time groups */
   int load_time;             /* set while the load-time groups are emitted */
   int err;                   /* an emitter reported a diag error */
+  /* training step (docs/generated-code.md "Training"): set while the training
+   * graph's groups are emitted.  The optimizer update runs over flat ranges:
+   * opt_buf[0] spans every trainable parameter (in the param region, padding
+   * between parameters included), [1] their gradients, [2] and [3] the
+   * optimizer state (sgd momentum_buffer; adam exp_avg, exp_avg_sq), each
+   * laid out like [0]; -1 where a range does not exist.  opt_count floats each.
+   * Host variables a kernel may take as scalar arguments (kp_int/kp_float):
+   * m->lr, m->bc1, m->bc2 (float: learning rate now; adam's bias corrections
+   * 1 - beta^step), m->step32 (int: the step being computed, 1-based),
+   * m->seed32 (int: the dropout seed). */
+  int train;
+  int opt_buf[4];
+  int64_t opt_count;
 } Cg;
 
 /* Registers a kernel; `text` spells its name "@K@".  Returns the name of an
@@ -159,6 +172,10 @@ const char *kp_value(Cg *c, KParams *p, Value *v, int is_out, const char *role);
  * role of input j ("x"; add: "a", "b"; cross_entropy: "logits", "labels");
  * "in<j>" beyond the spec (parameters, named by their emitters). */
 const char *cg_arg_role(const Node *n, int j, char out[32]);
+/* Adds a pointer parameter for buffer b (a float range, e.g. Cg.opt_buf[i]). */
+const char *kp_buf(Cg *c, KParams *p, int b, int is_out, const char *role);
+/* Adds a float parameter whose host value is the C variable `hostvar`. */
+const char *kp_float(KParams *p, const char *role, const char *hostvar);
 /* Adds a pointer parameter for the workspace ("cols"). */
 const char *kp_work(Cg *c, KParams *p);
 /* Adds an int parameter whose host value is the C variable `hostvar`. */

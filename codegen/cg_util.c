@@ -253,6 +253,18 @@ const char *kp_int(KParams *p, const char *role, const char *hostvar) {
   return kp_add(p, "int", role, host);
 }
 
+const char *kp_float(KParams *p, const char *role, const char *hostvar) {
+  char host[CG_HOST_LEN];
+  snprintf(host, sizeof host, "&%s", hostvar);
+  return kp_add(p, "float", role, host);
+}
+
+const char *kp_buf(Cg *c, KParams *p, int b, int is_out, const char *role) {
+  char host[CG_HOST_LEN];
+  snprintf(host, sizeof host, "&m->bufs[%s]", cg_buf_name(c, b));
+  return kp_add(p, is_out ? "float *" : "const float *", role, host);
+}
+
 void kp_decl(const KParams *p, Buf *b) {
   /* one line while it is short; else the parameters on lines of their own,
    * a few to a line, under the kernel's name */
