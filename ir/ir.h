@@ -224,7 +224,7 @@ int ir_value_live(const Graph *g, const Value *v);
 /* ---- liveness and kernel groups (liveness.c): one helper for every pass,
  * the code generator and the report ---- */
 /* need[node id] = 1 for the nodes the roots need: the outputs and, in
- * training, the losses and the minimised value; graph inputs only where a
+ * training, the losses, the minimised value and the updates (OPF_UPDATE); graph inputs only where a
  * needed node reads them.  `need` has g->nnodes entries. */
 void ir_needed(const Graph *g, int train, unsigned char *need);
 /* A node that computes nothing: its value views its input's bytes
@@ -250,6 +250,8 @@ enum {
   LV_LOAD,    /* stored by a load-time group: persistent */
   LV_INPUT,   /* a graph input a needed node reads: written before the kernels run */
   LV_ACT,     /* stored by a per-inference kernel group */
+  LV_GRAD,    /* a parameter's gradient (Value.grad_of): persistent, in the gradient
+                 region at the parameter's place; never shares bytes */
 };
 /* Lifetimes over the launch order: position 0 is the upload of the inputs,
  * group k runs at position k + 1, position `end` (= ngroups + 1) is the read

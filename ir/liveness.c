@@ -38,6 +38,9 @@ void ir_needed(const Graph *g, int train, unsigned char *need) {
   if (train) {
     for (int i = 0; i < g->nlosses; i++) mark_root(g, g->losses[i].v, need);
     mark_root(g, g->train.minimize, need);
+    /* the updates (optimizer, running statistics) are what a training step is for */
+    for (int i = 0; i < g->nnodes; i++)
+      if (!g->nodes[i]->dead && (ncc_ops[g->nodes[i]->op].flags & OPF_UPDATE)) need[i] = 1;
   }
   /* nodes are in topological order: one backward sweep */
   for (int i = g->nnodes - 1; i >= 0; i--) {
@@ -114,7 +117,7 @@ void ir_liveness(const Graph *g, int train, Liveness *lv) {
     if (n->op == OP_PARAM || n->op == OP_CONST) lv->kind[id] = LV_PARAM;
     else if (n->op == OP_INPUT) lv->kind[id] = LV_INPUT;
     else if (ir_is_view(n)) lv->kind[id] = LV_VIEW;
-    else if (k >= 0 && lv->stored[k] == n->out) lv->kind[id] = n->load_time ? LV_LOAD : LV_ACT;
+    else if (k >= 0 && lv->stored[k] == n->out) lv->kind[id] = n->out->grad_of ? LV_GRAD : n->load_time ? LV_LOAD : LV_ACT;
     if (lv->kind[id] == LV_ACT) lv->first[id] = lv->last[id] = k + 1;
     if (lv->kind[id] == LV_INPUT) lv->first[id] = 0, lv->last[id] = lv->end;
   }
