@@ -87,11 +87,13 @@ int node_is_alias(const Node *n);
  * inputs and activations (BK_INPUT, BK_ACT) sit where the memory plan put
  * them (Value.offset in the MEM_ACT region), or each in its own range when
  * no plan ran; the im2col workspace follows. */
-enum { BK_PARAM, BK_INPUT, BK_ACT, BK_CONST, BK_WORK, BK_LOAD };
+enum { BK_PARAM, BK_INPUT, BK_ACT, BK_CONST, BK_WORK, BK_LOAD, BK_GRAD, BK_SPAN };
 typedef struct CgBuf {
   int kind;
-  Value *v;          /* NULL for the workspace */
+  Value *v;          /* NULL for the workspace and the spans */
   size_t offset, bytes;
+  const char *label; /* BK_SPAN: what the range holds ("trainable_params", "grads", "exp_avg") */
+  int train;         /* a value of the training graph (Cg.gt) */
 } CgBuf;
 
 /* ---- kernels ------------------------------------------------------------ */
@@ -118,7 +120,11 @@ typedef struct KParams {
 } KParams;
 
 typedef struct Cg {
-  Graph *g;
+  Graph *g;                  /* the graph being emitted: the inference graph, or gt while
+                                the training step's groups are emitted */
+  Graph *gi, *gt;            /* the inference graph; the training graph (NULL: none) */
+  int *vbuf_i, *vbuf_t;      /* value id -> buffer, per graph (vbuf is the current one) */
+  Buf trun;                  /* host statements of <model>_train_run(): the training step */
   const CodegenOpts *o;
   const char *model;
   int *vbuf;                 /* value id -> buffer index, -1 when none */
@@ -147,6 +153,7 @@ typedef struct Cg {
    * 1 - beta^step), m->step32 (int: the step being computed, 1-based),
    * m->seed32 (int: the dropout seed). */
   int train;
+  int counters;              /* training: buffer of the checkpoint's __step__ and __epoch__ (i32 each) */
   int opt_buf[4];
   int64_t opt_count;
 } Cg;

@@ -172,7 +172,12 @@ const char *cg_buf_name(Cg *c, int b) {
     for (int i = c->nbufname; i < c->nbufs; i++) {
       const Value *v = c->bufs[i].v;
       char base[224], cand[240];
-      if (!v) snprintf(base, sizeof base, "im2col_workspace");
+      if (c->bufs[i].label) snprintf(base, sizeof base, "%s", c->bufs[i].label);
+      else if (!v) snprintf(base, sizeof base, "im2col_workspace");
+      else if (v->grad_of) snprintf(base, sizeof base, "grad_%s", v->grad_of->def->name);
+      else if (v->def->op == OP_PARAM || v->def->op == OP_INPUT) snprintf(base, sizeof base, "%s", v->def->name);
+      else if (c->bufs[i].train)   /* the training step's values: t_<layer> */
+        snprintf(base, sizeof base, "t_%s", v->def->name ? v->def->name : ncc_ops[v->def->op].name);
       else if (v->def->name) snprintf(base, sizeof base, "%s", v->def->name);
       else snprintf(base, sizeof base, "%s%d", ncc_ops[v->def->op].name, v->id);
       for (char *q = base; *q; q++)

@@ -53,7 +53,8 @@ static int check_node(Cg *c, Node *n) {
   char sb[128];
   for (int i = 0; i < n->nin; i++) {
     Value *v = n->in[i];
-    int label = (n->op == OP_CROSS_ENTROPY || n->op == OP_NLL_LOSS) && i == 1;
+    int label = ((n->op == OP_CROSS_ENTROPY || n->op == OP_NLL_LOSS) && i == 1) ||
+                ((n->op == OP_CROSS_ENTROPY_BWD || n->op == OP_NLL_LOSS_BWD) && i == 2);
     if (v->dtype != (label ? DT_I32 : DT_F32)) {
       diag_error(n->loc, "codegen: %s on %s is not supported yet (only f32 tensors%s)", ncc_ops[n->op].name,
                  shape_str(sb, sizeof sb, v->dtype, &v->shape), label ? "; labels i32" : "");
@@ -118,15 +119,18 @@ static int emit_group(Cg *c, const KGroup *gr) {
 
 typedef struct Prepared {
   Cg c;
-  GroupList gl;
-  Liveness lv;
+  GroupList gl, glt;
+  Liveness lv, lvt;
   Buf kernels;
 } Prepared;
 
 static void prepared_free(Prepared *p) {
   group_free(&p->gl);
+  group_free(&p->glt);
   ir_liveness_free(&p->lv);
-  free(p->c.vbuf);
+  ir_liveness_free(&p->lvt);
+  free(p->c.vbuf_i);
+  free(p->c.vbuf_t);
   free(p->c.bufs);
   for (int i = 0; i < p->c.nk; i++) {
     free(p->c.k[i].name);
@@ -136,6 +140,7 @@ static void prepared_free(Prepared *p) {
   free(p->c.k);
   buf_free(&p->c.run);
   buf_free(&p->c.prep);
+  buf_free(&p->c.trun);
   buf_free(&p->kernels);
 }
 
@@ -168,13 +173,62 @@ static void kernels_section(Prepared *p) {
   buf_printf(b, "\n%s\n", D_KERNELS_END);
 }
 
+static int *new_vbuf(const Graph *g) {
+  int *vb = malloc(sizeof(int) * (size_t)(g->next_value_id + 1));
+  if (!vb) ncc_die("out of memory");
+  for (int i = 0; i <= g->next_value_id; i++) vb[i] = -1;
+  return vb;
+}
+
+/* Trainable: what the optimizer updates (not the running statistics). */
+static int trainable(const Node *n) {
+  return n->op == OP_PARAM && n->param_kind != PK_RUNNING_MEAN && n->param_kind != PK_RUNNING_VAR;
+}
+
+/* Constants, inputs and activations of one graph: the constants each in its
+ * own bytes, the inputs and activations where the plan put them inside the
+ * activation region starting at `base` (shared by inference and training,
+ * which never run at once).  Returns the region's size. */
+static size_t place_values(Cg *c, Graph *g, Liveness *lv, int train, size_t base) {
+  size_t run = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    Value *v = g->nodes[i]->out;
+    int kind = lv->kind[v->id];
+    if (kind != LV_INPUT && kind != LV_ACT) continue;
+    size_t off = run;
+    if (g->planned) {
+      NCC_ASSERT(v->region == MEM_ACT && v->offset >= 0);
+      off = (size_t)v->offset;
+    }
+    run += (size_t)ir_slot_bytes(v);
+    int b = add_buf_at(c, kind == LV_INPUT ? BK_INPUT : BK_ACT, v, vbytes(v), base + off);
+    c->bufs[b].train = train;
+  }
+  return g->planned ? (size_t)g->act_bytes : run;
+}
+
+static void alias_views(Cg *c, Graph *g, Liveness *lv) {
+  for (int i = 0; i < g->nnodes; i++)
+    if (lv->kind[g->nodes[i]->out->id] == LV_VIEW)
+      c->vbuf[g->nodes[i]->out->id] = cg_buf_of(c, lv->root[g->nodes[i]->out->id]);
+}
+
+static int add_span(Cg *c, int kind, const char *label, size_t bytes, size_t off) {
+  int b = add_buf_at(c, kind, NULL, bytes, off);
+  c->bufs[b].label = label;
+  return b;
+}
+
 static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) {
   memset(p, 0, sizeof *p);
   Cg *c = &p->c;
-  c->g = g;
+  Graph *gt = o->train;
+  c->g = c->gi = g;
+  c->gt = gt;
   c->o = o;
   c->model = g->model;
   c->work = -1;
+  for (int i = 0; i < 4; i++) c->opt_buf[i] = -1;
   if (!valid_ident(g->model)) {
     diag_error(noloc(), "codegen: the model name '%s' is not a C identifier", g->model ? g->model : "");
     return -1;
@@ -189,57 +243,148 @@ static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) {
     diag_error(noloc(), "model %s declares no output (`output NAME`): there is nothing to compute", g->model);
     return -1;
   }
+  if (gt && (!gt->train.present || !gt->train.minimize || !ir_value_live(gt, gt->train.minimize))) {
+    diag_error(noloc(), "codegen: the training graph of %s has no loss to minimise", g->model);
+    return -1;
+  }
   /* what to compute and where values live: ir_liveness reads the IR's decisions */
-  Liveness *lv = &p->lv;
+  Liveness *lv = &p->lv, *lvt = &p->lvt;
   ir_liveness(g, g->training, lv);
-  c->vbuf = malloc(sizeof(int) * (size_t)(g->next_value_id + 1));
-  if (!c->vbuf) ncc_die("out of memory");
-  for (int i = 0; i <= g->next_value_id; i++) c->vbuf[i] = -1;
+  if (gt) ir_liveness(gt, 1, lvt);
+  c->vbuf = c->vbuf_i = new_vbuf(g);
+  if (gt) c->vbuf_t = new_vbuf(gt);
   int bad = 0;
   for (int i = 0; i < g->nnodes; i++)
     if (ir_computes(g->nodes[i], lv->need)) bad |= check_node(c, g->nodes[i]);
+  for (int i = 0; gt && i < gt->nnodes; i++)
+    if (ir_computes(gt->nodes[i], lvt->need)) bad |= check_node(c, gt->nodes[i]);
   if (bad) return -1;
-  /* buffers */
-  for (int i = 0; i < g->nnodes; i++)
-    if (!g->nodes[i]->dead && g->nodes[i]->op == OP_PARAM) add_buf(c, BK_PARAM, g->nodes[i]->out, vbytes(g->nodes[i]->out));
-  for (int i = 0; i < g->nnodes; i++)
-    if (lv->need[i] && g->nodes[i]->op == OP_CONST) add_buf(c, BK_CONST, g->nodes[i]->out, vbytes(g->nodes[i]->out));
-  for (int pass = 0; pass < 2; pass++) {
-    /* pass 0: load-time values; pass 1: inputs and activations */
-    size_t base = end_of_bufs(c), run = 0;
-    for (int i = 0; i < g->nnodes; i++) {
-      Value *v = g->nodes[i]->out;
-      int kind = lv->kind[v->id];
-      if (pass == 0 ? kind != LV_LOAD : kind != LV_INPUT && kind != LV_ACT) continue;
-      size_t off = run;
-      if (g->planned) {
-        NCC_ASSERT(v->region == (pass == 0 ? MEM_LOAD : MEM_ACT) && v->offset >= 0);
-        off = (size_t)v->offset;
+  /* parameters: with a training step, the trainable ones first and contiguous
+   * (the optimizer updates them as one range), then the running statistics;
+   * both graphs' PARAM values of one name share the buffer */
+  if (!gt) {
+    for (int i = 0; i < g->nnodes; i++)
+      if (!g->nodes[i]->dead && g->nodes[i]->op == OP_PARAM) add_buf(c, BK_PARAM, g->nodes[i]->out, vbytes(g->nodes[i]->out));
+  } else {
+    int first = -1, last = -1;
+    for (int pass = 0; pass < 2; pass++)
+      for (int i = 0; i < gt->nnodes; i++) {
+        Node *n = gt->nodes[i];
+        if (n->dead || n->op != OP_PARAM || trainable(n) != !pass) continue;
+        int b = add_buf(c, BK_PARAM, n->out, vbytes(n->out));
+        c->vbuf_t[n->out->id] = b;
+        if (!pass) { if (first < 0) first = b; last = b; }
+        Node *pi = ir_find_param(g, n->name);
+        if (pi) c->vbuf_i[pi->out->id] = b;
       }
-      run += (size_t)ir_slot_bytes(v);
-      add_buf_at(c, pass == 0 ? BK_LOAD : kind == LV_INPUT ? BK_INPUT : BK_ACT, v, vbytes(v), base + off);
-    }
-    if (pass == 1) {
-      c->act_base = base;
-      c->act_bytes = g->planned ? (size_t)g->act_bytes : run;
+    for (int i = 0; i < g->nnodes; i++)   /* a parameter only inference reads (none, normally) */
+      if (!g->nodes[i]->dead && g->nodes[i]->op == OP_PARAM && c->vbuf_i[g->nodes[i]->out->id] < 0)
+        add_buf(c, BK_PARAM, g->nodes[i]->out, vbytes(g->nodes[i]->out));
+    if (first >= 0) {
+      size_t p0 = c->bufs[first].offset, span = c->bufs[last].offset + c->bufs[last].bytes - p0;
+      c->opt_count = (int64_t)(span / 4);
+      c->opt_buf[0] = add_span(c, BK_SPAN, "trainable_params", span, p0);
     }
   }
   for (int i = 0; i < g->nnodes; i++)
-    if (lv->kind[g->nodes[i]->out->id] == LV_VIEW) c->vbuf[g->nodes[i]->out->id] = cg_buf_of(c, lv->root[g->nodes[i]->out->id]);
+    if (lv->need[i] && g->nodes[i]->op == OP_CONST) add_buf(c, BK_CONST, g->nodes[i]->out, vbytes(g->nodes[i]->out));
+  for (int i = 0; gt && i < gt->nnodes; i++)
+    if (lvt->need[i] && gt->nodes[i]->op == OP_CONST) {
+      int b = add_buf(c, BK_CONST, gt->nodes[i]->out, vbytes(gt->nodes[i]->out));
+      c->vbuf_t[gt->nodes[i]->out->id] = b;
+      c->bufs[b].train = 1;
+    }
+  /* load-time values (inference only: the fold pass does not run on training graphs) */
+  {
+    size_t base = end_of_bufs(c), run = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+      Value *v = g->nodes[i]->out;
+      if (lv->kind[v->id] != LV_LOAD) continue;
+      size_t off = run;
+      if (g->planned) {
+        NCC_ASSERT(v->region == MEM_LOAD && v->offset >= 0);
+        off = (size_t)v->offset;
+      }
+      run += (size_t)ir_slot_bytes(v);
+      add_buf_at(c, BK_LOAD, v, vbytes(v), base + off);
+    }
+  }
+  /* the activation region, shared */
+  c->act_base = end_of_bufs(c);
+  c->act_bytes = place_values(c, g, lv, 0, c->act_base);
+  if (gt) {
+    c->vbuf = c->vbuf_t;
+    size_t tb = place_values(c, gt, lvt, 1, c->act_base);
+    if (tb > c->act_bytes) c->act_bytes = tb;
+    c->vbuf = c->vbuf_i;
+  }
+  alias_views(c, g, lv);
   p->gl = group_form(g, lv->need);
+  if (gt) {
+    c->vbuf = c->vbuf_t;
+    alias_views(c, gt, lvt);
+    c->vbuf = c->vbuf_i;
+    p->glt = group_form(gt, lvt->need);
+  }
   for (int i = 0; i < p->gl.n; i++) {
     size_t w = gemm_workspace_bytes(c, p->gl.g[i].main);
     if (w > c->work_bytes) c->work_bytes = w;
   }
-  if (c->work_bytes) c->work = add_buf_at(c, BK_WORK, NULL, c->work_bytes, (c->act_base + c->act_bytes + 255) / 256 * 256);
-  /* inference groups launch from <model>_infer (c->run); load-time groups
-   * from <model>_prepare (c->prep), their kernels marked as load-time */
+  for (int i = 0; i < p->glt.n; i++) {
+    c->g = gt, c->vbuf = c->vbuf_t;
+    size_t w = gemm_workspace_bytes(c, p->glt.g[i].main);
+    if (w > c->work_bytes) c->work_bytes = w;
+    c->g = g, c->vbuf = c->vbuf_i;
+  }
+  size_t after = (c->act_base + c->act_bytes + 255) / 256 * 256;
+  if (c->work_bytes) {
+    c->work = add_buf_at(c, BK_WORK, NULL, c->work_bytes, after);
+    after = (after + c->work_bytes + 255) / 256 * 256;
+  }
+  /* training: the gradients (each where its parameter sits in the trainable
+   * range) and the optimizer state, laid out like the trainable range */
+  if (gt && c->opt_buf[0] >= 0) {
+    size_t p0 = c->bufs[c->opt_buf[0]].offset, span = c->bufs[c->opt_buf[0]].bytes;
+    size_t g0 = after;
+    c->opt_buf[1] = add_span(c, BK_SPAN, "grads", span, g0);
+    for (int i = 0; i < gt->nnodes; i++) {
+      Value *v = gt->nodes[i]->out;
+      if (lvt->kind[v->id] != LV_GRAD) continue;
+      int pb = c->vbuf_t[v->grad_of->id];
+      NCC_ASSERT(pb >= 0 && c->bufs[pb].offset >= p0);
+      int b = add_buf_at(c, BK_GRAD, v, vbytes(v), g0 + (c->bufs[pb].offset - p0));
+      c->vbuf_t[v->id] = b;
+      c->bufs[b].train = 1;
+    }
+    size_t s0 = (g0 + span + 255) / 256 * 256;
+    const TrainCfg *t = &gt->train;
+    int nstate = t->opt == OPT_SGD ? (t->momentum != 0 ? 1 : 0) : 2;
+    static const char *const sgd_names[1] = {"momentum_buffer"}, *const adam_names[2] = {"exp_avg", "exp_avg_sq"};
+    for (int k = 0; k < nstate; k++) {
+      c->opt_buf[2 + k] = add_span(c, BK_SPAN, t->opt == OPT_SGD ? sgd_names[k] : adam_names[k], span, s0);
+      s0 = (s0 + span + 255) / 256 * 256;
+    }
+    c->counters = add_span(c, BK_SPAN, "train_counters", 8, s0);
+  }
+  /* inference groups launch from <model>_run (c->run); load-time groups from
+   * <model>_prepare (c->prep), their kernels marked as load-time; the training
+   * step's from <model>_train_run (c->trun) */
   for (int lt = 0; lt < 2 && !c->err; lt++) {
     Buf run = c->run;
     if (lt) { memset(&c->run, 0, sizeof c->run); c->load_time = 1; }
     for (int i = 0; i < p->gl.n && !c->err; i++)
       if (p->gl.g[i].load_time == lt && emit_group(c, &p->gl.g[i]) != 0) c->err = 1;
     if (lt) { c->load_time = 0; c->prep = c->run; c->run = run; }
+  }
+  if (gt && !c->err) {
+    Buf run = c->run;
+    memset(&c->run, 0, sizeof c->run);
+    c->g = gt, c->vbuf = c->vbuf_t, c->train = 1;
+    for (int i = 0; i < p->glt.n && !c->err; i++)
+      if (emit_group(c, &p->glt.g[i]) != 0) c->err = 1;
+    c->g = g, c->vbuf = c->vbuf_i, c->train = 0;
+    c->trun = c->run;
+    c->run = run;
   }
   if (c->err) return -1;
   kernels_section(p);

@@ -20,6 +20,8 @@ typedef struct CodegenOpts {
   int use_cublas;       /* conv/linear/matmul through ncc_gemm (cuBLAS / CPU BLAS) instead of the tiled kernel */
   const char *header;   /* name of MODEL.h as #included by MODEL.cu */
   const char *command;  /* the command line, for the banner of MODEL.cu; may be NULL */
+  Graph *train;         /* the training step (the same model after the autodiff pipeline),
+                           emitted beside inference into the same file; NULL: inference only */
 } CodegenOpts;
 
 /* Writes MODEL.cu (or .c with jit) to `src` and MODEL.h to `hdr`. Returns 0,

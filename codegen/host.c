@@ -21,7 +21,8 @@
 
 #define LL(x) ((long long)(x))
 
-static const char *bk_name[] = {"param", "input", "activation", "const", "workspace", "load-time"};
+static const char *bk_name[] = {"param", "input", "activation", "const", "workspace", "load-time", "gradient",
+                                "range"};
 
 static void tensor_info(FILE *f, const char *name, const Value *v) {
   fprintf(f, "  {\"");
@@ -38,39 +39,47 @@ typedef struct Io {
   int n;
   const char **name;
   Value **v;
+  int *b;          /* the buffer of each */
 } Io;
 
-/* Inputs read by inference, outputs, parameters: in the orders M_info lists. */
-static void collect(Cg *c, Io *in, Io *out, Io *par) {
-  Graph *g = c->g;
-  in->name = xmalloc(sizeof(char *) * (size_t)(g->nnodes + 1));
-  in->v = xmalloc(sizeof(Value *) * (size_t)(g->nnodes + 1));
-  par->name = xmalloc(sizeof(char *) * (size_t)(g->nnodes + 1));
-  par->v = xmalloc(sizeof(Value *) * (size_t)(g->nnodes + 1));
-  in->n = par->n = 0;
+static void io_alloc(Io *io, int cap) {
+  io->n = 0;
+  io->name = xmalloc(sizeof(char *) * (size_t)(cap + 1));
+  io->v = xmalloc(sizeof(Value *) * (size_t)(cap + 1));
+  io->b = xmalloc(sizeof(int) * (size_t)(cap + 1));
+}
+static void io_add(Io *io, const char *name, Value *v, int b) {
+  io->name[io->n] = name;
+  io->v[io->n] = v;
+  io->b[io->n++] = b;
+}
+
+/* Inputs read by inference, outputs, parameters (in buffer order: with a
+ * training step the trainable ones first), the training step's inputs: in
+ * the orders M_info lists. */
+static void collect(Cg *c, Io *in, Io *out, Io *par, Io *tin) {
+  Graph *g = c->gi;
+  io_alloc(in, g->nnodes);
+  io_alloc(par, c->nbufs);
+  io_alloc(out, g->noutputs);
+  io_alloc(tin, c->gt ? c->gt->nnodes : 0);
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
-    if (n->dead) continue;
-    if (n->op == OP_INPUT && c->vbuf[n->out->id] >= 0) {
-      in->name[in->n] = n->name;
-      in->v[in->n++] = n->out;
-    } else if (n->op == OP_PARAM) {
-      par->name[par->n] = n->name;
-      par->v[par->n++] = n->out;
-    }
+    if (!n->dead && n->op == OP_INPUT && c->vbuf_i[n->out->id] >= 0) io_add(in, n->name, n->out, c->vbuf_i[n->out->id]);
   }
-  out->n = g->noutputs;
-  out->name = xmalloc(sizeof(char *) * (size_t)(g->noutputs + 1));
-  out->v = xmalloc(sizeof(Value *) * (size_t)(g->noutputs + 1));
-  for (int i = 0; i < g->noutputs; i++) {
-    out->name[i] = g->outputs[i].name;
-    out->v[i] = g->outputs[i].v;
+  for (int b = 0; b < c->nbufs; b++)
+    if (c->bufs[b].kind == BK_PARAM) io_add(par, c->bufs[b].v->def->name, c->bufs[b].v, b);
+  for (int i = 0; i < g->noutputs; i++) io_add(out, g->outputs[i].name, g->outputs[i].v, c->vbuf_i[g->outputs[i].v->id]);
+  for (int i = 0; c->gt && i < c->gt->nnodes; i++) {
+    Node *n = c->gt->nodes[i];
+    if (!n->dead && n->op == OP_INPUT && c->vbuf_t[n->out->id] >= 0) io_add(tin, n->name, n->out, c->vbuf_t[n->out->id]);
   }
 }
 
 static void io_free(Io *io) {
   free(io->name);
   free(io->v);
+  free(io->b);
 }
 
 static void info_table(FILE *f, const char *M, const char *what, const Io *io) {
@@ -83,11 +92,11 @@ static void info_table(FILE *f, const char *M, const char *what, const Io *io) {
 static void buf_table(FILE *f, Cg *c, const char *M, const char *what, const Io *io) {
   fprintf(f, "static const int %s_%s_buf_[] = {", M, what);
   size_t all = 0;
-  for (int i = 0; i < io->n; i++) all += strlen(cg_buf_name(c, cg_buf_of(c, io->v[i]))) + 2;
+  for (int i = 0; i < io->n; i++) all += strlen(cg_buf_name(c, io->b[i])) + 2;
   int wrap = all > 60;
   size_t col = wrap ? 100 : 0;   /* a long list: lines of less than 100 columns */
   for (int i = 0; i < io->n; i++) {
-    const char *nm = cg_buf_name(c, cg_buf_of(c, io->v[i]));
+    const char *nm = cg_buf_name(c, io->b[i]);
     if (!wrap) {
       fputs(i ? ", " : "", f);
     } else if (col + strlen(nm) > 100) {
@@ -132,6 +141,26 @@ void host_header(Cg *c, FILE *h) {
           "const char *%s_error(const %s *m);     /* the message of the last failure */\n"
           "void %s_destroy(%s *m);\n\n",
           M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
+  if (c->gt)
+    fprintf(h,
+            "/* ---- training (the model's train block; docs/generated-code.md \"Training\") ----\n"
+            " * One step: forward in training mode (batch statistics, dropout), backward, the update\n"
+            " * of every parameter and of the running statistics.  %s_infer then uses the new weights\n"
+            " * (batchnorm in eval mode).  %s_save writes the optimizer state, the step and the\n"
+            " * schedule's position beside the parameters; %s_load restores them when present. */\n"
+            "/* Host pointers in the order of %s_info()->train_inputs (e.g. x, then the labels). */\n"
+            "int %s_train_step_io(%s *m, const void *const *inputs, float *loss);\n"
+            "/* For models trained on one float input and one label tensor. */\n"
+            "int %s_train_step(%s *m, const float *x, const int32_t *labels, float *loss);\n"
+            "int %s_schedule_step(%s *m);       /* the end of an epoch: the lr schedule moves on */\n"
+            "double %s_lr(const %s *m);         /* the learning rate of the next step */\n"
+            "int %s_set_lr(%s *m, double lr);   /* the base learning rate the schedule scales */\n"
+            "int64_t %s_step(const %s *m);      /* steps taken */\n"
+            "int64_t %s_epoch(const %s *m);     /* schedule steps taken */\n"
+            "void %s_set_seed(%s *m, uint64_t seed);   /* dropout's masks: (seed, step, layer, element) */\n"
+            "/* The gradients of the last step, by parameter name, as safetensors. */\n"
+            "int %s_save_grads(%s *m, const char *path);\n\n",
+            M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
   fprintf(h, "#ifdef __cplusplus\n}\n#endif\n#endif\n");
 }
 
@@ -154,11 +183,194 @@ static void string_literal(FILE *f, const char *s) {
   if (!*s || s[strlen(s) - 1] != '\n') fputc('"', f);
 }
 
+/* ---- training ------------------------------------------------------------
+ * The checkpoint: the parameters, then the optimizer state of each trainable
+ * parameter ("<name>.momentum_buffer", or ".exp_avg" and ".exp_avg_sq", as
+ * torch.optim's state_dict calls them), then __step__ and __epoch__.  The
+ * state of trainable parameter j lies in range k at the parameter's own
+ * offset in the trainable range (Cg.opt_buf). */
+static int ntrainable(const Cg *c, const Io *par) {
+  int n = 0;
+  size_t p0 = c->bufs[c->opt_buf[0]].offset, end = p0 + c->bufs[c->opt_buf[0]].bytes;
+  while (n < par->n && c->bufs[par->b[n]].offset >= p0 && c->bufs[par->b[n]].offset < end) n++;
+  return n;
+}
+
+static void host_train_checkpoint(Cg *c, FILE *f, const Io *par, int prep) {
+  const char *M = c->model;
+  int ntr = c->opt_buf[0] >= 0 ? ntrainable(c, par) : 0, nst = 0;
+  for (int k = 2; k < 4; k++) nst += c->opt_buf[k] >= 0;
+  int nck = par->n + nst * ntr + 2;
+  fprintf(f, "/* the checkpoint: parameters, optimizer state, counters */\n");
+  fprintf(f, "static const ncc_tensor_info %s_ckpt_[] = {\n", M);
+  for (int i = 0; i < par->n; i++) tensor_info(f, par->name[i], par->v[i]);
+  for (int k = 2; k < 4; k++) {
+    if (c->opt_buf[k] < 0) continue;
+    for (int j = 0; j < ntr; j++) {
+      char nm[600];
+      snprintf(nm, sizeof nm, "%s.%s", par->name[j], c->bufs[c->opt_buf[k]].label);
+      tensor_info(f, nm, par->v[j]);
+    }
+  }
+  fprintf(f, "  {\"__step__\", NCC_I32, 1, {1, 0, 0, 0, 0, 0, 0, 0}},\n  {\"__epoch__\", NCC_I32, 1, {1, 0, 0, 0, 0, 0, 0, 0}},\n};\n");
+  fprintf(f, "#define %s_NCKPT %d\n", M, nck);
+  size_t p0 = c->opt_buf[0] >= 0 ? c->bufs[c->opt_buf[0]].offset : 0;
+  fprintf(f, "static const size_t %s_trainable_off_[] = {", M);
+  for (int j = 0; j < ntr; j++) fprintf(f, "%s%zu", j ? ", " : "", c->bufs[par->b[j]].offset - p0);
+  if (!ntr) fprintf(f, "0");
+  fprintf(f, "};\n");
+  fprintf(f, "static void *%s_ckpt_ptr_(%s *m, int i) {\n", M, M);
+  fprintf(f, "  if (i < %d) return m->bufs[%s_params_buf_[i]];\n  i -= %d;\n", par->n, M, par->n);
+  int k2 = 0;
+  for (int k = 2; k < 4; k++) {
+    if (c->opt_buf[k] < 0) continue;
+    fprintf(f, "  if (i < %d) return (char *)m->bufs[%s] + %s_trainable_off_[i - %d];\n", (k2 + 1) * ntr,
+            cg_buf_name(c, c->opt_buf[k]), M, k2 * ntr);
+    k2++;
+  }
+  fprintf(f, "  return (char *)m->bufs[%s] + 4 * (i - %d);\n}\n\n", cg_buf_name(c, c->counters), nst * ntr);
+  /* load: the whole checkpoint, or else the parameters alone (fresh optimizer state) */
+  fprintf(f,
+          "static void %s_schedule_(%s *m);\n"
+          "int %s_load(%s *m, const char *path) {\n"
+          "  void *p[%s_NCKPT];\n  int32_t cnt[2] = {0, 0};\n  int rc;\n"
+          "  if (!m || !m->dev) return %s_user_error(m, \"%s_load: no model\");\n"
+          "  if (!path) return %s_user_error(m, \"%s_load: no file name\");\n"
+          "  for (int i = 0; i < %s_NCKPT; i++) p[i] = %s_ckpt_ptr_(m, i);\n"
+          "  rc = ncc_load_safetensors(m->dev, path, %s_ckpt_, %s_NCKPT, p, m->err, sizeof m->err);\n"
+          "  if (rc) {   /* a file of weights alone: the optimizer starts afresh */\n"
+          "    rc = ncc_load_safetensors(m->dev, path, %s_params_, %d, p, m->err, sizeof m->err);\n"
+          "    if (!rc) {\n"
+          "      for (int i = %d; i < %s_NCKPT - 2; i++) {\n"
+          "        rc = ncc_memset(m->dev, p[i], 0, %s_bytes_(&%s_ckpt_[i]));\n"
+          "        if (rc) return %s_fail(m, rc, \"%s_load: clearing the optimizer state\");\n"
+          "      }\n"
+          "      rc = ncc_memcpy_h2d(m->dev, p[%s_NCKPT - 2], cnt, sizeof cnt);\n"
+          "      if (rc) return %s_fail(m, rc, \"%s_load: setting the counters\");\n"
+          "    }\n"
+          "  }\n"
+          "  if (!rc) {\n"
+          "    rc = ncc_memcpy_d2h(m->dev, cnt, p[%s_NCKPT - 2], sizeof cnt);\n"
+          "    if (rc) return %s_fail(m, rc, \"%s_load: reading the counters\");\n"
+          "    m->step = cnt[0];\n    m->epoch = cnt[1];\n    %s_schedule_(m);\n"
+          "  }\n",
+          M, M, M, M, M, M, M, M, M, M, M, M, M, M, par->n, par->n, M, M, M, M, M, M, M, M, M, M, M, M);
+  if (prep)
+    fprintf(f, "  {\n    char msg[sizeof m->err];\n    int rp;\n    memcpy(msg, m->err, sizeof msg);\n"
+               "    rp = %s_prepare(m);   /* the folded values follow the parameters now held */\n"
+               "    if (rc) memcpy(m->err, msg, sizeof msg);\n    else rc = rp;\n    m->stale = 0;\n  }\n", M);
+  fprintf(f, "  return rc;\n}\n\n");
+  fprintf(f,
+          "int %s_save(%s *m, const char *path) {\n"
+          "  void *h[%s_NCKPT] = {0};\n  int32_t cnt[2];\n  int rc = 0, n = 0;\n"
+          "  if (!m || !m->dev) return %s_user_error(m, \"%s_save: no model\");\n"
+          "  if (!path) return %s_user_error(m, \"%s_save: no file name\");\n"
+          "  cnt[0] = (int32_t)m->step;\n  cnt[1] = (int32_t)m->epoch;\n"
+          "  rc = ncc_memcpy_h2d(m->dev, %s_ckpt_ptr_(m, %s_NCKPT - 2), cnt, sizeof cnt);\n"
+          "  if (rc) return %s_fail(m, rc, \"%s_save: writing the counters\");\n"
+          "  for (; n < %s_NCKPT; n++) {\n"
+          "    size_t bytes = %s_bytes_(&%s_ckpt_[n]);\n"
+          "    h[n] = malloc(bytes ? bytes : 1);\n"
+          "    if (!h[n]) { rc = %s_user_error(m, \"%s_save: out of memory\"); break; }\n"
+          "    rc = ncc_memcpy_d2h(m->dev, h[n], %s_ckpt_ptr_(m, n), bytes);\n"
+          "    if (rc) { rc = %s_fail(m, rc, \"%s_save: reading the model\"); n++; break; }\n"
+          "  }\n"
+          "  if (!rc) rc = ncc_save_safetensors(path, %s_ckpt_, %s_NCKPT, (const void *const *)h, m->err, sizeof m->err);\n"
+          "  for (int i = 0; i < n; i++) free(h[i]);\n"
+          "  return rc;\n}\n\n",
+          M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
+}
+
+static void host_train_api(Cg *c, FILE *f, const Io *tin, const Io *par) {
+  const char *M = c->model;
+  const TrainCfg *t = &c->gt->train;
+  Value *loss = c->gt->train.minimize;
+  int lb = c->vbuf_t[loss->id];
+  NCC_ASSERT(lb >= 0);
+  fprintf(f, "/* every kernel of one training step, in order: forward (training mode), backward, update */\n"
+             "static int %s_train_run(%s *m) {\n  int rc = 0;\n", M, M);
+  if (c->trun.s) fputs(c->trun.s, f);
+  fprintf(f, "%s  return rc;\n}\n\n", c->trun.s ? "" : "  (void)m;\n");
+  /* the schedule, in closed form (torch.optim.lr_scheduler's) */
+  fprintf(f, "/* the learning rate at m->epoch: ");
+  if (t->sched == SCHED_STEP)
+    fprintf(f, "StepLR(step_size=%lld, gamma=%g) */\nstatic void %s_schedule_(%s *m) {\n"
+               "  m->cur_lr = m->base_lr * pow(%.17g, (double)(m->epoch / %lld));\n}\n\n",
+            (long long)t->every, t->gamma, M, M, t->gamma, (long long)t->every);
+  else if (t->sched == SCHED_COSINE)
+    fprintf(f, "CosineAnnealingLR(T_max=%lld) */\nstatic void %s_schedule_(%s *m) {\n"
+               "  m->cur_lr = m->base_lr * (1.0 + cos(3.14159265358979323846 * (double)m->epoch / %lld.0)) / 2.0;\n}\n\n",
+            (long long)t->total, M, M, (long long)t->total);
+  else fprintf(f, "constant */\nstatic void %s_schedule_(%s *m) {\n  m->cur_lr = m->base_lr;\n}\n\n", M, M);
+  fprintf(f,
+          "int %s_train_step_io(%s *m, const void *const *in, float *loss) {\n  int rc;\n  float l = 0.0f;\n"
+          "  if (!m || !m->dev) return %s_user_error(m, \"%s_train_step: no model\");\n"
+          "  if (!in) return %s_user_error(m, \"%s_train_step: no input array\");\n"
+          "  for (int i = 0; i < %d; i++) {\n"
+          "    char what[160];\n"
+          "    if (!in[i]) {\n"
+          "      snprintf(m->err, sizeof m->err, \"%s_train_step: input %%d (%%s) is NULL\", i, %s_train_inputs_[i].name);\n"
+          "      return NCC_EUSER;\n    }\n"
+          "    rc = ncc_memcpy_h2d(m->dev, m->bufs[%s_train_inputs_buf_[i]], in[i], %s_bytes_(&%s_train_inputs_[i]));\n"
+          "    snprintf(what, sizeof what, \"%s_train_step: copying input %%s\", %s_train_inputs_[i].name);\n"
+          "    if (rc) return %s_fail(m, rc, what);\n  }\n",
+          M, M, M, M, M, M, tin->n, M, M, M, M, M, M, M, M);
+  fprintf(f,
+          "  m->step++;\n  m->step32 = (int)m->step;\n  m->seed32 = (int)(m->seed ^ (m->seed >> 32));\n"
+          "  m->lr = (float)m->cur_lr;\n"
+          "  m->bc1 = (float)(1.0 - pow(%.17g, (double)m->step));\n"
+          "  m->bc2 = (float)(1.0 - pow(%.17g, (double)m->step));\n"
+          "  m->stale = 1;\n"
+          "  rc = %s_train_run(m);\n  if (rc) return rc;\n"
+          "  rc = ncc_sync(m->dev);\n  if (rc) return %s_fail(m, rc, \"%s_train_step: running the kernels\");\n"
+          "  rc = ncc_memcpy_d2h(m->dev, &l, m->bufs[%s], sizeof l);\n"
+          "  if (rc) return %s_fail(m, rc, \"%s_train_step: reading the loss\");\n"
+          "  if (loss) *loss = l;\n  return 0;\n}\n\n",
+          t->opt == OPT_SGD ? 0.0 : t->beta1, t->opt == OPT_SGD ? 0.0 : t->beta2, M, M, M, cg_buf_name(c, lb), M, M);
+  fprintf(f, "int %s_train_step(%s *m, const float *x, const int32_t *y, float *loss) {\n", M, M);
+  if (tin->n == 2)
+    fprintf(f, "  const void *in[2];\n  in[0] = x;\n  in[1] = y;\n  return %s_train_step_io(m, in, loss);\n}\n\n", M);
+  else
+    fprintf(f, "  (void)x;\n  (void)y;\n  (void)loss;\n  return %s_user_error(m, \"%s_train_step: the training step takes %d "
+               "inputs; use %s_train_step_io\");\n}\n\n", M, M, tin->n, M);
+  fprintf(f,
+          "int %s_schedule_step(%s *m) {\n  if (!m) return NCC_EUSER;\n  m->epoch++;\n  %s_schedule_(m);\n  return 0;\n}\n\n"
+          "double %s_lr(const %s *m) { return m ? m->cur_lr : 0.0; }\n\n"
+          "int %s_set_lr(%s *m, double lr) {\n"
+          "  if (!m) return NCC_EUSER;\n"
+          "  if (!(lr >= 0.0)) return %s_user_error(m, \"%s_set_lr: the learning rate must be >= 0\");\n"
+          "  m->base_lr = lr;\n  %s_schedule_(m);\n  return 0;\n}\n\n"
+          "int64_t %s_step(const %s *m) { return m ? m->step : 0; }\n\n"
+          "int64_t %s_epoch(const %s *m) { return m ? m->epoch : 0; }\n\n"
+          "void %s_set_seed(%s *m, uint64_t seed) {\n  if (m) m->seed = seed;\n}\n\n",
+          M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
+  /* gradients, named after their parameters */
+  int ntr = c->opt_buf[0] >= 0 ? ntrainable(c, par) : 0;
+  fprintf(f,
+          "int %s_save_grads(%s *m, const char *path) {\n"
+          "  void *h[%d] = {0};\n  int rc = 0, n = 0;\n"
+          "  if (!m || !m->dev) return %s_user_error(m, \"%s_save_grads: no model\");\n"
+          "  if (!path) return %s_user_error(m, \"%s_save_grads: no file name\");\n"
+          "  for (; n < %d; n++) {\n"
+          "    size_t bytes = %s_bytes_(&%s_params_[n]);\n"
+          "    h[n] = malloc(bytes ? bytes : 1);\n"
+          "    if (!h[n]) { rc = %s_user_error(m, \"%s_save_grads: out of memory\"); break; }\n"
+          "    rc = ncc_memcpy_d2h(m->dev, h[n], (char *)m->bufs[%s] + %s_trainable_off_[n], bytes);\n"
+          "    if (rc) { rc = %s_fail(m, rc, \"%s_save_grads: reading gradients\"); n++; break; }\n"
+          "  }\n"
+          "  if (!rc) rc = ncc_save_safetensors(path, %s_params_, %d, (const void *const *)h, m->err, sizeof m->err);\n"
+          "  for (int i = 0; i < n; i++) free(h[i]);\n"
+          "  return rc;\n}\n\n",
+          M, M, ntr ? ntr : 1, M, M, M, M, ntr, M, M, M, M, c->opt_buf[1] >= 0 ? cg_buf_name(c, c->opt_buf[1]) : "0", M,
+          M, M, M, ntr);
+}
+
 void host_source(Cg *c, FILE *f, const char *kernels) {
   const char *M = c->model;
   const char *hdr = c->o->header ? c->o->header : NULL;
-  Io in, out, par;
-  collect(c, &in, &out, &par);
+  Io in, out, par, tin;
+  collect(c, &in, &out, &par, &tin);
+  Graph *gt = c->gt;
   int prep = c->prep.len > 0;   /* load-time kernels to launch */
   if (c->o->jit) {
     fprintf(f, "/* host code; the kernels below are compiled at load time by NVRTC */\n");
@@ -171,7 +383,8 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
     fputs(kernels, f);
     fputs("\n", f);
   }
-  fprintf(f, "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include \"ncc_rt.h\"\n");
+  fprintf(f, "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n%s#include \"ncc_rt.h\"\n",
+          gt ? "#include <math.h>\n" : "");
   if (hdr) fprintf(f, "#include \"%s\"\n\n", hdr);
   else fprintf(f, "#include \"%s.h\"\n\n", M);
 
@@ -207,12 +420,26 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   buf_table(f, c, M, "inputs", &in);
   buf_table(f, c, M, "outputs", &out);
   buf_table(f, c, M, "params", &par);
+  if (gt) {
+    info_table(f, M, "train_inputs", &tin);
+    buf_table(f, c, M, "train_inputs", &tin);
+  }
   size_t arena = 0;
   for (int i = 0; i < c->nbufs; i++)
     if (c->bufs[i].offset + c->bufs[i].bytes > arena) arena = c->bufs[i].offset + c->bufs[i].bytes;
-  fprintf(f, "static const ncc_model_info %s_info_ = {\"%s\", %d, %s_inputs_, %d, %s_outputs_, %d, %s_params_, %zu};\n\n",
-          M, M, in.n, M, out.n, M, par.n, M, arena);
-  fprintf(f, "struct %s {\n  ncc_dev *dev;\n  void *arena;\n  void *bufs[%s_NBUFS];\n  char err[512];\n};\n\n", M, M);
+  char tinfo[160];
+  if (gt) snprintf(tinfo, sizeof tinfo, "%d, %s_train_inputs_", tin.n, M);
+  else snprintf(tinfo, sizeof tinfo, "0, NULL");
+  fprintf(f, "static const ncc_model_info %s_info_ = {\"%s\", %d, %s_inputs_, %d, %s_outputs_, %d, %s_params_, %zu, %s};\n\n",
+          M, M, in.n, M, out.n, M, par.n, M, arena, tinfo);
+  fprintf(f, "struct %s {\n  ncc_dev *dev;\n  void *arena;\n  void *bufs[%s_NBUFS];\n  char err[512];\n", M, M);
+  if (gt)
+    fprintf(f, "  /* training: the schedule and the scalars the step's kernels take */\n"
+               "  double base_lr, cur_lr;\n  int64_t step, epoch;\n  uint64_t seed;\n"
+               "  float lr, bc1, bc2;   /* this step's learning rate; adam's 1 - beta^step */\n"
+               "  int step32, seed32;   /* dropout's key */\n"
+               "  int stale;            /* the weights changed since %s_prepare ran */\n", M);
+  fprintf(f, "};\n\n");
 
   /* helpers */
   fprintf(f,
@@ -264,11 +491,18 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
                "    if (rc) return %s_fail(m, rc, \"%s_create: setting a constant\");\n  }\n",
             cg_flit(lit, c->bufs[i].v->def->a.fval), cg_buf_name(c, i), M, M);
   }
+  if (gt) {
+    char lit[40];
+    fprintf(f, "  m->base_lr = m->cur_lr = %.17g;\n  m->lr = %s;\n", gt->train.lr, cg_flit(lit, gt->train.lr));
+  }
   if (prep) fprintf(f, "  return %s_prepare(m);   /* the folded values of the zero parameters */\n}\n\n", M);
   else fprintf(f, "  return 0;\n}\n\n");
   fprintf(f, "int %s_create(%s **m) { return %s_create_on(m, NCC_DEV_AUTO); }\n\n", M, M, M);
 
   /* load / save */
+  if (gt) {
+    host_train_checkpoint(c, f, &par, prep);
+  } else {
   fprintf(f, "int %s_load(%s *m, const char *path) {\n  void *p[%d] = {0};\n%s", M, M, par.n ? par.n : 1,
           prep ? "  int rc;\n" : "");
   fprintf(f, "  if (!m || !m->dev) return %s_user_error(m, \"%s_load: no model\");\n", M, M);
@@ -301,6 +535,7 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
           "  return rc;\n}\n\n",
           M, M, par.n ? par.n : 1, M, M, M, M, par.n, M, M, M, M, M, M, M, M, par.n);
 
+  }
   /* run */
   fprintf(f, "/* every kernel of one inference, in order */\nstatic int %s_run(%s *m) {\n  int rc = 0;\n", M, M);
   if (c->run.s) fputs(c->run.s, f);
@@ -321,6 +556,9 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
           "    snprintf(what, sizeof what, \"%s_infer: copying input %%s\", %s_inputs_[i].name);\n"
           "    if (rc) return %s_fail(m, rc, what);\n  }\n",
           in.n, M, M, M, M, M, M, M, M);
+  if (gt && prep)
+    fprintf(f, "  if (m->stale) {   /* trained since: the folded values follow the new parameters */\n"
+               "    rc = %s_prepare(m);\n    if (rc) return rc;\n    m->stale = 0;\n  }\n", M);
   fprintf(f, "  rc = %s_run(m);\n  if (rc) return rc;\n", M);
   fprintf(f, "  rc = ncc_sync(m->dev);\n  if (rc) return %s_fail(m, rc, \"%s_infer: running the kernels\");\n", M, M);
   fprintf(f,
@@ -341,10 +579,12 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
     fprintf(f, "  (void)x;\n  (void)y;\n  return %s_user_error(m, \"%s_infer: the model has %d inputs and %d outputs; "
                "use %s_infer_io\");\n}\n\n", M, M, in.n, out.n, M);
   }
+  if (gt) host_train_api(c, f, &tin, &par);
   fprintf(f, "const char *%s_error(const %s *m) { return m ? m->err : \"no model (create failed)\"; }\n\n", M, M);
   fprintf(f, "void %s_destroy(%s *m) {\n  if (!m) return;\n  if (m->dev && m->arena) ncc_free_buffers(m->dev, m->arena);\n"
              "  if (m->dev) ncc_dev_close(m->dev);\n  free(m);\n}\n", M, M);
   io_free(&in);
   io_free(&out);
   io_free(&par);
+  io_free(&tin);
 }

@@ -143,6 +143,10 @@ void ir_liveness(const Graph *g, int train, Liveness *lv) {
         Value *r = lv->root[g->losses[i].v->id];
         if (r && lv->kind[r->id] == LV_ACT) lv->last[r->id] = lv->end;
       }
+    if (g->train.minimize && ir_value_live(g, g->train.minimize)) {   /* the step reports its loss */
+      Value *r = lv->root[g->train.minimize->id];
+      if (r && lv->kind[r->id] == LV_ACT) lv->last[r->id] = lv->end;
+    }
   }
   /* an input no needed node reads has no buffer (a label read only by the loss) */
   for (int i = 0; i < nn; i++) {

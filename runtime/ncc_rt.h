@@ -57,6 +57,7 @@ typedef struct ncc_model_info {
   int noutputs; const ncc_tensor_info *outputs;
   int nparams;  const ncc_tensor_info *params;   /* state_dict names */
   size_t arena_bytes;
+  int ntrain_inputs; const ncc_tensor_info *train_inputs;   /* the training step's (0, NULL: inference only) */
 } ncc_model_info;
 
 
