@@ -205,6 +205,8 @@ void build_release(Model *M) {
   init_plan_free(M->init);
   M->init = NULL;
   if (M->g) ir_graph_free(M->g);
+  if (M->gt) ir_graph_free(M->gt);
+  M->gt = NULL;
   M->g = NULL;
 }
 
@@ -267,6 +269,14 @@ static int build_graph(const Options *o, Model *M) {
   pc.verify = 1;      /* cheap next to compiling C, and a broken pass fails loudly */
   if (passes_run(g, &pc, o->passes) != 0 || diag_errors()) return 1;
   M->name = strdup(g->model && *g->model ? g->model : "model");
+  /* training: the step too, in the same generated file */
+  if (!strcmp(drv_cmd(), "train") || o->train) {
+    if (!g->train.present)
+      return drv_error("%s: the model has no train block (`train { optimizer ...; minimize LOSS }`): "
+                       "there is nothing to train", o->model);
+    M->gt = train_graph_load(o);
+    if (!M->gt) return 1;
+  }
   /* Inputs read only by the loss (labels) may still be listed by M_info;
    * `ncc run` must not insist on a file for them. */
   M->live_inputs = (const char **)calloc((size_t)g->nnodes + 1, sizeof *M->live_inputs);
@@ -303,6 +313,7 @@ static int generate(const Options *o, Model *M, char *src, size_t srcn, char *hd
   co.use_cublas = o->cublas;
   co.jit = M->jit;
   co.header = hname;
+  co.train = M->gt;
   int rc = codegen_emit(M->g, &co, fs, fh);
   int werr = ferror(fs) | ferror(fh);
   werr |= fclose(fs) != 0;

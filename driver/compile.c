@@ -104,14 +104,37 @@ static int emit_ptx(Graph *g, const Options *o) {
   return fail;
 }
 
+Graph *train_graph_load(const Options *o) {
+  Graph *gt = frontend_load(o->model, o->sets, o->nsets);
+  if (!gt || diag_errors()) { ir_graph_free(gt); return NULL; }
+  if (!gt->train.present) {
+    drv_error("%s: the model has no train block (`train { optimizer ...; minimize LOSS }`)", o->model);
+    ir_graph_free(gt);
+    return NULL;
+  }
+  PassCtx pc = {0};
+  pc.train = 1;
+  pc.opt_level = o->opt_level;
+  pc.print_after = o->print_after;
+  pc.verbose = o->verbose;
+  pc.verify = 1;
+  if (passes_run(gt, &pc, o->passes) != 0 || diag_errors()) { ir_graph_free(gt); return NULL; }
+  return gt;
+}
+
 static int emit(const Options *o, Graph *g) {
   /* ir and params show the graph as written unless passes are asked for; dot
    * shows the kernel groups of the -O level */
   int printing = !strcmp(o->emit, "ir") || !strcmp(o->emit, "params");
   /* the printers show the graph as written unless passes are asked for */
+  /* --train: the printers and the report show the training step; MODEL.cu
+   * always holds inference, and the training step beside it (below) */
+  int inspect = printing || !strcmp(o->emit, "dot") || !strcmp(o->emit, "report");
+  if (o->train && !g->train.present)
+    return drv_error("%s: --train: the model has no train block (`train { optimizer ...; minimize LOSS }`)", o->model);
   if (!printing || o->passes || o->print_after) {
     PassCtx pc = {0};
-    pc.train = o->train;
+    pc.train = o->train && inspect;
     pc.opt_level = o->opt_level;
     pc.print_after = o->print_after;
     pc.verbose = o->verbose;
@@ -144,6 +167,13 @@ static int emit(const Options *o, Graph *g) {
   co.jit = o->jit;
   co.use_cublas = o->cublas;
   co.header = hbase;
+  /* a model with a train block gets its training step in the same file */
+  Graph *gt = NULL;
+  if (g->train.present) {
+    gt = train_graph_load(o);
+    if (!gt) { free(hpath); return 1; }
+  }
+  co.train = gt;
   OutFile src, hdr;
   int rc = 1;
   if (out_open(&src, o->out) == 0) {
@@ -158,6 +188,7 @@ static int emit(const Options *o, Graph *g) {
   }
   if (rc == 0) drv_log(o, "wrote %s and %s", o->out, hpath);
   free(hpath);
+  ir_graph_free(gt);
   return rc;
 }
 

@@ -47,6 +47,7 @@ typedef struct Model {
   int keep_tmp;             /* an internal failure: keep the source for the report */
   const char *name;         /* the model's name, the generated symbols' prefix */
   Graph *g;                 /* after the passes; owns the strings below */
+  Graph *gt;                /* the training step (ncc train, bench --train), or NULL */
   const char **live_inputs; /* graph inputs that inference reads (labels are not) */
   int nlive;
   InitPlan *init;           /* read from the graph before the passes */
@@ -63,6 +64,10 @@ typedef struct Model {
   const ncc_model_info *inf;
 } Model;
 
+/* compile.c: the model's training step: the source elaborated again and the
+ * training pipeline of o's -O level (autodiff first).  NULL after a message
+ * when the model has no train block or a pass failed. */
+Graph *train_graph_load(const Options *o);
 /* build.c: compiles o->model into M->so_path.  Returns 0 or an exit status. */
 int model_build(const Options *o, Model *M);
 /* build.c's part of model_close: the temporary folder, the graph, the plan */
