@@ -94,6 +94,8 @@ typedef struct CgBuf {
   size_t offset, bytes;
   const char *label; /* BK_SPAN: what the range holds ("trainable_params", "grads", "exp_avg") */
   int train;         /* a value of the training graph (Cg.gt) */
+  int span;          /* the BK_SPAN range it lies in (its pointer is derived from the
+                        range's, so that checked mode's separate mappings still alias), or -1 */
 } CgBuf;
 
 /* ---- kernels ------------------------------------------------------------ */

@@ -81,6 +81,9 @@ static int add_buf(Cg *c, int kind, Value *v, size_t bytes) {
   c->bufs[i].v = v;
   c->bufs[i].offset = off;
   c->bufs[i].bytes = bytes ? bytes : 4;
+  c->bufs[i].label = NULL;
+  c->bufs[i].train = 0;
+  c->bufs[i].span = -1;
   if (v) c->vbuf[v->id] = i;
   return i;
 }
@@ -284,6 +287,7 @@ static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) {
       size_t p0 = c->bufs[first].offset, span = c->bufs[last].offset + c->bufs[last].bytes - p0;
       c->opt_count = (int64_t)(span / 4);
       c->opt_buf[0] = add_span(c, BK_SPAN, "trainable_params", span, p0);
+      for (int b = first; b <= last; b++) c->bufs[b].span = c->opt_buf[0];
     }
   }
   for (int i = 0; i < g->nnodes; i++)
@@ -355,6 +359,7 @@ static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) {
       int b = add_buf_at(c, BK_GRAD, v, vbytes(v), g0 + (c->bufs[pb].offset - p0));
       c->vbuf_t[v->id] = b;
       c->bufs[b].train = 1;
+      c->bufs[b].span = c->opt_buf[1];
     }
     size_t s0 = (g0 + span + 255) / 256 * 256;
     const TrainCfg *t = &gt->train;

@@ -414,6 +414,11 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   fprintf(f, "};\nstatic const size_t %s_buf_size_[%s_NBUFS] = {", M, M);
   for (int i = 0; i < c->nbufs; i++) fprintf(f, "%s%zu", i ? ", " : "", c->bufs[i].bytes);
   fprintf(f, "};\n\n");
+  if (gt) {
+    fprintf(f, "/* the range each buffer lies in (-1: none) */\nstatic const int %s_buf_span_[%s_NBUFS] = {", M, M);
+    for (int i = 0; i < c->nbufs; i++) fprintf(f, "%s%d", i ? ", " : "", c->bufs[i].span);
+    fprintf(f, "};\n\n");
+  }
   info_table(f, M, "inputs", &in);
   info_table(f, M, "outputs", &out);
   info_table(f, M, "params", &par);
@@ -482,6 +487,13 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   fprintf(f, "  rc = ncc_alloc_buffers(m->dev, %s_NBUFS, %s_buf_off_, %s_buf_size_, m->bufs, &m->arena);\n", M, M, M);
   fprintf(f, "  if (rc) return %s_fail(m, rc, \"%s_create: allocating buffers\");\n", M, M);
   /* zeroed parameters and activations: a model run before a load is deterministic */
+  if (gt) {
+    fprintf(f, "  /* parameters and gradients inside the ranges the optimizer updates at once point into them */\n"
+               "  for (int i = 0; i < %s_NBUFS; i++)\n"
+               "    if (%s_buf_span_[i] >= 0)\n"
+               "      m->bufs[i] = (char *)m->bufs[%s_buf_span_[i]] + (%s_buf_off_[i] - %s_buf_off_[%s_buf_span_[i]]);\n",
+            M, M, M, M, M, M);
+  }
   fprintf(f, "  for (int i = 0; i < %s_NBUFS; i++) {\n    rc = ncc_memset(m->dev, m->bufs[i], 0, %s_buf_size_[i]);\n"
              "    if (rc) return %s_fail(m, rc, \"%s_create: clearing buffers\");\n  }\n", M, M, M, M);
   for (int i = 0; i < c->nbufs; i++) {
