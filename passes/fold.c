@@ -354,8 +354,22 @@ static void drop_unused(Graph *g) {
   ir_compact(g);
 }
 
+/* A training graph (after autodiff, or built for a training step) is left
+ * alone: its parameters change every step, and its gradient copies
+ * (mul(g, const 1), autodiff.c) must stay. */
+static int training_graph(const Graph *g, const PassCtx *c) {
+  if (c->train || g->training) return 1;
+  for (int i = 0; i < g->nnodes; i++)
+    if (ncc_ops[g->nodes[i]->op].flags & (OPF_INTERNAL | OPF_UPDATE)) return 1;
+  return 0;
+}
+
 int pass_fold(Graph *g, PassCtx *c) {
   Stats st = {0};
+  if (training_graph(g, c)) {
+    if (c->verbose) fprintf(stderr, "pass fold: nothing (a training graph: fold is an inference pass)\n");
+    return 0;
+  }
   fold_constants(g, &st);
   ir_compact(g);          /* use counts, for "the convolution has no other reader" */
   if (!c->train) {
