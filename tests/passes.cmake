@@ -7,6 +7,10 @@
 #   passes.unit         every example at -O0..-O3 with the verifier after each
 #                       pass; the verifier catches corrupted groups and plans;
 #                       load-time nodes (test_passes.c)
+#   passes.autodiff     the autodiff pass and the training pipelines on lenet,
+#                       mlp, resnet18 and small models using every op with a
+#                       gradient rule: gradients, optimizer, training forms,
+#                       verifier after each pass (test_autodiff.c)
 #   passes.plan.MODEL   the generated .cu's inputs-and-activations region is
 #                       the report's peak_memory, below naive_memory once
 #                       planned, at every -O level (check_plan.py)
@@ -22,6 +26,10 @@ endforeach()
 add_executable(test_passes ${CMAKE_CURRENT_SOURCE_DIR}/passes/test_passes.c)
 target_link_libraries(test_passes PRIVATE ncccore)
 add_test(NAME passes.unit COMMAND test_passes ${CMAKE_CURRENT_SOURCE_DIR}/../examples)
+
+add_executable(test_autodiff ${CMAKE_CURRENT_SOURCE_DIR}/passes/test_autodiff.c)
+target_link_libraries(test_autodiff PRIVATE ncccore)
+add_test(NAME passes.autodiff COMMAND test_autodiff ${CMAKE_CURRENT_SOURCE_DIR}/../examples)
 
 foreach(m lenet mlp resnet18 resnet50 mobilenet_v2 vgg16)
   add_test(NAME passes.plan.${m}
