@@ -354,11 +354,10 @@ static void drop_unused(Graph *g) {
   ir_compact(g);
 }
 
-/* A training graph (after autodiff, or built for a training step) is left
- * alone: its parameters change every step, and its gradient copies
- * (mul(g, const 1), autodiff.c) must stay. */
-static int training_graph(const Graph *g, const PassCtx *c) {
-  if (c->train || g->training) return 1;
+/* A graph autodiff has differentiated is left alone: its gradient copies
+ * (mul(g, const 1), autodiff.c) must stay, and its training ops have no
+ * folding rules.  (Before autodiff, in training, only constants fold.) */
+static int differentiated(const Graph *g) {
   for (int i = 0; i < g->nnodes; i++)
     if (ncc_ops[g->nodes[i]->op].flags & (OPF_INTERNAL | OPF_UPDATE)) return 1;
   return 0;
@@ -366,8 +365,8 @@ static int training_graph(const Graph *g, const PassCtx *c) {
 
 int pass_fold(Graph *g, PassCtx *c) {
   Stats st = {0};
-  if (training_graph(g, c)) {
-    if (c->verbose) fprintf(stderr, "pass fold: nothing (a training graph: fold is an inference pass)\n");
+  if (differentiated(g)) {
+    if (c->verbose) fprintf(stderr, "pass fold: nothing (a differentiated training graph: fold runs before autodiff)\n");
     return 0;
   }
   fold_constants(g, &st);

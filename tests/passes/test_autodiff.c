@@ -329,6 +329,57 @@ static void test_refusals(const char *dir) {
   }
 }
 
+/* The verifier's training checks catch corrupted gradients. */
+static void test_verifier(const char *dir) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/resnet18.net", dir);
+  SetOpt sets[2] = {{"N", "2"}, {"S", "32"}};
+  Graph *g = frontend_load(path, sets, 2);
+  CHECK(g != NULL);
+  if (!g) return;
+  PassCtx pc = train_ctx(2);
+  CHECK(passes_run(g, &pc, NULL) == 0);
+  Node *opt = NULL, *rm = NULL;
+  for (int i = 0; i < g->nnodes; i++) {
+    if (g->nodes[i]->op == OP_OPTIMIZER) opt = g->nodes[i];
+    if (g->nodes[i]->op == OP_PARAM && g->nodes[i]->param_kind == PK_RUNNING_MEAN && !rm) rm = g->nodes[i];
+  }
+  CHECK(opt && rm && opt->nin == 62);
+  if (!opt || !rm) { ir_graph_free(g); return; }
+  fprintf(stderr, "(the verifier messages below are expected)\n");
+  CHECK(ir_verify(g) == 0);
+  Value *g0 = opt->in[0], *g1 = opt->in[1], *p0 = g0->grad_of, *p1 = g1->grad_of;
+  g1->grad_of = p0;                          /* two gradients of one parameter (and a shape that differs) */
+  CHECK(ir_verify(g) != 0);
+  g1->grad_of = NULL;                        /* an optimizer input that is no gradient */
+  CHECK(ir_verify(g) != 0);
+  g1->grad_of = rm->out;                     /* the gradient of a running statistic */
+  CHECK(ir_verify(g) != 0);
+  g1->grad_of = p1;
+  CHECK(ir_verify(g) == 0);
+  /* a gradient kept in registers: an epilogue after it in its own kernel */
+  Node *gd = g0->def;
+  int k = gd->group;
+  Node *next = NULL;
+  for (int i = gd->id + 1; i < g->nnodes && !next; i++)
+    if (g->nodes[i]->grole == GROLE_EPILOGUE && g->nodes[i]->group == k) next = g->nodes[i];
+  if (!next) {
+    /* make the gradient's group look as if it went on: a later node joins it */
+    for (int i = gd->id + 1; i < g->nnodes && !next; i++)
+      if (g->nodes[i]->grole == GROLE_MAIN && g->nodes[i]->group == k + 1) next = g->nodes[i];
+    if (next) {
+      int saved = next->group;
+      next->group = k;
+      next->grole = GROLE_EPILOGUE;
+      CHECK(ir_verify(g) != 0);
+      next->group = saved;
+      next->grole = GROLE_MAIN;
+    }
+  }
+  CHECK(ir_verify(g) == 0);
+  ir_graph_free(g);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: test_autodiff EXAMPLES_DIR\n");
@@ -337,6 +388,7 @@ int main(int argc, char **argv) {
   test_examples(argv[1]);
   test_ops();
   test_refusals(argv[1]);
+  test_verifier(argv[1]);
   fprintf(stderr, "%d checks, %d failed\n", checks, fails);
   return fails != 0;
 }
