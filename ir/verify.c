@@ -12,6 +12,13 @@
  *   - use counts equal the number of uses;
  *   - a load-time node (fold pass) reads only parameters, constants and
  *     load-time values: it runs once, before any input exists;
+ *   - training (autodiff): a gradient (Value.grad_of) is computed by a kernel
+ *     (no source, no view) and has its parameter's dtype and shape; its
+ *     parameter is a live trainable PARAM (not a running statistic) with no
+ *     other gradient; in a training graph (Graph.training), an update's
+ *     (OPF_UPDATE) dummy output has no reader and every input of the
+ *     optimizer is a gradient; with kernel groups, a
+ *     gradient is what its group stores;
  *   - outputs, losses and the minimised value are live values of the graph,
  *     losses scalar; PARAM/INPUT names present and unique;
  *   - kernel groups (fuse pass, Node.grole): every node the outputs need and
@@ -82,6 +89,38 @@ static void check_root(const Graph *g, const char *what, const char *name, const
   if (scalar && v->shape.rank != 0) {
     char b[200];
     bad(v->def, "%s %s must be a scalar, is %s", what, name ? name : "?", shape_str(b, sizeof b, v->dtype, &v->shape));
+  }
+}
+
+/* Gradients and updates: see the list at the top. */
+static void verify_training(const Graph *g, const int *uses) {
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (!n || (unsigned)n->op >= OP__COUNT || !n->out) continue;
+    /* (a graph built by hand, not a training step, may use the ops freely: test_ir's fuzz) */
+    if (g->training && (ncc_ops[n->op].flags & OPF_UPDATE) && uses[i])
+      bad(n, "an update's dummy output is read by %d nodes", uses[i]);
+    if (g->training && n->op == OP_OPTIMIZER)
+      for (int j = 0; j < n->nin; j++)
+        if (n->in[j] && !n->in[j]->grad_of) bad(n, "input %d (%%%d) is not a parameter's gradient", j, n->in[j]->id);
+    Value *p = n->out->grad_of;
+    if (!p) continue;
+    if (!in_graph(g, p) || p->def->dead || p->def->op != OP_PARAM) {
+      bad(n, "its value is the gradient of something that is not a live parameter of the graph");
+      continue;
+    }
+    if (p->def->param_kind == PK_RUNNING_MEAN || p->def->param_kind == PK_RUNNING_VAR)
+      bad(n, "its value is the gradient of the running statistic %s", p->def->name);
+    if ((ncc_ops[n->op].flags & OPF_SOURCE) || ir_is_view(n))
+      bad(n, "the gradient of %s is not computed by a kernel", p->def->name);
+    if (n->out->dtype != p->dtype || !same_shape(&n->out->shape, &p->shape)) {
+      char b1[200], b2[200];
+      bad(n, "the gradient of %s is %s, the parameter %s", p->def->name,
+          shape_str(b1, sizeof b1, n->out->dtype, &n->out->shape), shape_str(b2, sizeof b2, p->dtype, &p->shape));
+    }
+    for (int j = 0; j < i; j++)
+      if (g->nodes[j] && g->nodes[j]->out && g->nodes[j]->out->grad_of == p)
+        bad(n, "a second gradient of %s (the first is %%%d)", p->def->name, g->nodes[j]->out->id);
   }
 }
 
@@ -161,6 +200,12 @@ static void verify_groups(Graph *g, const unsigned char *need) {
   }
   for (int k = 0; k < ng; k++)
     if (!mainof[k]) bad(NULL, "kernel group %d has no main node", k);
+  /* the optimizer reads a parameter's gradient from memory */
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (n->out->grad_of && n->grole != GROLE_NONE && n->group >= 0 && n->group < ng && cur[n->group] != n->out)
+      bad(n, "the gradient of %s is not what kernel group %d stores", n->out->grad_of->def->name, n->group);
+  }
   free(mainof);
   free(cur);
   free(stored_at);
@@ -270,6 +315,7 @@ int ir_verify(Graph *g) {
     if (n && n->out && n->out->nuses != uses[i])
       bad(n, "nuses is %d but the value has %d uses", n->out->nuses, uses[i]);
   }
+  verify_training(g, uses);
   qsort(names, (size_t)nnames, sizeof *names, cmp_str);
   for (int i = 1; i < nnames; i++)
     if (!strcmp(names[i - 1], names[i])) bad(NULL, "two parameters are named %s", names[i]);

@@ -2,7 +2,43 @@
  *
  * For a training step it rewrites the forward graph into its training form
  * and appends the backward graph and the updates, all as ordinary IR nodes,
- * so that fusion, memory planning and codegen treat them like any other. */
+ * so that fusion, memory planning and codegen treat them like any other.
+ *
+ * \brief Three steps, on a graph with a `train` block (Graph.train):
+ *
+ *  1. The training forward.  Every batchnorm2d(x, w, b, rm, rv) becomes
+ *        stats = bn_stats(x); y = bn_train(x, w, b, stats); bn_running(stats, rm, rv)
+ *     (batch statistics; the running statistics updated in place, an
+ *     OPF_UPDATE root), and every dropout/dropout2d becomes dropout_apply(x)
+ *     with its p, slot = k for the k-th dropout in graph order (the mask's
+ *     key) and axis = 1 for dropout2d (one mask value per (n, c)).  The graph
+ *     is rebuilt in one walk: untouched nodes keep their Node and Value (their
+ *     inputs remapped), the rewritten ones are made with ir_node(), so the
+ *     order stays topological.
+ *
+ *  2. The backward sweep.  A value "needs a gradient" when it depends on a
+ *     trainable parameter (a PARAM that is not a running statistic: PK_WEIGHT,
+ *     PK_BIAS, PK_NONE); graph inputs, labels and constants never do.  The
+ *     gradient of the minimised scalar is a CONST 1.0; walking the forward
+ *     nodes backwards, each node whose output received a gradient calls its
+ *     GRAD rule (ops.def), which appends the nodes computing the contributions
+ *     to its inputs that need one.  Several contributions to one value are
+ *     summed with add.  Broadcast operands (add/sub/mul/div, matmul's batch
+ *     dimensions) get sum_to, right-aligned.
+ *
+ *  3. The updates.  The final gradient G of every trainable parameter P gets
+ *     G->grad_of = P: codegen keeps it in the gradient region at P's place.
+ *     G must be a value a kernel stores and only P's: when it is a constant,
+ *     a parameter, a view (a reshape of another gradient) or already the
+ *     gradient of another parameter (a + b with both parameters), the pass
+ *     appends a copy, mul(G, const 1.0), and marks the copy instead (the fold
+ *     pass, which would remove x * 1, never runs on a training graph).  One
+ *     `optimizer` node reads every such gradient, in parameter graph order; it
+ *     is an OPF_UPDATE root, so ir_needed() keeps the whole step.  A
+ *     parameter the loss does not reach has no gradient value (its gradient
+ *     bytes stay 0).
+ */
+#include <stdlib.h>
 #include <string.h>
 
 #include "passes.h"
@@ -10,36 +46,315 @@
 typedef struct AdCtx AdCtx;
 struct AdCtx {
   Graph *g;
+  int nfwd;              /* forward nodes: g->nodes[0, nfwd) */
+  unsigned char *req;    /* by forward node id: its value needs a gradient */
+  Value **grad;          /* by forward value id: the gradient so far */
+  int nvalues;           /* size of grad */
+  Node *cur;             /* the node whose rule runs: loc and layer of what it appends */
 };
 
+static int trainable(const Node *n) {
+  return n->op == OP_PARAM && n->param_kind != PK_RUNNING_MEAN && n->param_kind != PK_RUNNING_VAR;
+}
+
+/* ---- builders: the nodes a rule appends carry the forward node's place ---- */
+static Value *mk(AdCtx *c, OpKind op, Value **in, int nin, const Attrs *a) {
+  return ir_node(c->g, op, in, nin, a, NULL, c->cur ? c->cur->layer : NULL,
+                 c->cur ? c->cur->loc : c->g->train.loc);
+}
+static Value *mk1(AdCtx *c, OpKind op, Value *x, const Attrs *a) { return mk(c, op, &x, 1, a); }
+static Value *mk2(AdCtx *c, OpKind op, Value *x, Value *y, const Attrs *a) {
+  Value *in[2] = {x, y};
+  return mk(c, op, in, 2, a);
+}
+static Value *konst(AdCtx *c, double f) {
+  Attrs a;
+  ir_attrs_init(&a);
+  a.fval = f;
+  return mk(c, OP_CONST, NULL, 0, &a);
+}
+static Value *scale(AdCtx *c, Value *x, double f) {
+  Value *k = x ? konst(c, f) : NULL;
+  return k ? mk2(c, OP_MUL, x, k, NULL) : NULL;
+}
+static Attrs attrs_list(const Shape *s) {
+  Attrs a;
+  ir_attrs_init(&a);
+  a.nlist = s->rank;
+  for (int i = 0; i < s->rank; i++) a.list[i] = s->d[i];
+  return a;
+}
+static int same_shape(const Shape *a, const Shape *b) {
+  if (a->rank != b->rank) return 0;
+  for (int i = 0; i < a->rank; i++)
+    if (a->d[i] != b->d[i]) return 0;
+  return 1;
+}
+/* sum_to(x, target, axis) */
+static Value *sum_to(AdCtx *c, Value *x, const Shape *target, int axis) {
+  if (!x) return NULL;
+  if (axis == 0 && same_shape(&x->shape, target)) return x;
+  Attrs a = attrs_list(target);
+  a.axis = axis;
+  return mk1(c, OP_SUM_TO, x, &a);
+}
+/* The gradient of a broadcast operand of shape `target`: right-aligned sum. */
+static Value *unbroadcast(AdCtx *c, Value *x, const Shape *target) {
+  if (!x) return NULL;
+  if (target->rank > x->shape.rank) {   /* cannot happen with NumPy broadcasting */
+    diag_error(c->cur->loc, "internal: autodiff: a gradient of rank %d for an operand of rank %d", x->shape.rank,
+               target->rank);
+    return NULL;
+  }
+  return sum_to(c, x, target, x->shape.rank - target->rank);
+}
+/* The last two dimensions swapped. */
+static Value *transpose_last2(AdCtx *c, Value *x) {
+  Attrs a;
+  ir_attrs_init(&a);
+  int r = x->shape.rank;
+  a.nlist = r;
+  for (int i = 0; i < r; i++) a.list[i] = i;
+  a.list[r - 2] = r - 1;
+  a.list[r - 1] = r - 2;
+  return mk1(c, OP_TRANSPOSE, x, &a);
+}
+
+static int needs(AdCtx *c, const Value *v) {
+  return v->def->id < c->nfwd && c->g->nodes[v->def->id] == v->def && c->req[v->def->id];
+}
+
+/* Adds gv to the gradient of v (when v needs one).  -1 when gv is NULL (an error was reported). */
+static int acc(AdCtx *c, Value *v, Value *gv) {
+  if (!gv) return -1;
+  if (!needs(c, v)) return 0;
+  if (!same_shape(&gv->shape, &v->shape) || gv->dtype != v->dtype) {
+    char b1[200], b2[200];
+    diag_error(c->cur ? c->cur->loc : c->g->train.loc, "internal: autodiff: the gradient %s of a %s value %s",
+               shape_str(b1, sizeof b1, gv->dtype, &gv->shape), ncc_ops[v->def->op].name,
+               shape_str(b2, sizeof b2, v->dtype, &v->shape));
+    return -1;
+  }
+  Value **slot = &c->grad[v->id];
+  if (!*slot) {
+    *slot = gv;
+    return 0;
+  }
+  *slot = mk2(c, OP_ADD, *slot, gv, NULL);
+  return *slot ? 0 : -1;
+}
+
+/* ---- the rules (the GRAD column of ops.def) ---- */
 typedef int GradRule(AdCtx *c, Node *n, Value *dy);
 static int grad_none(AdCtx *c, Node *n, Value *dy) {
   (void)c; (void)dy;
   diag_error(n->loc, "autodiff: %s has no gradient", ncc_ops[n->op].name);
   return -1;
 }
-static int grad_conv2d(AdCtx *c, Node *n, Value *dy) { return grad_none(c, n, dy); }
-static int grad_linear(AdCtx *c, Node *n, Value *dy) { return grad_none(c, n, dy); }
-static int grad_matmul(AdCtx *c, Node *n, Value *dy) { return grad_none(c, n, dy); }
-static int grad_layernorm(AdCtx *c, Node *n, Value *dy) { return grad_none(c, n, dy); }
-static int grad_act(AdCtx *c, Node *n, Value *dy) { return grad_none(c, n, dy); }
-static int grad_add(AdCtx *c, Node *n, Value *dy) { return grad_none(c, n, dy); }
-static int grad_sub(AdCtx *c, Node *n, Value *dy) { return grad_none(c, n, dy); }
-static int grad_mul(AdCtx *c, Node *n, Value *dy) { return grad_none(c, n, dy); }
-static int grad_div(AdCtx *c, Node *n, Value *dy) { return grad_none(c, n, dy); }
-static int grad_maxpool2d(AdCtx *c, Node *n, Value *dy) { return grad_none(c, n, dy); }
-static int grad_avgpool2d(AdCtx *c, Node *n, Value *dy) { return grad_none(c, n, dy); }
-static int grad_gavgpool2d(AdCtx *c, Node *n, Value *dy) { return grad_none(c, n, dy); }
-static int grad_softmax(AdCtx *c, Node *n, Value *dy) { return grad_none(c, n, dy); }
-static int grad_log_softmax(AdCtx *c, Node *n, Value *dy) { return grad_none(c, n, dy); }
-static int grad_concat(AdCtx *c, Node *n, Value *dy) { return grad_none(c, n, dy); }
-static int grad_reshape(AdCtx *c, Node *n, Value *dy) { return grad_none(c, n, dy); }
-static int grad_transpose(AdCtx *c, Node *n, Value *dy) { return grad_none(c, n, dy); }
-static int grad_cross_entropy(AdCtx *c, Node *n, Value *dy) { return grad_none(c, n, dy); }
-static int grad_nll_loss(AdCtx *c, Node *n, Value *dy) { return grad_none(c, n, dy); }
-static int grad_mse_loss(AdCtx *c, Node *n, Value *dy) { return grad_none(c, n, dy); }
-static int grad_bn_train(AdCtx *c, Node *n, Value *dy) { return grad_none(c, n, dy); }
-static int grad_dropout_apply(AdCtx *c, Node *n, Value *dy) { return grad_none(c, n, dy); }
+
+static int grad_conv2d(AdCtx *c, Node *n, Value *dy) {
+  Value *x = n->in[0], *w = n->in[1];
+  Attrs a = n->a;
+  a.out = w->shape.d[0];
+  a.has_bias = 0;
+  if (needs(c, x)) {
+    Attrs ad = a;
+    ad.nlist = 4;
+    for (int i = 0; i < 4; i++) ad.list[i] = x->shape.d[i];
+    if (acc(c, x, mk2(c, OP_CONV2D_BWD_DATA, dy, w, &ad))) return -1;
+  }
+  if (needs(c, w) && acc(c, w, mk2(c, OP_CONV2D_BWD_WEIGHT, dy, x, &a))) return -1;
+  if (n->nin == 3 && needs(c, n->in[2]) && acc(c, n->in[2], sum_to(c, dy, &n->in[2]->shape, 1))) return -1;
+  return 0;
+}
+
+static int grad_linear(AdCtx *c, Node *n, Value *dy) {
+  Value *x = n->in[0], *w = n->in[1];
+  if (needs(c, x) && acc(c, x, mk2(c, OP_MATMUL, dy, w, NULL))) return -1;   /* [N, O] x [O, I] */
+  if (needs(c, w) && acc(c, w, mk2(c, OP_LINEAR_BWD_WEIGHT, dy, x, NULL))) return -1;
+  if (n->nin == 3 && needs(c, n->in[2]) && acc(c, n->in[2], sum_to(c, dy, &n->in[2]->shape, 1))) return -1;
+  return 0;
+}
+
+static int grad_matmul(AdCtx *c, Node *n, Value *dy) {
+  Value *a = n->in[0], *b = n->in[1];
+  if (a->shape.rank < 2 || b->shape.rank < 2) {
+    diag_error(n->loc, "autodiff: the gradient of matmul with a 1-D operand is not supported; reshape it to 2-D");
+    return -1;
+  }
+  if (needs(c, a)) {
+    Value *bt = transpose_last2(c, b);
+    if (!bt || acc(c, a, unbroadcast(c, mk2(c, OP_MATMUL, dy, bt, NULL), &a->shape))) return -1;
+  }
+  if (needs(c, b)) {
+    Value *at = transpose_last2(c, a);
+    if (!at || acc(c, b, unbroadcast(c, mk2(c, OP_MATMUL, at, dy, NULL), &b->shape))) return -1;
+  }
+  return 0;
+}
+
+static int grad_layernorm(AdCtx *c, Node *n, Value *dy) {
+  Value *x = n->in[0], *w = n->in[1], *b = n->in[2];
+  Attrs a;
+  ir_attrs_init(&a);
+  a.eps = n->a.eps;
+  if (needs(c, x)) {
+    Value *in[3] = {dy, x, w};
+    if (acc(c, x, mk(c, OP_LAYERNORM_BWD_DATA, in, 3, &a))) return -1;
+  }
+  if (needs(c, w) && acc(c, w, mk2(c, OP_LAYERNORM_BWD_WEIGHT, dy, x, &a))) return -1;
+  if (needs(c, b) && acc(c, b, sum_to(c, dy, &b->shape, dy->shape.rank - 1))) return -1;
+  return 0;
+}
+
+static int grad_act(AdCtx *c, Node *n, Value *dy) {
+  Attrs a;
+  ir_attrs_init(&a);
+  a.act = n->op;
+  a.slope = n->a.slope;
+  return acc(c, n->in[0], mk2(c, OP_ACT_GRAD, dy, n->in[0], &a));
+}
+
+static int grad_add(AdCtx *c, Node *n, Value *dy) {
+  for (int j = 0; j < 2; j++)
+    if (needs(c, n->in[j]) && acc(c, n->in[j], unbroadcast(c, dy, &n->in[j]->shape))) return -1;
+  return 0;
+}
+
+static int grad_sub(AdCtx *c, Node *n, Value *dy) {
+  Value *a = n->in[0], *b = n->in[1];
+  if (needs(c, a) && acc(c, a, unbroadcast(c, dy, &a->shape))) return -1;
+  if (needs(c, b) && acc(c, b, scale(c, unbroadcast(c, dy, &b->shape), -1.0))) return -1;
+  return 0;
+}
+
+static int grad_mul(AdCtx *c, Node *n, Value *dy) {
+  Value *a = n->in[0], *b = n->in[1];
+  if (needs(c, a) && acc(c, a, unbroadcast(c, mk2(c, OP_MUL, dy, b, NULL), &a->shape))) return -1;
+  if (needs(c, b) && acc(c, b, unbroadcast(c, mk2(c, OP_MUL, dy, a, NULL), &b->shape))) return -1;
+  return 0;
+}
+
+/* da = dy / b;  db = -dy * a / (b * b) */
+static int grad_div(AdCtx *c, Node *n, Value *dy) {
+  Value *a = n->in[0], *b = n->in[1];
+  if (needs(c, a) && acc(c, a, unbroadcast(c, mk2(c, OP_DIV, dy, b, NULL), &a->shape))) return -1;
+  if (needs(c, b)) {
+    Value *num = mk2(c, OP_MUL, dy, a, NULL), *bb = mk2(c, OP_MUL, b, b, NULL);
+    Value *q = num && bb ? mk2(c, OP_DIV, num, bb, NULL) : NULL;
+    if (acc(c, b, scale(c, unbroadcast(c, q, &b->shape), -1.0))) return -1;
+  }
+  return 0;
+}
+
+static int grad_maxpool2d(AdCtx *c, Node *n, Value *dy) {
+  Attrs a = n->a;
+  return acc(c, n->in[0], mk2(c, OP_MAXPOOL2D_BWD, dy, n->in[0], &a));
+}
+
+static int grad_avgpool2d(AdCtx *c, Node *n, Value *dy) {
+  Attrs a = n->a;
+  Value *x = n->in[0];
+  a.nlist = x->shape.rank;
+  for (int i = 0; i < x->shape.rank; i++) a.list[i] = x->shape.d[i];
+  return acc(c, x, mk1(c, OP_AVGPOOL2D_BWD, dy, &a));
+}
+
+static int grad_gavgpool2d(AdCtx *c, Node *n, Value *dy) {
+  Attrs a = attrs_list(&n->in[0]->shape);
+  return acc(c, n->in[0], mk1(c, OP_GAVGPOOL2D_BWD, dy, &a));
+}
+
+static int grad_softmax(AdCtx *c, Node *n, Value *dy) {
+  Attrs a;
+  ir_attrs_init(&a);
+  a.axis = n->a.axis;
+  return acc(c, n->in[0], mk2(c, OP_SOFTMAX_BWD, dy, n->out, &a));
+}
+
+static int grad_log_softmax(AdCtx *c, Node *n, Value *dy) {
+  Attrs a;
+  ir_attrs_init(&a);
+  a.axis = n->a.axis;
+  return acc(c, n->in[0], mk2(c, OP_LOG_SOFTMAX_BWD, dy, n->out, &a));
+}
+
+static int grad_concat(AdCtx *c, Node *n, Value *dy) {
+  int64_t start = 0;
+  for (int j = 0; j < n->nin; j++) {
+    Value *x = n->in[j];
+    int64_t len = x->shape.d[n->a.axis];
+    if (needs(c, x)) {
+      Attrs a;
+      ir_attrs_init(&a);
+      a.axis = n->a.axis;
+      a.nlist = 2;
+      a.list[0] = start;
+      a.list[1] = len;
+      if (acc(c, x, mk1(c, OP_SLICE, dy, &a))) return -1;
+    }
+    start += len;
+  }
+  return 0;
+}
+
+/* reshape and flatten: the gradient reshaped back (a view of dy) */
+static int grad_reshape(AdCtx *c, Node *n, Value *dy) {
+  Attrs a = attrs_list(&n->in[0]->shape);
+  return acc(c, n->in[0], mk1(c, OP_RESHAPE, dy, &a));
+}
+
+static int grad_transpose(AdCtx *c, Node *n, Value *dy) {
+  Attrs a;
+  ir_attrs_init(&a);
+  a.nlist = n->a.nlist;
+  for (int i = 0; i < n->a.nlist; i++) a.list[n->a.list[i]] = i;
+  return acc(c, n->in[0], mk1(c, OP_TRANSPOSE, dy, &a));
+}
+
+static int grad_loss(AdCtx *c, Node *n, Value *dy, OpKind bwd) {
+  Value *in[3] = {dy, n->in[0], n->in[1]};
+  return acc(c, n->in[0], mk(c, bwd, in, 3, NULL));
+}
+static int grad_cross_entropy(AdCtx *c, Node *n, Value *dy) { return grad_loss(c, n, dy, OP_CROSS_ENTROPY_BWD); }
+static int grad_nll_loss(AdCtx *c, Node *n, Value *dy) { return grad_loss(c, n, dy, OP_NLL_LOSS_BWD); }
+
+/* da = mse_loss_bwd(dloss, a, b); db = -da */
+static int grad_mse_loss(AdCtx *c, Node *n, Value *dy) {
+  Value *a = n->in[0], *b = n->in[1];
+  if (!needs(c, a) && !needs(c, b)) return 0;
+  Value *in[3] = {dy, a, b};
+  Value *da = mk(c, OP_MSE_LOSS_BWD, in, 3, NULL);
+  if (!da) return -1;
+  if (needs(c, a) && acc(c, a, da)) return -1;
+  if (needs(c, b) && acc(c, b, scale(c, da, -1.0))) return -1;
+  return 0;
+}
+
+/* bn_train(x, w, b, stats): the batch statistics are part of the training-mode
+ * backward of bn_bwd_data, so stats receive no gradient of their own. */
+static int grad_bn_train(AdCtx *c, Node *n, Value *dy) {
+  Value *x = n->in[0], *w = n->in[1], *b = n->in[2], *st = n->in[3];
+  Attrs a;
+  ir_attrs_init(&a);
+  a.eps = n->a.eps;
+  if (needs(c, x)) {
+    Value *in[4] = {dy, x, w, st};
+    if (acc(c, x, mk(c, OP_BN_BWD_DATA, in, 4, &a))) return -1;
+  }
+  if (needs(c, w)) {
+    Value *in[3] = {dy, x, st};
+    if (acc(c, w, mk(c, OP_BN_BWD_WEIGHT, in, 3, &a))) return -1;
+  }
+  if (needs(c, b) && acc(c, b, sum_to(c, dy, &b->shape, 1))) return -1;
+  return 0;
+}
+
+/* the same mask (same slot, p and axis) applied to dy */
+static int grad_dropout_apply(AdCtx *c, Node *n, Value *dy) {
+  Attrs a = n->a;
+  return acc(c, n->in[0], mk1(c, OP_DROPOUT_APPLY, dy, &a));
+}
 
 /* The GRAD column of ops.def. */
 static GradRule *const grad_rules[OP__COUNT] = {
@@ -48,9 +363,150 @@ static GradRule *const grad_rules[OP__COUNT] = {
 #undef OP
 };
 
+/* ---- step 1: the training forward ---- */
+static void push_node(Graph *g, Node *n) {
+  if (g->nnodes == g->cap) {
+    g->cap = g->cap ? g->cap * 2 : 64;
+    g->nodes = xrealloc(g->nodes, sizeof(Node *) * (size_t)g->cap);
+  }
+  n->id = g->nnodes;
+  g->nodes[g->nnodes++] = n;
+}
+
+static int training_forward(Graph *g, int *nbn, int *ndrop) {
+  int nold = g->nnodes, nv = g->next_value_id, rc = 0;
+  Node **old = g->nodes;
+  Value **map = calloc((size_t)nv + 1, sizeof(Value *));
+  if (!map) ncc_die("out of memory");
+  g->nodes = NULL;
+  g->nnodes = g->cap = 0;
+  for (int i = 0; i < nold; i++) {
+    Node *n = old[i];
+    if (n->dead) continue;
+    for (int j = 0; j < n->nin; j++)
+      if (map[n->in[j]->id]) n->in[j] = map[n->in[j]->id];
+    Value *y = NULL;
+    Attrs a;
+    ir_attrs_init(&a);
+    if (n->op == OP_BATCHNORM2D) {
+      a.eps = n->a.eps;
+      a.momentum = n->a.momentum;
+      Value *st = ir_node(g, OP_BN_STATS, n->in, 1, &a, NULL, n->layer, n->loc);
+      if (!st) { rc = -1; break; }
+      Value *tin[4] = {n->in[0], n->in[1], n->in[2], st};
+      y = ir_node(g, OP_BN_TRAIN, tin, 4, &a, n->name, n->layer, n->loc);
+      Value *rin[3] = {st, n->in[3], n->in[4]};
+      if (!y || !ir_node(g, OP_BN_RUNNING, rin, 3, &a, NULL, n->layer, n->loc)) { rc = -1; break; }
+      (*nbn)++;
+    } else if (n->op == OP_DROPOUT || n->op == OP_DROPOUT2D) {
+      a.p = n->a.p;
+      a.slot = (*ndrop)++;
+      a.axis = n->op == OP_DROPOUT2D;
+      y = ir_node(g, OP_DROPOUT_APPLY, n->in, 1, &a, n->name, n->layer, n->loc);
+      if (!y) { rc = -1; break; }
+    } else {
+      push_node(g, n);
+      continue;
+    }
+    map[n->out->id] = y;
+  }
+  if (rc == 0) {
+    for (int i = 0; i < g->noutputs; i++)
+      if (g->outputs[i].v && map[g->outputs[i].v->id]) g->outputs[i].v = map[g->outputs[i].v->id];
+    for (int i = 0; i < g->nlosses; i++)
+      if (g->losses[i].v && map[g->losses[i].v->id]) g->losses[i].v = map[g->losses[i].v->id];
+    if (g->train.minimize && map[g->train.minimize->id]) g->train.minimize = map[g->train.minimize->id];
+  }
+  free(old);
+  free(map);
+  ir_compact(g);   /* ids in place already; recounts the uses */
+  return rc;
+}
+
 int pass_autodiff(Graph *g, PassCtx *pc) {
-  (void)pc;
-  (void)grad_rules;
-  diag_error(g->train.loc, "autodiff: not written yet");
-  return -1;
+  if (!g->train.present) {
+    diag_error(g->train.loc, "autodiff: the model has no train block (train { optimizer ...; minimize LOSS })");
+    return -1;
+  }
+  if (!pc->train) {
+    diag_error(g->train.loc, "autodiff: the pass builds a training step; run it with --train");
+    return -1;
+  }
+  for (int i = 0; i < g->nnodes; i++)
+    if (ncc_ops[g->nodes[i]->op].flags & (OPF_INTERNAL | OPF_UPDATE)) {
+      diag_error(g->train.loc, "autodiff: the graph is already differentiated (it has a %s node)",
+                 ncc_ops[g->nodes[i]->op].name);
+      return -1;
+    }
+  g->training = 1;
+  ir_clear_schedule(g);
+  int nbn = 0, ndrop = 0;   /* rewritten to their training forms */
+  if (training_forward(g, &nbn, &ndrop)) return -1;
+
+  Value *loss = g->train.minimize;
+  if (!loss || !ir_value_live(g, loss) || loss->shape.rank != 0) {
+    diag_error(g->train.loc, "autodiff: the train block minimises no scalar value of the graph");
+    return -1;
+  }
+  AdCtx c = {0};
+  c.g = g;
+  c.nfwd = g->nnodes;
+  c.nvalues = g->next_value_id;
+  c.req = calloc((size_t)c.nfwd + 1, 1);
+  c.grad = calloc((size_t)c.nvalues + 1, sizeof(Value *));
+  if (!c.req || !c.grad) ncc_die("out of memory");
+  for (int i = 0; i < c.nfwd; i++) {
+    Node *n = g->nodes[i];
+    if (n->op == OP_PARAM) c.req[i] = (unsigned char)trainable(n);
+    else if (!(ncc_ops[n->op].flags & OPF_SOURCE))
+      for (int j = 0; j < n->nin; j++) c.req[i] |= c.req[n->in[j]->def->id];
+  }
+  int rc = 0, nparams = 0;
+  if (!c.req[loss->def->id]) {
+    diag_error(g->train.loc, "autodiff: the minimised value depends on no trainable parameter");
+    rc = -1;
+  }
+  if (rc == 0) {
+    c.cur = NULL;
+    c.grad[loss->id] = konst(&c, 1.0);
+    if (!c.grad[loss->id]) rc = -1;
+  }
+  for (int i = c.nfwd - 1; i >= 0 && rc == 0; i--) {
+    Node *n = g->nodes[i];
+    Value *dy = c.grad[n->out->id];
+    if (!dy || (ncc_ops[n->op].flags & OPF_SOURCE)) continue;
+    c.cur = n;
+    if (grad_rules[n->op](&c, n, dy) != 0) rc = -1;
+  }
+  /* the parameters' final gradients, and the one update that reads them */
+  Value **grads = NULL;
+  if (rc == 0) {
+    grads = calloc((size_t)c.nfwd + 1, sizeof(Value *));
+    if (!grads) ncc_die("out of memory");
+    for (int i = 0; i < c.nfwd && rc == 0; i++) {
+      Node *p = g->nodes[i];
+      Value *gv = p->op == OP_PARAM && trainable(p) ? c.grad[p->out->id] : NULL;
+      if (!gv) continue;
+      Node *d = gv->def;
+      if ((ncc_ops[d->op].flags & OPF_SOURCE) || ir_is_view(d) || gv->grad_of) {
+        c.cur = p;
+        gv = scale(&c, gv, 1.0);   /* a copy a kernel stores: see the top */
+        if (!gv) { rc = -1; break; }
+      }
+      gv->grad_of = p->out;
+      grads[nparams++] = gv;
+    }
+    if (rc == 0 && nparams == 0) {
+      diag_error(g->train.loc, "autodiff: no trainable parameter receives a gradient");
+      rc = -1;
+    }
+    if (rc == 0 && !ir_node(g, OP_OPTIMIZER, grads, nparams, NULL, "optimizer", NULL, g->train.loc)) rc = -1;
+  }
+  if (rc == 0 && pc->verbose)
+    fprintf(stderr, "pass autodiff: %d forward nodes, %d gradient nodes, %d parameters\n", c.nfwd,
+            g->nnodes - c.nfwd, nparams);
+  free(grads);
+  free(c.req);
+  free(c.grad);
+  return rc;
 }

@@ -354,8 +354,21 @@ static void drop_unused(Graph *g) {
   ir_compact(g);
 }
 
+/* A graph autodiff has differentiated is left alone: its gradient copies
+ * (mul(g, const 1), autodiff.c) must stay, and its training ops have no
+ * folding rules.  (Before autodiff, in training, only constants fold.) */
+static int differentiated(const Graph *g) {
+  for (int i = 0; i < g->nnodes; i++)
+    if (ncc_ops[g->nodes[i]->op].flags & (OPF_INTERNAL | OPF_UPDATE)) return 1;
+  return 0;
+}
+
 int pass_fold(Graph *g, PassCtx *c) {
   Stats st = {0};
+  if (differentiated(g)) {
+    if (c->verbose) fprintf(stderr, "pass fold: nothing (a differentiated training graph: fold runs before autodiff)\n");
+    return 0;
+  }
   fold_constants(g, &st);
   ir_compact(g);          /* use counts, for "the convolution has no other reader" */
   if (!c->train) {

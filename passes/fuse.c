@@ -21,7 +21,11 @@
  *   - its other operands are parameters, inputs, load-time values, or values
  *     stored by kernels that run before the group's kernel;
  *   - a load-time node (computed once after the weights load) never shares a
- *     kernel with a per-inference node.
+ *     kernel with a per-inference node;
+ *   - in a training graph (autodiff): a training op (OPF_INTERNAL) leads its
+ *     own kernel and takes no epilogue (its emitter renders none), though
+ *     act_grad, being elementwise, may itself join another kernel; a
+ *     parameter's gradient (Value.grad_of) is stored, like an output.
  * Every edge between two kernels that stays unfused is recorded with the rule
  * that refused it and why; `-v` prints them ("not fused: ...").
  *
@@ -79,8 +83,10 @@ int fuse_rule_level(int i) { return i >= 0 && i < R__COUNT ? rules[i].level : 0;
 /* The epilogue rule for a consumer joining a kernel whose main node is m;
  * -1 when no rule covers the pair. */
 static int rule_for(const Node *consumer, const Node *m) {
-  if (consumer->op == OP_BATCHNORM2D) return R_BN;
   unsigned f = ncc_ops[m->op].flags;
+  /* the training ops' kernels (autodiff) render no epilogue yet */
+  if (f & OPF_INTERNAL) return -1;
+  if (consumer->op == OP_BATCHNORM2D) return R_BN;
   if (f & OPF_POOL) return R_POOL;
   if (f & OPF_GEMM_LIKE) return R_GEMM;
   if ((f & OPF_ELEMWISE) || m->op == OP_BATCHNORM2D) return R_CHAIN;
@@ -99,6 +105,7 @@ static int epilogue_op(const Node *n, int train) {
 /* Cheap enough to compute again in every reader (the recompute rule). */
 static int cheap_op(const Node *n) {
   unsigned f = ncc_ops[n->op].flags;
+  if (f & OPF_INTERNAL) return 0;   /* a copy would lead its own kernel: nothing gained */
   return ((f & OPF_ELEMWISE) && !(f & OPF_TRAIN_ONLY)) || n->op == OP_BATCHNORM2D || n->op == OP_MAXPOOL2D ||
          n->op == OP_AVGPOOL2D;
 }
@@ -209,6 +216,8 @@ static char *why_not(Fuse *F, Node *n, int j, int k, int *rule, int *multi) {
     return fmt("%s runs %s but %s's kernel runs %s", nm(F, n), n->load_time ? "once at load time" : "per inference",
                nm(F, m), m->load_time ? "once at load time" : "per inference");
   if (F->gstored[k] != v) return fmt("%s's kernel does not store it", nm(F, m));
+  if (F->is_out[v->id] && v->grad_of)
+    return fmt("%s is the gradient of %s: its kernel stores it for the optimizer", nm(F, v->def), v->grad_of->def->name);
   if (F->is_out[v->id]) return fmt("%s is an output of the model: its kernel stores it for the caller", nm(F, v->def));
   int nr = F->lv.readers[v->id];
   if (nr > 1) {
@@ -328,6 +337,9 @@ static void group(Fuse *F) {
       if (ir_value_live(g, g->losses[i].v)) F->is_out[F->lv.root[g->losses[i].v->id]->id] = 1;
     if (g->train.minimize && ir_value_live(g, g->train.minimize)) F->is_out[F->lv.root[g->train.minimize->id]->id] = 1;
   }
+  /* a parameter's gradient (autodiff) is stored for the optimizer's update */
+  for (int i = 0; i < nn; i++)
+    if (g->nodes[i]->out->grad_of) F->is_out[g->nodes[i]->out->id] = 1;
   memset(F->fused, 0, sizeof F->fused);
   F->ng = 0;
 

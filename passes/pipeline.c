@@ -22,7 +22,17 @@
  *        launches and bytes (recompute: a cheap kernel with several
  *        elementwise readers is computed again inside each).
  * `--passes=LIST` runs exactly LIST; fuse named there applies the rules of
- * max(-O2, the -O level). */
+ * max(-O2, the -O level).
+ *
+ * Training (PassCtx.train: --train, `ncc train`) has its own pipelines, and
+ * `autodiff` always comes first: it turns the forward graph into a training
+ * step (training forward, backward graph, updates).  prune and fold are
+ * inference passes and are not in them (dropout is no identity in training,
+ * and nothing computed from the parameters may be kept between steps):
+ *   -O0  autodiff
+ *   -O1  autodiff, plan
+ *   -O2  autodiff, fuse, plan   (-O3 alike; fuse applies its -O3 rules)
+ * With --passes=LIST and --train, LIST is taken as given. */
 #include "passes.h"
 
 #include <stdio.h>
@@ -30,6 +40,8 @@
 #include <time.h>
 
 static const Pass passes[] = {
+  {"autodiff", pass_autodiff, "training: batchnorm and dropout in training form, the backward graph (gradients) "
+                              "and the updates (optimizer, running statistics)"},
   {"prune", pass_prune, "inference: drop train-only identities (dropout) and nodes no output needs"},
   {"fold", pass_fold, "constant folding; inference batchnorm folded into the conv before it (or into a scale/shift), "
                       "its parameter-only arithmetic marked load-time"},
@@ -42,6 +54,13 @@ static const char *const pipelines[4] = {
   "prune,fold,plan",         /* -O1 */
   "prune,fold,fuse,plan",    /* -O2 */
   "prune,fold,fuse,plan",    /* -O3: fuse applies its -O3 rules */
+};
+
+static const char *const train_pipelines[4] = {
+  "autodiff",                /* -O0 */
+  "autodiff,plan",           /* -O1 */
+  "autodiff,fuse,plan",      /* -O2 */
+  "autodiff,fuse,plan",      /* -O3 */
 };
 
 const Pass *pass_lookup(const char *name) {
@@ -60,9 +79,11 @@ void passes_usage(FILE *f) {
       "+ fusion rules that trade work or code for launches (recompute cheap kernels in each reader)"};
     fprintf(f, "  -O%d  %-21s %s\n", o, pipelines[o], what[o]);
   }
+  fputs("training (--train, ncc train): autodiff first; prune and fold are inference passes:\n", f);
+  for (int o = 0; o < 4; o++) fprintf(f, "  -O%d  %s\n", o, train_pipelines[o]);
   fputs("passes (--passes=LIST, --print-after=NAME|all; -v prints what each did):\n", f);
   for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++)
-    fprintf(f, "  %-6s %s\n", passes[i].name, passes[i].brief);
+    fprintf(f, "  %-8s %s\n", passes[i].name, passes[i].brief);
   fputs("fusion rules (fuse; -v names the rule that refused each unfused edge):\n", f);
   for (int i = 0; i < fuse_rule_count(); i++)
     fprintf(f, "  %-18s -O%d  %s\n", fuse_rule_name(i), fuse_rule_level(i), fuse_rule_brief(i));
@@ -76,7 +97,7 @@ static double now_ms(void) {
 
 int passes_run(Graph *g, PassCtx *c, const char *list) {
   int o = c->opt_level < 0 ? 0 : c->opt_level > 3 ? 3 : c->opt_level, from_level = !list;
-  if (!list) list = pipelines[o];
+  if (!list) list = c->train ? train_pipelines[o] : pipelines[o];
   g->training = c->train;
   /* Check every name first: a typo must not leave a half-run pipeline. */
   char name[64];

@@ -6,7 +6,11 @@
  * minimised value) is removed.  Graph inputs are kept even when unused, so the
  * generated API keeps the signature the user wrote.  The losses of an
  * inference graph stay in g->losses for the record: the IR listing says they
- * are absent at inference. */
+ * are absent at inference.
+ *
+ * In training (PassCtx.train, or a graph autodiff has differentiated)
+ * dropout stays: it is dropout_apply there, or becomes it.  Only what no root
+ * needs goes (the updates are roots then: ir_needed). */
 #include "passes.h"
 
 static void replace_uses(Graph *g, Value *old, Value *new_) {
@@ -22,7 +26,10 @@ static void replace_uses(Graph *g, Value *old, Value *new_) {
 
 int pass_prune(Graph *g, PassCtx *c) {
   int before = g->nnodes, identities = 0;
-  if (!c->train) {
+  int train = c->train || g->training;
+  for (int i = 0; i < g->nnodes && !train; i++)
+    train = (ncc_ops[g->nodes[i]->op].flags & (OPF_INTERNAL | OPF_UPDATE)) != 0;
+  if (!train) {
     for (int i = 0; i < g->nnodes; i++) {
       Node *n = g->nodes[i];
       if (ncc_ops[n->op].flags & OPF_TRAIN_ONLY) {
@@ -33,13 +40,13 @@ int pass_prune(Graph *g, PassCtx *c) {
     }
   }
   unsigned char *need = arena_alloc(g->arena, (size_t)g->nnodes + 1);
-  ir_needed(g, c->train, need);
+  ir_needed(g, train, need);
   for (int i = 0; i < g->nnodes; i++)
     if (!need[i] && g->nodes[i]->op != OP_INPUT) g->nodes[i]->dead = 1;
   ir_compact(g);
   if (c->verbose)
     fprintf(stderr, "pass prune: %d nodes removed (%d train-only %s, %d that no %s needs); %d left\n",
             before - g->nnodes, identities, identities == 1 ? "identity" : "identities", before - g->nnodes - identities,
-            c->train ? "root" : "output", g->nnodes);
+            train ? "root" : "output", g->nnodes);
   return 0;
 }

@@ -7,6 +7,14 @@
 #   passes.unit         every example at -O0..-O3 with the verifier after each
 #                       pass; the verifier catches corrupted groups and plans;
 #                       load-time nodes (test_passes.c)
+#   passes.autodiff     the autodiff pass and the training pipelines on lenet,
+#                       mlp, resnet18 and small models using every op with a
+#                       gradient rule: gradients, optimizer, training forms,
+#                       verifier after each pass (test_autodiff.c)
+#   passes.autodiff.torch.NAME  the gradients autodiff wires, evaluated op by
+#                       op in float64 with PyTorch from ops.def's meaning of
+#                       each training op, equal autograd's (check_autodiff.py):
+#                       tests/passes/autodiff/*.net, lenet, mlp, resnet18
 #   passes.plan.MODEL   the generated .cu's inputs-and-activations region is
 #                       the report's peak_memory, below naive_memory once
 #                       planned, at every -O level (check_plan.py)
@@ -22,6 +30,25 @@ endforeach()
 add_executable(test_passes ${CMAKE_CURRENT_SOURCE_DIR}/passes/test_passes.c)
 target_link_libraries(test_passes PRIVATE ncccore)
 add_test(NAME passes.unit COMMAND test_passes ${CMAKE_CURRENT_SOURCE_DIR}/../examples)
+
+add_executable(test_autodiff ${CMAKE_CURRENT_SOURCE_DIR}/passes/test_autodiff.c)
+target_link_libraries(test_autodiff PRIVATE ncccore)
+add_test(NAME passes.autodiff COMMAND test_autodiff ${CMAKE_CURRENT_SOURCE_DIR}/../examples)
+
+file(GLOB NCC_AUTODIFF_MODELS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/passes/autodiff/*.net)
+foreach(f ${NCC_AUTODIFF_MODELS})
+  get_filename_component(n ${f} NAME_WE)
+  add_test(NAME passes.autodiff.torch.${n}
+           COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/passes/check_autodiff.py $<TARGET_FILE:ncc> ${f})
+endforeach()
+foreach(m lenet mlp)
+  add_test(NAME passes.autodiff.torch.${m}
+           COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/passes/check_autodiff.py $<TARGET_FILE:ncc>
+                   ${CMAKE_CURRENT_SOURCE_DIR}/../examples/${m}.net --set N=4)
+endforeach()
+add_test(NAME passes.autodiff.torch.resnet18
+         COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/passes/check_autodiff.py $<TARGET_FILE:ncc>
+                 ${CMAKE_CURRENT_SOURCE_DIR}/../examples/resnet18.net --set N=2 --set S=32)
 
 foreach(m lenet mlp resnet18 resnet50 mobilenet_v2 vgg16)
   add_test(NAME passes.plan.${m}
