@@ -1,93 +1,728 @@
 /* backward.c — emitters of the training ops autodiff writes (ops.def, the
  * "training" rows): batchnorm with batch statistics and its running-statistics
- * update, dropout masks, the gradient kernels and the optimizer update. */
+ * update, dropout masks, the gradient kernels and the optimizer update.
+ *
+ * Correct and simple first, in the style of kernels.c: static shapes as
+ * constants, one thread per output element where the output is elementwise
+ * over its input (the reduction, if any, a loop in a fixed order), and one
+ * block per output (or per row) with a shared-memory tree where an output
+ * sums many elements.  Every sum runs in float in an order fixed by the
+ * shapes alone, so a training step is deterministic.  The formulas are
+ * PyTorch's autograd ones (docs/generated-code.md, "Training"). */
 #include <stdio.h>
 #include <string.h>
 
 #include "cg.h"
 
+#define LL(x) ((long long)(x))
+
+/* ---- shared shapes of kernel ---------------------------------------------- */
+
+/* One thread per output element: the common head (as kernels.c's). */
+static void flat_head(Buf *b, int64_t total) {
+  buf_printf(b, "  int i = %s * 256 + %s;\n  if (i < %lld) {\n", D_BID_X, D_TID_X, LL(total));
+}
+
+/* The epilogue on `v`, the store of element i and the launch. */
+static int flat_finish(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t total) {
+  int rc = -1;
+  if (cg_epilogue(c, gr, p, b, "v", "i", 2) == 0) {
+    const char *y = kp_value(c, p, group_out(gr), 1, "y");
+    buf_printf(b, "    %s[i] = v;\n  }\n", y);
+    char opn[96];
+    const char *name = cg_finish(c, cg_opname(gr, NULL, opn), 0, p, b);
+    cg_launch(c, name, p, (total + 255) / 256, 1, 1, 256, 1, 0);
+    rc = 0;
+  }
+  buf_free(b);
+  return rc;
+}
+
+/* Appends text with two spaces less at the start of every line. */
+static void puts_dedent(Buf *b, const char *s) {
+  while (*s) {
+    size_t l = strcspn(s, "\n");
+    size_t k = l >= 2 && s[0] == ' ' && s[1] == ' ' ? 2 : 0;
+    buf_printf(b, "%.*s\n", (int)(l - k), s + k);
+    s += l + (s[l] == '\n');
+  }
+}
+
+/* One output element `o` (of nout) that sums R terms: `setup` declares what
+ * the term needs from o, `term` computes `float e` for reduction index j
+ * (statements indented by 6), `final` is the expression of v from the sum
+ * `acc`.  Few terms: a thread per output with a loop; many: a block per
+ * output, the threads taking every T-th term and a tree summing theirs. */
+static int reduce_out(Cg *c, const KGroup *gr, KParams *p, const char *setup, const char *term, int64_t R,
+                      int64_t nout, const char *final) {
+  Buf b = {0};
+  int block = R > 64;
+  int T = block ? cg_reduce_threads(R) : 256;
+  if (block) {
+    /* the setup and the loop one level out: the reduction's barriers are reached by every thread */
+    buf_printf(&b, "  %s float red[%d];\n", D_SHARED, T);
+    buf_printf(&b, "  int o = %s, t = %s;\n", D_BID_X, D_TID_X);
+    puts_dedent(&b, setup);
+    buf_printf(&b, "  float acc = 0.0f;\n  for (int j = t; j < %lld; j += %d) {\n", LL(R), T);
+    puts_dedent(&b, term);
+    buf_puts(&b, "    acc = acc + e;\n  }\n");
+    cg_block_reduce(&b, "red", "acc", T, 0, 1);
+    buf_puts(&b, "  if (t == 0) {\n");
+  } else {
+    buf_printf(&b, "  int o = %s * 256 + %s;\n  if (o < %lld) {\n", D_BID_X, D_TID_X, LL(nout));
+    buf_puts(&b, setup);
+    buf_printf(&b, "    float acc = 0.0f;\n    for (int j = 0; j < %lld; j++) {\n", LL(R));
+    buf_puts(&b, term);
+    buf_puts(&b, "      acc = acc + e;\n    }\n");
+  }
+  buf_printf(&b, "    float v = %s;\n", final);
+  int rc = -1;
+  if (cg_epilogue(c, gr, p, &b, "v", "o", 2) == 0) {
+    buf_printf(&b, "    %s[o] = v;\n  }\n", kp_value(c, p, group_out(gr), 1, "y"));
+    char opn[96];
+    const char *name = cg_finish(c, cg_opname(gr, NULL, opn), block ? NCC_KF_BARRIER_ : 0, p, &b);
+    if (block) cg_launch(c, name, p, nout, 1, 1, T, 1, 0);
+    else cg_launch(c, name, p, (nout + 255) / 256, 1, 1, 256, 1, 0);
+    rc = 0;
+  }
+  buf_free(&b);
+  return rc;
+}
+
+/* The end of a one-block-per-row kernel whose last loop computed `v` for
+ * element i (as kernels.c's finish_row_kernel). */
+static int finish_row(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t rows, int T) {
+  int rc = -1;
+  if (cg_epilogue(c, gr, p, b, "v", "i", 2) == 0) {
+    buf_printf(b, "    %s[i] = v;\n  }\n", kp_value(c, p, group_out(gr), 1, "y"));
+    char opn[96];
+    const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, p, b);
+    cg_launch(c, name, p, rows, 1, 1, T, 1, 0);
+    rc = 0;
+  }
+  buf_free(b);
+  return rc;
+}
+
+/* ---- batchnorm in training mode ---------------------------------------- */
+
+/* bn_stats(x[N, C, H, W]) -> [2, C]: one block per channel, the mean, then
+ * the biased variance of the centred values (two passes, as emit_layernorm). */
 int emit_bn_stats(Cg *c, const KGroup *gr) {
-  (void)c;
-  ncc_die("codegen: %s is not emitted yet", ncc_ops[gr->main->op].name);
+  Node *n = gr->main;
+  const Shape *xs = &n->in[0]->shape;
+  int64_t N = xs->d[0], C = xs->d[1], HW = xs->d[2] * xs->d[3], M = N * HW;
+  int T = cg_reduce_threads(M);
+  KParams p = {0};
+  Buf b = {0};
+  const char *x = kp_value(c, &p, n->in[0], 0, "x");
+  char ml[40];
+  cg_flit(ml, (double)M);
+  buf_printf(&b, "  %s float red[%d];\n", D_SHARED, T);
+  buf_printf(&b, "  int ch = %s, t = %s;\n", D_BID_X, D_TID_X);
+  buf_printf(&b, "  const float *xc = %s + ch * %lld;\n", x, LL(HW));
+  /* element j of the channel: image j / HW, position j % HW */
+  char ej[96];
+  snprintf(ej, sizeof ej, "xc[(j / %lld) * %lld + j %% %lld]", LL(HW), LL(C * HW), LL(HW));
+  buf_printf(&b, "  float acc = 0.0f;\n  for (int j = t; j < %lld; j += %d) acc = acc + %s;\n", LL(M), T, ej);
+  cg_block_reduce(&b, "red", "acc", T, 0, 1);
+  buf_printf(&b, "  float mean = acc / %s;\n  acc = 0.0f;\n", ml);
+  buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n    float d = %s - mean;\n    acc = fmaf(d, d, acc);\n  }\n",
+             LL(M), T, ej);
+  cg_block_reduce(&b, "red", "acc", T, 0, 1);
+  NCC_ASSERT(gr->nepi == 0);   /* two rows of different meaning: no elementwise epilogue */
+  const char *y = kp_value(c, &p, group_out(gr), 1, "y");
+  buf_printf(&b, "  if (t == 0) {\n    %s[ch] = mean;\n    %s[%lld + ch] = acc / %s;\n  }\n", y, y, LL(C), ml);
+  char opn[96];
+  const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, &p, &b);
+  cg_launch(c, name, &p, C, 1, 1, T, 1, 0);
+  buf_free(&b);
+  return 0;
 }
 
+/* bn_train(x, weight, bias, stats): the batch statistics in eval's formula. */
 int emit_bn_train(Cg *c, const KGroup *gr) {
-  (void)c;
-  ncc_die("codegen: %s is not emitted yet", ncc_ops[gr->main->op].name);
+  Node *n = gr->main;
+  const Shape *xs = &n->in[0]->shape;
+  int64_t C = xs->d[1], HW = xs->d[2] * xs->d[3], total = shape_numel(xs);
+  KParams p = {0};
+  Buf b = {0};
+  static const char *const role[4] = {"x", "weight", "bias", "stats"};
+  const char *nm[4];
+  for (int j = 0; j < 4; j++) nm[j] = kp_value(c, &p, n->in[j], 0, role[j]);
+  char lit[40];
+  flat_head(&b, total);
+  buf_printf(&b, "    int ch = (i / %lld) %% %lld;\n", LL(HW), LL(C));
+  buf_printf(&b, "    float v = (%s[i] - %s[ch]) / sqrtf(%s[%lld + ch] + %s) * %s[ch] + %s[ch];\n", nm[0], nm[3], nm[3],
+             LL(C), cg_flit(lit, n->a.eps), nm[1], nm[2]);
+  return flat_finish(c, gr, &p, &b, total);
 }
 
+/* bn_running(stats, running_mean, running_var): torch's update in place, the
+ * variance unbiased by n / (n - 1), n = N * H * W.  Its own output is a dummy
+ * nobody reads: not written. */
 int emit_bn_running(Cg *c, const KGroup *gr) {
-  (void)c;
-  ncc_die("codegen: %s is not emitted yet", ncc_ops[gr->main->op].name);
+  Node *n = gr->main;
+  Value *stats = n->in[0];
+  NCC_ASSERT(stats->def && stats->def->nin >= 1);
+  const Shape *xs = &stats->def->in[0]->shape;
+  int64_t C = stats->shape.d[1], cnt = xs->d[0] * xs->d[2] * xs->d[3];
+  KParams p = {0};
+  Buf b = {0};
+  const char *st = kp_value(c, &p, stats, 0, "stats");
+  const char *rm = kp_value(c, &p, n->in[1], 1, "running_mean");
+  const char *rv = kp_value(c, &p, n->in[2], 1, "running_var");
+  char m[40], m1[40], unb[40];
+  cg_flit(m, n->a.momentum);
+  cg_flit(m1, 1.0 - n->a.momentum);
+  cg_flit(unb, cnt > 1 ? (double)cnt / (double)(cnt - 1) : 1.0);
+  flat_head(&b, C);
+  buf_printf(&b, "    %s[i] = %s * %s[i] + %s * %s[i];\n", rm, m, st, m1, rm);
+  buf_printf(&b, "    %s[i] = %s * (%s[%lld + i] * %s) + %s * %s[i];\n  }\n", rv, m, st, LL(C), unb, m1, rv);
+  char opn[96];
+  const char *name = cg_finish(c, cg_opname(gr, NULL, opn), 0, &p, &b);
+  cg_launch(c, name, &p, (C + 255) / 256, 1, 1, 256, 1, 0);
+  buf_free(&b);
+  return 0;
 }
 
+/* ---- dropout ----------------------------------------------------------- */
+
+/* dropout_apply(x): x * mask / (1 - p), the mask element kept iff
+ * ncc_philox_uniform(seed, step, slot, index) >= p: index is the element's
+ * (dropout2d, axis 1: its (n, c) plane's), so the same op on the gradient
+ * drops the same elements. */
 int emit_dropout(Cg *c, const KGroup *gr) {
-  (void)c;
-  ncc_die("codegen: %s is not emitted yet", ncc_ops[gr->main->op].name);
+  Node *n = gr->main;
+  const Shape *xs = &n->in[0]->shape;
+  int64_t total = shape_numel(xs), inner = 1;
+  if (n->a.axis == 1)
+    for (int d = 2; d < xs->rank; d++) inner *= xs->d[d];
+  KParams p = {0};
+  Buf b = {0};
+  char pl[40], sc[40];
+  if (n->a.p >= 1.0) {
+    flat_head(&b, total);
+    buf_puts(&b, "    float v = 0.0f;\n");   /* torch: p = 1 zeroes everything */
+  } else {
+    const char *x = kp_value(c, &p, n->in[0], 0, "x");
+    const char *seed = kp_int(&p, "seed", "m->seed32"), *step = kp_int(&p, "step", "m->step32");
+    flat_head(&b, total);
+    char idx[64];
+    if (inner > 1) snprintf(idx, sizeof idx, "i / %lld", LL(inner));
+    else snprintf(idx, sizeof idx, "i");
+    buf_printf(&b, "    float u = ncc_philox_uniform((unsigned)%s, (unsigned)%s, %du, (unsigned)(%s));\n", seed, step,
+               n->a.slot, idx);
+    buf_printf(&b, "    float v = u >= %s ? %s[i] * %s : 0.0f;\n", cg_flit(pl, n->a.p), x,
+               cg_flit(sc, 1.0 / (1.0 - n->a.p)));
+  }
+  return flat_finish(c, gr, &p, &b, total);
 }
 
+/* ---- convolution and linear -------------------------------------------- */
+
+/* One axis of a transposed window: the output position o whose window puts
+ * tap k on input position `ip`: o = (ip + pad - k * dil) / stride when that
+ * divides and lands inside [0, O). */
+static void window_back(Buf *b, int ind, const char *o, const char *ip, const char *k, int stride, int pad, int dil,
+                        int64_t O) {
+  char t[160];
+  Buf e = {0};
+  buf_puts(&e, ip);
+  if (pad) buf_printf(&e, " + %d", pad);
+  if (dil == 1) buf_printf(&e, " - %s", k);
+  else buf_printf(&e, " - %s * %d", k, dil);
+  snprintf(t, sizeof t, "%s", e.s);
+  buf_free(&e);
+  cg_ind(b, ind);
+  if (stride == 1) {
+    buf_printf(b, "int %s = %s;\n", o, t);
+    cg_ind(b, ind);
+    buf_printf(b, "if (%s < 0 || %s >= %lld) continue;\n", o, o, LL(O));
+  } else {
+    buf_printf(b, "int %s_t = %s;\n", o, t);
+    cg_ind(b, ind);
+    buf_printf(b, "if (%s_t < 0 || %s_t %% %d != 0) continue;\n", o, o, stride);
+    cg_ind(b, ind);
+    buf_printf(b, "int %s = %s_t / %d;\n", o, o, stride);
+    cg_ind(b, ind);
+    buf_printf(b, "if (%s >= %lld) continue;\n", o, LL(O));
+  }
+}
+
+/* conv2d_bwd_data(dy[N, O, OH, OW], weight[O, C/g, KH, KW]) -> dx[N, C, H, W]:
+ * per dx element, the sum over its group's output channels and the taps
+ * whose strided window reaches it. */
 int emit_conv2d_bwd_data(Cg *c, const KGroup *gr) {
-  (void)c;
-  ncc_die("codegen: %s is not emitted yet", ncc_ops[gr->main->op].name);
+  Node *n = gr->main;
+  const Attrs *a = &n->a;
+  const Shape *ds = &n->in[0]->shape, *ws = &n->in[1]->shape, *xs = &n->out->shape;
+  int64_t C = xs->d[1], H = xs->d[2], W = xs->d[3], O = ds->d[1], OH = ds->d[2], OW = ds->d[3];
+  int64_t G = a->groups, Cg = C / G, Og = O / G, KH = ws->d[2], KW = ws->d[3];
+  NCC_ASSERT(ws->d[1] == Cg && ws->d[0] == O);
+  int64_t total = shape_numel(xs);
+  KParams p = {0};
+  Buf b = {0};
+  const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *w = kp_value(c, &p, n->in[1], 0, "weight");
+  flat_head(&b, total);
+  buf_printf(&b, "    int iw = i %% %lld, ih = (i / %lld) %% %lld, ci = (i / %lld) %% %lld, nb = i / %lld;\n", LL(W),
+             LL(W), LL(H), LL(H * W), LL(C), LL(C * H * W));
+  if (G > 1) buf_printf(&b, "    int o0 = (ci / %lld) * %lld, cl = ci %% %lld;\n", LL(Cg), LL(Og), LL(Cg));
+  else buf_puts(&b, "    int o0 = 0, cl = ci;\n");
+  buf_puts(&b, "    float v = 0.0f;\n");
+  buf_printf(&b, "    for (int oc = o0; oc < o0 + %lld; oc++) {\n", LL(Og));
+  buf_printf(&b, "      const float *dyp = %s + (nb * %lld + oc) * %lld;\n", dy, LL(O), LL(OH * OW));
+  buf_printf(&b, "      const float *wp = %s + (oc * %lld + cl) * %lld;\n", w, LL(Cg), LL(KH * KW));
+  buf_printf(&b, "      for (int kh = 0; kh < %lld; kh++) {\n", LL(KH));
+  window_back(&b, 4, "oh", "ih", "kh", a->stride[0], a->pad[0], a->dilation[0], OH);
+  buf_printf(&b, "        for (int kw = 0; kw < %lld; kw++) {\n", LL(KW));
+  window_back(&b, 5, "ow", "iw", "kw", a->stride[1], a->pad[1], a->dilation[1], OW);
+  buf_printf(&b, "          v = fmaf(dyp[oh * %lld + ow], wp[kh * %lld + kw], v);\n", LL(OW), LL(KW));
+  buf_puts(&b, "        }\n      }\n    }\n");
+  return flat_finish(c, gr, &p, &b, total);
 }
 
+/* conv2d_bwd_weight(dy, x) -> dweight[O, C/g, KH, KW]: per weight element
+ * the sum over images and output positions of dy * the input under the tap. */
 int emit_conv2d_bwd_weight(Cg *c, const KGroup *gr) {
-  (void)c;
-  ncc_die("codegen: %s is not emitted yet", ncc_ops[gr->main->op].name);
+  Node *n = gr->main;
+  const Attrs *a = &n->a;
+  const Shape *ds = &n->in[0]->shape, *xs = &n->in[1]->shape, *ws = &n->out->shape;
+  int64_t N = xs->d[0], C = xs->d[1], H = xs->d[2], W = xs->d[3], O = ds->d[1], OH = ds->d[2], OW = ds->d[3];
+  int64_t G = a->groups, Cg = C / G, Og = O / G, KH = ws->d[2], KW = ws->d[3];
+  KParams p = {0};
+  const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *x = kp_value(c, &p, n->in[1], 0, "x");
+  Buf s = {0}, t = {0};
+  buf_printf(&s, "    int kw = o %% %lld, kh = (o / %lld) %% %lld, cl = (o / %lld) %% %lld, oc = o / %lld;\n", LL(KW),
+             LL(KW), LL(KH), LL(KH * KW), LL(Cg), LL(Cg * KH * KW));
+  if (G > 1) buf_printf(&s, "    int ci = (oc / %lld) * %lld + cl;\n", LL(Og), LL(Cg));
+  else buf_puts(&s, "    int ci = cl;\n");
+  buf_printf(&t, "      int ow = j %% %lld, oh = (j / %lld) %% %lld, nb = j / %lld;\n", LL(OW), LL(OW), LL(OH),
+             LL(OH * OW));
+  char ix[160];
+  cg_window_index(ix, sizeof ix, "oh", a->stride[0], a->pad[0], "kh", a->dilation[0]);
+  buf_printf(&t, "      int ih = %s;\n", ix);
+  cg_window_index(ix, sizeof ix, "ow", a->stride[1], a->pad[1], "kw", a->dilation[1]);
+  buf_printf(&t, "      int iw = %s;\n", ix);
+  buf_printf(&t, "      float e = %s[((nb * %lld + oc) * %lld + oh) * %lld + ow];\n", dy, LL(O), LL(OH), LL(OW));
+  if (a->pad[0] || a->pad[1])
+    buf_printf(&t, "      e = (ih < 0 || ih >= %lld || iw < 0 || iw >= %lld) ? 0.0f : e * %s[((nb * %lld + ci) * %lld + ih) * %lld + iw];\n",
+               LL(H), LL(W), x, LL(C), LL(H), LL(W));
+  else buf_printf(&t, "      e = e * %s[((nb * %lld + ci) * %lld + ih) * %lld + iw];\n", x, LL(C), LL(H), LL(W));
+  int rc = reduce_out(c, gr, &p, s.s, t.s, N * OH * OW, shape_numel(ws), "acc");
+  buf_free(&s);
+  buf_free(&t);
+  return rc;
 }
 
+/* linear_bwd_weight(dy[N, O], x[N, I]) -> dweight[O, I] = dy^T x. */
 int emit_linear_bwd_weight(Cg *c, const KGroup *gr) {
-  (void)c;
-  ncc_die("codegen: %s is not emitted yet", ncc_ops[gr->main->op].name);
+  Node *n = gr->main;
+  int64_t N = n->in[0]->shape.d[0], O = n->in[0]->shape.d[1], I = n->in[1]->shape.d[1];
+  KParams p = {0};
+  const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *x = kp_value(c, &p, n->in[1], 0, "x");
+  Buf s = {0}, t = {0};
+  buf_printf(&s, "    int oi = o / %lld, ii = o %% %lld;\n", LL(I), LL(I));
+  buf_printf(&t, "      float e = %s[j * %lld + oi] * %s[j * %lld + ii];\n", dy, LL(O), x, LL(I));
+  int rc = reduce_out(c, gr, &p, s.s, t.s, N, O * I, "acc");
+  buf_free(&s);
+  buf_free(&t);
+  return rc;
 }
 
+/* sum_to(x) -> attrs.list aligned at dim attrs.axis of x: every other dim of
+ * x is summed, and the aligned dims where the target is 1.  Output element o
+ * fixes the kept dims; reduction index j runs over the summed ones in
+ * row-major order. */
 int emit_sum_to(Cg *c, const KGroup *gr) {
-  (void)c;
-  ncc_die("codegen: %s is not emitted yet", ncc_ops[gr->main->op].name);
+  Node *n = gr->main;
+  const Shape *xs = &n->in[0]->shape;
+  int ax = n->a.axis, nl = n->a.nlist;
+  int64_t str[NCC_MAX_RANK], s1 = 1;
+  for (int d = xs->rank - 1; d >= 0; d--) str[d] = s1, s1 *= xs->d[d];
+  int kept[NCC_MAX_RANK];
+  int64_t R = 1, nout = 1;
+  for (int d = 0; d < xs->rank; d++) {
+    kept[d] = d >= ax && d < ax + nl && n->a.list[d - ax] == xs->d[d];
+    if (kept[d]) nout *= xs->d[d];
+    else R *= xs->d[d];
+  }
+  KParams p = {0};
+  const char *x = kp_value(c, &p, n->in[0], 0, "x");
+  /* base: o's offset in x; off: j's */
+  Buf s = {0}, t = {0}, bs = {0}, ts = {0};
+  int nb = 0, nt = 0;
+  int64_t ko = 1, kj = 1;   /* the inner extent of the kept / summed dims seen so far */
+  for (int d = xs->rank - 1; d >= 0; d--) {
+    if (xs->d[d] == 1) continue;
+    const char *var = kept[d] ? "o" : "j";
+    int64_t *inner = kept[d] ? &ko : &kj;
+    int64_t rest = kept[d] ? nout : R;
+    char e[96];
+    if (*inner == 1 && rest == xs->d[d]) snprintf(e, sizeof e, "%s", var);
+    else if (*inner == 1) snprintf(e, sizeof e, "%s %% %lld", var, LL(xs->d[d]));
+    else if (*inner * xs->d[d] == rest) snprintf(e, sizeof e, "%s / %lld", var, LL(*inner));
+    else snprintf(e, sizeof e, "(%s / %lld) %% %lld", var, LL(*inner), LL(xs->d[d]));
+    if (kept[d]) cg_term(&bs, &nb, e, str[d]);
+    else cg_term(&ts, &nt, e, str[d]);
+    *inner *= xs->d[d];
+  }
+  buf_printf(&s, "    int base = %s;\n", nb ? bs.s : "0");
+  buf_printf(&t, "      float e = %s[base + %s];\n", x, nt ? ts.s : "0");
+  int rc = reduce_out(c, gr, &p, s.s, t.s, R, nout, "acc");
+  buf_free(&s);
+  buf_free(&t);
+  buf_free(&bs);
+  buf_free(&ts);
+  return rc;
 }
 
+/* ---- pooling ----------------------------------------------------------- */
+
+/* maxpool2d_bwd(dy, x) -> dx: each window's gradient goes to its argmax, as
+ * emit_pool finds it (the first maximum in row-major order, a NaN replacing
+ * the running maximum, the first element inside the padding when the window
+ * holds only -inf), so dx element (ih, iw) sums dy over the windows that
+ * cover it and pick it. */
 int emit_maxpool2d_bwd(Cg *c, const KGroup *gr) {
-  (void)c;
-  ncc_die("codegen: %s is not emitted yet", ncc_ops[gr->main->op].name);
+  Node *n = gr->main;
+  const Attrs *a = &n->a;
+  const Shape *ds = &n->in[0]->shape, *xs = &n->in[1]->shape;
+  int64_t H = xs->d[2], W = xs->d[3], OH = ds->d[2], OW = ds->d[3], total = shape_numel(xs);
+  KParams p = {0};
+  Buf b = {0};
+  const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *x = kp_value(c, &p, n->in[1], 0, "x");
+  flat_head(&b, total);
+  buf_printf(&b, "    int iw = i %% %lld, ih = (i / %lld) %% %lld, nc = i / %lld;\n", LL(W), LL(W), LL(H), LL(H * W));
+  buf_printf(&b, "    const float *xp = %s + nc * %lld;\n    const float *dyp = %s + nc * %lld;\n", x, LL(H * W), dy,
+             LL(OH * OW));
+  buf_puts(&b, "    float v = 0.0f;\n");
+  buf_printf(&b, "    for (int kh = 0; kh < %d; kh++) {\n", a->kernel[0]);
+  window_back(&b, 3, "oh", "ih", "kh", a->stride[0], a->pad[0], a->dilation[0], OH);
+  buf_printf(&b, "      for (int kw = 0; kw < %d; kw++) {\n", a->kernel[1]);
+  window_back(&b, 4, "ow", "iw", "kw", a->stride[1], a->pad[1], a->dilation[1], OW);
+  /* the argmax of window (oh, ow) */
+  buf_puts(&b, "        int best = -1;\n        float mx = 0.0f;\n");
+  buf_printf(&b, "        for (int wh = 0; wh < %d; wh++) {\n", a->kernel[0]);
+  char ix[160];
+  cg_window_index(ix, sizeof ix, "oh", a->stride[0], a->pad[0], "wh", a->dilation[0]);
+  buf_printf(&b, "          int hh = %s;\n", ix);
+  if (a->pad[0]) buf_printf(&b, "          if (hh < 0 || hh >= %lld) continue;\n", LL(H));
+  buf_printf(&b, "          for (int ww = 0; ww < %d; ww++) {\n", a->kernel[1]);
+  cg_window_index(ix, sizeof ix, "ow", a->stride[1], a->pad[1], "ww", a->dilation[1]);
+  buf_printf(&b, "            int wc = %s;\n", ix);
+  if (a->pad[1]) buf_printf(&b, "            if (wc < 0 || wc >= %lld) continue;\n", LL(W));
+  buf_printf(&b, "            float e = xp[hh * %lld + wc];\n", LL(W));
+  buf_printf(&b, "            if (best < 0 || e > mx || e != e) {\n              mx = e;\n              best = hh * %lld + wc;\n"
+                 "            }\n          }\n        }\n", LL(W));
+  buf_printf(&b, "        if (best == ih * %lld + iw) v = v + dyp[oh * %lld + ow];\n      }\n    }\n", LL(W), LL(OW));
+  return flat_finish(c, gr, &p, &b, total);
 }
 
+/* avgpool2d_bwd(dy) -> dx: the sum of dy / (KH * KW) over the windows that
+ * cover the element (count_include_pad, as emit_pool). */
 int emit_avgpool2d_bwd(Cg *c, const KGroup *gr) {
-  (void)c;
-  ncc_die("codegen: %s is not emitted yet", ncc_ops[gr->main->op].name);
+  Node *n = gr->main;
+  const Attrs *a = &n->a;
+  const Shape *ds = &n->in[0]->shape, *xs = &n->out->shape;
+  int64_t H = xs->d[2], W = xs->d[3], OH = ds->d[2], OW = ds->d[3], total = shape_numel(xs);
+  KParams p = {0};
+  Buf b = {0};
+  const char *dy = kp_value(c, &p, n->in[0], 0, "dy");
+  char lit[40];
+  flat_head(&b, total);
+  buf_printf(&b, "    int iw = i %% %lld, ih = (i / %lld) %% %lld, nc = i / %lld;\n", LL(W), LL(W), LL(H), LL(H * W));
+  buf_printf(&b, "    const float *dyp = %s + nc * %lld;\n    float v = 0.0f;\n", dy, LL(OH * OW));
+  buf_printf(&b, "    for (int kh = 0; kh < %d; kh++) {\n", a->kernel[0]);
+  window_back(&b, 3, "oh", "ih", "kh", a->stride[0], a->pad[0], 1, OH);
+  buf_printf(&b, "      for (int kw = 0; kw < %d; kw++) {\n", a->kernel[1]);
+  window_back(&b, 4, "ow", "iw", "kw", a->stride[1], a->pad[1], 1, OW);
+  buf_printf(&b, "        v = v + dyp[oh * %lld + ow] / %s;\n      }\n    }\n", LL(OW),
+             cg_flit(lit, (double)a->kernel[0] * a->kernel[1]));
+  return flat_finish(c, gr, &p, &b, total);
 }
 
+/* global_avgpool2d_bwd(dy[N, C]) -> dx = dy / (H * W) over each plane. */
 int emit_gavgpool2d_bwd(Cg *c, const KGroup *gr) {
-  (void)c;
-  ncc_die("codegen: %s is not emitted yet", ncc_ops[gr->main->op].name);
+  Node *n = gr->main;
+  const Shape *xs = &n->out->shape;
+  int64_t HW = xs->d[2] * xs->d[3], total = shape_numel(xs);
+  KParams p = {0};
+  Buf b = {0};
+  const char *dy = kp_value(c, &p, n->in[0], 0, "dy");
+  char lit[40];
+  flat_head(&b, total);
+  buf_printf(&b, "    float v = %s[i / %lld] / %s;\n", dy, LL(HW), cg_flit(lit, (double)HW));
+  return flat_finish(c, gr, &p, &b, total);
 }
 
+/* ---- softmax and losses ------------------------------------------------ */
+
+/* softmax_bwd(dy, y): dx = y * (dy - sum(dy * y)); log_softmax_bwd(dy, y):
+ * dx = dy - exp(y) * sum(dy); one block per row along attrs.axis. */
 int emit_softmax_bwd(Cg *c, const KGroup *gr) {
-  (void)c;
-  ncc_die("codegen: %s is not emitted yet", ncc_ops[gr->main->op].name);
+  Node *n = gr->main;
+  const Shape *xs = &n->in[1]->shape;
+  int ax = n->a.axis;
+  int64_t D = xs->d[ax], inner = 1;
+  for (int i = ax + 1; i < xs->rank; i++) inner *= xs->d[i];
+  int64_t rows = shape_numel(xs) / D;
+  int T = cg_reduce_threads(D);
+  int lsm = n->op == OP_LOG_SOFTMAX_BWD;
+  KParams p = {0};
+  Buf b = {0};
+  const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *y = kp_value(c, &p, n->in[1], 0, "y");
+  buf_printf(&b, "  %s float red[%d];\n", D_SHARED, T);
+  buf_printf(&b, "  int row = %s, t = %s;\n", D_BID_X, D_TID_X);
+  if (inner == 1) buf_printf(&b, "  int base = row * %lld;\n", LL(D));
+  else buf_printf(&b, "  int base = (row / %lld) * %lld + row %% %lld;\n", LL(inner), LL(D * inner), LL(inner));
+  char ej[48];
+  if (inner == 1) snprintf(ej, sizeof ej, "base + j");
+  else snprintf(ej, sizeof ej, "base + j * %lld", LL(inner));
+  buf_printf(&b, "  float acc = 0.0f;\n  for (int j = t; j < %lld; j += %d) {\n    int i = %s;\n", LL(D), T, ej);
+  if (lsm) buf_printf(&b, "    acc = acc + %s[i];\n  }\n", dy);
+  else buf_printf(&b, "    acc = fmaf(%s[i], %s[i], acc);\n  }\n", dy, y);
+  cg_block_reduce(&b, "red", "acc", T, 0, 1);
+  buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n    int i = %s;\n", LL(D), T, ej);
+  if (lsm) buf_printf(&b, "    float v = %s[i] - expf(%s[i]) * acc;\n", dy, y);
+  else buf_printf(&b, "    float v = %s[i] * (%s[i] - acc);\n", y, dy);
+  return finish_row(c, gr, &p, &b, rows, T);
 }
 
+/* Losses' gradients, torch's reduction='mean'.  cross_entropy_bwd(dloss,
+ * logits, labels): (softmax(row) - onehot) * (dloss / N), one block per row;
+ * nll_loss_bwd: -onehot * (dloss / N); mse_loss_bwd: 2 / numel * (a - b) *
+ * dloss.  A label out of range gives its row NaN (the forward's NaN loss). */
 int emit_loss_bwd(Cg *c, const KGroup *gr) {
-  (void)c;
-  ncc_die("codegen: %s is not emitted yet", ncc_ops[gr->main->op].name);
+  Node *n = gr->main;
+  const Shape *xs = &n->in[1]->shape;
+  int64_t total = shape_numel(xs);
+  KParams p = {0};
+  Buf b = {0};
+  char lit[40];
+  const char *dl = kp_value(c, &p, n->in[0], 0, "dloss");
+  if (n->op == OP_MSE_LOSS_BWD) {
+    const char *x = kp_value(c, &p, n->in[1], 0, "a"), *y = kp_value(c, &p, n->in[2], 0, "b");
+    flat_head(&b, total);
+    buf_printf(&b, "    float v = %s * (%s[i] - %s[i]) * %s[0];\n", cg_flit(lit, 2.0 / (double)total), x, y, dl);
+    return flat_finish(c, gr, &p, &b, total);
+  }
+  int64_t N = xs->d[0], C = xs->d[1];
+  char nl[40];
+  cg_flit(nl, (double)N);
+  if (n->op == OP_NLL_LOSS_BWD) {
+    const char *lb = kp_value(c, &p, n->in[2], 0, "labels");
+    flat_head(&b, total);
+    buf_printf(&b, "    int label = %s[i / %lld], j = i %% %lld;\n", lb, LL(C), LL(C));
+    buf_printf(&b, "    float v = (label < 0 || label >= %lld) ? NAN : label == j ? -(%s[0] / %s) : 0.0f;\n", LL(C), dl, nl);
+    return flat_finish(c, gr, &p, &b, total);
+  }
+  /* cross entropy: the row's softmax as emit_softmax computes it */
+  const char *x = kp_value(c, &p, n->in[1], 0, "logits"), *lb = kp_value(c, &p, n->in[2], 0, "labels");
+  int T = cg_reduce_threads(C);
+  buf_printf(&b, "  %s float red[%d];\n", D_SHARED, T);
+  buf_printf(&b, "  int row = %s, t = %s;\n", D_BID_X, D_TID_X);
+  buf_printf(&b, "  const float *xr = %s + row * %lld;\n  int label = %s[row];\n", x, LL(C), lb);
+  buf_printf(&b, "  float mx = %s;\n  for (int j = t; j < %lld; j += %d) {\n    float e = xr[j];\n"
+                 "    if (e > mx || e != e) mx = e;\n  }\n", D_NEG_INF, LL(C), T);
+  cg_block_reduce(&b, "red", "mx", T, 1, 1);
+  buf_printf(&b, "  float acc = 0.0f;\n  for (int j = t; j < %lld; j += %d) acc = acc + expf(xr[j] - mx);\n", LL(C), T);
+  cg_block_reduce(&b, "red", "acc", T, 0, 1);
+  buf_printf(&b, "  float scale = %s[0] / %s;\n", dl, nl);
+  buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n    int i = row * %lld + j;\n", LL(C), T, LL(C));
+  buf_printf(&b, "    float v = (label < 0 || label >= %lld) ? NAN : (expf(xr[j] - mx) / acc - (j == label ? 1.0f : 0.0f)) * scale;\n",
+             LL(C));
+  return finish_row(c, gr, &p, &b, N, T);
 }
 
+/* ---- normalisation ----------------------------------------------------- */
+
+/* The row statistics of layernorm, as emit_layernorm: mean, then rstd from
+ * the variance of the centred values (block-wide, over j = t, t + T, ...). */
+static void ln_row_stats(Buf *b, const char *xr, int64_t D, int T, double eps) {
+  char dl[40], el[40];
+  cg_flit(dl, (double)D);
+  buf_printf(b, "  float acc = 0.0f;\n  for (int j = t; j < %lld; j += %d) acc = acc + %s[j];\n", LL(D), T, xr);
+  cg_block_reduce(b, "red", "acc", T, 0, 1);
+  buf_printf(b, "  float mean = acc / %s;\n  acc = 0.0f;\n", dl);
+  buf_printf(b, "  for (int j = t; j < %lld; j += %d) {\n    float d = %s[j] - mean;\n    acc = fmaf(d, d, acc);\n  }\n",
+             LL(D), T, xr);
+  cg_block_reduce(b, "red", "acc", T, 0, 1);
+  buf_printf(b, "  float rstd = 1.0f / sqrtf(acc / %s + %s);\n", dl, cg_flit(el, eps));
+}
+
+/* layernorm_bwd_data(dy, x, weight): with g = dy * w and xhat = (x - mean) * rstd,
+ * dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), one block per row.
+ * layernorm_bwd_weight(dy, x): dweight[d] = the sum over rows of dy * xhat,
+ * one output per column, each recomputing the rows' statistics (simple; the
+ * price is D times the statistics' work). */
 int emit_layernorm_bwd(Cg *c, const KGroup *gr) {
-  (void)c;
-  ncc_die("codegen: %s is not emitted yet", ncc_ops[gr->main->op].name);
+  Node *n = gr->main;
+  const Shape *xs = &n->in[1]->shape;
+  int64_t D = xs->d[xs->rank - 1], rows = shape_numel(xs) / D;
+  char dl[40], el[40];
+  cg_flit(dl, (double)D);
+  cg_flit(el, n->a.eps);
+  KParams p = {0};
+  const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *x = kp_value(c, &p, n->in[1], 0, "x");
+  if (n->op == OP_LAYERNORM_BWD_WEIGHT) {
+    Buf t = {0};
+    buf_printf(&t, "      const float *xr = %s + j * %lld;\n      float mean = 0.0f, var = 0.0f;\n", x, LL(D));
+    buf_printf(&t, "      for (int k = 0; k < %lld; k++) mean = mean + xr[k];\n      mean = mean / %s;\n", LL(D), dl);
+    buf_printf(&t, "      for (int k = 0; k < %lld; k++) {\n        float d = xr[k] - mean;\n        var = fmaf(d, d, var);\n      }\n",
+               LL(D));
+    buf_printf(&t, "      float e = %s[j * %lld + o] * ((xr[o] - mean) * (1.0f / sqrtf(var / %s + %s)));\n", dy, LL(D), dl, el);
+    int rc = reduce_out(c, gr, &p, "", t.s, rows, D, "acc");
+    buf_free(&t);
+    return rc;
+  }
+  const char *w = kp_value(c, &p, n->in[2], 0, "weight");
+  int T = cg_reduce_threads(D);
+  Buf b = {0};
+  buf_printf(&b, "  %s float red[%d];\n", D_SHARED, T);
+  buf_printf(&b, "  int row = %s, t = %s;\n", D_BID_X, D_TID_X);
+  buf_printf(&b, "  const float *xr = %s + row * %lld;\n  const float *dyr = %s + row * %lld;\n", x, LL(D), dy, LL(D));
+  ln_row_stats(&b, "xr", D, T, n->a.eps);
+  buf_printf(&b, "  float sg = 0.0f, sgx = 0.0f;\n  for (int j = t; j < %lld; j += %d) {\n", LL(D), T);
+  buf_printf(&b, "    float g = dyr[j] * %s[j];\n    sg = sg + g;\n    sgx = fmaf(g, (xr[j] - mean) * rstd, sgx);\n  }\n", w);
+  cg_block_reduce(&b, "red", "sg", T, 0, 1);
+  cg_block_reduce(&b, "red", "sgx", T, 0, 1);
+  buf_printf(&b, "  sg = sg / %s;\n  sgx = sgx / %s;\n", dl, dl);
+  buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n    int i = row * %lld + j;\n", LL(D), T, LL(D));
+  buf_printf(&b, "    float v = rstd * (dyr[j] * %s[j] - sg - (xr[j] - mean) * rstd * sgx);\n", w);
+  return finish_row(c, gr, &p, &b, rows, T);
 }
 
+/* bn_bwd_data(dy, x, weight, stats): training-mode batchnorm's backward with
+ * the batch statistics (biased variance), torch's form:
+ *   dx = (dy - mean(dy) - (x - mean) * rstd^2 * mean(dy * (x - mean))) * rstd * w,
+ * one block per channel.  bn_bwd_weight(dy, x, stats): dgamma[c] = the sum
+ * of dy * xhat over the channel. */
 int emit_bn_bwd(Cg *c, const KGroup *gr) {
-  (void)c;
-  ncc_die("codegen: %s is not emitted yet", ncc_ops[gr->main->op].name);
+  Node *n = gr->main;
+  const Shape *xs = &n->in[1]->shape;
+  int64_t N = xs->d[0], C = xs->d[1], HW = xs->d[2] * xs->d[3], M = N * HW;
+  char el[40], ml[40];
+  cg_flit(el, n->a.eps);
+  cg_flit(ml, (double)M);
+  KParams p = {0};
+  const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *x = kp_value(c, &p, n->in[1], 0, "x");
+  char ej[96];   /* offset of element j of channel ch */
+  snprintf(ej, sizeof ej, "ch * %lld + (j / %lld) * %lld + j %% %lld", LL(HW), LL(HW), LL(C * HW), LL(HW));
+  if (n->op == OP_BN_BWD_WEIGHT) {
+    const char *st = kp_value(c, &p, n->in[2], 0, "stats");
+    Buf s = {0}, t = {0};
+    buf_printf(&s, "    int ch = o;\n    float mean = %s[ch], rstd = 1.0f / sqrtf(%s[%lld + ch] + %s);\n", st, st, LL(C), el);
+    buf_printf(&t, "      int i = %s;\n      float e = %s[i] * (%s[i] - mean);\n", ej, dy, x);
+    int rc = reduce_out(c, gr, &p, s.s, t.s, M, C, "acc * rstd");
+    buf_free(&s);
+    buf_free(&t);
+    return rc;
+  }
+  const char *w = kp_value(c, &p, n->in[2], 0, "weight"), *st = kp_value(c, &p, n->in[3], 0, "stats");
+  int T = cg_reduce_threads(M);
+  Buf b = {0};
+  buf_printf(&b, "  %s float red[%d];\n", D_SHARED, T);
+  buf_printf(&b, "  int ch = %s, t = %s;\n", D_BID_X, D_TID_X);
+  buf_printf(&b, "  float mean = %s[ch], rstd = 1.0f / sqrtf(%s[%lld + ch] + %s);\n", st, st, LL(C), el);
+  buf_printf(&b, "  float sd = 0.0f, sdx = 0.0f;\n  for (int j = t; j < %lld; j += %d) {\n    int i = %s;\n", LL(M), T, ej);
+  buf_printf(&b, "    sd = sd + %s[i];\n    sdx = fmaf(%s[i], %s[i] - mean, sdx);\n  }\n", dy, dy, x);
+  cg_block_reduce(&b, "red", "sd", T, 0, 1);
+  cg_block_reduce(&b, "red", "sdx", T, 0, 1);
+  buf_printf(&b, "  float mdy = sd / %s, proj = sdx / %s * rstd * rstd, scale = rstd * %s[ch];\n", ml, ml, w);
+  buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n    int i = %s;\n", LL(M), T, ej);
+  buf_printf(&b, "    float v = (%s[i] - mdy - (%s[i] - mean) * proj) * scale;\n", dy, x);
+  return finish_row(c, gr, &p, &b, C, T);
 }
 
+/* ---- data movement ----------------------------------------------------- */
+
+/* slice(x) -> x[..., start:start+len, ...] along attrs.axis. */
 int emit_slice(Cg *c, const KGroup *gr) {
-  (void)c;
-  ncc_die("codegen: %s is not emitted yet", ncc_ops[gr->main->op].name);
+  Node *n = gr->main;
+  const Shape *xs = &n->in[0]->shape, *ys = &n->out->shape;
+  int ax = n->a.axis;
+  int64_t start = n->a.list[0], len = n->a.list[1], D = xs->d[ax], inner = 1, total = shape_numel(ys);
+  for (int d = ax + 1; d < xs->rank; d++) inner *= xs->d[d];
+  KParams p = {0};
+  Buf b = {0};
+  const char *x = kp_value(c, &p, n->in[0], 0, "x");
+  flat_head(&b, total);
+  /* element i is (outer, a, r) in the output; the input's a is a + start */
+  buf_printf(&b, "    int outer = i / %lld, rest = i %% %lld;\n", LL(len * inner), LL(len * inner));
+  buf_printf(&b, "    float v = %s[outer * %lld + %lld + rest];\n", x, LL(D * inner), LL(start * inner));
+  return flat_finish(c, gr, &p, &b, total);
 }
 
+/* ---- the update -------------------------------------------------------- */
+
+/* optimizer(grads...): every trainable parameter in one flat kernel over
+ * Cg.opt_buf (parameters, gradients, state), as torch.optim's single-tensor
+ * step computes it in float32, in the same order of operations:
+ *   SGD:   d = g + wd * p; buf = momentum * buf + d; d = nesterov ? d + momentum * buf : buf; p -= lr * d
+ *   Adam:  g += wd * p; m += (g - m) * (1 - b1); v = b2 * v + (1 - b2) * g * g;
+ *          p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps)
+ *   AdamW: p *= 1 - lr * wd, then Adam without the wd term.
+ * lr, bc1 and bc2 are host variables (they change per step); the rest are
+ * the model's constants.  The dummy output is not written. */
 int emit_optimizer(Cg *c, const KGroup *gr) {
-  (void)c;
-  ncc_die("codegen: %s is not emitted yet", ncc_ops[gr->main->op].name);
+  const TrainCfg *tc = &c->g->train;
+  NCC_ASSERT(c->train && c->opt_buf[0] >= 0 && c->opt_buf[1] >= 0 && c->opt_count > 0);
+  int sgd = tc->opt == OPT_SGD, adamw = tc->opt == OPT_ADAMW;
+  NCC_ASSERT(sgd || tc->opt == OPT_ADAM || adamw);
+  int mom = sgd && tc->momentum != 0.0;
+  if (mom || !sgd) NCC_ASSERT(c->opt_buf[2] >= 0);
+  if (!sgd) NCC_ASSERT(c->opt_buf[3] >= 0);
+  (void)gr;
+  KParams p = {0};
+  Buf b = {0};
+  const char *pp = kp_buf(c, &p, c->opt_buf[0], 1, "param"), *g = kp_buf(c, &p, c->opt_buf[1], 0, "grad");
+  const char *s1 = NULL, *s2 = NULL;
+  if (mom) s1 = kp_buf(c, &p, c->opt_buf[2], 1, "momentum_buffer");
+  if (!sgd) {
+    s1 = kp_buf(c, &p, c->opt_buf[2], 1, "exp_avg");
+    s2 = kp_buf(c, &p, c->opt_buf[3], 1, "exp_avg_sq");
+  }
+  const char *lr = kp_float(&p, "lr", "m->lr");
+  const char *bc1 = NULL, *bc2 = NULL;
+  if (!sgd) {
+    bc1 = kp_float(&p, "bc1", "m->bc1");
+    bc2 = kp_float(&p, "bc2", "m->bc2");
+  }
+  char wd[40], mo[40], b1[40], b2[40], eps[40];
+  cg_flit(wd, tc->weight_decay);
+  cg_flit(mo, tc->momentum);
+  cg_flit(b1, 1.0 - tc->beta1);
+  cg_flit(b2, tc->beta2);
+  cg_flit(eps, tc->eps);
+  flat_head(&b, c->opt_count);
+  buf_printf(&b, "    float g = %s[i], w = %s[i];\n", g, pp);
+  if (sgd) {
+    if (tc->weight_decay != 0.0) buf_printf(&b, "    g = g + %s * w;\n", wd);
+    if (mom) {
+      buf_printf(&b, "    float buf = %s * %s[i] + g;\n    %s[i] = buf;\n", mo, s1, s1);
+      if (tc->nesterov) buf_printf(&b, "    g = g + %s * buf;\n", mo);
+      else buf_puts(&b, "    g = buf;\n");
+    }
+    buf_printf(&b, "    %s[i] = w - %s * g;\n  }\n", pp, lr);
+  } else {
+    char b2c[40];
+    cg_flit(b2c, 1.0 - tc->beta2);
+    if (adamw) {
+      if (tc->weight_decay != 0.0) buf_printf(&b, "    w = w * (1.0f - %s * %s);\n", lr, wd);
+    } else if (tc->weight_decay != 0.0) {
+      buf_printf(&b, "    g = g + %s * w;\n", wd);
+    }
+    buf_printf(&b, "    float ea = %s[i], es = %s[i];\n", s1, s2);
+    buf_printf(&b, "    ea = ea + (g - ea) * %s;\n", b1);
+    buf_printf(&b, "    es = es * %s + %s * (g * g);\n", b2, b2c);
+    buf_printf(&b, "    %s[i] = ea;\n    %s[i] = es;\n", s1, s2);
+    buf_printf(&b, "    float denom = sqrtf(es) / sqrtf(%s) + %s;\n", bc2, eps);
+    buf_printf(&b, "    %s[i] = w - (%s / %s) * (ea / denom);\n  }\n", pp, lr, bc1);
+  }
+  char opn[96];
+  const char *name = cg_finish(c, cg_opname(gr, NULL, opn), 0, &p, &b);
+  cg_launch(c, name, &p, (c->opt_count + 255) / 256, 1, 1, 256, 1, 0);
+  buf_free(&b);
+  return 0;
 }
-

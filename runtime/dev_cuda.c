@@ -38,6 +38,21 @@ static const char NCC_NVRTC_PRELUDE[] =
     "#ifndef NAN\n"
     "#define NAN __int_as_float(0x7fffffff)\n"
     "#endif\n"
+    "/* dropout's generator: ncc_kernel.h's ncc_philox_uniform, the same text */\n"
+    "static __device__ __forceinline__ float ncc_philox_uniform(unsigned seed, unsigned step, unsigned slot, unsigned index) {\n"
+    "  unsigned c0 = index, c1 = slot, c2 = 0u, c3 = 0u, k0 = seed, k1 = step;\n"
+    "  for (int r = 0; r < 10; r++) {\n"
+    "    unsigned long long p0 = (unsigned long long)0xD2511F53u * c0, p1 = (unsigned long long)0xCD9E8D57u * c2;\n"
+    "    unsigned hi0 = (unsigned)(p0 >> 32), lo0 = (unsigned)p0, hi1 = (unsigned)(p1 >> 32), lo1 = (unsigned)p1;\n"
+    "    c0 = hi1 ^ c1 ^ k0;\n"
+    "    c1 = lo1;\n"
+    "    c2 = hi0 ^ c3 ^ k1;\n"
+    "    c3 = lo0;\n"
+    "    k0 += 0x9E3779B9u;\n"
+    "    k1 += 0xBB67AE85u;\n"
+    "  }\n"
+    "  return (float)(c0 >> 8) * (1.0f / 16777216.0f);\n"
+    "}\n"
     "#endif\n";
 
 /* ---------------------------------------------------------------- driver API, by hand */

@@ -75,4 +75,29 @@
 #error "ncc_kernel.h: compile with nvcc, or as C with -DNCC_EMU (CPU emulation) or -DNCC_JIT (--jit host file)"
 #endif
 
+#if !defined(NCC_JIT)
+/* ------------------------------------------------------------ dropout's generator
+ * Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3",
+ * SC'11), counter-based: the number for one element is a pure function of
+ * (seed, step, slot, index), so the backward of a dropout regenerates the mask
+ * of its forward, and every build (emulation, nvcc, NVRTC) draws the same
+ * numbers.  Key (seed, step), counter (index, slot, 0, 0); only 32-bit
+ * unsigned arithmetic and a 64-bit product.  Returns a float in [0, 1) with
+ * 24 random bits.  dev_cuda.c's NVRTC prelude carries the same text. */
+static __device__ __forceinline__ float ncc_philox_uniform(unsigned seed, unsigned step, unsigned slot, unsigned index) {
+  unsigned c0 = index, c1 = slot, c2 = 0u, c3 = 0u, k0 = seed, k1 = step;
+  for (int r = 0; r < 10; r++) {
+    unsigned long long p0 = (unsigned long long)0xD2511F53u * c0, p1 = (unsigned long long)0xCD9E8D57u * c2;
+    unsigned hi0 = (unsigned)(p0 >> 32), lo0 = (unsigned)p0, hi1 = (unsigned)(p1 >> 32), lo1 = (unsigned)p1;
+    c0 = hi1 ^ c1 ^ k0;
+    c1 = lo1;
+    c2 = hi0 ^ c3 ^ k1;
+    c3 = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return (float)(c0 >> 8) * (1.0f / 16777216.0f);
+}
+#endif
+
 #endif

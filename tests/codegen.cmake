@@ -127,3 +127,19 @@ foreach(n resnet18 mobilenet_v2)
   set_tests_properties(codegen.example.${n}.cublas PROPERTIES ENVIRONMENT "CG_ARCHS=90"
                        SKIP_RETURN_CODE ${NCC_SKIP_CODE})
 endforeach()
+
+# the training ops' kernels (tests/cg/build_train.c): each op's result against
+# PyTorch's autograd in float64, on the emulation in checked mode, both fiber
+# orders; every model also through nvcc for sm_80 where nvcc is found
+add_executable(cg_build_train ${NCC_CG_DIR}/build_train.c)
+target_link_libraries(cg_build_train PRIVATE ncccore)
+add_test(NAME codegen.run.train
+         COMMAND sh ${NCC_CG_DIR}/run_train.sh $<TARGET_FILE:cg_build_train> ${NCC_CG_RT}
+                 $<TARGET_FILE_DIR:nccrt> ${NCC_CG_OUT}/run_train ${NCC_PYTHON} ${cg_nvcc})
+set_tests_properties(codegen.run.train PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=2")
+# the optimizer update's kernel, every TrainCfg variant, three steps against torch.optim in float32
+add_executable(cg_train_optimizer ${NCC_CG_DIR}/train_optimizer.c)
+target_link_libraries(cg_train_optimizer PRIVATE ncccore)
+add_test(NAME codegen.run.train_optimizer
+         COMMAND ${NCC_PYTHON} ${NCC_CG_DIR}/check_train_optimizer.py $<TARGET_FILE:cg_train_optimizer> ${NCC_CG_RT}
+                 $<TARGET_FILE_DIR:nccrt> ${NCC_CG_OUT}/train_optimizer)
