@@ -270,6 +270,7 @@ static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) {
       if (!g->nodes[i]->dead && g->nodes[i]->op == OP_PARAM) add_buf(c, BK_PARAM, g->nodes[i]->out, vbytes(g->nodes[i]->out));
   } else {
     int first = -1, last = -1;
+    c->vbuf = c->vbuf_t;   /* add_buf records the training graph's values */
     for (int pass = 0; pass < 2; pass++)
       for (int i = 0; i < gt->nnodes; i++) {
         Node *n = gt->nodes[i];
@@ -280,6 +281,7 @@ static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) {
         Node *pi = ir_find_param(g, n->name);
         if (pi) c->vbuf_i[pi->out->id] = b;
       }
+    c->vbuf = c->vbuf_i;
     for (int i = 0; i < g->nnodes; i++)   /* a parameter only inference reads (none, normally) */
       if (!g->nodes[i]->dead && g->nodes[i]->op == OP_PARAM && c->vbuf_i[g->nodes[i]->out->id] < 0)
         add_buf(c, BK_PARAM, g->nodes[i]->out, vbytes(g->nodes[i]->out));
@@ -294,8 +296,9 @@ static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) {
     if (lv->need[i] && g->nodes[i]->op == OP_CONST) add_buf(c, BK_CONST, g->nodes[i]->out, vbytes(g->nodes[i]->out));
   for (int i = 0; gt && i < gt->nnodes; i++)
     if (lvt->need[i] && gt->nodes[i]->op == OP_CONST) {
+      c->vbuf = c->vbuf_t;
       int b = add_buf(c, BK_CONST, gt->nodes[i]->out, vbytes(gt->nodes[i]->out));
-      c->vbuf_t[gt->nodes[i]->out->id] = b;
+      c->vbuf = c->vbuf_i;
       c->bufs[b].train = 1;
     }
   /* load-time values (inference only: the fold pass does not run on training graphs) */
@@ -356,8 +359,9 @@ static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) {
       if (lvt->kind[v->id] != LV_GRAD) continue;
       int pb = c->vbuf_t[v->grad_of->id];
       NCC_ASSERT(pb >= 0 && c->bufs[pb].offset >= p0);
+      c->vbuf = c->vbuf_t;
       int b = add_buf_at(c, BK_GRAD, v, vbytes(v), g0 + (c->bufs[pb].offset - p0));
-      c->vbuf_t[v->id] = b;
+      c->vbuf = c->vbuf_i;
       c->bufs[b].train = 1;
       c->bufs[b].span = c->opt_buf[1];
     }
