@@ -57,6 +57,9 @@ typedef struct ncc_model_info {
   int noutputs; const ncc_tensor_info *outputs;
   int nparams;  const ncc_tensor_info *params;   /* state_dict names */
   size_t arena_bytes;
+  /* training models (a train block): graph T's inputs, in the order of
+   * M_train_step_io (e.g. x, then the labels y i32[N]); 0/NULL otherwise */
+  int ntrain_inputs; const ncc_tensor_info *train_inputs;
 } ncc_model_info;
 
 
@@ -111,7 +114,12 @@ int ncc_nvrtc_ptx(const char *src, const char *name, const char *const *opts, in
  * mis-shaped tensors are all listed in the error.  Returns 0 or NCC_EUSER. */
 int ncc_load_safetensors(ncc_dev *d, const char *path, const ncc_tensor_info *params, int n,
                          void *const *dev_ptrs, char *err, size_t errn);
-/* Writes tensors (host pointers) atomically: temp file, fsync, rename. */
+/* Writes tensors (host pointers) atomically and durably: PATH.tmp.<pid> in the
+ * same folder, fsync, rename over PATH, fsync of the folder.  On any failure
+ * (disk full, I/O error, short write) the temporary file is removed, a
+ * previous PATH is left as it was, and err names PATH and the reason.
+ * dtypes: NCC_F32, F16, BF16, I32, I8, and the host-only NCC_I64 / NCC_F64
+ * (checkpoint scalars: __step__, __epoch__, num_batches_tracked, __lr__). */
 int ncc_save_safetensors(const char *path, const ncc_tensor_info *t, int n,
                          const void *const *host_ptrs, char *err, size_t errn);
 /* .npy: reads a whole array (malloc'ed *data); validates magic, header, dtype, size. */
@@ -119,6 +127,35 @@ int ncc_npy_read(const char *path, int *dtype, int *rank, int64_t shape[8], void
                  char *err, size_t errn);
 int ncc_npy_write(const char *path, int dtype, int rank, const int64_t *shape, const void *data,
                   char *err, size_t errn);
+
+/* ---- additions (trainer): checkpoints ------------------------------------ */
+/* Host-only dtypes, for safetensors files: 64-bit scalars of checkpoints.
+ * No tensor of a model has them; they never reach a device. */
+enum { NCC_I64 = 5, NCC_F64 = 6 };
+/* One tensor wanted from a file, for ncc_load_safetensors_opt.
+ *   t:       name, the dtype to deliver (NCC_F32, I32, I8 on the device or the
+ *            host; NCC_I64, F64 on the host only) and the shape;
+ *   dst:     where the data goes: device memory, or host memory with NCC_ST_HOST;
+ *   flags:   NCC_ST_OPTIONAL: absent from the file is not an error;
+ *   present: set by the call: 1 when the file had it and it was loaded. */
+enum { NCC_ST_OPTIONAL = 1, NCC_ST_HOST = 2 };
+typedef struct ncc_st_want {
+  ncc_tensor_info t;
+  void *dst;
+  int flags;
+  int present;
+} ncc_st_want;
+/* call flags: NCC_ST_ALLOW_EXTRA accepts tensors of the file that nobody
+ * wants (without it they are an error, as in ncc_load_safetensors, except
+ * names ending in num_batches_tracked). */
+enum { NCC_ST_ALLOW_EXTRA = 1 };
+/* Like ncc_load_safetensors, for a list of wanted tensors some of which may be
+ * optional: every missing required, unexpected, mis-shaped or mis-typed tensor
+ * is listed in one message; nothing is copied unless all match.  Floating
+ * tensors in the file convert to F32/F64, integer ones to I32/I8/I64 (range
+ * checked).  d may be NULL when every wanted tensor is NCC_ST_HOST. */
+int ncc_load_safetensors_opt(ncc_dev *d, const char *path, ncc_st_want *w, int n, int flags,
+                             char *err, size_t errn);
 
 /* Wall-clock seconds, monotonic. */
 double ncc_now(void);
