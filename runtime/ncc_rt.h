@@ -57,9 +57,6 @@ typedef struct ncc_model_info {
   int noutputs; const ncc_tensor_info *outputs;
   int nparams;  const ncc_tensor_info *params;   /* state_dict names */
   size_t arena_bytes;
-  /* training models (a train block): graph T's inputs, in the order of
-   * M_train_step_io (e.g. x, then the labels y i32[N]); 0/NULL otherwise */
-  int ntrain_inputs; const ncc_tensor_info *train_inputs;
 } ncc_model_info;
 
 
