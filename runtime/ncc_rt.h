@@ -154,6 +154,21 @@ enum { NCC_ST_ALLOW_EXTRA = 1 };
 int ncc_load_safetensors_opt(ncc_dev *d, const char *path, ncc_st_want *w, int n, int flags,
                              char *err, size_t errn);
 
+/* A .npy file memory-mapped, its data as the file holds it (no conversion,
+ * no copy): for training sets larger than memory would like.  dtype is the
+ * file's element type: NCC_F32, F16, I32, I8, or the host-only NCC_F64,
+ * NCC_I64, NCC_U8; esize its bytes.  Validated like ncc_npy_read (magic,
+ * header, data size exact).  ncc_npy_unmap releases it (safe on a zeroed one). */
+enum { NCC_U8 = 7 };
+typedef struct ncc_npy_mapped {
+  void *base; size_t len;     /* the mapping */
+  const void *data;           /* the first element */
+  int dtype, esize, rank;
+  int64_t shape[8];
+} ncc_npy_mapped;
+int  ncc_npy_map(const char *path, ncc_npy_mapped *a, char *err, size_t errn);
+void ncc_npy_unmap(ncc_npy_mapped *a);
+
 /* Wall-clock seconds, monotonic. */
 double ncc_now(void);
 
