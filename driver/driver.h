@@ -11,6 +11,7 @@
  *   init.c     initial parameters from the IR's parameter kinds (no --weights)
  *   run.c      `ncc run`: .npy inputs, one inference, .npy outputs
  *   bench.c    `ncc bench`: timing
+ *   train.c    `ncc train`: .npy data, the training loop, checkpoints
  *   main.c     the command word, messages
  * Exit statuses everywhere: 0 success, 1 the user's error (after a message),
  * 2 ncc's own. */
@@ -111,5 +112,6 @@ void free_tensors(void **p, int n);
 int compile_main(const Options *o);   /* compile.c */
 int run_main(const Options *o);       /* run.c */
 int bench_main(const Options *o);     /* bench.c */
+int train_main(const Options *o);     /* train.c */
 
 #endif

@@ -4,10 +4,7 @@
  *   ncc MODEL.net ...        compile.c
  *   ncc run MODEL.net ...    run.c
  *   ncc bench MODEL.net ...  bench.c
- *   ncc train MODEL.net ...  not available yet: its flags have their rows in
- *                            the table (CMD_TRAIN); the command will be a
- *                            train_main(const Options *) beside run_main,
- *                            dispatched below once training lands
+ *   ncc train MODEL.net ...  train.c
  *
  * The messages of every command go through here, prefixed "ncc: " or
  * "ncc run: " so that a script running several commands can tell them apart. */
@@ -72,11 +69,6 @@ int main(int argc, char **argv) {
   else if (argc >= 2 && !strcmp(argv[1], "bench")) cmd = CMD_BENCH;
   else if (argc >= 2 && !strcmp(argv[1], "train")) cmd = CMD_TRAIN;
   drv_set_cmd(cmd);
-  if (cmd == CMD_TRAIN) {
-    drv_error("`ncc train` is not available yet: training (autodiff, optimizers) has not landed; "
-              "`ncc run` and `ncc bench` run inference");
-    return 1;
-  }
   if (argc == 1) {            /* a bare `ncc`: the usage, as an error */
     opts_help(CMD_COMPILE, stderr);
     return 1;
@@ -90,7 +82,7 @@ int main(int argc, char **argv) {
     case CMD_COMPILE: rc = compile_main(&o); break;
     case CMD_RUN: rc = run_main(&o); break;
     case CMD_BENCH: rc = bench_main(&o); break;
-    case CMD_TRAIN: rc = 1; break;
+    case CMD_TRAIN: rc = train_main(&o); break;
     }
   }
   opts_free(&o);

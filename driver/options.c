@@ -30,7 +30,7 @@ typedef enum {
   O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_CALIBRATE, O_VERBOSE,
   O_WEIGHTS, O_DEVICE, O_CHECK, O_SEED, O_INPUT, O_OUTPUT,
   O_ITERS, O_WARMUP, O_COMPARE,
-  O_DATA, O_EPOCHS, O_STEPS, O_NO_SHUFFLE, O_CHECKPOINT, O_RESUME, O_LOG,
+  O_DATA, O_EPOCHS, O_STEPS, O_NO_SHUFFLE, O_CHECKPOINT, O_RESUME, O_LOG, O_SAVE_GRADS,
 } OptId;
 
 enum {
@@ -51,8 +51,7 @@ typedef struct OptSpec {
 
 /* The table.  One flag may have two rows when its meaning differs between
  * commands (--jit); their command sets must not overlap.  Rows of CMD_TRAIN
- * are the flags `ncc train` is designed to take (--data, --epochs, ...); until
- * the command lands they are only listed. */
+ * are `ncc train`'s (--data, --epochs, ...). */
 static const OptSpec opts[] = {
   {O_HELP, "--help", "-h", NULL, CMD_ALL, 0, "print this help and exit"},
   {O_VERSION, "--version", NULL, NULL, CMD_COMPILE, 0, "print ncc's version and exit"},
@@ -87,14 +86,17 @@ static const OptSpec opts[] = {
   {O_WARMUP, "--warmup", NULL, "W", CMD_BENCH, 0, "untimed runs first (default 2)"},
   {O_COMPARE, "--compare", NULL, NULL, CMD_BENCH, 0, "also time the model at -O0 and print the speed-up of the passes"},
 
-  /* training (not available yet) */
+  /* training */
   {O_DATA, "--data", NULL, "DIR", CMD_TRAIN, 0, "x.npy and y.npy (training set), optional test_x.npy and test_y.npy"},
-  {O_EPOCHS, "--epochs", NULL, "E", CMD_TRAIN, 0, "passes over the training set"},
-  {O_STEPS, "--steps", NULL, "K", CMD_TRAIN, 0, "optimizer steps (instead of --epochs)"},
+  {O_EPOCHS, "--epochs", NULL, "E", CMD_TRAIN, 0, "passes over the training set (default 1)"},
+  {O_STEPS, "--steps", NULL, "K", CMD_TRAIN, 0, "stop after K optimizer steps in all (instead of --epochs; may end mid-epoch)"},
   {O_NO_SHUFFLE, "--no-shuffle", NULL, NULL, CMD_TRAIN, 0, "visit the samples in file order"},
-  {O_CHECKPOINT, "--checkpoint", NULL, "FILE", CMD_TRAIN, 0, "safetensors checkpoint written after every epoch"},
-  {O_RESUME, "--resume", NULL, NULL, CMD_TRAIN, 0, "continue from --checkpoint"},
-  {O_LOG, "--log", NULL, "FILE.csv", CMD_TRAIN, 0, "one row per step: step,epoch,loss,lr"},
+  {O_CHECKPOINT, "--checkpoint", NULL, "FILE", CMD_TRAIN, 0,
+   "safetensors checkpoint (parameters, optimizer state, step) written after every epoch and at the end"},
+  {O_RESUME, "--resume", NULL, NULL, CMD_TRAIN, 0, "continue from --checkpoint, which must exist"},
+  {O_LOG, "--log", NULL, "FILE.csv", CMD_TRAIN, 0, "one row per step: step,epoch,loss,lr (both counted from 1)"},
+  {O_SAVE_GRADS, "--save-grads", NULL, "FILE", CMD_TRAIN, 0,
+   "after the last step, write its gradients (safetensors, the parameters' names): for tests and debugging"},
 
   /* every command */
   {O_OPT, "-O", NULL, NULL, CMD_ALL, OF_LEVEL,
@@ -204,8 +206,8 @@ void opts_help(Command cmd, FILE *f) {
           "       ncc MODEL.net --jit -o MODEL.c            host C; NVRTC compiles the kernels at load time\n"
           "       ncc run   MODEL.net --input x=X.npy ...   compile, load and run on .npy inputs\n"
           "       ncc bench MODEL.net                       time one inference batch\n"
-          "       ncc train MODEL.net --data DIR            (not available yet)\n"
-          "`ncc run --help` and `ncc bench --help` list the flags of those commands.\n"
+          "       ncc train MODEL.net --data DIR            train (a model with a train block) on .npy data\n"
+          "`ncc run --help`, `ncc bench --help` and `ncc train --help` list the flags of those commands.\n"
           "Exit status: 0 success; 1 a user error (bad model, file or flag); 2 an internal error.\n"
           "\nflags (compiling):\n",
           f);
@@ -243,9 +245,22 @@ void opts_help(Command cmd, FILE *f) {
     return;
   case CMD_TRAIN:
     fputs("usage: ncc train MODEL.net --data DIR [--epochs E | --steps K] [flags]\n"
+          "Compiles MODEL.net with its training step (the model needs a `train { ... }` block),\n"
+          "builds and loads it as `ncc run` does, and trains it on DIR/x.npy (float32, samples\n"
+          "first, then the model input's shape without N) and DIR/y.npy (int32 or int64 labels in\n"
+          "[0, classes)).  The batch is the model's N (--set N=64 changes it); an epoch is\n"
+          "floor(samples / N) steps (the last partial batch is dropped), in a new order each epoch\n"
+          "drawn from --seed and the epoch number (so that --resume draws what an unbroken run\n"
+          "would), unless --no-shuffle.  With DIR/test_x.npy and test_y.npy, every epoch ends\n"
+          "with `epoch E: train loss L, test loss T, test accuracy A%` (the model's first output\n"
+          "must be the logits [N, classes]; the last partial test batch is padded, its padding\n"
+          "ignored).  Epochs and steps are counted from 1 in messages and --log.\n"
+          "Without --weights, parameters are initialised as `ncc run` initialises them (--seed).\n"
+          "A loss that is NaN or infinite stops the run (status 1) without writing the checkpoint.\n"
           "\nflags:\n",
           f);
     flag_rows(cmd, f);
+    cache_note(f);
     return;
   }
 }
@@ -368,7 +383,7 @@ static const OptSpec *match(Command cmd, int argc, char **argv, int *i, const ch
 }
 
 static int apply(Options *o, const OptSpec *s, const char *v) {
-  long long x;
+  long long x = 0;
   switch (s->id) {
   case O_HELP:
     opts_help(o->cmd, stdout);
@@ -446,6 +461,7 @@ static int apply(Options *o, const OptSpec *s, const char *v) {
   case O_CHECKPOINT: o->checkpoint = v; return 0;
   case O_RESUME: o->resume = 1; return 0;
   case O_LOG: o->log = v; return 0;
+  case O_SAVE_GRADS: o->save_grads = v; return 0;
   }
   return oerr("internal: option row %d has no handler", (int)s->id);
 }
@@ -458,6 +474,13 @@ static int check(Options *o) {
     if (o->jit && strcmp(o->emit, "cu")) return oerr("--jit goes with the default --emit=cu, not --emit=%s", o->emit);
     if (!strcmp(o->emit, "cu") && !o->out)
       return oerr("no output file: use -o MODEL.cu (or --emit=ir|dot|report to inspect)");
+  }
+  if (o->cmd == CMD_TRAIN) {
+    if (!o->data) return oerr("no training data: use --data DIR (x.npy, y.npy, optional test_x.npy, test_y.npy)");
+    if (o->epochs && o->steps) return oerr("--epochs and --steps: give one of them");
+    if (o->resume && !o->checkpoint) return oerr("--resume needs --checkpoint FILE (the checkpoint to resume)");
+    if (o->resume && o->weights)
+      return oerr("--resume and --weights: the checkpoint holds the parameters; give one of them");
   }
   if (o->cmd == CMD_RUN || o->cmd == CMD_BENCH) {
     if (o->jit && o->device == DEVICE_EMU)

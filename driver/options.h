@@ -18,7 +18,7 @@ typedef enum {
   CMD_COMPILE = 1,   /* ncc MODEL.net ...      */
   CMD_RUN = 2,       /* ncc run MODEL.net ...  */
   CMD_BENCH = 4,     /* ncc bench MODEL.net ...*/
-  CMD_TRAIN = 8,     /* ncc train MODEL.net ...: its flags have their rows; the command has not landed */
+  CMD_TRAIN = 8,     /* ncc train MODEL.net ... */
 } Command;
 enum { CMD_ALL = CMD_COMPILE | CMD_RUN | CMD_BENCH | CMD_TRAIN };
 
@@ -54,8 +54,8 @@ typedef struct Options {
   IoArg in[MAX_IO], outs[MAX_IO];
   int nin, nout;
   int iters, warmup, compare;   /* bench */
-  /* training (the rows exist; `ncc train` has not landed) */
-  const char *data, *checkpoint, *log;
+  /* training */
+  const char *data, *checkpoint, *log, *save_grads;
   long long epochs, steps;
   int no_shuffle, resume;
 } Options;

@@ -112,7 +112,12 @@ int ncc_nvrtc_ptx(const char *src, const char *name, const char *const *opts, in
  * mis-shaped tensors are all listed in the error.  Returns 0 or NCC_EUSER. */
 int ncc_load_safetensors(ncc_dev *d, const char *path, const ncc_tensor_info *params, int n,
                          void *const *dev_ptrs, char *err, size_t errn);
-/* Writes tensors (host pointers) atomically: temp file, fsync, rename. */
+/* Writes tensors (host pointers) atomically and durably: PATH.tmp.<pid> in the
+ * same folder, fsync, rename over PATH, fsync of the folder.  On any failure
+ * (disk full, I/O error, short write) the temporary file is removed, a
+ * previous PATH is left as it was, and err names PATH and the reason.
+ * dtypes: NCC_F32, F16, BF16, I32, I8, and the host-only NCC_I64 / NCC_F64
+ * (checkpoint scalars: __step__, __epoch__, num_batches_tracked, __lr__). */
 int ncc_save_safetensors(const char *path, const ncc_tensor_info *t, int n,
                          const void *const *host_ptrs, char *err, size_t errn);
 /* .npy: reads a whole array (malloc'ed *data); validates magic, header, dtype, size. */
@@ -120,6 +125,50 @@ int ncc_npy_read(const char *path, int *dtype, int *rank, int64_t shape[8], void
                  char *err, size_t errn);
 int ncc_npy_write(const char *path, int dtype, int rank, const int64_t *shape, const void *data,
                   char *err, size_t errn);
+
+/* ---- additions (trainer): checkpoints ------------------------------------ */
+/* Host-only dtypes, for safetensors files: 64-bit scalars of checkpoints.
+ * No tensor of a model has them; they never reach a device. */
+enum { NCC_I64 = 5, NCC_F64 = 6 };
+/* One tensor wanted from a file, for ncc_load_safetensors_opt.
+ *   t:       name, the dtype to deliver (NCC_F32, I32, I8 on the device or the
+ *            host; NCC_I64, F64 on the host only) and the shape;
+ *   dst:     where the data goes: device memory, or host memory with NCC_ST_HOST;
+ *   flags:   NCC_ST_OPTIONAL: absent from the file is not an error;
+ *   present: set by the call: 1 when the file had it and it was loaded. */
+enum { NCC_ST_OPTIONAL = 1, NCC_ST_HOST = 2 };
+typedef struct ncc_st_want {
+  ncc_tensor_info t;
+  void *dst;
+  int flags;
+  int present;
+} ncc_st_want;
+/* call flags: NCC_ST_ALLOW_EXTRA accepts tensors of the file that nobody
+ * wants (without it they are an error, as in ncc_load_safetensors, except
+ * names ending in num_batches_tracked). */
+enum { NCC_ST_ALLOW_EXTRA = 1 };
+/* Like ncc_load_safetensors, for a list of wanted tensors some of which may be
+ * optional: every missing required, unexpected, mis-shaped or mis-typed tensor
+ * is listed in one message; nothing is copied unless all match.  Floating
+ * tensors in the file convert to F32/F64, integer ones to I32/I8/I64 (range
+ * checked).  d may be NULL when every wanted tensor is NCC_ST_HOST. */
+int ncc_load_safetensors_opt(ncc_dev *d, const char *path, ncc_st_want *w, int n, int flags,
+                             char *err, size_t errn);
+
+/* A .npy file memory-mapped, its data as the file holds it (no conversion,
+ * no copy): for training sets larger than memory would like.  dtype is the
+ * file's element type: NCC_F32, F16, I32, I8, or the host-only NCC_F64,
+ * NCC_I64, NCC_U8; esize its bytes.  Validated like ncc_npy_read (magic,
+ * header, data size exact).  ncc_npy_unmap releases it (safe on a zeroed one). */
+enum { NCC_U8 = 7 };
+typedef struct ncc_npy_mapped {
+  void *base; size_t len;     /* the mapping */
+  const void *data;           /* the first element */
+  int dtype, esize, rank;
+  int64_t shape[8];
+} ncc_npy_mapped;
+int  ncc_npy_map(const char *path, ncc_npy_mapped *a, char *err, size_t errn);
+void ncc_npy_unmap(ncc_npy_mapped *a);
 
 /* Wall-clock seconds, monotonic. */
 double ncc_now(void);

@@ -15,6 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ctype.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "rt_internal.h"
 
 enum { K_F4, K_F2, K_I4, K_I1, K_F8, K_I8, K_U1 };
@@ -210,6 +214,51 @@ int ncc_npy_read(const char *path, int *dtype, int *rank, int64_t shape[8], void
   memmove(buf, buf + off, (size_t)sz - off);
   *data = buf;
   return 0;
+}
+
+int ncc_npy_map(const char *path, ncc_npy_mapped *a, char *err, size_t errn) {
+  struct stat st;
+  int fd, dtype, kind, rc;
+  size_t off;
+  memset(a, 0, sizeof *a);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) { ncc_errf(err, errn, "%s: cannot open: %s", path, strerror(errno)); return NCC_EUSER; }
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ncc_errf(err, errn, "%s: not a regular file", path);
+    close(fd);
+    return NCC_EUSER;
+  }
+  if (st.st_size < 10) {
+    ncc_errf(err, errn, "%s: not a .npy file (%lld bytes)", path, (long long)st.st_size);
+    close(fd);
+    return NCC_EUSER;
+  }
+  a->len = (size_t)st.st_size;
+  a->base = mmap(NULL, a->len, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (a->base == MAP_FAILED) {
+    a->base = NULL;
+    ncc_errf(err, errn, "%s: cannot map: %s", path, strerror(errno));
+    return NCC_EUSER;
+  }
+  rc = ncc_npy_parse((const unsigned char *)a->base, a->len, path, &dtype, &kind, &a->rank, a->shape, &off, err, errn);
+  if (rc) { ncc_npy_unmap(a); return rc; }
+  switch (kind) {
+    case K_F4: a->dtype = NCC_F32; a->esize = 4; break;
+    case K_F2: a->dtype = NCC_F16; a->esize = 2; break;
+    case K_I4: a->dtype = NCC_I32; a->esize = 4; break;
+    case K_I1: a->dtype = NCC_I8; a->esize = 1; break;
+    case K_F8: a->dtype = NCC_F64; a->esize = 8; break;
+    case K_I8: a->dtype = NCC_I64; a->esize = 8; break;
+    default: a->dtype = NCC_U8; a->esize = 1; break;
+  }
+  a->data = (const unsigned char *)a->base + off;
+  return 0;
+}
+
+void ncc_npy_unmap(ncc_npy_mapped *a) {
+  if (a->base) munmap(a->base, a->len);
+  memset(a, 0, sizeof *a);
 }
 
 int ncc_npy_write(const char *path, int dtype, int rank, const int64_t *shape, const void *data, char *err, size_t errn) {

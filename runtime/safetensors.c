@@ -206,8 +206,12 @@ static void shape_str(char *buf, size_t n, int rank, const int64_t *shape) {
   cat(buf, n, "]");
 }
 
-int ncc_st_match(const ncc_st_entry *e, int ne, const char *path, const ncc_tensor_info *params, int n, int *map,
-                 char *err, size_t errn) {
+static int is_int_dtype(int dt) { return dt == NCC_I32 || dt == NCC_I8 || dt == NCC_I64; }
+
+/* The matching of ncc_st_match and ncc_load_safetensors_opt: map[i] is the
+ * entry of w[i], or -1 when the file lacks it (an error unless optional). */
+static int match_want(const ncc_st_entry *e, int ne, const char *path, const ncc_st_want *w, int n, int allow_extra,
+                      int *map, char *err, size_t errn) {
   int i, j, nmiss = 0, nextra = 0, nshape = 0, ndtype = 0;
   char *used = calloc((size_t)ne + 1, 1);
   char a[200], b[200];
@@ -215,12 +219,13 @@ int ncc_st_match(const ncc_st_entry *e, int ne, const char *path, const ncc_tens
   for (i = 0; i < n; i++) {
     map[i] = -1;
     for (j = 0; j < ne; j++)
-      if (strcmp(e[j].name, params[i].name) == 0) { map[i] = j; used[j] = 1; break; }
+      if (strcmp(e[j].name, w[i].t.name) == 0) { map[i] = j; used[j] = 1; break; }
   }
   ncc_errf(err, errn, "%s: does not match the model:", path);
   for (i = 0; i < n; i++)
-    if (map[i] < 0) cat(err, errn, "%s '%s'", nmiss++ ? "," : "\n  missing:", params[i].name);
-  for (j = 0; j < ne; j++)
+    if (map[i] < 0 && !(w[i].flags & NCC_ST_OPTIONAL))
+      cat(err, errn, "%s '%s'", nmiss++ ? "," : "\n  missing:", w[i].t.name);
+  for (j = 0; j < ne && !allow_extra; j++)
     if (!used[j] && !ends_with(e[j].name, "num_batches_tracked"))
       cat(err, errn, "%s '%s'", nextra++ ? "," : "\n  unexpected:", e[j].name);
   for (i = 0; i < n; i++) {
@@ -228,22 +233,22 @@ int ncc_st_match(const ncc_st_entry *e, int ne, const char *path, const ncc_tens
     int same;
     if (map[i] < 0) continue;
     x = &e[map[i]];
-    same = x->rank == params[i].rank;
-    for (j = 0; same && j < x->rank; j++) same = x->shape[j] == params[i].shape[j];
+    same = x->rank == w[i].t.rank;
+    for (j = 0; same && j < x->rank; j++) same = x->shape[j] == w[i].t.shape[j];
     if (!same) {
       shape_str(a, sizeof a, x->rank, x->shape);
-      shape_str(b, sizeof b, params[i].rank, params[i].shape);
+      shape_str(b, sizeof b, w[i].t.rank, w[i].t.shape);
       cat(err, errn, "%s '%s' is %s in the file, the model wants %s", nshape++ ? "," : "\n  wrong shape:",
-          params[i].name, a, b);
+          w[i].t.name, a, b);
     }
   }
   for (i = 0; i < n; i++) {
-    int want_int = params[i].dtype == NCC_I32 || params[i].dtype == NCC_I8, dt;
+    int want_int = is_int_dtype(w[i].t.dtype), dt;
     if (map[i] < 0) continue;
     dt = e[map[i]].dtype;
     if (want_int ? !(dt == ST_I32 || dt == ST_I64 || dt == ST_I16 || dt == ST_I8 || dt == ST_U8)
                  : !(dt == ST_F32 || dt == ST_F16 || dt == ST_BF16 || dt == ST_F64))
-      cat(err, errn, "%s '%s' is %s, the model wants %s", ndtype++ ? "," : "\n  wrong dtype:", params[i].name,
+      cat(err, errn, "%s '%s' is %s, the model wants %s", ndtype++ ? "," : "\n  wrong dtype:", w[i].t.name,
           st_dtypes[dt].name, want_int ? "an integer tensor" : "a floating-point tensor");
   }
   free(used);
@@ -255,8 +260,31 @@ int ncc_st_match(const ncc_st_entry *e, int ne, const char *path, const ncc_tens
   return 0;
 }
 
+/* the wanted list of a plain parameter list: every one required, on the device */
+static ncc_st_want *wants_of(const ncc_tensor_info *params, int n, void *const *dev_ptrs) {
+  ncc_st_want *w = calloc((size_t)n + 1, sizeof *w);
+  int i;
+  if (!w) return NULL;
+  for (i = 0; i < n; i++) {
+    w[i].t = params[i];
+    if (!is_int_dtype(w[i].t.dtype)) w[i].t.dtype = NCC_F32;
+    w[i].dst = dev_ptrs ? dev_ptrs[i] : NULL;
+  }
+  return w;
+}
+
+int ncc_st_match(const ncc_st_entry *e, int ne, const char *path, const ncc_tensor_info *params, int n, int *map,
+                 char *err, size_t errn) {
+  ncc_st_want *w = wants_of(params, n, NULL);
+  int rc;
+  if (!w) { ncc_errf(err, errn, "%s: out of memory", path); return NCC_EUSER; }
+  rc = match_want(e, ne, path, w, n, 0, map, err, errn);
+  free(w);
+  return rc;
+}
+
 /* Converts one tensor to what the device holds: f32 for floating parameters,
- * i32 (or i8) for integer ones.  Returns -1, or the index of the first element
+ * i32 (or i8) for integer ones; i64 or f64 for host scalars.  Returns -1, or the index of the first element
  * that the integer target cannot hold (a value is never silently wrapped). */
 static int64_t convert(const unsigned char *src, int dt, int64_t numel, int target, void *dst) {
   int64_t i;
@@ -274,7 +302,13 @@ static int64_t convert(const unsigned char *src, int dt, int64_t numel, int targ
       case ST_I8: v = (int8_t)*p; break;
       default: v = *p; break;
     }
-    if (target == NCC_I32) {
+    if (target == NCC_I64) {
+      if (dt == ST_I64) { memcpy((int64_t *)dst + i, p, 8); continue; }
+      if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0)) return i;
+      ((int64_t *)dst)[i] = (int64_t)v;
+    } else if (target == NCC_F64) {
+      ((double *)dst)[i] = v;
+    } else if (target == NCC_I32) {
       if (!(v >= -2147483648.0 && v <= 2147483647.0)) return i;
       ((int32_t *)dst)[i] = (int32_t)v;
     } else if (target == NCC_I8) {
@@ -312,52 +346,83 @@ static int map_file(const char *path, unsigned char **buf, size_t *n, char *err,
   return 0;
 }
 
-int ncc_load_safetensors(ncc_dev *d, const char *path, const ncc_tensor_info *params, int n, void *const *dev_ptrs,
-                         char *err, size_t errn) {
+static int esize(int target) {
+  switch (target) {
+    case NCC_I8: return 1;
+    case NCC_I64: case NCC_F64: return 8;
+    default: return 4;
+  }
+}
+
+int ncc_load_safetensors_opt(ncc_dev *d, const char *path, ncc_st_want *w, int n, int flags, char *err,
+                             size_t errn) {
   unsigned char *buf;
   size_t sz, data_off;
   ncc_st_entry *e = NULL;
   int ne = 0, i, rc, *map;
+  for (i = 0; i < n; i++) {
+    w[i].present = 0;
+    if (!(w[i].flags & NCC_ST_HOST) && (!d || w[i].t.dtype == NCC_I64 || w[i].t.dtype == NCC_F64)) {
+      ncc_errf(err, errn, "%s: tensor '%s': %s", path, w[i].t.name,
+               d ? "64-bit tensors load into host memory only (NCC_ST_HOST)" : "no device for a device tensor");
+      return NCC_EUSER;
+    }
+  }
   rc = map_file(path, &buf, &sz, err, errn);
   if (rc) return rc;
   rc = ncc_st_index(buf, sz, path, &e, &ne, &data_off, err, errn);
   if (rc) goto out;
   map = malloc(sizeof *map * (size_t)(n + 1));
   if (!map) { ncc_errf(err, errn, "%s: out of memory", path); rc = NCC_EUSER; goto out; }
-  rc = ncc_st_match(e, ne, path, params, n, map, err, errn);
+  rc = match_want(e, ne, path, w, n, flags & NCC_ST_ALLOW_EXTRA, map, err, errn);
   for (i = 0; !rc && i < n; i++) {
-    const ncc_st_entry *x = &e[map[i]];
-    int target = params[i].dtype == NCC_I32 || params[i].dtype == NCC_I8 ? params[i].dtype : NCC_F32;
-    size_t esz = target == NCC_I8 ? 1 : 4, bytes = (size_t)x->numel * esz;
+    const ncc_st_entry *x;
+    int target = w[i].t.dtype, host = w[i].flags & NCC_ST_HOST;
+    size_t bytes;
     void *tmp;
-    if ((x->dtype == ST_F32 && target == NCC_F32) || (x->dtype == ST_I32 && target == NCC_I32)) {
+    if (map[i] < 0) continue;
+    x = &e[map[i]];
+    bytes = (size_t)x->numel * (size_t)esize(target);
+    if (!host && ((x->dtype == ST_F32 && target == NCC_F32) || (x->dtype == ST_I32 && target == NCC_I32))) {
       /* already what the device holds: straight from the mapping */
-      if (bytes && ncc_memcpy_h2d(d, dev_ptrs[i], buf + data_off + x->begin, bytes)) {
+      if (bytes && ncc_memcpy_h2d(d, w[i].dst, buf + data_off + x->begin, bytes)) {
         ncc_errf(err, errn, "%s: copying tensor '%s' to the device: %s", path, x->name, ncc_dev_error(d));
         rc = NCC_EUSER;
       }
+      w[i].present = !rc;
       continue;
     }
-    tmp = malloc(bytes ? bytes : 1);
+    tmp = host ? w[i].dst : malloc(bytes ? bytes : 1);
     if (!tmp) { ncc_errf(err, errn, "%s: out of memory for tensor '%s'", path, x->name); rc = NCC_EUSER; break; }
     {
       int64_t badi = convert(buf + data_off + x->begin, x->dtype, x->numel, target, tmp);
       if (badi >= 0) {
         ncc_errf(err, errn, "%s: tensor '%s': element %lld does not fit in %s", path, x->name, (long long)badi,
-                 target == NCC_I8 ? "int8" : "int32");
+                 target == NCC_I8 ? "int8" : target == NCC_I64 ? "int64" : "int32");
         rc = NCC_EUSER;
       }
     }
-    if (!rc && bytes && ncc_memcpy_h2d(d, dev_ptrs[i], tmp, bytes)) {
+    if (!rc && !host && bytes && ncc_memcpy_h2d(d, w[i].dst, tmp, bytes)) {
       ncc_errf(err, errn, "%s: copying tensor '%s' to the device: %s", path, x->name, ncc_dev_error(d));
       rc = NCC_EUSER;
     }
-    free(tmp);
+    if (!host) free(tmp);
+    w[i].present = !rc;
   }
   free(map);
 out:
   ncc_st_free(e, ne);
   if (buf) munmap(buf, sz);
+  return rc;
+}
+
+int ncc_load_safetensors(ncc_dev *d, const char *path, const ncc_tensor_info *params, int n, void *const *dev_ptrs,
+                         char *err, size_t errn) {
+  ncc_st_want *w = wants_of(params, n, dev_ptrs);
+  int rc;
+  if (!w) { ncc_errf(err, errn, "%s: out of memory", path); return NCC_EUSER; }
+  rc = ncc_load_safetensors_opt(d, path, w, n, 0, err, errn);
+  free(w);
   return rc;
 }
 
@@ -369,6 +434,8 @@ static const char *ncc_dtype_st(int dt, int *size) {
     case NCC_BF16: *size = 2; return "BF16";
     case NCC_I32: *size = 4; return "I32";
     case NCC_I8: *size = 1; return "I8";
+    case NCC_I64: *size = 8; return "I64";
+    case NCC_F64: *size = 8; return "F64";
     default: *size = 0; return NULL;
   }
 }
@@ -381,39 +448,54 @@ static int write_full(int fd, const void *p, size_t n) {
       if (errno == EINTR) continue;
       return -1;
     }
+    if (w == 0) { errno = ENOSPC; return -1; }   /* no progress: the disk is full */
     c += w;
     n -= (size_t)w;
   }
   return 0;
 }
 
-/* Writes [prefix bytes][body parts] to path atomically; shared with npy.c. */
+/* Writes [parts...] to path atomically and durably; shared with npy.c.
+ * PATH.tmp.<pid> beside it (same file system, so the rename is atomic),
+ * fsync, close, rename over PATH, fsync of the folder.  Any failure removes
+ * the temporary file and leaves a previous PATH as it was. */
 int ncc_write_atomic(const char *path, const void *const *parts, const size_t *sizes, int nparts, char *err,
                      size_t errn) {
   char *tmp, *dirc, *dir;
-  int fd, i, dfd;
-  size_t len = strlen(path) + 16;
+  int fd, i, dfd, e;
+  size_t len = strlen(path) + 32;
+  const char *step = "write";
   tmp = malloc(len);
   dirc = strdup(path);
   if (!tmp || !dirc) { free(tmp); free(dirc); ncc_errf(err, errn, "%s: out of memory", path); return NCC_EUSER; }
-  snprintf(tmp, len, "%s.tmpXXXXXX", path);
-  fd = mkstemp(tmp);
+  snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
+  /* a leftover of an earlier process with this pid is garbage: truncate it */
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) {
-    ncc_errf(err, errn, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
+    ncc_errf(err, errn, "%s: cannot create the temporary file %s beside it: %s", path, tmp, strerror(errno));
     free(tmp); free(dirc);
     return NCC_EUSER;
   }
   for (i = 0; i < nparts; i++)
     if (sizes[i] && write_full(fd, parts[i], sizes[i])) break;
-  if (i < nparts || fsync(fd) != 0 || fchmod(fd, 0644) != 0) {
-    ncc_errf(err, errn, "%s: write failed: %s", path, strerror(errno));
+  if (i < nparts || (step = "fsync", fsync(fd) != 0)) {
+    e = errno;
+    ncc_errf(err, errn, "%s: %s failed (the previous file, if any, is unchanged): %s", path, step, strerror(e));
     close(fd);
     unlink(tmp);
     free(tmp); free(dirc);
     return NCC_EUSER;
   }
-  if (close(fd) != 0 || rename(tmp, path) != 0) {
-    ncc_errf(err, errn, "%s: cannot replace the file: %s", path, strerror(errno));
+  if (close(fd) != 0) {
+    e = errno;
+    ncc_errf(err, errn, "%s: close failed (the previous file, if any, is unchanged): %s", path, strerror(e));
+    unlink(tmp);
+    free(tmp); free(dirc);
+    return NCC_EUSER;
+  }
+  if (rename(tmp, path) != 0) {
+    e = errno;
+    ncc_errf(err, errn, "%s: cannot replace the file: %s", path, strerror(e));
     unlink(tmp);
     free(tmp); free(dirc);
     return NCC_EUSER;
@@ -421,7 +503,15 @@ int ncc_write_atomic(const char *path, const void *const *parts, const size_t *s
   /* the rename itself must reach the disk */
   dir = dirname(dirc);
   dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) { fsync(dfd); close(dfd); }
+  if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL)) {
+    e = errno;
+    if (dfd >= 0) close(dfd);
+    ncc_errf(err, errn, "%s: written, but syncing its folder %s failed (it may not survive a crash): %s", path, dir,
+             strerror(e));
+    free(tmp); free(dirc);
+    return NCC_EUSER;
+  }
+  close(dfd);
   free(tmp);
   free(dirc);
   return 0;

@@ -3,7 +3,8 @@
 # Packages already present are left alone, so this is quick on a set-up machine.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build flex bison pkg-config clang libclang-rt-14-dev
-      libopenblas-dev libcjson-dev python3-numpy python3-torch)
+      libopenblas-dev libcjson-dev python3-numpy python3-torch
+      python3-sklearn)   # sklearn: the digits data set (tests/data/make_digits.py)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

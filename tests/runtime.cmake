@@ -130,3 +130,10 @@ if(NCC_NVCC AND NOT NCC_SANITIZE)
 elseif(NOT NCC_SANITIZE)
   ncc_skipped_test(rt.cudart "nvcc not found (CUDA_HOME=${NCC_CUDA_HOME}, PATH)")
 endif()
+
+# checkpoints (owner: trainer): I64/F64 scalars, optional tensors, atomic saves
+# under a full disk (a 64 KiB tmpfs when mountable, RLIMIT_FSIZE always) and
+# under SIGKILL at random moments (50 kills)
+add_executable(rt_test_checkpoint ${NCC_RT_TESTS}/test_checkpoint.c)
+target_link_libraries(rt_test_checkpoint PRIVATE nccrt)
+add_test(NAME rt.checkpoint COMMAND rt_test_checkpoint)

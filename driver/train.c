@@ -1,0 +1,612 @@
+/* train.c — `ncc train`: a model with a train block, trained on .npy data.
+ *
+ *   check the flags and map the data (before any compiling: a typo in a path
+ *   costs no compile) -> build and load as `ncc run` does (build.c, load.c) ->
+ *   the training API of the generated code (docs/generated-code.md: M_train_step_io,
+ *   M_schedule_step, M_lr, M_step, M_set_seed, M_save, M_save_grads) ->
+ *   weights (--weights, init.c's PyTorch defaults, or the --resume checkpoint) ->
+ *   the loop: a loader thread gathers the next batch into the other of two host
+ *   buffers while the step runs; at the end of each epoch the schedule steps,
+ *   the test set is evaluated and the checkpoint written.
+ *
+ * Data: DIR/x.npy float32 [n, <the model input's shape without N>], DIR/y.npy
+ * int32 or int64 labels [n] in [0, classes), optional test_x.npy, test_y.npy;
+ * memory-mapped, never read whole.  The batch is the model's N; an epoch is
+ * floor(n / N) steps (the last partial batch is dropped, DataLoader's
+ * drop_last=True).  The order of epoch e (counted from 0 inside) is a
+ * Fisher-Yates permutation drawn from splitmix64 seeded by (--seed, e), so
+ * the batch of step k depends on k alone: a run resumed from a checkpoint
+ * draws exactly the batches an unbroken run draws.
+ *
+ * Counting: steps and epochs are counted from 1 in every message and in
+ * --log (row `step,epoch,loss,lr`: the step's number, its epoch, its loss, the
+ * learning rate it used).  Test evaluation runs M_infer_io in batches of N;
+ * the last partial batch is padded with zeros and the padding ignored, so
+ * every test sample counts.  Loss and accuracy are computed here from the
+ * logits (the model's first output, [N, classes]): mean cross-entropy in
+ * double precision, accuracy by the first maximum (torch.argmax).
+ *
+ * A NaN or infinite loss stops the run with status 1 and leaves the last
+ * checkpoint as it was. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "driver.h"
+
+/* Graph T's inputs in M_train_step_io's order.  The training codegen adds
+ * ncc_model_info.train_inputs; for the models ncc trains they are the model's
+ * inputs (the data, then the labels), which is what M_info lists today. */
+#ifdef NCC_HAVE_TRAIN_INPUTS
+#define TRAIN_INPUTS(inf) ((inf)->train_inputs)
+#define NTRAIN_INPUTS(inf) ((inf)->ntrain_inputs)
+#else
+#define TRAIN_INPUTS(inf) ((inf)->inputs)
+#define NTRAIN_INPUTS(inf) ((inf)->ninputs)
+#endif
+
+/* ---- the data ------------------------------------------------------------ */
+
+typedef struct Split {
+  ncc_npy_mapped x, y;
+  int32_t *labels;        /* y as int32 (a copy: converted from int64 when needed) */
+  int64_t n;              /* samples */
+  size_t row;             /* bytes of one sample of x */
+  char xpath[4200], ypath[4200];
+} Split;
+
+static void split_free(Split *s) {
+  ncc_npy_unmap(&s->x);
+  ncc_npy_unmap(&s->y);
+  free(s->labels);
+  s->labels = NULL;
+}
+
+static int file_exists(const char *p) { return access(p, F_OK) == 0; }
+
+/* Maps DIR/<prefix>x.npy and y.npy and checks them against the model's input
+ * (shape without N: want[1..rank-1]) and the classes (0: unknown). */
+static int split_open(Split *s, const char *dir, const char *prefix, const ncc_tensor_info *xin, int64_t classes) {
+  char err[2048], msg[4400], got[256], want[256];
+  memset(s, 0, sizeof *s);
+  snprintf(s->xpath, sizeof s->xpath, "%s/%sx.npy", dir, prefix);
+  snprintf(s->ypath, sizeof s->ypath, "%s/%sy.npy", dir, prefix);
+  for (int k = 0; k < 2; k++) {
+    const char *p = k ? s->ypath : s->xpath;
+    if (!file_exists(p)) return drv_error("training data: %s: %s", p, strerror(errno));
+  }
+  if (ncc_npy_map(s->xpath, &s->x, err, sizeof err)) return drv_error("training data: %s", with_path(msg, sizeof msg, s->xpath, err));
+  if (ncc_npy_map(s->ypath, &s->y, err, sizeof err)) return drv_error("training data: %s", with_path(msg, sizeof msg, s->ypath, err));
+  /* x: float32 [n, shape of the input without N] */
+  int64_t sample[8];
+  for (int i = 1; i < xin->rank; i++) sample[i - 1] = xin->shape[i];
+  tensor_str(want, sizeof want, NCC_F32, xin->rank - 1, sample);
+  if (s->x.dtype != NCC_F32)
+    return drv_error("%s: the samples must be float32 ('<f4'); this file holds %s", s->xpath,
+                     s->x.dtype == NCC_F64 ? "float64 (x.astype(np.float32) converts it)" : "another dtype");
+  int same = s->x.rank == xin->rank;
+  for (int i = 1; same && i < xin->rank; i++) same = s->x.shape[i] == xin->shape[i];
+  if (!same) {
+    int64_t sh[8];
+    for (int i = 1; i < s->x.rank; i++) sh[i - 1] = s->x.shape[i];
+    tensor_str(got, sizeof got, NCC_F32, s->x.rank > 0 ? s->x.rank - 1 : 0, sh);
+    return drv_error("%s: shape mismatch: each sample is %s%s, but the model's input %s wants %s (samples first, "
+                     "then the input's shape without N)",
+                     s->xpath, s->x.rank == 0 ? "a scalar" : got, s->x.rank == 0 ? "" : "", xin->name, want);
+  }
+  s->n = s->x.shape[0];
+  s->row = (size_t)numel(xin->rank - 1, sample) * sizeof(float);
+  /* y: int32 or int64 [n] */
+  if (s->y.dtype != NCC_I32 && s->y.dtype != NCC_I64)
+    return drv_error("%s: the labels must be int32 or int64 ('<i4' or '<i8'), this file holds %s", s->ypath,
+                     s->y.dtype == NCC_F32 || s->y.dtype == NCC_F64 ? "floating-point numbers" : "another dtype");
+  if (s->y.rank != 1)
+    return drv_error("%s: the labels must be one-dimensional [samples], this file has %d dimensions", s->ypath,
+                     s->y.rank);
+  if (s->y.shape[0] != s->n)
+    return drv_error("%s has %lld samples but %s has %lld labels: they must have the same length", s->xpath,
+                     (long long)s->n, s->ypath, (long long)s->y.shape[0]);
+  s->labels = malloc((size_t)(s->n > 0 ? s->n : 1) * sizeof *s->labels);
+  if (!s->labels) return drv_error("%s: out of memory for %lld labels", s->ypath, (long long)s->n);
+  for (int64_t i = 0; i < s->n; i++) {
+    int64_t v;
+    if (s->y.dtype == NCC_I32) { int32_t t; memcpy(&t, (const char *)s->y.data + 4 * i, 4); v = t; }
+    else memcpy(&v, (const char *)s->y.data + 8 * i, 8);
+    if (v < 0 || (classes > 0 && v >= classes) || v > INT32_MAX) {
+      char range[64];
+      if (classes > 0) snprintf(range, sizeof range, "[0, %lld)", (long long)classes);
+      else snprintf(range, sizeof range, "[0, 2^31)");
+      return drv_error("%s: label %lld at index %lld is outside %s (the model has %lld classes)", s->ypath,
+                       (long long)v, (long long)i, range, (long long)classes);
+    }
+    s->labels[i] = (int32_t)v;
+  }
+  return 0;
+}
+
+/* ---- the order of the samples ------------------------------------------- */
+
+/* The permutation of epoch e (from 0): Fisher-Yates from splitmix64 keyed by
+ * (seed, e).  Depends on nothing else, so a resumed run repeats it. */
+static void epoch_order(int64_t *perm, int64_t n, uint64_t seed, int64_t epoch, int shuffle) {
+  for (int64_t i = 0; i < n; i++) perm[i] = i;
+  if (!shuffle) return;
+  uint64_t s = seed * 0x9E3779B97F4A7C15ULL ^ ((uint64_t)epoch + 1) * 0xD1B54A32D192ED03ULL;
+  rng_next(&s);
+  for (int64_t i = n - 1; i > 0; i--) {
+    uint64_t r = rng_next(&s);
+    /* unbiased below i+1: Lemire's multiply-shift is enough for n < 2^32, rejection otherwise */
+    uint64_t bound = (uint64_t)i + 1, lim = -bound % bound;
+    while (r < lim) r = rng_next(&s);
+    int64_t j = (int64_t)(r % bound);
+    int64_t t = perm[i]; perm[i] = perm[j]; perm[j] = t;
+  }
+}
+
+/* ---- the loader thread: the next batch while the step runs --------------- */
+
+typedef struct Loader {
+  const Split *tr;
+  int64_t N, spe;          /* batch, steps per epoch */
+  uint64_t seed;
+  int shuffle;
+  float *x[2];
+  int32_t *y[2];
+  int64_t *perm, perm_epoch;
+  pthread_t th;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int64_t want[2], have[2];
+  int quit, started;
+} Loader;
+
+static void gather(Loader *L, int64_t step, int b) {
+  int64_t e = step / L->spe, at = (step % L->spe) * L->N;
+  if (e != L->perm_epoch) {
+    epoch_order(L->perm, L->tr->n, L->seed, e, L->shuffle);
+    L->perm_epoch = e;
+  }
+  const char *src = (const char *)L->tr->x.data;
+  for (int64_t i = 0; i < L->N; i++) {
+    int64_t k = L->perm[at + i];
+    memcpy((char *)L->x[b] + (size_t)i * L->tr->row, src + (size_t)k * L->tr->row, L->tr->row);
+    L->y[b][i] = L->tr->labels[k];
+  }
+}
+
+static void *loader_main(void *arg) {
+  Loader *L = (Loader *)arg;
+  pthread_mutex_lock(&L->mu);
+  for (;;) {
+    int b = -1;
+    while (!L->quit && b < 0) {
+      for (int k = 0; k < 2 && b < 0; k++)
+        if (L->want[k] >= 0 && L->want[k] != L->have[k]) b = k;
+      if (b < 0) pthread_cond_wait(&L->cv, &L->mu);
+    }
+    if (L->quit) break;
+    int64_t step = L->want[b];
+    pthread_mutex_unlock(&L->mu);
+    gather(L, step, b);
+    pthread_mutex_lock(&L->mu);
+    L->have[b] = step;
+    pthread_cond_broadcast(&L->cv);
+  }
+  pthread_mutex_unlock(&L->mu);
+  return NULL;
+}
+
+static int loader_start(Loader *L, const Split *tr, int64_t N, int64_t spe, uint64_t seed, int shuffle,
+                        size_t xbytes) {
+  memset(L, 0, sizeof *L);
+  L->tr = tr; L->N = N; L->spe = spe; L->seed = seed; L->shuffle = shuffle;
+  L->perm_epoch = -1;
+  L->perm = malloc((size_t)tr->n * sizeof *L->perm);
+  for (int b = 0; b < 2; b++) {
+    L->x[b] = malloc(xbytes);
+    L->y[b] = malloc((size_t)N * sizeof(int32_t));
+    L->want[b] = L->have[b] = -1;
+  }
+  if (!L->perm || !L->x[0] || !L->x[1] || !L->y[0] || !L->y[1]) return drv_error("out of memory for the batches");
+  pthread_mutex_init(&L->mu, NULL);
+  pthread_cond_init(&L->cv, NULL);
+  if (pthread_create(&L->th, NULL, loader_main, L) != 0) return drv_internal("cannot start the loader thread");
+  L->started = 1;
+  return 0;
+}
+
+static void loader_request(Loader *L, int64_t step) {
+  pthread_mutex_lock(&L->mu);
+  L->want[step & 1] = step;
+  pthread_cond_broadcast(&L->cv);
+  pthread_mutex_unlock(&L->mu);
+}
+
+static void loader_wait(Loader *L, int64_t step) {
+  pthread_mutex_lock(&L->mu);
+  while (L->have[step & 1] != step) pthread_cond_wait(&L->cv, &L->mu);
+  pthread_mutex_unlock(&L->mu);
+}
+
+static void loader_stop(Loader *L) {
+  if (L->started) {
+    pthread_mutex_lock(&L->mu);
+    L->quit = 1;
+    pthread_cond_broadcast(&L->cv);
+    pthread_mutex_unlock(&L->mu);
+    pthread_join(L->th, NULL);
+    pthread_mutex_destroy(&L->mu);
+    pthread_cond_destroy(&L->cv);
+  }
+  for (int b = 0; b < 2; b++) { free(L->x[b]); free(L->y[b]); }
+  free(L->perm);
+  memset(L, 0, sizeof *L);
+}
+
+/* ---- the generated training API ----------------------------------------- */
+
+typedef struct TrainApi {
+  int (*step_io)(void *m, const void *const *inputs, float *loss);
+  int (*schedule_step)(void *m);
+  double (*lr)(const void *m);
+  int64_t (*step)(const void *m);
+  void (*set_seed)(void *m, uint64_t seed);
+  int (*save)(void *m, const char *path);
+  int (*save_grads)(void *m, const char *path);
+} TrainApi;
+
+static int train_api(const Model *M, TrainApi *A) {
+  char sym[400];
+#define LOOKUP(field, suffix)                                                                          \
+  do {                                                                                                 \
+    snprintf(sym, sizeof sym, "%s_" suffix, M->name);                                                  \
+    *(void **)&A->field = dlsym(M->so, sym);                                                           \
+    if (!A->field) return drv_internal("the compiled model lacks %s (docs/generated-code.md)", sym);   \
+  } while (0)
+  LOOKUP(step_io, "train_step_io");
+  LOOKUP(schedule_step, "schedule_step");
+  LOOKUP(lr, "lr");
+  LOOKUP(step, "step");
+  LOOKUP(set_seed, "set_seed");
+  LOOKUP(save, "save");
+  LOOKUP(save_grads, "save_grads");
+#undef LOOKUP
+  return 0;
+}
+
+static const char *merr(const Model *M) {
+  const char *e = M->error(M->m);
+  return e && *e ? e : "(no message)";
+}
+
+/* ---- evaluation ---------------------------------------------------------- */
+
+/* Mean cross-entropy and accuracy of the logits of the test set. */
+static int evaluate(Model *M, const Split *te, int xi, int yi, int64_t N, int64_t classes, double *loss, double *acc) {
+  const ncc_model_info *inf = M->inf;
+  void **in = alloc_tensors(inf->inputs, inf->ninputs);
+  void **out = alloc_tensors(inf->outputs, inf->noutputs);
+  double sum = 0;
+  int64_t right = 0;
+  int rc = 0;
+  for (int64_t at = 0; at < te->n && !rc; at += N) {
+    int64_t r = te->n - at < N ? te->n - at : N;
+    memcpy(in[xi], (const char *)te->x.data + (size_t)at * te->row, (size_t)r * te->row);
+    if (r < N) memset((char *)in[xi] + (size_t)r * te->row, 0, (size_t)(N - r) * te->row);
+    if (yi >= 0) {
+      memset(in[yi], 0, (size_t)N * sizeof(int32_t));
+      memcpy(in[yi], te->labels + at, (size_t)r * sizeof(int32_t));
+    }
+    rc = model_infer(M, in, out);
+    const float *lg = (const float *)out[0];
+    for (int64_t i = 0; !rc && i < r; i++) {
+      const float *row = lg + i * classes;
+      int64_t best = 0;
+      double mx = row[0], se = 0;
+      for (int64_t c = 1; c < classes; c++)
+        if (row[c] > row[best] || (isnan(row[c]) && !isnan(row[best]))) best = c;
+      for (int64_t c = 0; c < classes; c++) if (row[c] > mx) mx = row[c];
+      for (int64_t c = 0; c < classes; c++) se += exp((double)row[c] - mx);
+      sum += mx + log(se) - row[te->labels[at + i]];
+      right += best == te->labels[at + i];
+    }
+  }
+  free_tensors(in, inf->ninputs);
+  free_tensors(out, inf->noutputs);
+  *loss = te->n ? sum / (double)te->n : 0;
+  *acc = te->n ? 100.0 * (double)right / (double)te->n : 0;
+  return rc;
+}
+
+/* ---- the command --------------------------------------------------------- */
+
+static void fmt_time(char *buf, size_t n, double s) {
+  if (!(s >= 0) || s > 1e7) snprintf(buf, n, "?");
+  else if (s < 60) snprintf(buf, n, "%.0f s", s);
+  else if (s < 3600) snprintf(buf, n, "%d min %02d s", (int)s / 60, (int)s % 60);
+  else snprintf(buf, n, "%d h %02d min", (int)s / 3600, (int)s % 3600 / 60);
+}
+
+typedef struct Run {
+  const Options *o;
+  Model M;
+  TrainApi A;
+  Split tr, te;
+  int have_test;
+  int xi, yi;                   /* indices in the train inputs: data, labels */
+  int exi, eyi;                 /* in the inference inputs (eyi -1: none) */
+  int64_t N, classes, spe, total, start;
+  FILE *log;
+} Run;
+
+/* Which train input is the data and which the labels: exactly one f32 input
+ * with the batch first, and at most one integer input [N]. */
+static int pick_inputs(Run *R) {
+  const ncc_model_info *inf = R->M.inf;
+  const ncc_tensor_info *ti = TRAIN_INPUTS(inf);
+  int nti = NTRAIN_INPUTS(inf);
+  R->xi = R->yi = -1;
+  for (int i = 0; i < nti; i++) {
+    if (ti[i].dtype == NCC_F32 && ti[i].rank >= 1) {
+      if (R->xi >= 0)
+        return drv_error("%s: the model has several float inputs (%s, %s); `ncc train` feeds one data input and "
+                         "one label input",
+                         R->o->model, ti[R->xi].name, ti[i].name);
+      R->xi = i;
+    } else if (ti[i].dtype == NCC_I32 && ti[i].rank == 1) {
+      if (R->yi >= 0)
+        return drv_error("%s: the model has several label inputs (%s, %s); `ncc train` feeds one", R->o->model,
+                         ti[R->yi].name, ti[i].name);
+      R->yi = i;
+    } else {
+      char s[256];
+      return drv_error("%s: training input %s is %s; `ncc train` feeds a float32 data input [N, ...] and int32 "
+                       "labels [N]",
+                       R->o->model, ti[i].name, tensor_str(s, sizeof s, ti[i].dtype, ti[i].rank, ti[i].shape));
+    }
+  }
+  if (R->xi < 0) return drv_error("%s: the training step has no float input to feed x.npy to", R->o->model);
+  if (R->yi < 0) return drv_error("%s: the training step has no int32 labels input [N] to feed y.npy to", R->o->model);
+  R->N = ti[R->xi].shape[0];
+  if (ti[R->yi].shape[0] != R->N)
+    return drv_error("%s: the data input %s has batch %lld but the labels %s have %lld", R->o->model, ti[R->xi].name,
+                     (long long)R->N, ti[R->yi].name, (long long)ti[R->yi].shape[0]);
+  /* classes: the logits, the first output, [N, classes] */
+  R->classes = 0;
+  if (inf->noutputs > 0 && inf->outputs[0].dtype == NCC_F32 && inf->outputs[0].rank == 2 &&
+      inf->outputs[0].shape[0] == R->N)
+    R->classes = inf->outputs[0].shape[1];
+  /* the same inputs for inference (evaluation) */
+  R->exi = R->eyi = -1;
+  for (int i = 0; i < inf->ninputs; i++) {
+    if (!strcmp(inf->inputs[i].name, ti[R->xi].name)) R->exi = i;
+    if (!strcmp(inf->inputs[i].name, ti[R->yi].name)) R->eyi = i;
+  }
+  return 0;
+}
+
+static int check_files(const Options *o) {
+  if (o->weights && access(o->weights, R_OK) != 0)
+    return drv_error("cannot read weights '%s': %s", o->weights, strerror(errno));
+  if (o->resume && access(o->checkpoint, R_OK) != 0)
+    return drv_error("--resume: cannot read the checkpoint %s: %s", o->checkpoint, strerror(errno));
+  const char *outs[3] = {o->checkpoint, o->log, o->save_grads};
+  for (int i = 0; i < 3; i++) {
+    if (!outs[i]) continue;
+    char *d = path_dir(outs[i]);
+    int bad = access(d, W_OK) != 0, e = errno;
+    int rc = bad ? drv_error("cannot write %s: directory %s: %s", outs[i], d, strerror(e)) : 0;
+    free(d);
+    if (rc) return rc;
+  }
+  const char *need[2] = {"x.npy", "y.npy"};
+  for (int i = 0; i < 2; i++) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%s", o->data, need[i]);
+    if (access(p, R_OK) != 0) return drv_error("training data: cannot read %s: %s", p, strerror(errno));
+  }
+  return 0;
+}
+
+static int save_checkpoint(Run *R) {
+  if (!R->o->checkpoint) return 0;
+  if (R->A.save(R->M.m, R->o->checkpoint) != 0) {
+    char msg[4400];
+    return drv_error("cannot write the checkpoint: %s", with_path(msg, sizeof msg, R->o->checkpoint, merr(&R->M)));
+  }
+  return 0;
+}
+
+static int open_log(Run *R) {
+  const Options *o = R->o;
+  if (!o->log) return 0;
+  /* a resumed run continues its log: rows of steps after the checkpoint's are
+   * appended (earlier rows of the interrupted run past it stay; they repeat) */
+  int append = o->resume && R->start > 0 && file_exists(o->log);
+  R->log = fopen(o->log, append ? "a" : "w");
+  if (!R->log) return drv_error("cannot write the log %s: %s", o->log, strerror(errno));
+  if (!append) fprintf(R->log, "step,epoch,loss,lr\n");
+  return 0;
+}
+
+static int loop(Run *R) {
+  const Options *o = R->o;
+  int tty = isatty(2);
+  size_t xbytes = (size_t)R->N * R->tr.row;
+  Loader L;
+  int rc = loader_start(&L, &R->tr, R->N, R->spe, o->seed, !o->no_shuffle, xbytes);
+  const void *in[64];
+  int nti = NTRAIN_INPUTS(R->M.inf);
+  double t0 = ncc_now(), tlast = 0, ep_sum = 0, last_acc = -1;
+  int64_t ep_steps = 0, k;
+  int saved_at_end = 0;
+  if (rc) { loader_stop(&L); return rc; }
+  if (nti > 64) { loader_stop(&L); return drv_internal("more than 64 training inputs"); }
+  for (int i = 0; i < nti; i++) in[i] = NULL;
+  if (R->start < R->total) loader_request(&L, R->start);
+  for (k = R->start; k < R->total && !rc; k++) {
+    int b = (int)(k & 1);
+    loader_wait(&L, k);
+    if (k + 1 < R->total) loader_request(&L, k + 1);
+    in[R->xi] = L.x[b];
+    in[R->yi] = L.y[b];
+    double lr = R->A.lr(R->M.m);
+    float loss = 0;
+    if (R->A.step_io(R->M.m, in, &loss) != 0) {
+      rc = drv_error("step %lld failed on %s: %s", (long long)(k + 1), R->M.devdesc, merr(&R->M));
+      break;
+    }
+    if (!isfinite(loss)) {
+      rc = drv_error("step %lld: the loss is %s (the checkpoint%s%s is left as it was)", (long long)(k + 1),
+                     isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf", o->checkpoint ? " " : "",
+                     o->checkpoint ? o->checkpoint : "");
+      break;
+    }
+    int64_t epoch = k / R->spe;
+    if (R->log) fprintf(R->log, "%lld,%lld,%.9g,%.9g\n", (long long)(k + 1), (long long)(epoch + 1), loss, lr);
+    ep_sum += loss;
+    ep_steps++;
+    double now = ncc_now() - t0;
+    int64_t done = k + 1 - R->start;
+    double sps = now > 0 ? (double)(done * R->N) / now : 0;
+    if (tty && (now - tlast > 0.1 || k + 1 == R->total)) {
+      char left[64];
+      fmt_time(left, sizeof left, done ? now / (double)done * (double)(R->total - k - 1) : -1);
+      fprintf(stderr, "\rstep %lld/%lld  epoch %lld  loss %.4f  %.0f samples/s  %s left   ", (long long)(k + 1),
+              (long long)R->total, (long long)(epoch + 1), loss, sps, left);
+      fflush(stderr);
+      tlast = now;
+    }
+    if ((k + 1) % R->spe == 0) {       /* the end of an epoch */
+      if (tty) fputc('\n', stderr);
+      else {
+        char left[64];
+        fmt_time(left, sizeof left, done ? now / (double)done * (double)(R->total - k - 1) : -1);
+        fprintf(stderr, "epoch %lld: step %lld/%lld, %.0f samples/s, %s left\n", (long long)(epoch + 1),
+                (long long)(k + 1), (long long)R->total, sps, left);
+      }
+      if (R->A.schedule_step(R->M.m) != 0) {
+        rc = drv_error("epoch %lld: the schedule step failed: %s", (long long)(epoch + 1), merr(&R->M));
+        break;
+      }
+      double tl, acc;
+      if (R->have_test) {
+        if ((rc = evaluate(&R->M, &R->te, R->exi, R->eyi, R->N, R->classes, &tl, &acc)) != 0) break;
+        printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.2f%%\n", (long long)(epoch + 1),
+               ep_sum / (double)ep_steps, tl, acc);
+        last_acc = acc;
+      } else {
+        printf("epoch %lld: train loss %.4f\n", (long long)(epoch + 1), ep_sum / (double)ep_steps);
+      }
+      fflush(stdout);
+      ep_sum = 0;
+      ep_steps = 0;
+      if (R->log) fflush(R->log);
+      if ((rc = save_checkpoint(R)) != 0) break;
+      saved_at_end = k + 1 == R->total;
+    }
+  }
+  loader_stop(&L);
+  if (tty && !rc && R->total % R->spe) fputc('\n', stderr);
+  if (rc) return rc;
+  if (!saved_at_end && (rc = save_checkpoint(R)) != 0) return rc;
+  if (o->save_grads && R->total > R->start && R->A.save_grads(R->M.m, o->save_grads) != 0) {
+    char msg[4400];
+    return drv_error("cannot write the gradients: %s", with_path(msg, sizeof msg, o->save_grads, merr(&R->M)));
+  }
+  double secs = ncc_now() - t0;
+  int64_t ran = R->total - R->start;
+  if (R->have_test && last_acc < 0 && ran > 0) {   /* ended mid-epoch: evaluate now */
+    double tl;
+    if ((rc = evaluate(&R->M, &R->te, R->exi, R->eyi, R->N, R->classes, &tl, &last_acc)) != 0) return rc;
+  }
+  printf("trained %lld step%s (%lld to %lld of %lld, %.2f epochs) in %.1f s, %.0f samples/s", (long long)ran,
+         ran == 1 ? "" : "s", (long long)(R->start + (ran > 0)), (long long)R->total, (long long)R->total,
+         (double)R->total / (double)R->spe, secs, secs > 0 ? (double)(ran * R->N) / secs : 0.0);
+  if (last_acc >= 0) printf("; final test accuracy %.2f%%", last_acc);
+  printf("\n");
+  return 0;
+}
+
+int train_main(const Options *o) {
+  Run R;
+  memset(&R, 0, sizeof R);
+  R.o = o;
+  int rc = check_files(o);
+  if (rc) return rc;
+  rc = model_build(o, &R.M);
+  if (!rc && !R.M.g->train.present)
+    rc = drv_error("%s has no train { ... } block: nothing to train (docs/language.md, \"The train block\")",
+                   o->model);
+  if (!rc) rc = model_load(o, &R.M);
+  if (!rc) rc = pick_inputs(&R);
+  if (!rc) rc = split_open(&R.tr, o->data, "", &TRAIN_INPUTS(R.M.inf)[R.xi], R.classes);
+  if (!rc) {
+    char tx[4200], ty[4200];
+    snprintf(tx, sizeof tx, "%s/test_x.npy", o->data);
+    snprintf(ty, sizeof ty, "%s/test_y.npy", o->data);
+    if (file_exists(tx) != file_exists(ty))
+      rc = drv_error("test data: %s exists but %s does not; give both or neither", file_exists(tx) ? tx : ty,
+                     file_exists(tx) ? ty : tx);
+    else if (file_exists(tx)) {
+      rc = split_open(&R.te, o->data, "test_", &TRAIN_INPUTS(R.M.inf)[R.xi], R.classes);
+      R.have_test = 1;
+      if (!rc && R.classes <= 0)
+        rc = drv_error("test data given, but the model's first output is not logits [N, classes] (%s); "
+                       "the test accuracy needs them",
+                       R.M.inf->noutputs ? R.M.inf->outputs[0].name : "no output");
+      if (!rc && R.exi < 0)
+        rc = drv_error("test data given, but inference does not read the data input %s",
+                       TRAIN_INPUTS(R.M.inf)[R.xi].name);
+    }
+  }
+  if (!rc) {
+    R.spe = R.tr.n / R.N;
+    if (R.spe == 0)
+      rc = drv_error("%s: %lld samples, fewer than one batch of %lld (--set N=... makes the batch smaller)",
+                     R.tr.xpath, (long long)R.tr.n, (long long)R.N);
+  }
+  if (!rc) rc = train_api(&R.M, &R.A);
+  if (!rc) rc = model_create(o, &R.M);
+  if (!rc) {
+    if (o->resume) {
+      if (R.M.load(R.M.m, o->checkpoint) != 0) {
+        char msg[4400];
+        rc = drv_error("cannot resume: %s", with_path(msg, sizeof msg, o->checkpoint, merr(&R.M)));
+      }
+    } else {
+      rc = model_weights(o, &R.M);
+    }
+  }
+  if (!rc) {
+    R.A.set_seed(R.M.m, o->seed);
+    R.start = R.A.step(R.M.m);
+    R.total = o->steps ? o->steps : (o->epochs ? o->epochs : 1) * R.spe;
+    printf("device: %s\n", R.M.devdesc);
+    printf("training %s: %lld samples, batch %lld, %lld steps per epoch (%lld samples dropped), %lld steps",
+           o->model, (long long)R.tr.n, (long long)R.N, (long long)R.spe, (long long)(R.tr.n - R.spe * R.N),
+           (long long)R.total);
+    if (R.have_test) printf("; test set: %lld samples", (long long)R.te.n);
+    printf("\n");
+    if (o->resume)
+      printf("resumed from %s at step %lld (epoch %lld, step %lld of it)\n", o->checkpoint, (long long)R.start,
+             (long long)(R.start / R.spe + 1), (long long)(R.start % R.spe));
+    fflush(stdout);
+    if (R.start > R.total)
+      rc = drv_error("the checkpoint %s is at step %lld, past the %lld steps asked for", o->checkpoint,
+                     (long long)R.start, (long long)R.total);
+  }
+  if (!rc) rc = open_log(&R);
+  if (!rc) rc = loop(&R);
+  if (R.log && fclose(R.log) != 0 && !rc) rc = drv_error("cannot write the log %s: %s", o->log, strerror(errno));
+  split_free(&R.tr);
+  split_free(&R.te);
+  model_close(&R.M);
+  return rc;
+}
