@@ -43,13 +43,8 @@
 /* Graph T's inputs in M_train_step_io's order.  The training codegen adds
  * ncc_model_info.train_inputs; for the models ncc trains they are the model's
  * inputs (the data, then the labels), which is what M_info lists today. */
-#ifdef NCC_HAVE_TRAIN_INPUTS
 #define TRAIN_INPUTS(inf) ((inf)->train_inputs)
 #define NTRAIN_INPUTS(inf) ((inf)->ntrain_inputs)
-#else
-#define TRAIN_INPUTS(inf) ((inf)->inputs)
-#define NTRAIN_INPUTS(inf) ((inf)->ninputs)
-#endif
 
 /* ---- the data ------------------------------------------------------------ */
 
