@@ -46,6 +46,42 @@ else()
   endforeach()
 endif()
 
+# Training against PyTorch (tests/oracle/train_oracle.py): every case is a
+# ctest test train_<case> labelled train plus the case's own (grad, optim,
+# resume, dropout, model, slow ...): `ctest -L train -LE slow` runs the quick
+# ones.  Working files go to build/train-oracle-work/CASE (kept on failure).
+set(NCC_TRAIN_ORACLE_PY ${CMAKE_CURRENT_SOURCE_DIR}/oracle/train_oracle.py)
+execute_process(COMMAND ${NCC_PYTHON} ${NCC_TRAIN_ORACLE_PY} --list --labels
+                OUTPUT_VARIABLE _train_cases RESULT_VARIABLE _train_rc
+                ERROR_VARIABLE _train_err)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${NCC_TRAIN_ORACLE_PY})
+if(NOT _train_rc EQUAL 0)
+  message(WARNING "training oracle tests disabled: ${NCC_PYTHON} ${NCC_TRAIN_ORACLE_PY} --list failed: ${_train_err}")
+else()
+  string(REPLACE "\n" ";" _train_lines "${_train_cases}")
+  foreach(_line ${_train_lines})
+    if(_line STREQUAL "")
+      continue()
+    endif()
+    string(REPLACE " " ";" _parts "${_line}")
+    list(GET _parts 0 _case)
+    list(GET _parts 1 _l)
+    string(REPLACE "," ";" _labels "${_l}")
+    add_test(NAME train_${_case}
+             COMMAND ${NCC_PYTHON} ${NCC_TRAIN_ORACLE_PY} ${_case} --ncc $<TARGET_FILE:ncc>
+                     --work ${CMAKE_BINARY_DIR}/train-oracle-work/${_case})
+    set(_timeout 300)
+    if("slow" IN_LIST _labels)
+      set(_timeout 1800)
+    elseif("model" IN_LIST _labels)
+      set(_timeout 900)
+    endif()
+    set_tests_properties(train_${_case} PROPERTIES
+      LABELS "${_labels}" TIMEOUT ${_timeout} SKIP_RETURN_CODE ${NCC_SKIP_CODE}
+      ENVIRONMENT "NCC_CACHE_DIR=${CMAKE_BINARY_DIR}/ncc-cache")
+  endforeach()
+endif()
+
 # ResNet-18, batch 2, 64x64 under emulation: prints ms/batch (aim: < 2 s on 2 cores).
 add_test(NAME bench_emu_resnet18
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/bench_emu.sh $<TARGET_FILE:ncc>)

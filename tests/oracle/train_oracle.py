@@ -1,0 +1,1413 @@
+#!/usr/bin/python3
+"""train_oracle.py — numeric tests of `ncc train` against PyTorch, one case per invocation.
+
+    train_oracle.py --list [--labels]         # the case names (no torch import: CMake calls this)
+    train_oracle.py CASE --ncc PATH --work DIR # run one case; exit 0 pass, 1 fail, 77 skipped
+    train_oracle.py --torch-only CASE|all [--ncc PATH]
+                                              # only the PyTorch side (and, with --ncc, check that
+                                              # ncc parses the model and names the same parameters)
+
+The conventions are tests/oracle/oracle.py's (whose helpers this file uses):
+a passing case removes its working directory unless NCC_KEEP_WORK=1, a case
+that cannot run here exits 77.
+
+Every case writes a small .net model with a train block, random initial
+parameters under PyTorch state_dict names (W0.safetensors), a data set
+(x.npy float32; y.npy int32 labels, or float32 targets for mse_loss), runs
+
+    ncc train MODEL.net --data D --steps K --no-shuffle --weights W0 --checkpoint C
+              --log L.csv --save-grads G --device emu
+
+and repeats the same training in PyTorch in float64: the same initial
+parameters (rounded to float32 first, so that both start from the same
+values), the same batches in file order (step i reads batch i mod steps per
+epoch), torch.optim.SGD/Adam/AdamW with the train block's hyper-parameters,
+batchnorm in training mode (batch statistics, running statistics updated with
+torch's unbiased variance), the lr schedule (StepLR, CosineAnnealingLR)
+stepped once per epoch.  The model text and the PyTorch computation are built
+by the same calls (class Net), so that they cannot drift apart.
+
+What is compared:
+  grad_*   K=1: every parameter's gradient in G against torch's,
+           max|ncc - ref| <= 1e-4 * max(1, max|ref|) per parameter; the loss of
+           the step (CSV) within 1e-3 relative; batchnorm's running statistics
+           in C after the step.
+  opt_*    K=5..20 on a small CNN with batchnorm: the CSV's loss and lr columns
+           per step, the final parameters, running statistics and optimizer
+           state (momentum_buffer, exp_avg, exp_avg_sq) in C, and its counters
+           (__step__, __epoch__, __lr__), within 1e-3 relative
+           (max|ncc - ref| <= 1e-3 * max|ref| per tensor).
+  resume_* k steps, then m more with --resume, against k+m unbroken: the
+           checkpoints hold the same tensors with the same bytes.
+  dropout_* with p>0 the mask is ncc's own generator's: runs with one seed
+           give the same bytes, another seed another mask; the mask is read
+           back from the gradient's zero pattern, must drop about p of the
+           units, and PyTorch with that mask must give ncc's gradients.
+  ex_*     every example model (examples/*.net; a train block and labels are
+           appended where missing, dropout set to p=0), small sizes via --set:
+           one step's loss and all gradients (and running statistics).
+"""
+import copy
+import csv
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import oracle as O   # noqa: E402  (helpers only; importing it does not import torch)
+
+EXAMPLES = O.EXAMPLES
+Failure, Skip = O.Failure, O.Skip
+
+GRAD_RTOL = 1e-4     # gradients: the inference oracle's tolerance
+TRAIN_RTOL = 1e-3    # after several steps: losses, weights, optimizer state
+LR_RTOL = 1e-5       # the lr column is a printed float
+
+CASES = {}      # name -> (function(ctx) or None, spec builder or None, labels)
+
+
+def case(name, labels=()):
+    def deco(f):
+        CASES[name] = (f, tuple(labels))
+        return f
+    return deco
+
+
+# ---------------------------------------------------------------- files
+ST_DTYPES = {"F32": "<f4", "F64": "<f8", "F16": "<f2", "I64": "<i8", "I32": "<i4", "BF16": None}
+
+
+def read_safetensors(path):
+    """name -> (numpy array, raw bytes).  8-byte little-endian header length,
+    a JSON header (name -> dtype, shape, data_offsets), the raw data."""
+    import numpy as np
+    if not os.path.exists(path):
+        raise Failure("%s was not written" % path)
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 8:
+        raise Failure("%s: %d bytes, no header" % (path, len(data)))
+    n = struct.unpack("<Q", data[:8])[0]
+    if 8 + n > len(data):
+        raise Failure("%s: header of %d bytes in a file of %d" % (path, n, len(data)))
+    try:
+        hdr = json.loads(data[8:8 + n].decode("utf-8"))
+    except ValueError as e:
+        raise Failure("%s: header is not JSON: %s" % (path, e))
+    base, out = 8 + n, {}
+    for k, v in hdr.items():
+        if k == "__metadata__":
+            continue
+        dt = ST_DTYPES.get(v.get("dtype"))
+        if dt is None:
+            raise Failure("%s: tensor %s has dtype %r" % (path, k, v.get("dtype")))
+        a, b = v["data_offsets"]
+        raw = data[base + a:base + b]
+        shape = tuple(v["shape"])
+        cnt = 1
+        for d in shape:
+            cnt *= d
+        if len(raw) != cnt * np.dtype(dt).itemsize:
+            raise Failure("%s: tensor %s: %d bytes for shape %s" % (path, k, len(raw), shape))
+        out[k] = (np.frombuffer(raw, dtype=dt).reshape(shape), raw)
+    return out
+
+
+def read_log(path):
+    """The --log CSV: one row per step (step, epoch, loss, lr)."""
+    if not os.path.exists(path):
+        raise Failure("%s was not written" % path)
+    with open(path) as f:
+        rows = [r for r in csv.DictReader(f)]
+    if not rows or "loss" not in rows[0]:
+        raise Failure("%s: no loss column (header %s)" % (path, list(rows[0].keys()) if rows else "empty"))
+    return [r for r in rows if (r.get("loss") or "").strip() != ""]
+
+
+def net_number(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    return repr(float(v))
+
+
+# ---------------------------------------------------------------- optimizers
+class Opt:
+    """The train block's optimizer and schedule, rendered as .net text and
+    built as torch.optim objects from the same numbers."""
+
+    def __init__(self, kind="sgd", schedule=None, **hp):
+        self.kind, self.schedule, self.hp = kind, schedule, hp
+        if kind == "sgd":
+            hp.setdefault("lr", 0.1)
+        else:
+            hp.setdefault("lr", 1e-3)
+
+    def block(self, loss):
+        args = ", ".join("%s=%s" % (k, net_number(v)) for k, v in self.hp.items())
+        s = "train {\n  optimizer %s(%s)\n" % (self.kind, args)
+        if self.schedule:
+            k, a = self.schedule
+            s += "  schedule %s(%s)\n" % (k, ", ".join("%s=%s" % (n, net_number(v)) for n, v in a.items()))
+        return s + "  minimize %s\n}\n" % loss
+
+    def torch(self, params):
+        import torch
+        h = self.hp
+        if self.kind == "sgd":
+            opt = torch.optim.SGD(params, lr=h["lr"], momentum=h.get("momentum", 0.0),
+                                  weight_decay=h.get("weight_decay", 0.0), nesterov=h.get("nesterov", False))
+        else:
+            cls = torch.optim.Adam if self.kind == "adam" else torch.optim.AdamW
+            wd = h.get("weight_decay", 0.0 if self.kind == "adam" else 0.01)
+            opt = cls(params, lr=h["lr"], betas=(h.get("beta1", 0.9), h.get("beta2", 0.999)),
+                      eps=h.get("eps", 1e-8), weight_decay=wd)
+        sched = None
+        if self.schedule:
+            k, a = self.schedule
+            if k == "step":
+                sched = torch.optim.lr_scheduler.StepLR(opt, step_size=a["every"], gamma=a.get("gamma", 0.1))
+            elif k == "cosine":
+                sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=a["total"])
+            else:
+                raise ValueError(k)
+        return opt, sched
+
+
+# ---------------------------------------------------------------- the model builder
+class Var:
+    def __init__(self, name, val):
+        self.name, self.val = name, val     # val: the value on the first batch (for shapes)
+
+    @property
+    def shape(self):
+        return tuple(self.val.shape)
+
+
+class Net:
+    """Writes a .net model and its PyTorch twin with the same calls.
+
+    Every method appends one line `vK = EXPR` to the model and one step to
+    the PyTorch forward, and evaluates it at once on the first batch (so
+    that later layers know their input shapes).  Parameters are created
+    random (float64 values that are exactly float32), under the names the
+    model gives them."""
+
+    def __init__(self, batch, x_shape, samples=None, classes=5, y_float=None, seed=1, x_lo=-2.0, x_hi=2.0):
+        import torch
+        O.seed(seed)
+        self.batch = batch
+        self.samples = samples or batch
+        if self.samples % batch:
+            raise ValueError("samples must be a multiple of the batch")
+        self.x_all = O.as64(O.rand(self.samples, *x_shape, lo=x_lo, hi=x_hi))
+        if y_float is not None:
+            self.y_all = O.as64(O.rand(self.samples, *y_float))
+            self.y_decl = "f32[%s]" % O.dims((batch,) + tuple(y_float))
+        else:
+            self.y_all = torch.randint(0, classes, (self.samples,))
+            self.y_decl = "i32[%d]" % batch
+        self.x_decl = "f32[%s]" % O.dims((batch,) + tuple(x_shape))
+        self.lines, self.steps = [], []
+        self.params, self.trainable = {}, []
+        self.pe = {}                                # parameters for the evaluation at build time
+        self.x = Var("x", self.x_all[:batch])
+        self.y = Var("y", self.y_all[:batch])
+        self.loss = self.out = None
+        self.opt = Opt()
+
+    # parameters
+    def param(self, name, t, trainable=True):
+        t = O.as64(t)
+        self.params[name] = t
+        self.pe[name] = t.clone()
+        if trainable:
+            self.trainable.append(name)
+        return name
+
+    def op(self, text, fn, *args):
+        v = "v%d" % len(self.steps)
+        vars_ = [a for a in args if isinstance(a, Var)]
+        self.lines.append("%s = %s" % (v, text.format(*[a.name for a in vars_])))
+        self.steps.append((v, fn, [a.name for a in vars_]))
+        return Var(v, fn(self.pe, *[a.val for a in vars_]))
+
+    def forward(self, P, xb, yb):
+        env = {"x": xb, "y": yb}
+        for v, fn, names in self.steps:
+            env[v] = fn(P, *[env[n] for n in names])
+        return env[self.loss.name]
+
+    def text(self, model):
+        s = "# %s: written by tests/oracle/train_oracle.py\nmodel %s\n" % (model, model)
+        s += "input x: %s\ninput y: %s\n" % (self.x_decl, self.y_decl)
+        s += "\n".join(self.lines) + "\n"
+        s += "output %s\n" % (self.out or self.loss).name
+        return s + self.opt.block(self.loss.name)
+
+    # layers with parameters
+    def conv2d(self, h, out, kernel, stride=1, pad=0, dilation=1, groups=1, bias=True, name=None, gain=2.0):
+        import torch.nn.functional as F
+        C = h.shape[1]
+        kh, kw = kernel if isinstance(kernel, (tuple, list)) else (kernel, kernel)
+        fan = C // groups * kh * kw
+        w = self.param(name + ".weight", O.rand(out, C // groups, kh, kw) * gain / fan ** 0.5)
+        b = self.param(name + ".bias", O.rand(out, lo=-0.5, hi=0.5)) if bias else None
+        st = tuple(stride) if isinstance(stride, (tuple, list)) else stride
+        pd = tuple(pad) if isinstance(pad, (tuple, list)) else pad
+        text = ("conv2d({0}, %d, kernel=%s, stride=%s, pad=%s, dilation=%d, groups=%d, bias=%s, name=\"%s\")"
+                % (out, O.pair(kernel), O.pair(stride), O.pair(pad), dilation, groups,
+                   "true" if bias else "false", name))
+        return self.op(text, lambda P, a: F.conv2d(a, P[w], P[b] if b else None, st, pd, dilation, groups), h)
+
+    def linear(self, h, out, bias=True, name=None, gain=2.0):
+        import torch.nn.functional as F
+        I = h.shape[-1]
+        w = self.param(name + ".weight", O.rand(out, I) * gain / I ** 0.5)
+        b = self.param(name + ".bias", O.rand(out, lo=-0.5, hi=0.5)) if bias else None
+        text = "linear({0}, %d, bias=%s, name=\"%s\")" % (out, "true" if bias else "false", name)
+        return self.op(text, lambda P, a: F.linear(a, P[w], P[b] if b else None), h)
+
+    def batchnorm2d(self, h, eps=None, momentum=None, name=None):
+        import torch
+        import torch.nn.functional as F
+        C = h.shape[1]
+        w = self.param(name + ".weight", O.rand(C, lo=0.5, hi=1.5))
+        b = self.param(name + ".bias", O.rand(C, lo=-0.3, hi=0.3))
+        rm = self.param(name + ".running_mean", O.rand(C, lo=-0.5, hi=0.5), trainable=False)
+        rv = self.param(name + ".running_var", O.rand(C, lo=0.5, hi=2.0), trainable=False)
+        self.params[name + ".num_batches_tracked"] = torch.tensor(0, dtype=torch.int64)
+        e = 1e-5 if eps is None else eps
+        m = 0.1 if momentum is None else momentum
+        extra = ("" if eps is None else ", eps=%s" % net_number(eps)) + \
+                ("" if momentum is None else ", momentum=%s" % net_number(momentum))
+        return self.op("batchnorm2d({0}%s, name=\"%s\")" % (extra, name),
+                       lambda P, a: F.batch_norm(a, P[rm], P[rv], P[w], P[b], training=True, momentum=m, eps=e), h)
+
+    def layernorm(self, h, eps=None, name=None):
+        import torch.nn.functional as F
+        D = h.shape[-1]
+        w = self.param(name + ".weight", O.rand(D, lo=0.5, hi=1.5))
+        b = self.param(name + ".bias", O.rand(D, lo=-0.3, hi=0.3))
+        e = 1e-5 if eps is None else eps
+        extra = "" if eps is None else ", eps=%s" % net_number(eps)
+        return self.op("layernorm({0}%s, name=\"%s\")" % (extra, name),
+                       lambda P, a: F.layer_norm(a, (D,), P[w], P[b], e), h)
+
+    # no parameters
+    def act(self, kind, h, slope=None):
+        import torch.nn.functional as F
+        fns = {"relu": F.relu, "relu6": F.relu6, "sigmoid": lambda a: a.sigmoid(), "tanh": lambda a: a.tanh(),
+               "gelu": F.gelu, "silu": F.silu, "hardswish": F.hardswish}
+        if kind == "leaky_relu":
+            s = 0.01 if slope is None else slope
+            text = "leaky_relu({0}%s)" % ("" if slope is None else ", slope=%s" % net_number(slope))
+            return self.op(text, lambda P, a: F.leaky_relu(a, s), h)
+        return self.op("%s({0})" % kind, lambda P, a: fns[kind](a), h)
+
+    def pool(self, kind, h, k, s=None, p=None):
+        import torch.nn.functional as F
+        extra = ("" if s is None else ", stride=%s" % O.pair(s)) + ("" if p is None else ", pad=%s" % O.pair(p))
+        st = k if s is None else s
+        pd = 0 if p is None else p
+        if kind == "maxpool2d":
+            return self.op("maxpool2d({0}, %s%s)" % (O.pair(k), extra), lambda P, a: F.max_pool2d(a, k, st, pd), h)
+        return self.op("avgpool2d({0}, %s%s)" % (O.pair(k), extra),
+                       lambda P, a: F.avg_pool2d(a, k, st, pd, count_include_pad=True), h)
+
+    def gap(self, h):
+        return self.op("global_avgpool2d({0})", lambda P, a: a.mean(dim=(2, 3), keepdim=True), h)
+
+    def binop(self, op, a, b):
+        """op: + - * /; a or b may be a number."""
+        fn = {"+": lambda u, v: u + v, "-": lambda u, v: u - v, "*": lambda u, v: u * v, "/": lambda u, v: u / v}[op]
+        if not isinstance(a, Var):
+            return self.op("%s %s {0}" % (net_number(a), op), lambda P, v: fn(a, v), b)
+        if not isinstance(b, Var):
+            return self.op("{0} %s %s" % (op, net_number(b)), lambda P, u: fn(u, b), a)
+        return self.op("{0} %s {1}" % op, lambda P, u, v: fn(u, v), a, b)
+
+    def call2(self, name, a, b):
+        """add(a, b), sub, mul, div by name."""
+        fn = {"add": lambda u, v: u + v, "sub": lambda u, v: u - v, "mul": lambda u, v: u * v,
+              "div": lambda u, v: u / v}[name]
+        return self.op("%s({0}, {1})" % name, lambda P, u, v: fn(u, v), a, b)
+
+    def concat(self, hs, axis):
+        import torch
+        text = "concat(%s, axis=%d)" % (", ".join("{%d}" % i for i in range(len(hs))), axis)
+        return self.op(text, lambda P, *xs: torch.cat(xs, axis), *hs)
+
+    def flatten(self, h):
+        return self.op("flatten({0})", lambda P, a: a.flatten(1), h)
+
+    def reshape(self, h, shape):
+        return self.op("reshape({0}, [%s])" % O.dims(shape), lambda P, a: a.reshape(*shape), h)
+
+    def transpose(self, h, perm):
+        return self.op("transpose({0}, [%s])" % O.dims(perm), lambda P, a: a.permute(*perm), h)
+
+    def matmul(self, a, b):
+        import torch
+        return self.op("matmul({0}, {1})", lambda P, u, v: torch.matmul(u, v), a, b)
+
+    def softmax(self, kind, h, axis=None):
+        import torch
+        ax = -1 if axis is None else axis
+        fn = torch.softmax if kind == "softmax" else torch.log_softmax
+        return self.op("%s({0}%s)" % (kind, "" if axis is None else ", axis=%d" % axis),
+                       lambda P, a: fn(a, ax), h)
+
+    def dropout(self, h, p, two_d=False):
+        """p = 0 only: the torch side is the identity."""
+        if p != 0:
+            raise ValueError("Net.dropout: p must be 0 (the mask is ncc's own)")
+        return self.op("%s({0}, 0.0)" % ("dropout2d" if two_d else "dropout"), lambda P, a: a, h)
+
+    def cross_entropy(self, logits):
+        import torch.nn.functional as F
+        self.out = logits
+        return self.op("cross_entropy({0}, {1})", lambda P, a, y: F.cross_entropy(a, y), logits, self.y)
+
+    def nll_loss(self, logp):
+        import torch.nn.functional as F
+        self.out = logp
+        return self.op("nll_loss({0}, {1})", lambda P, a, y: F.nll_loss(a, y), logp, self.y)
+
+    def mse_loss(self, a, b):
+        import torch.nn.functional as F
+        self.out = a
+        return self.op("mse_loss({0}, {1})", lambda P, u, v: F.mse_loss(u, v), a, b)
+
+    def head(self, h, classes=5, name="fc"):
+        """flatten (if needed), a linear layer to the classes, cross_entropy: the loss."""
+        if len(h.shape) > 2:
+            h = self.flatten(h)
+        self.loss = self.cross_entropy(self.linear(h, classes, name=name, gain=1.0))
+        return self.loss
+
+
+# ---------------------------------------------------------------- a training problem
+class Spec:
+    """What a case trains: the model text, the initial parameters, the data,
+    the PyTorch forward (P, xb, yb) -> loss, the optimizer."""
+
+    def __init__(self, model, text, params, trainable, forward, x_all, y_all, batch, opt):
+        self.model, self.text, self.params, self.trainable = model, text, params, trainable
+        self.forward, self.x_all, self.y_all, self.batch, self.opt = forward, x_all, y_all, batch, opt
+
+    @property
+    def steps_per_epoch(self):
+        return self.x_all.shape[0] // self.batch
+
+
+def spec_of(model, net):
+    s = Spec(model, net.text(model), net.params, net.trainable, net.forward, net.x_all, net.y_all,
+             net.batch, net.opt)
+    s.net = net
+    return s
+
+
+def torch_train(spec, K):
+    """K steps as `ncc train --no-shuffle` takes them.  Returns a dict:
+    losses, lrs (per step), grads (the last step's), params (after the
+    last step; buffers included), state (optimizer state by parameter
+    name), lr (the next step's), epoch."""
+    import torch
+    P = {k: v.clone() for k, v in spec.params.items()}
+    for k in spec.trainable:
+        P[k].requires_grad_(True)
+    opt, sched = spec.opt.torch([P[k] for k in spec.trainable])
+    spe, B = spec.steps_per_epoch, spec.batch
+    losses, lrs, grads = [], [], {}
+    for step in range(K):
+        i = step % spe
+        xb, yb = spec.x_all[i * B:(i + 1) * B], spec.y_all[i * B:(i + 1) * B]
+        opt.zero_grad()
+        loss = spec.forward(P, xb, yb)
+        loss.backward()
+        losses.append(float(loss))
+        lrs.append(float(opt.param_groups[0]["lr"]))
+        grads = {k: (P[k].grad.detach().clone() if P[k].grad is not None else torch.zeros_like(P[k]))
+                 for k in spec.trainable}
+        opt.step()
+        if (step + 1) % spe == 0 and sched is not None:
+            sched.step()
+    state = {}
+    for k in spec.trainable:
+        st = opt.state.get(P[k], {})
+        for sk in ("momentum_buffer", "exp_avg", "exp_avg_sq"):
+            if st.get(sk) is not None:
+                state["%s.%s" % (k, sk)] = st[sk].detach().clone()
+    return {"losses": losses, "lrs": lrs, "grads": grads,
+            "params": {k: v.detach().clone() for k, v in P.items()}, "state": state,
+            "lr": float(opt.param_groups[0]["lr"]), "epoch": K // spe}
+
+
+# ---------------------------------------------------------------- running ncc train
+def write_inputs(ctx, spec, sub=""):
+    import numpy as np
+    d = ctx.path("data" + sub)
+    os.makedirs(d, exist_ok=True)
+    np.save(os.path.join(d, "x.npy"), spec.x_all.numpy().astype(np.float32))
+    y = spec.y_all.numpy()
+    np.save(os.path.join(d, "y.npy"), y.astype(np.float32) if y.dtype.kind == "f" else y.astype(np.int32))
+    net = ctx.path(spec.model + ".net")
+    with open(net, "w") as f:
+        f.write(spec.text)
+    w0 = ctx.path("W0.safetensors")
+    O.write_safetensors(w0, spec.params)
+    return net, d, w0
+
+
+def device_flags():
+    dev = O.oracle_device()
+    return ["--device", "cuda", "--jit"] if dev == "jit" else ["--device", dev]
+
+
+def run_train(ctx, net, data, steps, weights=None, checkpoint=None, log=None, grads=None,
+              resume=False, extra=(), timeout=1800):
+    cmd = [ctx.ncc, "train", net, "--data", data, "--steps", str(steps), "--no-shuffle"]
+    if weights:
+        cmd += ["--weights", weights]
+    if checkpoint:
+        cmd += ["--checkpoint", checkpoint]
+    if resume:
+        cmd += ["--resume"]
+    if log:
+        cmd += ["--log", log]
+    if grads:
+        cmd += ["--save-grads", grads]
+    cmd += device_flags() + list(extra)
+    for f in (log, grads) + (() if resume else (checkpoint,)):
+        if f and os.path.exists(f):
+            os.unlink(f)
+    print("$", " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+                       universal_newlines=True, errors="replace")
+    out = (p.stdout + p.stderr).rstrip()
+    if len(out) > 4000:
+        out = out[:2000] + "\n...\n" + out[-2000:]
+    if out:
+        print(out)
+    if p.returncode < 0:
+        raise Failure("ncc train was killed by signal %d" % -p.returncode)
+    if p.returncode != 0:
+        raise Failure("ncc train exited with status %d" % p.returncode)
+    return p
+
+
+# ---------------------------------------------------------------- comparisons
+def check_grad(name, got, ref, rtol=GRAD_RTOL):
+    """The inference oracle's rule: max|err| <= rtol * max(1, max|ref|)."""
+    import numpy as np
+    ref = ref.detach().numpy() if hasattr(ref, "detach") else np.asarray(ref)
+    if tuple(got.shape) != tuple(ref.shape):
+        raise Failure("%s: shape %s, PyTorch's is %s" % (name, tuple(got.shape), tuple(ref.shape)))
+    g = got.astype(np.float64)
+    if not np.all(np.isfinite(g)):
+        raise Failure("%s: %d non-finite values" % (name, int(np.sum(~np.isfinite(g)))))
+    err = np.abs(g - ref)
+    scale = max(1.0, float(np.abs(ref).max()) if ref.size else 1.0)
+    m = float(err.max()) if err.size else 0.0
+    print("  %-40s %-16s max|err| %.3g  tol %.3g  (max|ref| %.4g)"
+          % (name, tuple(ref.shape), m, rtol * scale, float(np.abs(ref).max()) if ref.size else 0.0))
+    if m > rtol * scale:
+        for i in np.argwhere(err > rtol * scale)[:5]:
+            i = tuple(int(k) for k in i)
+            print("    at %s: ncc %.7g, PyTorch %.7g" % (i, g[i], ref[i]))
+        return "%s (max|err| %.3g > %.3g)" % (name, m, rtol * scale)
+    return None
+
+
+def check_rel(name, got, ref, rtol=TRAIN_RTOL):
+    """Within rtol of the tensor's scale: max|err| <= rtol * max|ref|."""
+    import numpy as np
+    ref = ref.detach().numpy() if hasattr(ref, "detach") else np.asarray(ref, dtype=np.float64)
+    if tuple(got.shape) != tuple(ref.shape):
+        return "%s: shape %s, PyTorch's is %s" % (name, tuple(got.shape), tuple(ref.shape))
+    g = got.astype(np.float64)
+    if not np.all(np.isfinite(g)):
+        return "%s: %d non-finite values" % (name, int(np.sum(~np.isfinite(g))))
+    err = np.abs(g - ref)
+    scale = max(float(np.abs(ref).max()) if ref.size else 0.0, 1e-12)
+    m = float(err.max()) if err.size else 0.0
+    print("  %-40s %-16s max|err| %.3g  tol %.3g" % (name, tuple(ref.shape), m, rtol * scale))
+    if m > rtol * scale:
+        for i in np.argwhere(err > rtol * scale)[:3]:
+            i = tuple(int(k) for k in i)
+            print("    at %s: ncc %.7g, PyTorch %.7g" % (i, g[i], ref[i]))
+        return "%s (max|err| %.3g > %.3g)" % (name, m, rtol * scale)
+    return None
+
+
+def check_log(log, ref, K):
+    rows = read_log(log)
+    if len(rows) != K:
+        raise Failure("%s: %d rows with a loss, expected %d (one per step)" % (log, len(rows), K))
+    bad = []
+    for i, r in enumerate(rows):
+        loss = float(r["loss"])
+        lr = float(r["lr"]) if (r.get("lr") or "").strip() else None
+        rl, rr = ref["losses"][i], ref["lrs"][i]
+        ok = abs(loss - rl) <= TRAIN_RTOL * max(abs(rl), 1e-6)
+        ok_lr = lr is None or abs(lr - rr) <= LR_RTOL * abs(rr)
+        print("  step %2d: loss %.7g (PyTorch %.7g)%s  lr %s (PyTorch %.7g)%s"
+              % (i + 1, loss, rl, "" if ok else "  <-- differs", r.get("lr"), rr, "" if ok_lr else "  <-- differs"))
+        if lr is None:
+            bad.append("step %d: no lr" % (i + 1))
+        if not ok:
+            bad.append("step %d loss %.7g != %.7g" % (i + 1, loss, rl))
+        if not ok_lr:
+            bad.append("step %d lr %s != %.7g" % (i + 1, r.get("lr"), rr))
+    return bad
+
+
+def check_grads(gfile, spec, ref):
+    G = read_safetensors(gfile)
+    bad = []
+    print("gradients (%s) against PyTorch:" % os.path.basename(gfile))
+    for k in spec.trainable:
+        if k not in G:
+            bad.append("%s: no gradient in %s" % (k, gfile))
+            continue
+        e = check_grad(k, G[k][0], ref["grads"][k])
+        if e:
+            bad.append(e)
+    extra = sorted(set(G) - set(spec.trainable))
+    if extra:
+        bad.append("%s holds tensors that are not trainable parameters: %s" % (gfile, ", ".join(extra[:5])))
+    return bad
+
+
+def check_checkpoint(cfile, spec, ref, K, weights=True, opt_state=True, counters=True):
+    C = read_safetensors(cfile)
+    bad = []
+    print("checkpoint %s against PyTorch after %d steps:" % (os.path.basename(cfile), K))
+    for k, v in ref["params"].items():
+        if k.endswith("num_batches_tracked"):
+            if k in C:
+                print("  %-40s %s (PyTorch's modules would count %d)" % (k, C[k][0], int(v) + K))
+            continue
+        if not weights and k in spec.trainable:
+            continue
+        if k not in C:
+            bad.append("%s: missing from the checkpoint" % k)
+            continue
+        e = check_rel(k, C[k][0], v)
+        if e:
+            bad.append(e)
+    if opt_state:
+        for k, v in ref["state"].items():
+            if k not in C:
+                bad.append("%s: optimizer state missing from the checkpoint" % k)
+                continue
+            e = check_rel(k, C[k][0], v)
+            if e:
+                bad.append(e)
+    if counters:
+        for k, want in (("__step__", K), ("__epoch__", ref["epoch"])):
+            if k not in C:
+                bad.append("%s missing from the checkpoint" % k)
+            elif int(C[k][0].reshape(-1)[0]) != want:
+                bad.append("%s = %d, expected %d" % (k, int(C[k][0].reshape(-1)[0]), want))
+            else:
+                print("  %-40s %d" % (k, want))
+        if "__lr__" not in C:
+            bad.append("__lr__ missing from the checkpoint")
+        else:
+            lr = float(C["__lr__"][0].reshape(-1)[0])
+            ok = abs(lr - ref["lr"]) <= LR_RTOL * abs(ref["lr"])
+            print("  %-40s %.9g (PyTorch %.9g)" % ("__lr__", lr, ref["lr"]))
+            if not ok:
+                bad.append("__lr__ %.9g != PyTorch's %.9g" % (lr, ref["lr"]))
+    return bad
+
+
+def finish(bad):
+    if bad:
+        for b in bad:
+            print("MISMATCH " + b)
+        raise Failure("%d mismatch%s with PyTorch: %s" % (len(bad), "es" if len(bad) > 1 else "", bad[0]))
+
+
+# ---------------------------------------------------------------- the case kinds
+def grad_run(ctx, spec, check_running=True):
+    """One step: the loss and every gradient against PyTorch."""
+    ref = torch_train(spec, 1)
+    net, data, w0 = write_inputs(ctx, spec)
+    G, C, L = ctx.path("G.safetensors"), ctx.path("C.safetensors"), ctx.path("log.csv")
+    run_train(ctx, net, data, 1, weights=w0, checkpoint=C, log=L, grads=G)
+    bad = check_log(L, ref, 1)
+    bad += check_grads(G, spec, ref)
+    if check_running and any(k.endswith("running_mean") for k in spec.params):
+        bad += check_checkpoint(C, spec, ref, 1, weights=False, opt_state=False, counters=False)
+    finish(bad)
+
+
+def train_run(ctx, spec, K):
+    """K steps: losses and lrs per step, the final checkpoint."""
+    ref = torch_train(spec, K)
+    net, data, w0 = write_inputs(ctx, spec)
+    C, L = ctx.path("C.safetensors"), ctx.path("log.csv")
+    run_train(ctx, net, data, K, weights=w0, checkpoint=C, log=L)
+    bad = check_log(L, ref, K)
+    bad += check_checkpoint(C, spec, ref, K)
+    finish(bad)
+
+
+def resume_run(ctx, spec, k, m):
+    """k steps and m more from the checkpoint: bytes equal to k+m unbroken."""
+    import shutil
+    net, data, w0 = write_inputs(ctx, spec)
+    C1, C2, L1, L2 = (ctx.path(f) for f in ("C_split.safetensors", "C_whole.safetensors", "split1.csv", "split2.csv"))
+    Lw = ctx.path("whole.csv")
+    run_train(ctx, net, data, k, weights=w0, checkpoint=C1, log=L1)
+    shutil.copyfile(C1, ctx.path("C_after_%d.safetensors" % k))
+    run_train(ctx, net, data, m, checkpoint=C1, log=L2, resume=True)
+    run_train(ctx, net, data, k + m, weights=w0, checkpoint=C2, log=Lw)
+    a, b = read_safetensors(C1), read_safetensors(C2)
+    bad = []
+    if set(a) != set(b):
+        bad.append("the checkpoints hold different tensors: only resumed %s, only unbroken %s"
+                   % (sorted(set(a) - set(b))[:5], sorted(set(b) - set(a))[:5]))
+    for n in sorted(set(a) & set(b)):
+        if a[n][1] != b[n][1] or a[n][0].dtype != b[n][0].dtype or a[n][0].shape != b[n][0].shape:
+            import numpy as np
+            d = np.abs(a[n][0].astype(np.float64) - b[n][0].astype(np.float64)).max() if a[n][0].shape == b[n][0].shape else -1
+            bad.append("%s differs (max|diff| %.3g)" % (n, d))
+    print("resumed and unbroken checkpoints: %d tensors, %d differ" % (len(set(a) & set(b)), len(bad)))
+    # the resumed run's losses are the unbroken run's last m (the same batches, the same weights)
+    r1, r2, rw = read_log(L1), read_log(L2), read_log(Lw)
+    if len(r1) != k or len(r2) != m or len(rw) != k + m:
+        bad.append("log rows: %d + %d resumed, %d unbroken; expected %d + %d, %d" % (len(r1), len(r2), len(rw), k, m, k + m))
+    else:
+        for i, (p, q) in enumerate(zip(r1 + r2, rw)):
+            if float(p["loss"]) != float(q["loss"]):
+                bad.append("step %d: loss %s resumed, %s unbroken" % (i + 1, p["loss"], q["loss"]))
+    # and the unbroken run is PyTorch's
+    ref = torch_train(spec, k + m)
+    bad += check_log(Lw, ref, k + m)
+    bad += check_checkpoint(C2, spec, ref, k + m)
+    finish(bad)
+
+
+# ---------------------------------------------------------------- gradient cases: one per op family
+GRAD = {}   # name -> function() -> Spec
+
+
+def grad_case(name, labels=()):
+    def deco(f):
+        GRAD[name] = f
+        CASES[name] = (lambda ctx: grad_run(ctx, f()), ("grad",) + tuple(labels))
+        return f
+    return deco
+
+
+# (N, C, H, W, out, kernel, stride, pad, dilation, groups, bias); a 1x1 conv before
+# the tested one makes its data gradient (conv2d_bwd_data) count
+CONVS = {
+    "k3":        (2, 3, 8, 8, 8, 3, 1, 0, 1, 1, True),
+    "s2_p1":     (2, 3, 9, 9, 6, 3, 2, 1, 1, 1, True),
+    "k5_p2":     (2, 2, 7, 7, 4, 5, 1, 2, 1, 1, True),
+    "k1_s2":     (2, 4, 6, 6, 8, 1, 2, 0, 1, 1, False),
+    "dil2":      (2, 3, 11, 11, 4, 3, 1, 2, 2, 1, True),
+    "groups2":   (2, 4, 7, 7, 8, 3, 1, 1, 1, 2, True),
+    "depthwise": (2, 6, 8, 8, 6, 3, 1, 1, 1, 6, False),
+    "dw_s2_mult2": (2, 4, 9, 9, 8, 3, 2, 1, 1, 4, True),
+    "asym":      (2, 3, 9, 10, 5, (3, 1), (2, 1), (1, 0), 1, 1, True),
+    "nobias":    (2, 5, 6, 6, 7, 3, 1, 1, 1, 1, False),
+    "wide":      (2, 8, 6, 6, 32, 3, 1, 1, 1, 1, True),
+}
+
+
+def conv_spec(v):
+    N, C, H, W, out, k, s, p, d, g, bias = CONVS[v]
+    net = Net(N, (C, H, W), seed=2)
+    h = net.conv2d(net.x, C, 1, name="pre")
+    h = net.conv2d(h, out, k, s, p, d, g, bias, name="conv")
+    net.head(h)
+    return spec_of("grad_conv_" + v, net)
+
+
+for _v in CONVS:
+    grad_case("grad_conv_" + _v, ["conv"])(lambda v=_v: conv_spec(v))
+
+
+@grad_case("grad_linear")
+def _linear():
+    net = Net(4, (12,), seed=3)
+    h = net.linear(net.x, 16, name="fc1")
+    h = net.linear(h, 10, bias=False, name="fc2")
+    net.head(h)
+    return spec_of("grad_linear", net)
+
+
+@grad_case("grad_linear_image")
+def _linear_image():
+    # flatten of an image into a linear layer (lenet's pattern)
+    net = Net(3, (2, 4, 4), seed=3)
+    net.head(net.linear(net.flatten(net.x), 9, name="fc1"))
+    return spec_of("grad_linear_image", net)
+
+
+def param_tensor(net, shape, tag):
+    """A parameter-derived tensor of any shape, with no batch axis:
+    linear over the batch of a linear of the input (the language has no bare
+    parameters), so that a gradient reaches the smaller side of a broadcast."""
+    n = 1
+    for d in shape:
+        n *= d
+    h = net.linear(net.flatten(net.x) if len(net.x.shape) > 2 else net.x, n, name=tag + "a")   # [N, n]
+    h = net.linear(net.transpose(h, (1, 0)), 1, name=tag + "b", gain=1.0)                       # [n, 1]
+    return net.reshape(h, shape)
+
+
+MATMULS = {
+    "2d": ((4, 6), (6, 5)),
+    "batched": ((4, 3, 6), (4, 6, 5)),
+    "bcast_2d": ((4, 3, 6), (6, 5)),
+    "bcast_batch": ((4, 1, 3, 6), (2, 6, 5)),
+}
+
+
+def matmul_spec(v):
+    sa, sb = MATMULS[v]
+    net = Net(4, (10,), seed=4)
+
+    def operand(shape, tag):
+        if shape[0] == 4:       # the batch axis: from the input
+            n = 1
+            for d in shape[1:]:
+                n *= d
+            return net.reshape(net.linear(net.x, n, name=tag), shape)
+        return param_tensor(net, shape, tag)
+    h = net.matmul(operand(sa, "qa"), operand(sb, "kb"))
+    net.head(net.reshape(h, (4, -1)))
+    return spec_of("grad_matmul_" + v, net)
+
+
+for _v in MATMULS:
+    grad_case("grad_matmul_" + _v, ["matmul"])(lambda v=_v: matmul_spec(v))
+
+
+@grad_case("grad_batchnorm2d", ["bn"])
+def _bn():
+    net = Net(4, (3, 6, 6), seed=5)
+    h = net.conv2d(net.x, 6, 3, pad=1, name="conv")
+    h = net.batchnorm2d(h, name="bn")
+    net.head(net.act("relu", h))
+    return spec_of("grad_batchnorm2d", net)
+
+
+@grad_case("grad_batchnorm2d_eps_momentum", ["bn"])
+def _bn2():
+    net = Net(3, (2, 5, 4), seed=5)
+    h = net.conv2d(net.x, 5, 1, bias=False, name="conv")
+    h = net.batchnorm2d(h, eps=1e-2, momentum=0.3, name="bn")
+    h = net.batchnorm2d(net.conv2d(h, 4, 3, pad=1, bias=False, name="conv2"), name="bn2")
+    net.head(h)
+    return spec_of("grad_batchnorm2d_eps_momentum", net)
+
+
+@grad_case("grad_layernorm", ["norm"])
+def _ln():
+    net = Net(4, (12,), seed=6)
+    h = net.layernorm(net.linear(net.x, 16, name="fc0"), name="ln")
+    net.head(h)
+    return spec_of("grad_layernorm", net)
+
+
+@grad_case("grad_layernorm_3d", ["norm"])
+def _ln3():
+    net = Net(2, (12,), seed=6)
+    h = net.reshape(net.linear(net.x, 24, name="fc0"), (2, 3, 8))
+    h = net.layernorm(h, eps=1e-3, name="ln")
+    net.head(h)
+    return spec_of("grad_layernorm_3d", net)
+
+
+ACTS = {"relu": 2.0, "relu6": 12.0, "sigmoid": 2.0, "tanh": 2.0, "gelu": 2.0, "silu": 2.0, "hardswish": 6.0,
+        "leaky_relu": 2.0}
+
+
+def act_spec(a, slope=None):
+    net = Net(2, (3, 5, 5), seed=7)
+    h = net.conv2d(net.x, 6, 3, pad=1, name="conv", gain=ACTS[a])
+    h = net.act(a, h, slope)
+    net.head(h)
+    return spec_of("grad_act_" + a, net)
+
+
+for _a in ACTS:
+    grad_case("grad_act_" + _a, ["act"])(lambda a=_a: act_spec(a))
+grad_case("grad_act_leaky_relu_slope", ["act"])(lambda: act_spec("leaky_relu", 0.2))
+
+
+POOLS = {   # kind, (k, stride, pad)
+    "maxpool2d_k2": ("maxpool2d", (2, None, None)),
+    "maxpool2d_k3_s2_p1": ("maxpool2d", (3, 2, 1)),
+    "maxpool2d_k3_s1": ("maxpool2d", (3, 1, None)),
+    "avgpool2d_k2": ("avgpool2d", (2, None, None)),
+    "avgpool2d_k3_s2_p1": ("avgpool2d", (3, 2, 1)),
+    "avgpool2d_asym": ("avgpool2d", ((2, 3), (2, 1), (1, 1))),
+}
+
+
+def pool_spec(v):
+    kind, (k, s, p) = POOLS[v]
+    net = Net(2, (3, 9, 9), seed=8)
+    h = net.conv2d(net.x, 4, 3, pad=1, name="conv")
+    net.head(net.pool(kind, h, k, s, p))
+    return spec_of("grad_" + v, net)
+
+
+for _v in POOLS:
+    grad_case("grad_" + _v, ["pool"])(lambda v=_v: pool_spec(v))
+
+
+@grad_case("grad_global_avgpool2d", ["pool"])
+def _gap():
+    net = Net(2, (3, 7, 6), seed=8)
+    net.head(net.gap(net.conv2d(net.x, 8, 3, pad=1, name="conv")))
+    return spec_of("grad_global_avgpool2d", net)
+
+
+def bcast_spec(name, build):
+    net = Net(2, (3, 4, 5), seed=9)
+    net.head(build(net))
+    return spec_of(name, net)
+
+
+def A(n):
+    return n.conv2d(n.x, 4, 3, pad=1, name="ca")       # [2, 4, 4, 5]
+
+
+def positive(net, t):
+    """1.5 + sigmoid(t): a denominator in (1.5, 2.5)."""
+    return net.binop("+", 1.5, net.act("sigmoid", t))
+
+
+BINOPS = {
+    # residual add: the same shapes
+    "add_same": lambda n: n.call2("add", A(n), n.conv2d(n.x, 4, 1, name="cb")),
+    # [2,4,4,5] op [4,1,1]: the per-channel side sums over N, H, W
+    "add_bcast_channel": lambda n: n.call2("add", A(n), param_tensor(n, (4, 1, 1), "b")),
+    "sub_bcast_last": lambda n: n.call2("sub", A(n), param_tensor(n, (5,), "b")),
+    "mul_bcast_channel": lambda n: n.call2("mul", A(n), param_tensor(n, (1, 4, 1, 1), "b")),
+    "mul_bcast_nc11": lambda n: n.call2("mul", A(n), n.gap(n.conv2d(n.x, 4, 1, name="cb"))),
+    "div_bcast": lambda n: n.call2("div", A(n), positive(n, param_tensor(n, (4, 1, 5), "b"))),
+    "div_same": lambda n: n.call2("div", positive(n, n.conv2d(n.x, 4, 1, name="cb")), positive(n, A(n))),
+    # both sides broadcast: [2,1,4,5] op [4,1,1] -> [2,4,4,5]
+    "add_bcast_both": lambda n: n.call2("add", n.conv2d(n.x, 1, 3, pad=1, name="cb"), param_tensor(n, (4, 1, 1), "b")),
+    "mul_bcast_both": lambda n: n.call2("mul", n.conv2d(n.x, 1, 3, pad=1, name="cb"), param_tensor(n, (4, 1, 5), "b")),
+    # numbers on either side, and the operators
+    "scalars": lambda n: n.binop("-", 1.0, n.binop("/", n.binop("*", n.binop("+", A(n), 0.5), 3.0), 4.0)),
+    "ops": lambda n: ops_expr(n, A(n)),
+}
+
+
+def ops_expr(n, a):
+    """(a - b) * a / (1.5 + sigmoid(c)): a value used twice, operators between tensors."""
+    return n.binop("/", n.binop("*", n.binop("-", a, param_tensor(n, (4, 1, 1), "b")), a),
+                   positive(n, n.conv2d(n.x, 4, 1, name="cb")))
+for _v in BINOPS:
+    grad_case("grad_" + _v, ["binary"])(lambda v=_v: bcast_spec("grad_" + v, BINOPS[v]))
+
+
+def concat_spec(name, axis, sizes):
+    net = Net(2, (3, 6, 6), seed=10)
+    hs = []
+    for i, c in enumerate(sizes):
+        hs.append(net.conv2d(net.x, c, 3, pad=1, name="c%d" % i))
+    net.head(net.concat(hs, axis))
+    return spec_of(name, net)
+
+
+grad_case("grad_concat_axis1", ["move"])(lambda: concat_spec("grad_concat_axis1", 1, (3, 5)))
+grad_case("grad_concat_axis2_three", ["move"])(lambda: concat_spec("grad_concat_axis2_three", 2, (2, 2, 2)))
+grad_case("grad_concat_axis_last", ["move"])(lambda: concat_spec("grad_concat_axis_last", -1, (4, 4)))
+
+
+@grad_case("grad_shape_ops", ["shape"])
+def _shape():
+    # reshape, transpose (4-D and 2-D perms), flatten between parameter layers
+    net = Net(2, (3, 4, 5), seed=11)
+    h = net.conv2d(net.x, 6, 3, pad=1, name="conv")              # [2, 6, 4, 5]
+    h = net.transpose(h, (0, 2, 3, 1))                           # [2, 4, 5, 6]
+    h = net.reshape(h, (2, 20, 6))
+    h = net.linear(net.reshape(h, (40, 6)), 7, name="mid")       # [40, 7]
+    h = net.transpose(net.reshape(h, (2, 20, 7)), (0, 2, 1))     # [2, 7, 20]
+    net.head(net.flatten(h))
+    return spec_of("grad_shape_ops", net)
+
+
+@grad_case("grad_softmax", ["softmax"])
+def _softmax():
+    net = Net(4, (10,), seed=12)
+    h = net.softmax("softmax", net.linear(net.x, 8, name="fc0", gain=4.0))
+    net.head(h)
+    return spec_of("grad_softmax", net)
+
+
+@grad_case("grad_softmax_axis1", ["softmax"])
+def _softmax1():
+    net = Net(2, (3, 4, 4), seed=12)
+    h = net.softmax("softmax", net.conv2d(net.x, 5, 3, pad=1, name="conv", gain=4.0), axis=1)
+    net.head(h)
+    return spec_of("grad_softmax_axis1", net)
+
+
+@grad_case("grad_log_softmax_nll", ["softmax", "loss"])
+def _logsoftmax():
+    net = Net(4, (10,), seed=13)
+    h = net.linear(net.x, 12, name="fc0")
+    logp = net.softmax("log_softmax", net.linear(h, 6, name="fc", gain=1.0))
+    net.loss = net.nll_loss(logp)
+    return spec_of("grad_log_softmax_nll", net)
+
+
+@grad_case("grad_log_softmax_axis1", ["softmax"])
+def _logsoftmax1():
+    net = Net(2, (3, 4, 4), seed=13)
+    h = net.softmax("log_softmax", net.conv2d(net.x, 5, 3, pad=1, name="conv", gain=4.0), axis=1)
+    net.head(h)
+    return spec_of("grad_log_softmax_axis1", net)
+
+
+@grad_case("grad_cross_entropy", ["loss"])
+def _ce():
+    net = Net(6, (10,), classes=20, seed=14)
+    net.loss = net.cross_entropy(net.linear(net.x, 20, name="fc", gain=4.0))
+    return spec_of("grad_cross_entropy", net)
+
+
+@grad_case("grad_mse_loss", ["loss"])
+def _mse():
+    net = Net(4, (8,), y_float=(3,), seed=15)
+    h = net.linear(net.act("tanh", net.linear(net.x, 6, name="fc0")), 3, name="fc1")
+    net.loss = net.mse_loss(h, net.y)
+    return spec_of("grad_mse_loss", net)
+
+
+@grad_case("grad_loss_sum", ["loss"])
+def _loss_sum():
+    # minimize a sum of losses: ce + 0.5 * mse (the mse against the input)
+    net = Net(4, (6,), classes=6, seed=16)
+    logits = net.linear(net.act("gelu", net.linear(net.x, 8, name="fc0")), 6, name="fc1")
+    ce = net.cross_entropy(logits)
+    mse = net.mse_loss(logits, net.x)
+    net.loss = net.binop("+", ce, net.binop("*", mse, 0.5))
+    return spec_of("grad_loss_sum", net)
+
+
+@grad_case("grad_dropout_p0", ["dropout"])
+def _dropout0():
+    net = Net(2, (3, 5, 5), seed=17)
+    h = net.dropout(net.conv2d(net.x, 4, 3, pad=1, name="conv"), 0.0, two_d=True)
+    h = net.dropout(net.act("relu", net.linear(net.flatten(h), 12, name="fc1")), 0.0)
+    net.head(h)
+    return spec_of("grad_dropout_p0", net)
+
+
+@grad_case("grad_tour", ["model"])
+def _tour():
+    # docs/language.md's tour model, every family at once (without the mse branch)
+    net = Net(2, (4, 8, 8), classes=6, seed=18)
+    c = net.conv2d(net.x, 8, (3, 1), stride=(2, 1), pad=(1, 0), groups=2, bias=False, name="conv")
+    c = net.act("hardswish", net.batchnorm2d(c, eps=1e-3, name="bn"))
+    p = net.pool("maxpool2d", c, 2, 1)
+    g = net.gap(net.concat([net.pool("avgpool2d", p, 2), net.pool("avgpool2d", p, 2)], 1))
+    f = net.layernorm(net.flatten(g), name="ln")
+    q = net.reshape(f, (2, 4, -1))
+    att = net.softmax("softmax", net.binop("/", net.matmul(q, net.transpose(q, (0, 2, 1))), 2.0))
+    mix = net.flatten(net.matmul(att, q))
+    net.loss = net.cross_entropy(net.linear(net.act("gelu", mix), 6, name="head", gain=1.0))
+    return spec_of("grad_tour", net)
+
+
+# ---------------------------------------------------------------- optimizer cases
+def small_cnn(name, opt, samples=12, batch=4, seed=30):
+    """conv-bn-relu-pool, conv-bn-relu, global pool, linear: 3 steps per epoch.
+    The convolutions before batchnorm have no bias: its gradient is zero up
+    to rounding, and Adam would turn rounding noise into full-size steps."""
+    net = Net(batch, (3, 8, 8), samples=samples, seed=seed)
+    h = net.act("relu", net.batchnorm2d(net.conv2d(net.x, 8, 3, pad=1, bias=False, name="conv1"), name="bn1"))
+    h = net.pool("maxpool2d", h, 2)
+    h = net.act("relu", net.batchnorm2d(net.conv2d(h, 12, 3, pad=1, bias=False, name="conv2"), name="bn2"))
+    h = net.linear(net.flatten(net.gap(h)), 16, name="fc1")
+    net.head(net.act("relu", h), name="fc2")
+    net.opt = opt
+    return spec_of(name, net)
+
+
+OPTS = {   # name: (Opt, K)
+    "opt_sgd": (Opt("sgd", lr=0.1), 6),
+    "opt_sgd_momentum": (Opt("sgd", lr=0.05, momentum=0.9), 8),
+    "opt_sgd_nesterov_wd": (Opt("sgd", lr=0.05, momentum=0.9, weight_decay=0.01, nesterov=True), 8),
+    "opt_sgd_step": (Opt("sgd", ("step", {"every": 2, "gamma": 0.5}), lr=0.1, momentum=0.5), 15),
+    "opt_sgd_cosine": (Opt("sgd", ("cosine", {"total": 5}), lr=0.1, momentum=0.9, weight_decay=1e-3), 15),
+    "opt_adam": (Opt("adam", lr=2e-3), 8),
+    "opt_adam_wd": (Opt("adam", lr=2e-3, beta1=0.8, beta2=0.99, eps=1e-6, weight_decay=0.01), 8),
+    "opt_adam_cosine": (Opt("adam", ("cosine", {"total": 6}), lr=3e-3), 18),
+    "opt_adamw": (Opt("adamw", lr=2e-3, weight_decay=0.05), 8),
+    "opt_adamw_step": (Opt("adamw", ("step", {"every": 1, "gamma": 0.7}), lr=3e-3, weight_decay=0.1), 12),
+}
+TRAIN = {}     # name -> (function() -> Spec, K)
+for _n, (_o, _k) in OPTS.items():
+    TRAIN[_n] = (lambda n=_n, o=_o: small_cnn(n, o), _k)
+    CASES[_n] = (lambda ctx, n=_n: train_run(ctx, TRAIN[n][0](), TRAIN[n][1]), ("optim",))
+
+
+# ---------------------------------------------------------------- resume
+RESUME = {   # name: (Opt, k, m)
+    "resume_sgd_epoch": (Opt("sgd", ("step", {"every": 2, "gamma": 0.5}), lr=0.1, momentum=0.9,
+                             weight_decay=1e-3), 6, 5),
+    "resume_adam_midepoch": (Opt("adam", ("cosine", {"total": 5}), lr=3e-3), 4, 7),
+    "resume_adamw_midepoch": (Opt("adamw", lr=2e-3, weight_decay=0.05), 2, 4),
+}
+for _n, (_o, _k, _m) in RESUME.items():
+    TRAIN[_n] = (lambda n=_n, o=_o: small_cnn(n, o), _k + _m)
+    CASES[_n] = (lambda ctx, n=_n: resume_run(ctx, TRAIN[n][0](), RESUME[n][1], RESUME[n][2]), ("resume",))
+
+
+# ---------------------------------------------------------------- dropout with p > 0
+def dropout_spec(two_d, p):
+    """A model whose last layer's weight gradient shows the dropout mask: with
+    batch 1, a column (dropout) or a channel's columns (dropout2d) of the
+    gradient of fc.weight is zero exactly where the unit was dropped."""
+    if two_d:
+        net = Net(1, (3, 5, 5), seed=40)
+        h = net.conv2d(net.x, 64, 3, pad=1, name="conv")
+        mark = len(net.steps)
+        h = net.dropout(h, 0.0, two_d=True)
+    else:
+        net = Net(1, (16,), seed=40)
+        h = net.linear(net.x, 256, name="fc0")
+        mark = len(net.steps)
+        h = net.dropout(h, 0.0)
+    net.head(h)
+    name = "dropout2d_mask" if two_d else "dropout_mask"
+    # the text says p; the torch side gets the mask later (masked_spec)
+    net.lines[mark] = net.lines[mark].replace("0.0)", "%s)" % net_number(p))
+    return spec_of(name, net), mark
+
+
+def masked_spec(spec, mark, mask, p):
+    """spec with the dropout step of the forward replaced by mask/(1-p)."""
+    import torch
+    m = torch.as_tensor(mask, dtype=torch.float64)
+    owner = spec.net
+    steps = list(owner.steps)
+    v, _, names = steps[mark]
+    if m.dim() == 1 and len(owner.x.shape) == 4:    # dropout2d: one value per (n, c)
+        m = m.reshape(1, -1, 1, 1)
+    steps[mark] = (v, lambda P, a: a * m / (1 - p), names)
+
+    def forward(P, xb, yb):
+        env = {"x": xb, "y": yb}
+        for vv, fn, nn in steps:
+            env[vv] = fn(P, *[env[n] for n in nn])
+        return env[owner.loss.name]
+    s = copy.copy(spec)
+    s.forward = forward
+    return s
+
+
+def dropout_run(ctx, two_d, p):
+    import numpy as np
+    spec, mark = dropout_spec(two_d, p)
+    net, data, w0 = write_inputs(ctx, spec)
+    runs = {}
+    for tag, seed_ in (("a", 1), ("b", 1), ("c", 2)):
+        G, L = ctx.path("G_%s.safetensors" % tag), ctx.path("log_%s.csv" % tag)
+        run_train(ctx, net, data, 1, weights=w0, log=L, grads=G, extra=["--seed", str(seed_)])
+        runs[tag] = (read_safetensors(G), read_log(L))
+    bad = []
+    ga, gb, gc = runs["a"][0], runs["b"][0], runs["c"][0]
+    same = all(ga[k][1] == gb[k][1] for k in ga) and set(ga) == set(gb)
+    print("same seed twice: gradients %s" % ("bit-identical" if same else "DIFFER"))
+    if not same:
+        bad.append("two runs with --seed 1 gave different gradients")
+    if "fc.weight" not in ga or "fc.weight" not in gc:
+        finish(bad + ["no fc.weight gradient"])
+    G = ga["fc.weight"][0]                     # [classes, units (x H*W)]
+    units = 64 if two_d else 256
+    cols = np.abs(G).reshape(G.shape[0], units, -1)
+    mask = (cols.max(axis=(0, 2)) > 0).astype(np.float64)
+    Gc = gc["fc.weight"][0]
+    mask_c = (np.abs(Gc).reshape(Gc.shape[0], units, -1).max(axis=(0, 2)) > 0)
+    kept = mask.mean()
+    print("mask read from the gradient: %d of %d units kept (%.3f; expected %.3f); seed 2 keeps %d, "
+          "%d units differ from seed 1" % (mask.sum(), units, kept, 1 - p, mask_c.sum(), int((mask_c != (mask > 0)).sum())))
+    if (mask_c == (mask > 0)).all():
+        bad.append("--seed 2 gave the same mask as --seed 1")
+    # binomial(units, 1-p): 5 standard deviations
+    sd = (p * (1 - p) / units) ** 0.5
+    if abs(kept - (1 - p)) > 5 * sd:
+        bad.append("kept %.3f of the units, expected %.3f +- %.3f" % (kept, 1 - p, 5 * sd))
+    ref = torch_train(masked_spec(spec, mark, mask, p), 1)
+    bad += check_log(ctx.path("log_a.csv"), ref, 1)
+    print("gradients against PyTorch with that mask:")
+    for k in spec.trainable:
+        e = check_grad(k, ga[k][0], ref["grads"][k]) if k in ga else "%s: no gradient" % k
+        if e:
+            bad.append(e)
+    finish(bad)
+
+
+CASES["dropout_mask"] = (lambda ctx: dropout_run(ctx, False, 0.5), ("dropout",))
+CASES["dropout2d_mask"] = (lambda ctx: dropout_run(ctx, True, 0.3), ("dropout",))
+
+
+# ---------------------------------------------------------------- example models
+def example_text(kind, opt):
+    """examples/KIND.net with its train block replaced by opt's, labels and a
+    loss added where the file has none, and every dropout's p set to 0."""
+    path = os.path.join(EXAMPLES, kind + ".net")
+    if not os.path.exists(path):
+        raise Failure("%s does not exist" % path)
+    src = open(path).read()
+    src = re.sub(r"^train\s*\{.*?^\}\s*$", "", src, flags=re.S | re.M)
+    lines = []
+    for ln in src.split("\n"):
+        if "dropout" in ln and not ln.lstrip().startswith("#"):
+            ln = re.sub(r",\s*(p\s*=\s*)?0?\.[0-9]+\)", ", 0.0)", ln)     # p < 1: not a pool's 2
+        lines.append(ln)
+    src = "\n".join(lines).rstrip() + "\n"
+    if not re.search(r"^input\s+y\s*:", src, re.M):
+        src += "input y: i32[N]\n"
+    if not re.search(r"^loss\s*=", src, re.M):
+        src += "loss = cross_entropy(logits, y)\n"
+    return src + opt.block("loss")
+
+
+def example_spec(kind, batch, size, in_ch=3, samples=None, opt=None, seed=20):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    O.seed(seed)
+    m = O.build_module(kind, size=size)
+    O.randomize_bn(m)
+    for mod in m.modules():
+        if isinstance(mod, nn.Dropout):
+            mod.p = 0.0
+    samples = samples or batch
+    classes = [mod for mod in m.modules() if isinstance(mod, nn.Linear)][-1].out_features
+    x_all = O.as64(O.rand(samples, in_ch, size, size))
+    y_all = torch.randint(0, classes, (samples,))
+    # logits of about 4 at most (as the inference oracle does): gradients of a
+    # size the tolerance means something for
+    last = [mod for mod in m.modules() if isinstance(mod, nn.Linear)][-1]
+    with torch.no_grad():
+        k = 4.0 / float(copy.deepcopy(m).double().train()(x_all[:batch]).abs().max())
+        last.weight.mul_(k)
+        last.bias.mul_(k)
+    sd = {k: (O.as64(v) if v.is_floating_point() else v.clone()) for k, v in m.state_dict().items()}
+    md = m.double().train()
+    trainable = [k for k, _ in md.named_parameters()]
+
+    def forward(P, xb, yb):
+        from torch.nn.utils import stateless
+        return F.cross_entropy(stateless.functional_call(md, P, (xb,)), yb)
+    opt = opt or Opt("sgd", lr=0.01)
+    text = example_text(kind, opt)
+    return Spec(kind, text, sd, trainable, forward, x_all, y_all, batch, opt)
+
+
+EXAMPLE_CASES = {   # name: (kind, batch, size, in_ch, sets, labels)
+    "ex_lenet": ("lenet", 4, 28, 1, ["N=4"], ["model"]),
+    "ex_mlp": ("mlp", 4, 28, 1, ["N=4"], ["model"]),
+    "ex_resnet18": ("resnet18", 4, 32, 3, ["N=4", "S=32"], ["model"]),
+    "ex_mobilenet_v2": ("mobilenet_v2", 4, 64, 3, ["N=4", "S=64"], ["model"]),
+    "ex_vgg11": ("vgg11", 2, 32, 3, ["N=2", "S=32"], ["model"]),
+    "ex_resnet50": ("resnet50", 4, 32, 3, ["N=4", "S=32"], ["model", "slow"]),
+    "ex_vgg16": ("vgg16", 2, 32, 3, ["N=2", "S=32"], ["model", "slow"]),
+    "ex_vgg19": ("vgg19", 2, 32, 3, ["N=2", "S=32"], ["model", "slow"]),
+}
+
+
+def example_grad_run(ctx, name):
+    kind, batch, size, in_ch, sets, _ = EXAMPLE_CASES[name]
+    spec = example_spec(kind, batch, size, in_ch)
+    spec.model = name
+    ref = torch_train(spec, 1)
+    net, data, w0 = write_inputs(ctx, spec)
+    G, C, L = ctx.path("G.safetensors"), ctx.path("C.safetensors"), ctx.path("log.csv")
+    extra = []
+    for s in sets:
+        extra += ["--set", s]
+    run_train(ctx, net, data, 1, weights=w0, checkpoint=C, log=L, grads=G, extra=extra)
+    bad = check_log(L, ref, 1)
+    bad += check_grads(G, spec, ref)
+    bad += check_checkpoint(C, spec, ref, 1, weights=False, opt_state=False, counters=False)
+    finish(bad)
+
+
+for _n, _e in EXAMPLE_CASES.items():
+    CASES[_n] = (lambda ctx, n=_n: example_grad_run(ctx, n), tuple(_e[5]))
+
+# several optimizer steps on whole examples, in their own recipes' style
+EXAMPLE_TRAIN = {   # name: (kind, batch, size, in_ch, sets, samples, Opt, K, labels)
+    "ex_lenet_sgd_steps": ("lenet", 4, 28, 1, ["N=4"], 12, Opt("sgd", lr=0.01, momentum=0.5), 6, ["model", "optim"]),
+    "ex_mlp_adam_steps": ("mlp", 4, 28, 1, ["N=4"], 8, Opt("adam", lr=1e-4), 6, ["model", "optim"]),
+    "ex_resnet18_sgd_steps": ("resnet18", 4, 32, 3, ["N=4", "S=32"], 8,
+                              Opt("sgd", ("step", {"every": 1, "gamma": 0.5}), lr=0.02, momentum=0.9,
+                                  weight_decay=1e-4), 4, ["model", "optim", "slow"]),
+}
+
+
+def example_train_run(ctx, name):
+    kind, batch, size, in_ch, sets, samples, opt, K, _ = EXAMPLE_TRAIN[name]
+    spec = example_spec(kind, batch, size, in_ch, samples=samples, opt=opt)
+    spec.model = name
+    ref = torch_train(spec, K)
+    net, data, w0 = write_inputs(ctx, spec)
+    C, L = ctx.path("C.safetensors"), ctx.path("log.csv")
+    extra = []
+    for s in sets:
+        extra += ["--set", s]
+    run_train(ctx, net, data, K, weights=w0, checkpoint=C, log=L, extra=extra)
+    bad = check_log(L, ref, K)
+    bad += check_checkpoint(C, spec, ref, K)
+    finish(bad)
+
+
+for _n, _e in EXAMPLE_TRAIN.items():
+    CASES[_n] = (lambda ctx, n=_n: example_train_run(ctx, n), tuple(_e[8]))
+
+
+# ---------------------------------------------------------------- the PyTorch side alone
+def spec_for(name):
+    """(spec, K, sets) of a case, for --torch-only."""
+    if name in GRAD:
+        return GRAD[name](), 1, []
+    if name in TRAIN:
+        return TRAIN[name][0](), TRAIN[name][1], []
+    if name in ("dropout_mask", "dropout2d_mask"):
+        two_d = name == "dropout2d_mask"
+        p = 0.3 if two_d else 0.5
+        spec, mark = dropout_spec(two_d, p)
+        import numpy as np
+        rng = np.random.RandomState(0)
+        units = 64 if two_d else 256
+        return masked_spec(spec, mark, (rng.rand(units) > p).astype(np.float64), p), 1, []
+    if name in EXAMPLE_CASES:
+        kind, batch, size, in_ch, sets, _ = EXAMPLE_CASES[name]
+        s = example_spec(kind, batch, size, in_ch)
+        s.model = name
+        return s, 1, sets
+    if name in EXAMPLE_TRAIN:
+        kind, batch, size, in_ch, sets, samples, opt, K, _ = EXAMPLE_TRAIN[name]
+        s = example_spec(kind, batch, size, in_ch, samples=samples, opt=opt)
+        s.model = name
+        return s, K, sets
+    raise KeyError(name)
+
+
+def torch_only(name, ncc=None, work=None):
+    """Runs a case's PyTorch computation (a script bug shows here, before ncc
+    can train) and, given ncc, checks that ncc reads the model and names the
+    same parameters with the same shapes (`ncc MODEL.net --emit=params`)."""
+    import math
+    import tempfile
+    spec, K, sets = spec_for(name)
+    ref = torch_train(spec, K)
+    for k, g in ref["grads"].items():
+        if not bool(g.isfinite().all()):
+            raise Failure("%s: PyTorch's gradient of %s is not finite" % (name, k))
+    zero = [k for k, g in ref["grads"].items() if float(g.abs().max()) == 0.0]
+    if zero:
+        raise Failure("%s: PyTorch's gradient of %s is zero: the case tests nothing there" % (name, ", ".join(zero)))
+    if not all(math.isfinite(v) for v in ref["losses"]):
+        raise Failure("%s: PyTorch's loss is not finite" % name)
+    gmax = max(float(g.abs().max()) for g in ref["grads"].values())
+    print("%-32s K=%-2d params %-3d loss %.5g -> %.5g  max|grad| %.3g  lr %.4g -> %.4g"
+          % (name, K, len(spec.trainable), ref["losses"][0], ref["losses"][-1], gmax, ref["lrs"][0], ref["lr"]))
+    if ncc:
+        d = work or tempfile.mkdtemp(prefix="train-oracle-")
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, spec.model + ".net")
+        with open(path, "w") as f:
+            f.write(spec.text)
+        cmd = [ncc, path, "--emit=params"]
+        for s in sets:
+            cmd += ["--set", s]
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        if p.returncode != 0:
+            print(spec.text)
+            raise Failure("%s: %s failed:\n%s" % (name, " ".join(cmd), p.stderr))
+        got = {}
+        for ln in p.stdout.split("\n"):
+            if ln.strip():
+                n, t = ln.split(None, 1)
+                got[n] = tuple(int(v) for v in re.findall(r"\d+", t.split("[", 1)[1])) if "[" in t else ()
+        want = {k: tuple(v.shape) for k, v in spec.params.items() if not k.endswith("num_batches_tracked")}
+        if got != want:
+            raise Failure("%s: ncc's parameters differ from the PyTorch twin's: ncc only %s; torch only %s; "
+                          "shapes %s" % (name, sorted(set(got) - set(want)), sorted(set(want) - set(got)),
+                                         [(k, got[k], want[k]) for k in set(got) & set(want) if got[k] != want[k]]))
+
+
+# ---------------------------------------------------------------- main
+def main():
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", nargs="?")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--labels", action="store_true", help="with --list: NAME LABELS per line")
+    ap.add_argument("--torch-only", metavar="CASE", help="run only the PyTorch side of CASE (or all)")
+    ap.add_argument("--ncc")
+    ap.add_argument("--work", default=None)
+    a = ap.parse_args()
+    if a.list:
+        for n, (f, labels) in CASES.items():
+            print("%s %s" % (n, ",".join(("train",) + labels)) if a.labels else n)
+        return 0
+    if a.torch_only:
+        names = [a.torch_only]
+        if a.torch_only == "all":     # the slow ones too with NCC_SLOW=1
+            names = [n for n in CASES if os.environ.get("NCC_SLOW") == "1" or "slow" not in CASES[n][1]]
+        rc = 0
+        for n in names:
+            if n not in CASES:
+                print("unknown case %r" % n, file=sys.stderr)
+                return 2
+            try:
+                torch_only(n, os.path.abspath(a.ncc) if a.ncc else None, a.work)
+            except Failure as e:
+                print("FAIL %s" % e)
+                rc = 1
+        return rc
+    if a.case not in CASES:
+        print("unknown case %r" % a.case, file=sys.stderr)
+        return 2
+    if not a.ncc:
+        print("--ncc PATH is required", file=sys.stderr)
+        return 2
+    work = a.work or os.path.join(os.getcwd(), "train-oracle-work", a.case)
+    ctx = O.Ctx(a.case, os.path.abspath(a.ncc), work)
+    try:
+        CASES[a.case][0](ctx)
+    except Failure as e:
+        print("FAIL %s: %s" % (a.case, e))
+        return 1
+    except subprocess.TimeoutExpired as e:
+        print("FAIL %s: timed out: %s" % (a.case, e))
+        return 1
+    except Skip as e:
+        print("SKIP %s: %s" % (a.case, e))
+        ctx.cleanup()
+        return 77
+    print("PASS %s" % a.case)
+    ctx.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
