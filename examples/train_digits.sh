@@ -11,7 +11,7 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)" >/dev/null
 out=build/digits
 mkdir -p "$out"
-/usr/bin/python3 tests/data/make_digits.py "$out"
+/usr/bin/python3 examples/make_digits.py "$out"
 echo "== ncc train examples/digits.net --data $out --epochs ${EPOCHS:-10}"
 build/ncc train examples/digits.net --data "$out" --epochs "${EPOCHS:-10}" \
   --checkpoint "$out/digits.safetensors" --log "$out/digits.csv"

@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build flex bison pkg-config clang libclang-rt-14-dev
       libopenblas-dev libcjson-dev python3-numpy python3-torch
-      python3-sklearn)   # sklearn: the digits data set (tests/data/make_digits.py)
+      python3-sklearn)   # sklearn: the digits data set (examples/make_digits.py)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
