@@ -45,7 +45,9 @@ What is compared:
            units, and PyTorch with that mask must give ncc's gradients.
   ex_*     every example model (examples/*.net; a train block and labels are
            appended where missing, dropout set to p=0), small sizes via --set:
-           one step's loss and all gradients (and running statistics).
+           one step's loss and all gradients (and running statistics); where
+           PyTorch's own float32 gradients miss 1e-4 (deep batchnorm networks
+           at initialisation: f32_floor), up to 8x PyTorch float32's error.
 """
 import copy
 import csv
@@ -503,8 +505,9 @@ def run_train(ctx, net, data, steps, weights=None, checkpoint=None, log=None, gr
 
 
 # ---------------------------------------------------------------- comparisons
-def check_grad(name, got, ref, rtol=GRAD_RTOL):
-    """The inference oracle's rule: max|err| <= rtol * max(1, max|ref|)."""
+def check_grad(name, got, ref, rtol=GRAD_RTOL, floor=0.0):
+    """The inference oracle's rule: max|err| <= rtol * max(1, max|ref|)
+    (or floor where that is larger: see f32_floor)."""
     import numpy as np
     ref = ref.detach().numpy() if hasattr(ref, "detach") else np.asarray(ref)
     if tuple(got.shape) != tuple(ref.shape):
@@ -514,14 +517,16 @@ def check_grad(name, got, ref, rtol=GRAD_RTOL):
         raise Failure("%s: %d non-finite values" % (name, int(np.sum(~np.isfinite(g)))))
     err = np.abs(g - ref)
     scale = max(1.0, float(np.abs(ref).max()) if ref.size else 1.0)
+    tol = max(rtol * scale, floor)
     m = float(err.max()) if err.size else 0.0
-    print("  %-40s %-16s max|err| %.3g  tol %.3g  (max|ref| %.4g)"
-          % (name, tuple(ref.shape), m, rtol * scale, float(np.abs(ref).max()) if ref.size else 0.0))
-    if m > rtol * scale:
-        for i in np.argwhere(err > rtol * scale)[:5]:
+    print("  %-40s %-16s max|err| %.3g  tol %.3g  (max|ref| %.4g%s)"
+          % (name, tuple(ref.shape), m, tol, float(np.abs(ref).max()) if ref.size else 0.0,
+             ", float32 PyTorch's own error x%d" % F32_FACTOR if floor > rtol * scale else ""))
+    if m > tol:
+        for i in np.argwhere(err > tol)[:5]:
             i = tuple(int(k) for k in i)
             print("    at %s: ncc %.7g, PyTorch %.7g" % (i, g[i], ref[i]))
-        return "%s (max|err| %.3g > %.3g)" % (name, m, rtol * scale)
+        return "%s (max|err| %.3g > %.3g)" % (name, m, tol)
     return None
 
 
@@ -568,7 +573,7 @@ def check_log(log, ref, K):
     return bad
 
 
-def check_grads(gfile, spec, ref):
+def check_grads(gfile, spec, ref, floors=None):
     G = read_safetensors(gfile)
     bad = []
     print("gradients (%s) against PyTorch:" % os.path.basename(gfile))
@@ -576,7 +581,7 @@ def check_grads(gfile, spec, ref):
         if k not in G:
             bad.append("%s: no gradient in %s" % (k, gfile))
             continue
-        e = check_grad(k, G[k][0], ref["grads"][k])
+        e = check_grad(k, G[k][0], ref["grads"][k], floor=(floors or {}).get(k, 0.0))
         if e:
             bad.append(e)
     extra = sorted(set(G) - set(spec.trainable))
@@ -1234,6 +1239,24 @@ EXAMPLE_CASES = {   # name: (kind, batch, size, in_ch, sets, labels)
 }
 
 
+F32_FACTOR = 8
+
+
+def f32_floor(spec, ref):
+    """Deep networks with batchnorm in training mode at random initialisation
+    (MobileNetV2, ResNet-50: batch statistics over a few values per channel)
+    amplify rounding so much that PyTorch itself, in float32, is up to 1e-2
+    away from its float64 gradients: no float32 computation meets 1e-4 there.
+    The example cases therefore run PyTorch in float32 too and accept, per
+    parameter, up to F32_FACTOR times PyTorch float32's own error, where that
+    is more than the 1e-4 rule (lenet, mlp and vgg stay at 1e-4 throughout)."""
+    s32 = copy.copy(spec)
+    s32.params = {k: (v.float() if v.is_floating_point() else v) for k, v in spec.params.items()}
+    s32.x_all = spec.x_all.float()
+    r32 = torch_train(s32, 1)
+    return {k: F32_FACTOR * float((r32["grads"][k].double() - g).abs().max()) for k, g in ref["grads"].items()}
+
+
 def example_grad_run(ctx, name):
     kind, batch, size, in_ch, sets, _ = EXAMPLE_CASES[name]
     spec = example_spec(name, kind, batch, size, in_ch)
@@ -1245,7 +1268,7 @@ def example_grad_run(ctx, name):
         extra += ["--set", s]
     run_train(ctx, net, data, 1, weights=w0, checkpoint=C, log=L, grads=G, extra=extra)
     bad = check_log(L, ref, 1)
-    bad += check_grads(G, spec, ref)
+    bad += check_grads(G, spec, ref, f32_floor(spec, ref))
     bad += check_checkpoint(C, spec, ref, 1, weights=False, opt_state=False, counters=False)
     finish(bad)
 
@@ -1253,13 +1276,13 @@ def example_grad_run(ctx, name):
 for _n, _e in EXAMPLE_CASES.items():
     CASES[_n] = (lambda ctx, n=_n: example_grad_run(ctx, n), tuple(_e[5]))
 
-# several optimizer steps on whole examples, in their own recipes' style
+# several optimizer steps on whole examples.  Not ResNet-18 and deeper: at
+# the small sizes the emulator affords (batch 4, 1x1 maps in layer4) their
+# training is chaotic, and PyTorch float32 itself leaves float64 by 1e-2 in
+# three steps (train_oracle.py --self-test shows it).
 EXAMPLE_TRAIN = {   # name: (kind, batch, size, in_ch, sets, samples, Opt, K, labels)
     "ex_lenet_sgd_steps": ("lenet", 4, 28, 1, ["N=4"], 12, Opt("sgd", lr=0.01, momentum=0.5), 6, ["model", "optim"]),
     "ex_mlp_adam_steps": ("mlp", 4, 28, 1, ["N=4"], 8, Opt("adam", lr=1e-4), 6, ["model", "optim"]),
-    "ex_resnet18_sgd_steps": ("resnet18", 4, 32, 3, ["N=4", "S=32"], 8,
-                              Opt("sgd", ("step", {"every": 1, "gamma": 0.5}), lr=0.02, momentum=0.9,
-                                  weight_decay=1e-4), 4, ["model", "optim", "slow"]),
 }
 
 
