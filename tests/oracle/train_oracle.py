@@ -6,6 +6,10 @@
     train_oracle.py --torch-only CASE|all [--ncc PATH]
                                               # only the PyTorch side (and, with --ncc, check that
                                               # ncc parses the model and names the same parameters)
+    train_oracle.py CASE --self-test [--work DIR]
+                                              # CASE against a stand-in for `ncc train` written
+                                              # with PyTorch in float32: checks the harness and
+                                              # that a float32 computation meets the tolerances
 
 The conventions are tests/oracle/oracle.py's (whose helpers this file uses):
 a passing case removes its working directory unless NCC_KEEP_WORK=1, a case
