@@ -40,15 +40,31 @@
 
 #include "driver.h"
 
-/* Graph T's inputs in M_train_step_io's order.  The training codegen adds
- * ncc_model_info.train_inputs; for the models ncc trains they are the model's
- * inputs (the data, then the labels), which is what M_info lists today. */
+/* Graph T's inputs in M_train_step_io's order: M_info()->train_inputs, which
+ * the training codegen adds to ncc_model_info (it defines
+ * NCC_HAVE_TRAIN_INPUTS beside the field).  Before it lands, the graph's
+ * inputs in source order (the data, then the labels), which is the order
+ * graph T keeps; inference's M_info leaves out the labels. */
 #ifdef NCC_HAVE_TRAIN_INPUTS
-#define TRAIN_INPUTS(inf) ((inf)->train_inputs)
-#define NTRAIN_INPUTS(inf) ((inf)->ntrain_inputs)
+static const ncc_tensor_info *train_inputs(const Model *M, int *n) {
+  *n = M->inf->ntrain_inputs;
+  return M->inf->train_inputs;
+}
 #else
-#define TRAIN_INPUTS(inf) ((inf)->inputs)
-#define NTRAIN_INPUTS(inf) ((inf)->ninputs)
+static ncc_tensor_info g_tin[64];
+static const ncc_tensor_info *train_inputs(const Model *M, int *n) {
+  *n = 0;
+  for (int i = 0; i < M->g->nnodes && *n < 64; i++) {
+    const Node *nd = M->g->nodes[i];
+    if (nd->op != OP_INPUT || !nd->out || !nd->name) continue;
+    ncc_tensor_info *t = &g_tin[(*n)++];
+    t->name = nd->name;
+    t->dtype = (int)nd->out->dtype;      /* the IR's DType order is libnccrt's */
+    t->rank = nd->out->shape.rank;
+    for (int k = 0; k < t->rank && k < 8; k++) t->shape[k] = nd->out->shape.d[k];
+  }
+  return g_tin;
+}
 #endif
 
 /* ---- the data ------------------------------------------------------------ */
@@ -343,14 +359,16 @@ typedef struct Run {
   int exi, eyi;                 /* in the inference inputs (eyi -1: none) */
   int64_t N, classes, spe, total, start;
   FILE *log;
+  const ncc_tensor_info *tin;   /* the training inputs */
+  int ntin;
 } Run;
 
 /* Which train input is the data and which the labels: exactly one f32 input
  * with the batch first, and at most one integer input [N]. */
 static int pick_inputs(Run *R) {
   const ncc_model_info *inf = R->M.inf;
-  const ncc_tensor_info *ti = TRAIN_INPUTS(inf);
-  int nti = NTRAIN_INPUTS(inf);
+  const ncc_tensor_info *ti = R->tin = train_inputs(&R->M, &R->ntin);
+  int nti = R->ntin;
   R->xi = R->yi = -1;
   for (int i = 0; i < nti; i++) {
     if (ti[i].dtype == NCC_F32 && ti[i].rank >= 1) {
@@ -442,7 +460,7 @@ static int loop(Run *R) {
   Loader L;
   int rc = loader_start(&L, &R->tr, R->N, R->spe, o->seed, !o->no_shuffle, xbytes);
   const void *in[64];
-  int nti = NTRAIN_INPUTS(R->M.inf);
+  int nti = R->ntin;
   double t0 = ncc_now(), tlast = 0, ep_sum = 0, last_acc = -1;
   int64_t ep_steps = 0, k;
   int saved_at_end = 0;
@@ -546,7 +564,7 @@ int train_main(const Options *o) {
                    o->model);
   if (!rc) rc = model_load(o, &R.M);
   if (!rc) rc = pick_inputs(&R);
-  if (!rc) rc = split_open(&R.tr, o->data, "", &TRAIN_INPUTS(R.M.inf)[R.xi], R.classes);
+  if (!rc) rc = split_open(&R.tr, o->data, "", &R.tin[R.xi], R.classes);
   if (!rc) {
     char tx[4200], ty[4200];
     snprintf(tx, sizeof tx, "%s/test_x.npy", o->data);
@@ -555,7 +573,7 @@ int train_main(const Options *o) {
       rc = drv_error("test data: %s exists but %s does not; give both or neither", file_exists(tx) ? tx : ty,
                      file_exists(tx) ? ty : tx);
     else if (file_exists(tx)) {
-      rc = split_open(&R.te, o->data, "test_", &TRAIN_INPUTS(R.M.inf)[R.xi], R.classes);
+      rc = split_open(&R.te, o->data, "test_", &R.tin[R.xi], R.classes);
       R.have_test = 1;
       if (!rc && R.classes <= 0)
         rc = drv_error("test data given, but the model's first output is not logits [N, classes] (%s); "
@@ -563,7 +581,7 @@ int train_main(const Options *o) {
                        R.M.inf->noutputs ? R.M.inf->outputs[0].name : "no output");
       if (!rc && R.exi < 0)
         rc = drv_error("test data given, but inference does not read the data input %s",
-                       TRAIN_INPUTS(R.M.inf)[R.xi].name);
+                       R.tin[R.xi].name);
     }
   }
   if (!rc) {
