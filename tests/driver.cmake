@@ -27,3 +27,9 @@ foreach(_script test_driver test_train)
     endforeach()
   endif()
 endforeach()
+
+# the order of the samples and the loader thread of `ncc train`, without a model
+add_executable(driver_test_train_data ${CMAKE_CURRENT_SOURCE_DIR}/driver/test_train_data.c
+               ${CMAKE_CURRENT_SOURCE_DIR}/../driver/train_data.c)
+target_link_libraries(driver_test_train_data PRIVATE nccrt Threads::Threads)
+add_test(NAME driver.train_data COMMAND driver_test_train_data)
