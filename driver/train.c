@@ -369,7 +369,7 @@ static int loop(Run *R) {
     double now = ncc_now() - t0;
     int64_t done = k + 1 - R->start;
     double sps = now > 0 ? (double)(done * R->N) / now : 0;
-    if (tty && (now - tlast > 0.1 || k + 1 == R->total)) {
+    if (tty && (now - tlast > 0.1 || k + 1 == R->total || (k + 1) % R->spe == 0)) {
       char left[64];
       fmt_time(left, sizeof left, done ? now / (double)done * (double)(R->total - k - 1) : -1);
       fprintf(stderr, "\rstep %lld/%lld  epoch %lld  loss %.4f  %.0f samples/s  %s left   ", (long long)(k + 1),
@@ -416,7 +416,7 @@ static int loop(Run *R) {
   }
   double secs = ncc_now() - t0;
   int64_t ran = R->total - R->start;
-  if (R->have_test && last_acc < 0 && ran > 0) {   /* ended mid-epoch: evaluate now */
+  if (R->have_test && ran > 0 && R->total % R->spe) {   /* ended mid-epoch: evaluate the final weights */
     double tl;
     if ((rc = evaluate(&R->M, &R->te, R->exi, R->eyi, R->N, R->classes, &tl, &last_acc)) != 0) return rc;
   }
