@@ -19,6 +19,13 @@ What they hold `ncc train` to:
                   passes every check: the run either trains or, while the
                   generated training API is missing, stops at it
   train_no_block  a model without a train block is refused
+  train_loop_mock the loop itself, on a model whose compiled object is
+                  replaced by mock_train_api.c (in a private compile cache):
+                  it learns (test accuracy), --log has a row per step,
+                  a run stopped by --steps and resumed ends byte-identical
+                  to an unbroken one (checkpoint and log), a NaN loss stops
+                  with status 1 and leaves the checkpoint alone, a
+                  checkpoint of another model is refused, --save-grads writes
 Only numpy is needed.
 """
 import os
@@ -172,6 +179,127 @@ def _noblock(ctx):
     np.save(os.path.join(d, "x.npy"), np.zeros((8, 8), "float32"))
     np.save(os.path.join(d, "y.npy"), np.zeros(8, "int32"))
     expect_error(ctx, [net, "--data", d], "plain.net", "no train")
+
+
+LR_NET = """model lr
+const N = 32
+input x: f32[N, 1, 8, 8]
+input y: i32[N]
+logits = linear(flatten(x), 10, name="fc")
+output logits
+loss = cross_entropy(logits, y)
+train {
+  optimizer sgd(lr=0.1, momentum=0.9)
+  minimize loss
+}
+"""
+
+
+def st_names(path):
+    import json
+    import struct
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        return set(json.loads(f.read(n).decode()).keys()) - {"__metadata__"}
+
+
+@case("train_loop_mock")
+def _mock(ctx):
+    import re
+    import numpy as np
+    env = {"NCC_CACHE_DIR": ctx.path("cache")}     # private: the object in it is replaced
+    net = ctx.write("lr.net", LR_NET)
+    # data labelled by a linear teacher: softmax regression can learn it
+    r = np.random.RandomState(2)
+    teacher = r.randn(64, 10)
+    x = r.rand(700, 1, 8, 8).astype("float32")
+    y = np.argmax(x.reshape(700, 64) @ teacher, 1).astype("int64")
+    d = ctx.path("data")
+    os.makedirs(d)
+    np.save(os.path.join(d, "x.npy"), x[:600])
+    np.save(os.path.join(d, "y.npy"), y[:600])
+    np.save(os.path.join(d, "test_x.npy"), x[600:])
+    np.save(os.path.join(d, "test_y.npy"), y[600:].astype("int32"))
+    p = ctx.ncc_cmd(["train", net, "--data", d, "--device", "emu", "--steps", "1", "-v"], env=env)
+    so = re.search(r"compiled in [0-9.]+ s: (\S+\.so)", p.stderr)
+    rt = re.search(r"runtime: headers (\S+), library (\S+)", p.stderr)
+    if not so or not rt:
+        show(p)
+        raise Failure("no compiled object or runtime paths in `ncc train -v`'s output")
+    cc = os.environ.get("CC", "cc")
+    mock = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mock_train_api.c")
+    cmd = [cc, "-std=gnu11", "-O2", "-Wall", "-Werror", "-fPIC", "-shared", "-I" + rt.group(1), mock, "-o",
+           so.group(1), "-L" + rt.group(2), "-Wl,-rpath," + rt.group(2), "-lnccrt", "-lm"]
+    print("$", " ".join(cmd))
+    import subprocess
+    if subprocess.call(cmd) != 0:
+        raise Failure("the mock did not compile")
+
+    def train(*args, env2=None, code=0):
+        e = dict(env)
+        e.update(env2 or {})
+        p = ctx.ncc_cmd(["train", net, "--data", d, "--device", "emu"] + list(args), env=e)
+        show(p)
+        if p.returncode != code:
+            raise Failure("`ncc train %s`: status %d, wanted %d" % (" ".join(args), p.returncode, code))
+        return p
+
+    # an unbroken run: 4 epochs of 600 // 32 = 18 steps
+    a_ck, a_log, a_g = ctx.path("a.safetensors"), ctx.path("a.csv"), ctx.path("g.safetensors")
+    p = train("--epochs", "4", "--checkpoint", a_ck, "--log", a_log, "--save-grads", a_g)
+    accs = [float(v) for v in re.findall(r"^epoch \d+: train loss [0-9.]+, test loss [0-9.]+, test accuracy ([0-9.]+)%",
+                                         p.stdout, re.M)]
+    if len(accs) != 4:
+        raise Failure("expected 4 epoch lines with a test accuracy, got %d" % len(accs))
+    if accs[-1] < 60:
+        raise Failure("the mock model should learn the teacher's labels: %.1f%% after 4 epochs" % accs[-1])
+    if "final test accuracy %.2f%%" % accs[-1] not in p.stdout or "trained 72 steps" not in p.stdout:
+        raise Failure("the summary line is wrong")
+    rows = open(a_log).read().splitlines()
+    if rows[0] != "step,epoch,loss,lr" or len(rows) != 73:
+        raise Failure("the log should have a header and 72 rows, has %d lines" % len(rows))
+    steps = [int(x.split(",")[0]) for x in rows[1:]]
+    epochs = [int(x.split(",")[1]) for x in rows[1:]]
+    lrs = [float(x.split(",")[3]) for x in rows[1:]]
+    if steps != list(range(1, 73)) or epochs != [1 + i // 18 for i in range(72)]:
+        raise Failure("the log's step and epoch columns are not 1..72 and 1..4")
+    if lrs[0] != 0.1 or lrs[-1] != 0.05:
+        raise Failure("the log's lr column should follow the schedule (0.1, then 0.05 from epoch 4): %s, %s"
+                      % (lrs[0], lrs[-1]))
+    if st_names(a_g) != {"fc.weight", "fc.bias"}:
+        raise Failure("--save-grads wrote %s" % st_names(a_g))
+    if not {"__step__", "__epoch__", "fc.weight"} <= st_names(a_ck):
+        raise Failure("the checkpoint lacks the step counters: %s" % st_names(a_ck))
+    # stopped mid-epoch and resumed: the same bytes
+    b_ck, b_log = ctx.path("b.safetensors"), ctx.path("b.csv")
+    train("--steps", "25", "--checkpoint", b_ck, "--log", b_log)
+    p = train("--epochs", "4", "--checkpoint", b_ck, "--log", b_log, "--resume")
+    if "resumed from %s at step 25 (epoch 2, step 7 of it)" % b_ck not in p.stdout:
+        raise Failure("the resumed run does not say where it resumed")
+    if open(a_ck, "rb").read() != open(b_ck, "rb").read():
+        raise Failure("a run stopped at step 25 and resumed ends with another checkpoint than an unbroken run")
+    if open(a_log).read() != open(b_log).read():
+        raise Failure("the resumed run's log differs from the unbroken run's")
+    # another order: --no-shuffle and another --seed change the losses
+    n_log = ctx.path("n.csv")
+    train("--epochs", "1", "--no-shuffle", "--log", n_log)
+    if open(n_log).read().splitlines()[2:19] == rows[2:19]:
+        raise Failure("--no-shuffle drew the same batches as the shuffled run")
+    # a NaN loss: status 1, the checkpoint as it was
+    before = open(a_ck, "rb").read()
+    p = train("--epochs", "2", "--checkpoint", a_ck, "--weights", a_g, env2={"MOCK_NAN_AT": "5"}, code=1)
+    if "step 5: the loss is nan" not in p.stderr or open(a_ck, "rb").read() != before:
+        raise Failure("a NaN loss should stop the run with 'step 5: the loss is nan' and keep the checkpoint")
+    # a checkpoint of another model
+    other = ctx.path("other.safetensors")
+    import struct
+    import json
+    h = json.dumps({"conv.weight": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode()
+    with open(other, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"\0\0\0\0")
+    p = train("--checkpoint", other, "--resume", code=1)
+    if "cannot resume" not in p.stderr or "missing: 'fc.weight'" not in p.stderr:
+        raise Failure("a checkpoint of another model should be refused with M_load's list")
 
 
 if __name__ == "__main__":
