@@ -128,11 +128,11 @@ static int split_open(Split *s, const char *dir, const char *prefix, const ncc_t
     if (s->y.dtype == NCC_I32) { int32_t t; memcpy(&t, (const char *)s->y.data + 4 * i, 4); v = t; }
     else memcpy(&v, (const char *)s->y.data + 8 * i, 8);
     if (v < 0 || (classes > 0 && v >= classes) || v > INT32_MAX) {
-      char range[64];
-      if (classes > 0) snprintf(range, sizeof range, "[0, %lld)", (long long)classes);
+      char range[96];
+      if (classes > 0) snprintf(range, sizeof range, "[0, %lld) (the model has %lld classes)", (long long)classes,
+                                (long long)classes);
       else snprintf(range, sizeof range, "[0, 2^31)");
-      return drv_error("%s: label %lld at index %lld is outside %s (the model has %lld classes)", s->ypath,
-                       (long long)v, (long long)i, range, (long long)classes);
+      return drv_error("%s: label %lld at index %lld is outside %s", s->ypath, (long long)v, (long long)i, range);
     }
     s->labels[i] = (int32_t)v;
   }
