@@ -12,6 +12,7 @@
  *   run.c      `ncc run`: .npy inputs, one inference, .npy outputs
  *   bench.c    `ncc bench`: timing
  *   train.c    `ncc train`: .npy data, the training loop, checkpoints
+ *   train_data.c  its sample order and loader thread (train_data.h)
  *   main.c     the command word, messages
  * Exit statuses everywhere: 0 success, 1 the user's error (after a message),
  * 2 ncc's own. */

@@ -32,29 +32,43 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "driver.h"
+#include "train_data.h"
 
-/* Graph T's inputs in M_train_step_io's order.  The training codegen adds
- * ncc_model_info.train_inputs; for the models ncc trains they are the model's
- * inputs (the data, then the labels), which is what M_info lists today. */
-#define TRAIN_INPUTS(inf) ((inf)->train_inputs)
-#define NTRAIN_INPUTS(inf) ((inf)->ntrain_inputs)
+/* Graph T's inputs in M_train_step_io's order: M_info()->train_inputs, which
+ * the training codegen adds to ncc_model_info (it defines
+ * NCC_HAVE_TRAIN_INPUTS beside the field).  Before it lands, the graph's
+ * inputs in source order (the data, then the labels), which is the order
+ * graph T keeps; inference's M_info leaves out the labels. */
+#ifdef NCC_HAVE_TRAIN_INPUTS
+static const ncc_tensor_info *train_inputs(const Model *M, int *n) {
+  *n = M->inf->ntrain_inputs;
+  return M->inf->train_inputs;
+}
+#else
+static ncc_tensor_info g_tin[64];
+static const ncc_tensor_info *train_inputs(const Model *M, int *n) {
+  *n = 0;
+  for (int i = 0; i < M->g->nnodes && *n < 64; i++) {
+    const Node *nd = M->g->nodes[i];
+    if (nd->op != OP_INPUT || !nd->out || !nd->name) continue;
+    ncc_tensor_info *t = &g_tin[(*n)++];
+    t->name = nd->name;
+    t->dtype = (int)nd->out->dtype;      /* the IR's DType order is libnccrt's */
+    t->rank = nd->out->shape.rank;
+    for (int k = 0; k < t->rank && k < 8; k++) t->shape[k] = nd->out->shape.d[k];
+  }
+  return g_tin;
+}
+#endif
 
 /* ---- the data ------------------------------------------------------------ */
 
-typedef struct Split {
-  ncc_npy_mapped x, y;
-  int32_t *labels;        /* y as int32 (a copy: converted from int64 when needed) */
-  int64_t n;              /* samples */
-  size_t row;             /* bytes of one sample of x */
-  char xpath[4200], ypath[4200];
-} Split;
 
 static void split_free(Split *s) {
   ncc_npy_unmap(&s->x);
@@ -114,134 +128,15 @@ static int split_open(Split *s, const char *dir, const char *prefix, const ncc_t
     if (s->y.dtype == NCC_I32) { int32_t t; memcpy(&t, (const char *)s->y.data + 4 * i, 4); v = t; }
     else memcpy(&v, (const char *)s->y.data + 8 * i, 8);
     if (v < 0 || (classes > 0 && v >= classes) || v > INT32_MAX) {
-      char range[64];
-      if (classes > 0) snprintf(range, sizeof range, "[0, %lld)", (long long)classes);
+      char range[96];
+      if (classes > 0) snprintf(range, sizeof range, "[0, %lld) (the model has %lld classes)", (long long)classes,
+                                (long long)classes);
       else snprintf(range, sizeof range, "[0, 2^31)");
-      return drv_error("%s: label %lld at index %lld is outside %s (the model has %lld classes)", s->ypath,
-                       (long long)v, (long long)i, range, (long long)classes);
+      return drv_error("%s: label %lld at index %lld is outside %s", s->ypath, (long long)v, (long long)i, range);
     }
     s->labels[i] = (int32_t)v;
   }
   return 0;
-}
-
-/* ---- the order of the samples ------------------------------------------- */
-
-/* The permutation of epoch e (from 0): Fisher-Yates from splitmix64 keyed by
- * (seed, e).  Depends on nothing else, so a resumed run repeats it. */
-static void epoch_order(int64_t *perm, int64_t n, uint64_t seed, int64_t epoch, int shuffle) {
-  for (int64_t i = 0; i < n; i++) perm[i] = i;
-  if (!shuffle) return;
-  uint64_t s = seed * 0x9E3779B97F4A7C15ULL ^ ((uint64_t)epoch + 1) * 0xD1B54A32D192ED03ULL;
-  rng_next(&s);
-  for (int64_t i = n - 1; i > 0; i--) {
-    uint64_t r = rng_next(&s);
-    /* unbiased below i+1: Lemire's multiply-shift is enough for n < 2^32, rejection otherwise */
-    uint64_t bound = (uint64_t)i + 1, lim = -bound % bound;
-    while (r < lim) r = rng_next(&s);
-    int64_t j = (int64_t)(r % bound);
-    int64_t t = perm[i]; perm[i] = perm[j]; perm[j] = t;
-  }
-}
-
-/* ---- the loader thread: the next batch while the step runs --------------- */
-
-typedef struct Loader {
-  const Split *tr;
-  int64_t N, spe;          /* batch, steps per epoch */
-  uint64_t seed;
-  int shuffle;
-  float *x[2];
-  int32_t *y[2];
-  int64_t *perm, perm_epoch;
-  pthread_t th;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int64_t want[2], have[2];
-  int quit, started;
-} Loader;
-
-static void gather(Loader *L, int64_t step, int b) {
-  int64_t e = step / L->spe, at = (step % L->spe) * L->N;
-  if (e != L->perm_epoch) {
-    epoch_order(L->perm, L->tr->n, L->seed, e, L->shuffle);
-    L->perm_epoch = e;
-  }
-  const char *src = (const char *)L->tr->x.data;
-  for (int64_t i = 0; i < L->N; i++) {
-    int64_t k = L->perm[at + i];
-    memcpy((char *)L->x[b] + (size_t)i * L->tr->row, src + (size_t)k * L->tr->row, L->tr->row);
-    L->y[b][i] = L->tr->labels[k];
-  }
-}
-
-static void *loader_main(void *arg) {
-  Loader *L = (Loader *)arg;
-  pthread_mutex_lock(&L->mu);
-  for (;;) {
-    int b = -1;
-    while (!L->quit && b < 0) {
-      for (int k = 0; k < 2 && b < 0; k++)
-        if (L->want[k] >= 0 && L->want[k] != L->have[k]) b = k;
-      if (b < 0) pthread_cond_wait(&L->cv, &L->mu);
-    }
-    if (L->quit) break;
-    int64_t step = L->want[b];
-    pthread_mutex_unlock(&L->mu);
-    gather(L, step, b);
-    pthread_mutex_lock(&L->mu);
-    L->have[b] = step;
-    pthread_cond_broadcast(&L->cv);
-  }
-  pthread_mutex_unlock(&L->mu);
-  return NULL;
-}
-
-static int loader_start(Loader *L, const Split *tr, int64_t N, int64_t spe, uint64_t seed, int shuffle,
-                        size_t xbytes) {
-  memset(L, 0, sizeof *L);
-  L->tr = tr; L->N = N; L->spe = spe; L->seed = seed; L->shuffle = shuffle;
-  L->perm_epoch = -1;
-  L->perm = malloc((size_t)tr->n * sizeof *L->perm);
-  for (int b = 0; b < 2; b++) {
-    L->x[b] = malloc(xbytes);
-    L->y[b] = malloc((size_t)N * sizeof(int32_t));
-    L->want[b] = L->have[b] = -1;
-  }
-  if (!L->perm || !L->x[0] || !L->x[1] || !L->y[0] || !L->y[1]) return drv_error("out of memory for the batches");
-  pthread_mutex_init(&L->mu, NULL);
-  pthread_cond_init(&L->cv, NULL);
-  if (pthread_create(&L->th, NULL, loader_main, L) != 0) return drv_internal("cannot start the loader thread");
-  L->started = 1;
-  return 0;
-}
-
-static void loader_request(Loader *L, int64_t step) {
-  pthread_mutex_lock(&L->mu);
-  L->want[step & 1] = step;
-  pthread_cond_broadcast(&L->cv);
-  pthread_mutex_unlock(&L->mu);
-}
-
-static void loader_wait(Loader *L, int64_t step) {
-  pthread_mutex_lock(&L->mu);
-  while (L->have[step & 1] != step) pthread_cond_wait(&L->cv, &L->mu);
-  pthread_mutex_unlock(&L->mu);
-}
-
-static void loader_stop(Loader *L) {
-  if (L->started) {
-    pthread_mutex_lock(&L->mu);
-    L->quit = 1;
-    pthread_cond_broadcast(&L->cv);
-    pthread_mutex_unlock(&L->mu);
-    pthread_join(L->th, NULL);
-    pthread_mutex_destroy(&L->mu);
-    pthread_cond_destroy(&L->cv);
-  }
-  for (int b = 0; b < 2; b++) { free(L->x[b]); free(L->y[b]); }
-  free(L->perm);
-  memset(L, 0, sizeof *L);
 }
 
 /* ---- the generated training API ----------------------------------------- */
@@ -338,14 +233,16 @@ typedef struct Run {
   int exi, eyi;                 /* in the inference inputs (eyi -1: none) */
   int64_t N, classes, spe, total, start;
   FILE *log;
+  const ncc_tensor_info *tin;   /* the training inputs */
+  int ntin;
 } Run;
 
 /* Which train input is the data and which the labels: exactly one f32 input
  * with the batch first, and at most one integer input [N]. */
 static int pick_inputs(Run *R) {
   const ncc_model_info *inf = R->M.inf;
-  const ncc_tensor_info *ti = TRAIN_INPUTS(inf);
-  int nti = NTRAIN_INPUTS(inf);
+  const ncc_tensor_info *ti = R->tin = train_inputs(&R->M, &R->ntin);
+  int nti = R->ntin;
   R->xi = R->yi = -1;
   for (int i = 0; i < nti; i++) {
     if (ti[i].dtype == NCC_F32 && ti[i].rank >= 1) {
@@ -435,9 +332,11 @@ static int loop(Run *R) {
   int tty = isatty(2);
   size_t xbytes = (size_t)R->N * R->tr.row;
   Loader L;
-  int rc = loader_start(&L, &R->tr, R->N, R->spe, o->seed, !o->no_shuffle, xbytes);
+  int rc = loader_start(&L, &R->tr, R->N, R->spe, o->seed, !o->no_shuffle, xbytes)
+               ? drv_error("out of memory for the batches, or no loader thread")
+               : 0;
   const void *in[64];
-  int nti = NTRAIN_INPUTS(R->M.inf);
+  int nti = R->ntin;
   double t0 = ncc_now(), tlast = 0, ep_sum = 0, last_acc = -1;
   int64_t ep_steps = 0, k;
   int saved_at_end = 0;
@@ -470,7 +369,7 @@ static int loop(Run *R) {
     double now = ncc_now() - t0;
     int64_t done = k + 1 - R->start;
     double sps = now > 0 ? (double)(done * R->N) / now : 0;
-    if (tty && (now - tlast > 0.1 || k + 1 == R->total)) {
+    if (tty && (now - tlast > 0.1 || k + 1 == R->total || (k + 1) % R->spe == 0)) {
       char left[64];
       fmt_time(left, sizeof left, done ? now / (double)done * (double)(R->total - k - 1) : -1);
       fprintf(stderr, "\rstep %lld/%lld  epoch %lld  loss %.4f  %.0f samples/s  %s left   ", (long long)(k + 1),
@@ -517,7 +416,7 @@ static int loop(Run *R) {
   }
   double secs = ncc_now() - t0;
   int64_t ran = R->total - R->start;
-  if (R->have_test && last_acc < 0 && ran > 0) {   /* ended mid-epoch: evaluate now */
+  if (R->have_test && ran > 0 && R->total % R->spe) {   /* ended mid-epoch: evaluate the final weights */
     double tl;
     if ((rc = evaluate(&R->M, &R->te, R->exi, R->eyi, R->N, R->classes, &tl, &last_acc)) != 0) return rc;
   }
@@ -541,7 +440,7 @@ int train_main(const Options *o) {
                    o->model);
   if (!rc) rc = model_load(o, &R.M);
   if (!rc) rc = pick_inputs(&R);
-  if (!rc) rc = split_open(&R.tr, o->data, "", &TRAIN_INPUTS(R.M.inf)[R.xi], R.classes);
+  if (!rc) rc = split_open(&R.tr, o->data, "", &R.tin[R.xi], R.classes);
   if (!rc) {
     char tx[4200], ty[4200];
     snprintf(tx, sizeof tx, "%s/test_x.npy", o->data);
@@ -550,7 +449,7 @@ int train_main(const Options *o) {
       rc = drv_error("test data: %s exists but %s does not; give both or neither", file_exists(tx) ? tx : ty,
                      file_exists(tx) ? ty : tx);
     else if (file_exists(tx)) {
-      rc = split_open(&R.te, o->data, "test_", &TRAIN_INPUTS(R.M.inf)[R.xi], R.classes);
+      rc = split_open(&R.te, o->data, "test_", &R.tin[R.xi], R.classes);
       R.have_test = 1;
       if (!rc && R.classes <= 0)
         rc = drv_error("test data given, but the model's first output is not logits [N, classes] (%s); "
@@ -558,7 +457,7 @@ int train_main(const Options *o) {
                        R.M.inf->noutputs ? R.M.inf->outputs[0].name : "no output");
       if (!rc && R.exi < 0)
         rc = drv_error("test data given, but inference does not read the data input %s",
-                       TRAIN_INPUTS(R.M.inf)[R.xi].name);
+                       R.tin[R.xi].name);
     }
   }
   if (!rc) {

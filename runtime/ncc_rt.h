@@ -58,6 +58,7 @@ typedef struct ncc_model_info {
   int nparams;  const ncc_tensor_info *params;   /* state_dict names */
   size_t arena_bytes;
   int ntrain_inputs; const ncc_tensor_info *train_inputs;   /* the training step's (0, NULL: inference only) */
+#define NCC_HAVE_TRAIN_INPUTS 1
 } ncc_model_info;
 
 

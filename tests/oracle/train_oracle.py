@@ -6,6 +6,10 @@
     train_oracle.py --torch-only CASE|all [--ncc PATH]
                                               # only the PyTorch side (and, with --ncc, check that
                                               # ncc parses the model and names the same parameters)
+    train_oracle.py CASE --self-test [--work DIR]
+                                              # CASE against a stand-in for `ncc train` written
+                                              # with PyTorch in float32: checks the harness and
+                                              # that a float32 computation meets the tolerances
 
 The conventions are tests/oracle/oracle.py's (whose helpers this file uses):
 a passing case removes its working directory unless NCC_KEEP_WORK=1, a case
@@ -45,7 +49,9 @@ What is compared:
            units, and PyTorch with that mask must give ncc's gradients.
   ex_*     every example model (examples/*.net; a train block and labels are
            appended where missing, dropout set to p=0), small sizes via --set:
-           one step's loss and all gradients (and running statistics).
+           one step's loss and all gradients (and running statistics); where
+           PyTorch's own float32 gradients miss 1e-4 (deep batchnorm networks
+           at initialisation: f32_floor), up to 8x PyTorch float32's error.
 """
 import copy
 import csv
@@ -503,8 +509,9 @@ def run_train(ctx, net, data, steps, weights=None, checkpoint=None, log=None, gr
 
 
 # ---------------------------------------------------------------- comparisons
-def check_grad(name, got, ref, rtol=GRAD_RTOL):
-    """The inference oracle's rule: max|err| <= rtol * max(1, max|ref|)."""
+def check_grad(name, got, ref, rtol=GRAD_RTOL, floor=0.0):
+    """The inference oracle's rule: max|err| <= rtol * max(1, max|ref|)
+    (or floor where that is larger: see f32_floor)."""
     import numpy as np
     ref = ref.detach().numpy() if hasattr(ref, "detach") else np.asarray(ref)
     if tuple(got.shape) != tuple(ref.shape):
@@ -514,14 +521,16 @@ def check_grad(name, got, ref, rtol=GRAD_RTOL):
         raise Failure("%s: %d non-finite values" % (name, int(np.sum(~np.isfinite(g)))))
     err = np.abs(g - ref)
     scale = max(1.0, float(np.abs(ref).max()) if ref.size else 1.0)
+    tol = max(rtol * scale, floor)
     m = float(err.max()) if err.size else 0.0
-    print("  %-40s %-16s max|err| %.3g  tol %.3g  (max|ref| %.4g)"
-          % (name, tuple(ref.shape), m, rtol * scale, float(np.abs(ref).max()) if ref.size else 0.0))
-    if m > rtol * scale:
-        for i in np.argwhere(err > rtol * scale)[:5]:
+    print("  %-40s %-16s max|err| %.3g  tol %.3g  (max|ref| %.4g%s)"
+          % (name, tuple(ref.shape), m, tol, float(np.abs(ref).max()) if ref.size else 0.0,
+             ", float32 PyTorch's own error x%d" % F32_FACTOR if floor > rtol * scale else ""))
+    if m > tol:
+        for i in np.argwhere(err > tol)[:5]:
             i = tuple(int(k) for k in i)
             print("    at %s: ncc %.7g, PyTorch %.7g" % (i, g[i], ref[i]))
-        return "%s (max|err| %.3g > %.3g)" % (name, m, rtol * scale)
+        return "%s (max|err| %.3g > %.3g)" % (name, m, tol)
     return None
 
 
@@ -568,7 +577,7 @@ def check_log(log, ref, K):
     return bad
 
 
-def check_grads(gfile, spec, ref):
+def check_grads(gfile, spec, ref, floors=None):
     G = read_safetensors(gfile)
     bad = []
     print("gradients (%s) against PyTorch:" % os.path.basename(gfile))
@@ -576,7 +585,7 @@ def check_grads(gfile, spec, ref):
         if k not in G:
             bad.append("%s: no gradient in %s" % (k, gfile))
             continue
-        e = check_grad(k, G[k][0], ref["grads"][k])
+        e = check_grad(k, G[k][0], ref["grads"][k], floor=(floors or {}).get(k, 0.0))
         if e:
             bad.append(e)
     extra = sorted(set(G) - set(spec.trainable))
@@ -836,17 +845,17 @@ ACTS = {"relu": 2.0, "relu6": 12.0, "sigmoid": 2.0, "tanh": 2.0, "gelu": 2.0, "s
         "leaky_relu": 2.0}
 
 
-def act_spec(a, slope=None):
+def act_spec(name, a, slope=None):
     net = Net(2, (3, 5, 5), seed=7)
     h = net.conv2d(net.x, 6, 3, pad=1, name="conv", gain=ACTS[a])
     h = net.act(a, h, slope)
     net.head(h)
-    return spec_of("grad_act_" + a, net)
+    return spec_of(name, net)
 
 
 for _a in ACTS:
-    grad_case("grad_act_" + _a, ["act"])(lambda a=_a: act_spec(a))
-grad_case("grad_act_leaky_relu_slope", ["act"])(lambda: act_spec("leaky_relu", 0.2))
+    grad_case("grad_act_" + _a, ["act"])(lambda a=_a: act_spec("grad_act_" + a, a))
+grad_case("grad_act_leaky_relu_slope", ["act"])(lambda: act_spec("grad_act_leaky_relu_slope", "leaky_relu", 0.2))
 
 
 POOLS = {   # kind, (k, stride, pad)
@@ -1107,7 +1116,7 @@ def masked_spec(spec, mark, mask, p):
     v, _, names = steps[mark]
     if m.dim() == 1 and len(owner.x.shape) == 4:    # dropout2d: one value per (n, c)
         m = m.reshape(1, -1, 1, 1)
-    steps[mark] = (v, lambda P, a: a * m / (1 - p), names)
+    steps[mark] = (v, lambda P, a: a * m.to(a.dtype) / (1 - p), names)
 
     def forward(P, xb, yb):
         env = {"x": xb, "y": yb}
@@ -1166,14 +1175,16 @@ CASES["dropout2d_mask"] = (lambda ctx: dropout_run(ctx, True, 0.3), ("dropout",)
 
 
 # ---------------------------------------------------------------- example models
-def example_text(kind, opt):
-    """examples/KIND.net with its train block replaced by opt's, labels and a
-    loss added where the file has none, and every dropout's p set to 0."""
+def example_text(kind, opt, model):
+    """examples/KIND.net renamed MODEL, with its train block replaced by
+    opt's, labels and a loss added where the file has none, and every
+    dropout's p set to 0."""
     path = os.path.join(EXAMPLES, kind + ".net")
     if not os.path.exists(path):
         raise Failure("%s does not exist" % path)
     src = open(path).read()
     src = re.sub(r"^train\s*\{.*?^\}\s*$", "", src, flags=re.S | re.M)
+    src = re.sub(r"^model\s+\S+", "model " + model, src, count=1, flags=re.M)
     lines = []
     for ln in src.split("\n"):
         if "dropout" in ln and not ln.lstrip().startswith("#"):
@@ -1187,7 +1198,7 @@ def example_text(kind, opt):
     return src + opt.block("loss")
 
 
-def example_spec(kind, batch, size, in_ch=3, samples=None, opt=None, seed=20):
+def example_spec(name, kind, batch, size, in_ch=3, samples=None, opt=None, seed=20):
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -1216,8 +1227,8 @@ def example_spec(kind, batch, size, in_ch=3, samples=None, opt=None, seed=20):
         from torch.nn.utils import stateless
         return F.cross_entropy(stateless.functional_call(md, P, (xb,)), yb)
     opt = opt or Opt("sgd", lr=0.01)
-    text = example_text(kind, opt)
-    return Spec(kind, text, sd, trainable, forward, x_all, y_all, batch, opt)
+    text = example_text(kind, opt, name)
+    return Spec(name, text, sd, trainable, forward, x_all, y_all, batch, opt)
 
 
 EXAMPLE_CASES = {   # name: (kind, batch, size, in_ch, sets, labels)
@@ -1226,16 +1237,33 @@ EXAMPLE_CASES = {   # name: (kind, batch, size, in_ch, sets, labels)
     "ex_resnet18": ("resnet18", 4, 32, 3, ["N=4", "S=32"], ["model"]),
     "ex_mobilenet_v2": ("mobilenet_v2", 4, 64, 3, ["N=4", "S=64"], ["model"]),
     "ex_vgg11": ("vgg11", 2, 32, 3, ["N=2", "S=32"], ["model"]),
-    "ex_resnet50": ("resnet50", 4, 32, 3, ["N=4", "S=32"], ["model", "slow"]),
+    "ex_resnet50": ("resnet50", 2, 64, 3, ["N=2", "S=64"], ["model", "slow"]),
     "ex_vgg16": ("vgg16", 2, 32, 3, ["N=2", "S=32"], ["model", "slow"]),
     "ex_vgg19": ("vgg19", 2, 32, 3, ["N=2", "S=32"], ["model", "slow"]),
 }
 
 
+F32_FACTOR = 8
+
+
+def f32_floor(spec, ref):
+    """Deep networks with batchnorm in training mode at random initialisation
+    (MobileNetV2, ResNet-50: batch statistics over a few values per channel)
+    amplify rounding so much that PyTorch itself, in float32, is up to 1e-2
+    away from its float64 gradients: no float32 computation meets 1e-4 there.
+    The example cases therefore run PyTorch in float32 too and accept, per
+    parameter, up to F32_FACTOR times PyTorch float32's own error, where that
+    is more than the 1e-4 rule (lenet, mlp and vgg stay at 1e-4 throughout)."""
+    s32 = copy.copy(spec)
+    s32.params = {k: (v.float() if v.is_floating_point() else v) for k, v in spec.params.items()}
+    s32.x_all = spec.x_all.float()
+    r32 = torch_train(s32, 1)
+    return {k: F32_FACTOR * float((r32["grads"][k].double() - g).abs().max()) for k, g in ref["grads"].items()}
+
+
 def example_grad_run(ctx, name):
     kind, batch, size, in_ch, sets, _ = EXAMPLE_CASES[name]
-    spec = example_spec(kind, batch, size, in_ch)
-    spec.model = name
+    spec = example_spec(name, kind, batch, size, in_ch)
     ref = torch_train(spec, 1)
     net, data, w0 = write_inputs(ctx, spec)
     G, C, L = ctx.path("G.safetensors"), ctx.path("C.safetensors"), ctx.path("log.csv")
@@ -1244,7 +1272,7 @@ def example_grad_run(ctx, name):
         extra += ["--set", s]
     run_train(ctx, net, data, 1, weights=w0, checkpoint=C, log=L, grads=G, extra=extra)
     bad = check_log(L, ref, 1)
-    bad += check_grads(G, spec, ref)
+    bad += check_grads(G, spec, ref, f32_floor(spec, ref))
     bad += check_checkpoint(C, spec, ref, 1, weights=False, opt_state=False, counters=False)
     finish(bad)
 
@@ -1252,20 +1280,19 @@ def example_grad_run(ctx, name):
 for _n, _e in EXAMPLE_CASES.items():
     CASES[_n] = (lambda ctx, n=_n: example_grad_run(ctx, n), tuple(_e[5]))
 
-# several optimizer steps on whole examples, in their own recipes' style
+# several optimizer steps on whole examples.  Not ResNet-18 and deeper: at
+# the small sizes the emulator affords (batch 4, 1x1 maps in layer4) their
+# training is chaotic, and PyTorch float32 itself leaves float64 by 1e-2 in
+# three steps (train_oracle.py --self-test shows it).
 EXAMPLE_TRAIN = {   # name: (kind, batch, size, in_ch, sets, samples, Opt, K, labels)
     "ex_lenet_sgd_steps": ("lenet", 4, 28, 1, ["N=4"], 12, Opt("sgd", lr=0.01, momentum=0.5), 6, ["model", "optim"]),
     "ex_mlp_adam_steps": ("mlp", 4, 28, 1, ["N=4"], 8, Opt("adam", lr=1e-4), 6, ["model", "optim"]),
-    "ex_resnet18_sgd_steps": ("resnet18", 4, 32, 3, ["N=4", "S=32"], 8,
-                              Opt("sgd", ("step", {"every": 1, "gamma": 0.5}), lr=0.02, momentum=0.9,
-                                  weight_decay=1e-4), 4, ["model", "optim", "slow"]),
 }
 
 
 def example_train_run(ctx, name):
     kind, batch, size, in_ch, sets, samples, opt, K, _ = EXAMPLE_TRAIN[name]
-    spec = example_spec(kind, batch, size, in_ch, samples=samples, opt=opt)
-    spec.model = name
+    spec = example_spec(name, kind, batch, size, in_ch, samples=samples, opt=opt)
     ref = torch_train(spec, K)
     net, data, w0 = write_inputs(ctx, spec)
     C, L = ctx.path("C.safetensors"), ctx.path("log.csv")
@@ -1283,8 +1310,9 @@ for _n, _e in EXAMPLE_TRAIN.items():
 
 
 # ---------------------------------------------------------------- the PyTorch side alone
-def spec_for(name):
-    """(spec, K, sets) of a case, for --torch-only."""
+def spec_for(name, seed=0):
+    """(spec, K, sets) of a case, for --torch-only and --self-test (seed:
+    the dropout mask's there)."""
     if name in GRAD:
         return GRAD[name](), 1, []
     if name in TRAIN:
@@ -1294,18 +1322,16 @@ def spec_for(name):
         p = 0.3 if two_d else 0.5
         spec, mark = dropout_spec(two_d, p)
         import numpy as np
-        rng = np.random.RandomState(0)
+        rng = np.random.RandomState(seed)
         units = 64 if two_d else 256
         return masked_spec(spec, mark, (rng.rand(units) > p).astype(np.float64), p), 1, []
     if name in EXAMPLE_CASES:
         kind, batch, size, in_ch, sets, _ = EXAMPLE_CASES[name]
-        s = example_spec(kind, batch, size, in_ch)
-        s.model = name
+        s = example_spec(name, kind, batch, size, in_ch)
         return s, 1, sets
     if name in EXAMPLE_TRAIN:
         kind, batch, size, in_ch, sets, samples, opt, K, _ = EXAMPLE_TRAIN[name]
-        s = example_spec(kind, batch, size, in_ch, samples=samples, opt=opt)
-        s.model = name
+        s = example_spec(name, kind, batch, size, in_ch, samples=samples, opt=opt)
         return s, K, sets
     raise KeyError(name)
 
@@ -1354,6 +1380,105 @@ def torch_only(name, ncc=None, work=None):
                                          [(k, got[k], want[k]) for k in set(got) & set(want) if got[k] != want[k]]))
 
 
+# ---------------------------------------------------------------- a stand-in for `ncc train`
+# --self-test CASE runs the case against a trainer written with PyTorch in
+# float32 (this file called with --as-ncc): it checks the harness (files,
+# comparisons, resume, the mask read-back) and that the tolerances hold for
+# a float32 computation, before ncc can train.
+def fake_ncc(argv):
+    import numpy as np
+    import torch
+    a = {"--set": []}
+    flags = ("--no-shuffle", "--resume")
+    i = 0
+    if not argv or argv[0] != "train":
+        print("fake ncc: only `train`", file=sys.stderr)
+        return 1
+    net = argv[1]
+    i = 2
+    while i < len(argv):
+        k = argv[i]
+        if k in flags:
+            a[k] = True
+            i += 1
+        elif k == "--set":
+            a["--set"].append(argv[i + 1])
+            i += 2
+        else:
+            a[k] = argv[i + 1]
+            i += 2
+    model = re.search(r"^model\s+(\S+)", open(net).read(), re.M).group(1)
+    spec, _, _ = spec_for(model, seed=int(a.get("--seed", "0")))
+    d = a["--data"]
+    X = torch.from_numpy(np.load(os.path.join(d, "x.npy")))
+    Y = np.load(os.path.join(d, "y.npy"))
+    Y = torch.from_numpy(Y) if Y.dtype.kind == "f" else torch.from_numpy(Y.astype(np.int64))
+    src = a["--checkpoint"] if a.get("--resume") else a.get("--weights")
+    T = {k: v[0] for k, v in read_safetensors(src).items()}
+    P = {k: torch.tensor(np.array(T[k])) for k in spec.params}
+    for k in spec.trainable:
+        P[k].requires_grad_(True)
+    params = [P[k] for k in spec.trainable]
+    opt, sched = spec.opt.torch(params)
+    step0 = int(T["__step__"].reshape(-1)[0]) if a.get("--resume") else 0
+    epoch0 = int(T["__epoch__"].reshape(-1)[0]) if a.get("--resume") else 0
+    if a.get("--resume"):
+        for k in spec.trainable:
+            st = {}
+            for sk in ("momentum_buffer", "exp_avg", "exp_avg_sq"):
+                if "%s.%s" % (k, sk) in T:
+                    st[sk] = torch.tensor(np.array(T["%s.%s" % (k, sk)]))
+            if "exp_avg" in st:
+                st["step"] = torch.tensor(float(step0))
+            if st:
+                opt.state[P[k]] = st
+        for _ in range(epoch0):
+            sched.step()
+    B, K = spec.batch, int(a["--steps"])
+    spe = X.shape[0] // B
+    rows = []
+    for s in range(step0, step0 + K):
+        j = s % spe
+        opt.zero_grad()
+        loss = spec.forward(P, X[j * B:(j + 1) * B], Y[j * B:(j + 1) * B])
+        loss.backward()
+        rows.append("%d,%d,%.9g,%.9g" % (s + 1, s // spe, float(loss), opt.param_groups[0]["lr"]))
+        grads = {k: P[k].grad.detach().clone() for k in spec.trainable}
+        opt.step()
+        if (s + 1) % spe == 0 and sched is not None:
+            sched.step()
+        for k, v in P.items():
+            if k.endswith("num_batches_tracked"):
+                v += 1
+    if a.get("--log"):
+        with open(a["--log"], "w") as f:
+            f.write("step,epoch,loss,lr\n" + "\n".join(rows) + "\n")
+    if a.get("--save-grads"):
+        O.write_safetensors(a["--save-grads"], grads)
+    if a.get("--checkpoint"):
+        out = {k: v.detach() for k, v in P.items()}
+        for k in spec.trainable:
+            for sk, v in opt.state.get(P[k], {}).items():
+                if sk != "step" and v is not None:
+                    out["%s.%s" % (k, sk)] = v
+        out["__step__"] = torch.tensor([step0 + K], dtype=torch.int64)
+        out["__epoch__"] = torch.tensor([(step0 + K) // spe], dtype=torch.int64)
+        out["__lr__"] = torch.tensor([opt.param_groups[0]["lr"]], dtype=torch.float32)
+        O.write_safetensors(a["--checkpoint"], out)
+    print("device: emu (fake: PyTorch float32)")
+    return 0
+
+
+def self_test(name, work):
+    w = os.path.abspath(work or os.path.join(os.getcwd(), "train-oracle-selftest", name))
+    os.makedirs(w, exist_ok=True)
+    fake = os.path.join(w, "fake-ncc")
+    with open(fake, "w") as f:
+        f.write("#!/bin/sh\nexec %s %s --as-ncc \"$@\"\n" % (sys.executable, os.path.abspath(__file__)))
+    os.chmod(fake, 0o755)
+    return fake, w
+
+
 # ---------------------------------------------------------------- main
 def main():
     import argparse
@@ -1362,8 +1487,12 @@ def main():
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--labels", action="store_true", help="with --list: NAME LABELS per line")
     ap.add_argument("--torch-only", metavar="CASE", help="run only the PyTorch side of CASE (or all)")
+    ap.add_argument("--self-test", action="store_true",
+                    help="run CASE against a float32 PyTorch stand-in for `ncc train`")
     ap.add_argument("--ncc")
     ap.add_argument("--work", default=None)
+    if len(sys.argv) > 1 and sys.argv[1] == "--as-ncc":
+        return fake_ncc(sys.argv[2:])
     a = ap.parse_args()
     if a.list:
         for n, (f, labels) in CASES.items():
@@ -1387,6 +1516,8 @@ def main():
     if a.case not in CASES:
         print("unknown case %r" % a.case, file=sys.stderr)
         return 2
+    if a.self_test:
+        a.ncc, a.work = self_test(a.case, a.work)
     if not a.ncc:
         print("--ncc PATH is required", file=sys.stderr)
         return 2

@@ -7,6 +7,8 @@
  *     this process may mount one, and always RLIMIT_FSIZE in a child) returns
  *     an error naming the file, leaves the previous file byte-identical and
  *     no temporary file behind;
+ *   - ncc_npy_map maps .npy files as they are (f32, i32, an int64 file made
+ *     by hand) and refuses truncated ones naming the file;
  *   - a process killed with SIGKILL at random moments while saving over and
  *     over leaves a file that loads and is exactly the old or the new one.
  * Usage: test_checkpoint [WORKDIR]  (default: a fresh folder under $TMPDIR). */
@@ -256,6 +258,59 @@ static void test_kill_loop(void) {
   free(scratch);
 }
 
+static void test_npy_map(void) {
+  char path[600], err[1024];
+  float x[2][3] = {{1, 2, 3}, {4, 5, 6}};
+  int32_t y[4] = {3, -1, 7, 0};
+  int64_t xs[2] = {2, 3}, ys[1] = {4};
+  ncc_npy_mapped a;
+  path_of(path, sizeof path, "x.npy");
+  CHECK(ncc_npy_write(path, NCC_F32, 2, xs, x, err, sizeof err) == 0, "npy write: %s", err);
+  CHECK(ncc_npy_map(path, &a, err, sizeof err) == 0, "npy map: %s", err);
+  CHECK(a.dtype == NCC_F32 && a.esize == 4 && a.rank == 2 && a.shape[0] == 2 && a.shape[1] == 3 &&
+            !memcmp(a.data, x, sizeof x),
+        "f32 [2, 3] mapped as dtype %d rank %d", a.dtype, a.rank);
+  ncc_npy_unmap(&a);
+  ncc_npy_unmap(&a);   /* twice is harmless */
+  path_of(path, sizeof path, "y.npy");
+  CHECK(ncc_npy_write(path, NCC_I32, 1, ys, y, err, sizeof err) == 0, "npy write: %s", err);
+  CHECK(ncc_npy_map(path, &a, err, sizeof err) == 0 && a.dtype == NCC_I32 && a.shape[0] == 4 &&
+            !memcmp(a.data, y, sizeof y),
+        "i32 [4]: %s", err);
+  ncc_npy_unmap(&a);
+  /* int64 as numpy writes it: mapped as I64, not converted */
+  {
+    const char hdr[] = "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }";
+    unsigned char buf[128 + 24];
+    int64_t v[3] = {5, -2, 1LL << 40};
+    size_t hl = 128 - 10;
+    FILE *f;
+    memset(buf, ' ', sizeof buf);
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    buf[8] = (unsigned char)hl;
+    buf[9] = 0;
+    memcpy(buf + 10, hdr, sizeof hdr - 1);
+    buf[127] = '\n';
+    memcpy(buf + 128, v, sizeof v);
+    path_of(path, sizeof path, "y64.npy");
+    f = fopen(path, "wb");
+    fwrite(buf, 1, sizeof buf, f);
+    fclose(f);
+    CHECK(ncc_npy_map(path, &a, err, sizeof err) == 0 && a.dtype == NCC_I64 && a.esize == 8 && a.rank == 1 &&
+              a.shape[0] == 3 && !memcmp(a.data, v, sizeof v),
+          "i64 [3]: %s", err);
+    ncc_npy_unmap(&a);
+    /* truncated by one element */
+    f = fopen(path, "wb");
+    fwrite(buf, 1, sizeof buf - 8, f);
+    fclose(f);
+    CHECK(ncc_npy_map(path, &a, err, sizeof err) == NCC_EUSER && strstr(err, path) && a.base == NULL,
+          "a truncated .npy: %s", err);
+  }
+  path_of(path, sizeof path, "none.npy");
+  CHECK(ncc_npy_map(path, &a, err, sizeof err) == NCC_EUSER && strstr(err, "none.npy"), "a missing .npy: %s", err);
+}
+
 int main(int argc, char **argv) {
   ncc_dev *dev = NULL;
   if (argc > 1) snprintf(dir, sizeof dir, "%s", argv[1]);
@@ -272,6 +327,7 @@ int main(int argc, char **argv) {
   big_b = malloc(sizeof(float) * BIG);
   for (int i = 0; i < BIG; i++) { big_a[i] = (float)i; big_b[i] = -(float)i - 0.5f; }
   test_scalars_and_optional(dev);
+  test_npy_map();
   test_full_disk();
   test_kill_loop();
   ncc_dev_close(dev);

@@ -1,0 +1,338 @@
+#!/usr/bin/python3
+"""test_train.py — `ncc train`'s handling of its inputs, one case per
+invocation like test_driver.py (whose Ctx, Failure and main it uses).
+
+    test_train.py --list
+    test_train.py CASE --ncc PATH --work DIR [--build BUILD]
+
+What they hold `ncc train` to:
+  train_flags     flag combinations that cannot work are refused before any
+                  compiling: --epochs with --steps, --resume without
+                  --checkpoint or with a checkpoint that does not exist,
+                  --resume with --weights, unreadable --data
+  train_bad_data  every malformed data set is status 1 with a message that
+                  names the file and what is wrong (and the first bad index of
+                  a label): missing files, wrong dtype or shape, x and y of
+                  different lengths, labels out of [0, classes), fewer samples
+                  than one batch, test_x without test_y, a truncated .npy
+  train_good_data good data (y int32 or int64, with and without a test set)
+                  passes every check: the run either trains or, while the
+                  generated training API is missing, stops at it
+  train_no_block  a model without a train block is refused
+  train_loop_mock the loop itself, on a model whose compiled object is
+                  replaced by mock_train_api.c (in a private compile cache):
+                  it learns (test accuracy), --log has a row per step,
+                  a run stopped by --steps and resumed ends byte-identical
+                  to an unbroken one (checkpoint and log), a NaN loss stops
+                  with status 1 and leaves the checkpoint alone, a
+                  checkpoint of another model is refused, --save-grads writes
+  train_digits    end to end: examples/digits.net on tests/data/make_digits.py's
+                  data, 10 epochs, >= 97% test accuracy (PyTorch: 97.6-99.0%
+                  over 8 seeds); skipped (status 77) while the generated
+                  training API is missing or scikit-learn is not installed
+Only numpy is needed.
+"""
+import os
+import sys
+
+import test_driver as td
+from test_driver import Failure, case, show
+
+td.CASES.clear()     # test_driver.py's own cases are its ctest tests, not these
+
+DIGITS = os.path.join(td.EXAMPLES, "digits.net")
+MLP_NO_TRAIN = """model plain
+input x: f32[4, 8]
+y = linear(x, 3, name="fc")
+output y
+"""
+
+
+def data(ctx, name, n=64, x=None, y=None, test=None, xdtype="float32", ydtype="int32", classes=10):
+    """A data folder for digits.net ([n, 1, 8, 8] samples, labels in [0, 10))."""
+    import numpy as np
+    d = ctx.path(name)
+    os.makedirs(d, exist_ok=True)
+    r = np.random.RandomState(1)
+    if x is None:
+        x = r.rand(n, 1, 8, 8).astype(xdtype)
+    if y is None:
+        y = (np.arange(n) % classes).astype(ydtype)
+    if x is not False:
+        np.save(os.path.join(d, "x.npy"), x)
+    if y is not False:
+        np.save(os.path.join(d, "y.npy"), y)
+    if test:
+        tx, ty = test
+        if tx is not None:
+            np.save(os.path.join(d, "test_x.npy"), tx)
+        if ty is not None:
+            np.save(os.path.join(d, "test_y.npy"), ty)
+    return d
+
+
+def expect_error(ctx, args, *words):
+    p = ctx.ncc_cmd(["train"] + args + ["--device", "emu"])
+    show(p)
+    if p.returncode != 1:
+        raise Failure("`ncc train %s`: expected status 1, got %d" % (" ".join(args), p.returncode))
+    for w in words:
+        if w not in p.stderr:
+            raise Failure("`ncc train %s`: the message should contain %r" % (" ".join(args), w))
+    if "internal error" in p.stderr:
+        raise Failure("a user's error reported as an internal one")
+    return p
+
+
+def passes_checks(ctx, args):
+    """The run gets past every data check: it trains (status 0), or stops
+    where the generated training API is missing (status 2, naming the symbol)."""
+    p = ctx.ncc_cmd(["train"] + args + ["--device", "emu"])
+    show(p)
+    if p.returncode == 0:
+        return p
+    if p.returncode == 2 and "lacks digits_train_step_io" in p.stderr:
+        print("(the generated training API is not there yet: stopped at it, after the data checks)")
+        return p
+    raise Failure("`ncc train %s`: good data refused (status %d)" % (" ".join(args), p.returncode))
+
+
+@case("train_flags")
+def _flags(ctx):
+    import time
+    d = data(ctx, "ok")
+    t = time.time()
+    expect_error(ctx, [DIGITS, "--data", d, "--epochs", "1", "--steps", "3"], "--epochs and --steps")
+    expect_error(ctx, [DIGITS, "--data", d, "--resume"], "--resume needs --checkpoint")
+    ck = ctx.path("nothing.safetensors")
+    expect_error(ctx, [DIGITS, "--data", d, "--resume", "--checkpoint", ck], ck, "--resume")
+    expect_error(ctx, [DIGITS, "--data", d, "--resume", "--checkpoint", ck, "--weights", ck], "--weights")
+    expect_error(ctx, [DIGITS, "--data", ctx.path("no-such-dir")], os.path.join(ctx.path("no-such-dir"), "x.npy"))
+    expect_error(ctx, [DIGITS, "--data", d, "--epochs", "0"], "--epochs")
+    expect_error(ctx, [DIGITS, "--data", d, "--log", ctx.path("no-dir/log.csv")], "log.csv", "no-dir")
+    # none of these should have compiled anything: they are quick
+    if time.time() - t > 30:
+        raise Failure("flag errors took %.0f s: are they checked before compiling?" % (time.time() - t))
+
+
+@case("train_bad_data")
+def _bad(ctx):
+    import numpy as np
+    r = np.random.RandomState(0)
+    x64 = r.rand(64, 1, 8, 8).astype("float32")
+
+    def one(name, words, **kw):
+        d = data(ctx, name, **kw)
+        expect_error(ctx, [DIGITS, "--data", d], *[w.replace("DIR", d) for w in words])
+
+    one("no_x", ["DIR/x.npy"], x=False)
+    one("no_y", ["DIR/y.npy"], y=False)
+    one("x_f64", ["DIR/x.npy", "float32"], xdtype="float64")
+    one("x_shape", ["DIR/x.npy", "shape mismatch", "f32[1, 7, 7]", "f32[1, 8, 8]"],
+        x=r.rand(64, 1, 7, 7).astype("float32"))
+    one("x_flat", ["DIR/x.npy", "shape mismatch"], x=r.rand(64, 64).astype("float32"))
+    one("y_float", ["DIR/y.npy", "int32 or int64"], y=np.zeros(64, "float32"))
+    one("y_2d", ["DIR/y.npy", "one-dimensional"], y=np.zeros((64, 1), "int32"))
+    one("lengths", ["DIR/x.npy", "64 samples", "DIR/y.npy", "63 labels"], y=np.zeros(63, "int32"))
+    bad = np.arange(64, dtype="int64") % 10
+    bad[37] = 10
+    bad[50] = 11
+    one("label_high", ["DIR/y.npy", "label 10 at index 37", "[0, 10)"], y=bad)
+    neg = np.zeros(64, "int32")
+    neg[5] = -1
+    one("label_neg", ["DIR/y.npy", "label -1 at index 5"], y=neg)
+    one("few", ["DIR/x.npy", "10 samples", "fewer than one batch of 32"], n=10)
+    one("test_half", ["DIR/test_y.npy", "DIR/test_x.npy", "both or neither"], test=(x64[:8], None))
+    one("test_label", ["DIR/test_y.npy", "label 12 at index 3"],
+        test=(x64[:8], np.array([0, 1, 2, 12, 4, 5, 6, 7], "int32")))
+    one("test_shape", ["DIR/test_x.npy", "shape mismatch"],
+        test=(r.rand(8, 1, 8, 9).astype("float32"), np.zeros(8, "int32")))
+    # a truncated file: the .npy reader's message, naming it
+    d = data(ctx, "truncated")
+    p = os.path.join(d, "x.npy")
+    with open(p, "rb") as f:
+        b = f.read()
+    with open(p, "wb") as f:
+        f.write(b[:len(b) - 100])
+    expect_error(ctx, [DIGITS, "--data", d], p, "bytes")
+    # not a .npy at all
+    d = data(ctx, "garbage")
+    with open(os.path.join(d, "y.npy"), "w") as f:
+        f.write("0,1,2\n")
+    expect_error(ctx, [DIGITS, "--data", d], os.path.join(d, "y.npy"), "not a .npy file")
+
+
+@case("train_good_data")
+def _good(ctx):
+    import numpy as np
+    r = np.random.RandomState(0)
+    tx = r.rand(40, 1, 8, 8).astype("float32")
+    for name, kw in (("i32", {}), ("i64", {"ydtype": "int64"}),
+                     ("test", {"test": (tx, (np.arange(40) % 10).astype("int64"))}),
+                     ("partial", {"n": 70})):
+        d = data(ctx, name, **kw)
+        passes_checks(ctx, [DIGITS, "--data", d, "--steps", "3", "--no-shuffle"])
+
+
+@case("train_no_block")
+def _noblock(ctx):
+    import numpy as np
+    net = ctx.write("plain.net", MLP_NO_TRAIN)
+    d = ctx.path("plain")
+    os.makedirs(d)
+    np.save(os.path.join(d, "x.npy"), np.zeros((8, 8), "float32"))
+    np.save(os.path.join(d, "y.npy"), np.zeros(8, "int32"))
+    expect_error(ctx, [net, "--data", d], "plain.net", "no train")
+
+
+LR_NET = """model lr
+const N = 32
+input x: f32[N, 1, 8, 8]
+input y: i32[N]
+logits = linear(flatten(x), 10, name="fc")
+output logits
+loss = cross_entropy(logits, y)
+train {
+  optimizer sgd(lr=0.1, momentum=0.9)
+  minimize loss
+}
+"""
+
+
+def st_names(path):
+    import json
+    import struct
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        return set(json.loads(f.read(n).decode()).keys()) - {"__metadata__"}
+
+
+@case("train_loop_mock")
+def _mock(ctx):
+    import re
+    import numpy as np
+    env = {"NCC_CACHE_DIR": ctx.path("cache")}     # private: the object in it is replaced
+    net = ctx.write("lr.net", LR_NET)
+    # data labelled by a linear teacher: softmax regression can learn it
+    r = np.random.RandomState(2)
+    teacher = r.randn(64, 10)
+    x = r.rand(700, 1, 8, 8).astype("float32")
+    y = np.argmax(x.reshape(700, 64) @ teacher, 1).astype("int64")
+    d = ctx.path("data")
+    os.makedirs(d)
+    np.save(os.path.join(d, "x.npy"), x[:600])
+    np.save(os.path.join(d, "y.npy"), y[:600])
+    np.save(os.path.join(d, "test_x.npy"), x[600:])
+    np.save(os.path.join(d, "test_y.npy"), y[600:].astype("int32"))
+    p = ctx.ncc_cmd(["train", net, "--data", d, "--device", "emu", "--steps", "1", "-v"], env=env)
+    so = re.search(r"compiled in [0-9.]+ s: (\S+\.so)", p.stderr)
+    rt = re.search(r"runtime: headers (\S+), library (\S+)", p.stderr)
+    if not so or not rt:
+        show(p)
+        raise Failure("no compiled object or runtime paths in `ncc train -v`'s output")
+    cc = os.environ.get("CC", "cc")
+    mock = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mock_train_api.c")
+    cmd = [cc, "-std=gnu11", "-O2", "-Wall", "-Werror", "-fPIC", "-shared", "-I" + rt.group(1), mock, "-o",
+           so.group(1), "-L" + rt.group(2), "-Wl,-rpath," + rt.group(2), "-lnccrt", "-lm"]
+    print("$", " ".join(cmd))
+    import subprocess
+    if subprocess.call(cmd) != 0:
+        raise Failure("the mock did not compile")
+
+    def train(*args, env2=None, code=0):
+        e = dict(env)
+        e.update(env2 or {})
+        p = ctx.ncc_cmd(["train", net, "--data", d, "--device", "emu"] + list(args), env=e)
+        show(p)
+        if p.returncode != code:
+            raise Failure("`ncc train %s`: status %d, wanted %d" % (" ".join(args), p.returncode, code))
+        return p
+
+    # an unbroken run: 4 epochs of 600 // 32 = 18 steps
+    a_ck, a_log, a_g = ctx.path("a.safetensors"), ctx.path("a.csv"), ctx.path("g.safetensors")
+    p = train("--epochs", "4", "--checkpoint", a_ck, "--log", a_log, "--save-grads", a_g)
+    accs = [float(v) for v in re.findall(r"^epoch \d+: train loss [0-9.]+, test loss [0-9.]+, test accuracy ([0-9.]+)%",
+                                         p.stdout, re.M)]
+    if len(accs) != 4:
+        raise Failure("expected 4 epoch lines with a test accuracy, got %d" % len(accs))
+    if accs[-1] < 60:
+        raise Failure("the mock model should learn the teacher's labels: %.1f%% after 4 epochs" % accs[-1])
+    if "final test accuracy %.2f%%" % accs[-1] not in p.stdout or "trained 72 steps" not in p.stdout:
+        raise Failure("the summary line is wrong")
+    rows = open(a_log).read().splitlines()
+    if rows[0] != "step,epoch,loss,lr" or len(rows) != 73:
+        raise Failure("the log should have a header and 72 rows, has %d lines" % len(rows))
+    steps = [int(x.split(",")[0]) for x in rows[1:]]
+    epochs = [int(x.split(",")[1]) for x in rows[1:]]
+    lrs = [float(x.split(",")[3]) for x in rows[1:]]
+    if steps != list(range(1, 73)) or epochs != [1 + i // 18 for i in range(72)]:
+        raise Failure("the log's step and epoch columns are not 1..72 and 1..4")
+    if lrs[0] != 0.1 or lrs[-1] != 0.05:
+        raise Failure("the log's lr column should follow the schedule (0.1, then 0.05 from epoch 4): %s, %s"
+                      % (lrs[0], lrs[-1]))
+    if st_names(a_g) != {"fc.weight", "fc.bias"}:
+        raise Failure("--save-grads wrote %s" % st_names(a_g))
+    if not {"__step__", "__epoch__", "fc.weight"} <= st_names(a_ck):
+        raise Failure("the checkpoint lacks the step counters: %s" % st_names(a_ck))
+    # stopped mid-epoch and resumed: the same bytes
+    b_ck, b_log = ctx.path("b.safetensors"), ctx.path("b.csv")
+    train("--steps", "25", "--checkpoint", b_ck, "--log", b_log)
+    p = train("--epochs", "4", "--checkpoint", b_ck, "--log", b_log, "--resume")
+    if "resumed from %s at step 25 (epoch 2, step 7 of it)" % b_ck not in p.stdout:
+        raise Failure("the resumed run does not say where it resumed")
+    if open(a_ck, "rb").read() != open(b_ck, "rb").read():
+        raise Failure("a run stopped at step 25 and resumed ends with another checkpoint than an unbroken run")
+    if open(a_log).read() != open(b_log).read():
+        raise Failure("the resumed run's log differs from the unbroken run's")
+    # another order: --no-shuffle and another --seed change the losses
+    n_log = ctx.path("n.csv")
+    train("--epochs", "1", "--no-shuffle", "--log", n_log)
+    if open(n_log).read().splitlines()[2:19] == rows[2:19]:
+        raise Failure("--no-shuffle drew the same batches as the shuffled run")
+    # a NaN loss: status 1, the checkpoint as it was
+    before = open(a_ck, "rb").read()
+    p = train("--epochs", "2", "--checkpoint", a_ck, "--weights", a_g, env2={"MOCK_NAN_AT": "5"}, code=1)
+    if "step 5: the loss is nan" not in p.stderr or open(a_ck, "rb").read() != before:
+        raise Failure("a NaN loss should stop the run with 'step 5: the loss is nan' and keep the checkpoint")
+    # a checkpoint of another model
+    other = ctx.path("other.safetensors")
+    import struct
+    import json
+    h = json.dumps({"conv.weight": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode()
+    with open(other, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"\0\0\0\0")
+    p = train("--checkpoint", other, "--resume", code=1)
+    if "cannot resume" not in p.stderr or "missing: 'fc.weight'" not in p.stderr:
+        raise Failure("a checkpoint of another model should be refused with M_load's list")
+
+
+SKIP = 77
+
+
+@case("train_digits")
+def _digits(ctx):
+    import re
+    import subprocess
+    d = ctx.path("digits")
+    mk = os.path.join(td.ROOT, "tests", "data", "make_digits.py")
+    p = subprocess.run([sys.executable, mk, d], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True)
+    if p.returncode != 0:
+        if "No module named 'sklearn'" in p.stderr:
+            print("skipped: scikit-learn is not installed (tests/install-deps.sh installs python3-sklearn)")
+            sys.exit(SKIP)
+        raise Failure("make_digits.py failed: %s" % p.stderr)
+    p = ctx.ncc_cmd(["train", DIGITS, "--data", d, "--epochs", "10", "--device", "emu", "--seed", "1"])
+    show(p)
+    if p.returncode == 2 and "lacks digits_train_step_io" in p.stderr:
+        print("skipped: the generated training API is not there yet")
+        sys.exit(SKIP)
+    if p.returncode != 0:
+        raise Failure("ncc train exited with %d" % p.returncode)
+    m = re.search(r"final test accuracy ([0-9.]+)%", p.stdout)
+    if not m or float(m.group(1)) < 97.0:
+        raise Failure("digits.net should reach 97%% test accuracy in 10 epochs: %s" % (m and m.group(1)))
+
+
+if __name__ == "__main__":
+    sys.exit(td.main())
