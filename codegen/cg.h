@@ -155,7 +155,6 @@ typedef struct Cg {
    * 1 - beta^step), m->step32 (int: the step being computed, 1-based),
    * m->seed32 (int: the dropout seed). */
   int train;
-  int counters;              /* training: buffer of the checkpoint's __step__ and __epoch__ (i32 each) */
   int opt_buf[4];
   int64_t opt_count;
 } Cg;

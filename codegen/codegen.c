@@ -72,11 +72,17 @@ static int check_node(Cg *c, Node *n) {
   return 0;
 }
 
+static size_t end_of_bufs(const Cg *c) {
+  size_t e = 0;
+  for (int i = 0; i < c->nbufs; i++)
+    if (c->bufs[i].offset + c->bufs[i].bytes > e) e = c->bufs[i].offset + c->bufs[i].bytes;
+  return (e + 255) / 256 * 256;
+}
+
 static int add_buf(Cg *c, int kind, Value *v, size_t bytes) {
+  size_t off = end_of_bufs(c);   /* past every buffer so far: a range (add_span) may end before its last member */
   int i = c->nbufs++;
   c->bufs = xrealloc(c->bufs, sizeof(CgBuf) * (size_t)c->nbufs);
-  size_t off = 0;
-  if (i) off = (c->bufs[i - 1].offset + c->bufs[i - 1].bytes + 255) / 256 * 256;
   c->bufs[i].kind = kind;
   c->bufs[i].v = v;
   c->bufs[i].offset = off;
@@ -92,13 +98,6 @@ static int add_buf_at(Cg *c, int kind, Value *v, size_t bytes, size_t off) {
   int i = add_buf(c, kind, v, bytes);
   c->bufs[i].offset = off;
   return i;
-}
-
-static size_t end_of_bufs(const Cg *c) {
-  size_t e = 0;
-  for (int i = 0; i < c->nbufs; i++)
-    if (c->bufs[i].offset + c->bufs[i].bytes > e) e = c->bufs[i].offset + c->bufs[i].bytes;
-  return (e + 255) / 256 * 256;
 }
 
 static size_t vbytes(const Value *v) { return (size_t)shape_numel(&v->shape) * (size_t)dtype_size(v->dtype); }
@@ -373,7 +372,6 @@ static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) {
       c->opt_buf[2 + k] = add_span(c, BK_SPAN, t->opt == OPT_SGD ? sgd_names[k] : adam_names[k], span, s0);
       s0 = (s0 + span + 255) / 256 * 256;
     }
-    c->counters = add_span(c, BK_SPAN, "train_counters", 8, s0);
   }
   /* inference groups launch from <model>_run (c->run); load-time groups from
    * <model>_prepare (c->prep), their kernels marked as load-time; the training

@@ -200,8 +200,9 @@ static void host_train_checkpoint(Cg *c, FILE *f, const Io *par, int prep) {
   const char *M = c->model;
   int ntr = c->opt_buf[0] >= 0 ? ntrainable(c, par) : 0, nst = 0;
   for (int k = 2; k < 4; k++) nst += c->opt_buf[k] >= 0;
-  int nck = par->n + nst * ntr + 2;
-  fprintf(f, "/* the checkpoint: parameters, optimizer state, counters */\n");
+  int nck = par->n + nst * ntr + 3;
+  fprintf(f, "/* the checkpoint: parameters, optimizer state (device), then the counters\n"
+             "   and the learning rate of the next step (host) */\n");
   fprintf(f, "static const ncc_tensor_info %s_ckpt_[] = {\n", M);
   for (int i = 0; i < par->n; i++) tensor_info(f, par->name[i], par->v[i]);
   for (int k = 2; k < 4; k++) {
@@ -212,8 +213,10 @@ static void host_train_checkpoint(Cg *c, FILE *f, const Io *par, int prep) {
       tensor_info(f, nm, par->v[j]);
     }
   }
-  fprintf(f, "  {\"__step__\", NCC_I32, 1, {1, 0, 0, 0, 0, 0, 0, 0}},\n  {\"__epoch__\", NCC_I32, 1, {1, 0, 0, 0, 0, 0, 0, 0}},\n};\n");
-  fprintf(f, "#define %s_NCKPT %d\n", M, nck);
+  fprintf(f, "  {\"__step__\", NCC_I64, 1, {1, 0, 0, 0, 0, 0, 0, 0}},\n"
+             "  {\"__epoch__\", NCC_I64, 1, {1, 0, 0, 0, 0, 0, 0, 0}},\n"
+             "  {\"__lr__\", NCC_F64, 1, {1, 0, 0, 0, 0, 0, 0, 0}},\n};\n");
+  fprintf(f, "#define %s_NCKPT %d\n#define %s_NDEVCKPT %d   /* those on the device */\n", M, nck, M, nck - 3);
   size_t p0 = c->opt_buf[0] >= 0 ? c->bufs[c->opt_buf[0]].offset : 0;
   fprintf(f, "static const size_t %s_trainable_off_[] = {", M);
   for (int j = 0; j < ntr; j++) fprintf(f, "%s%zu", j ? ", " : "", c->bufs[par->b[j]].offset - p0);
@@ -228,33 +231,40 @@ static void host_train_checkpoint(Cg *c, FILE *f, const Io *par, int prep) {
             cg_buf_name(c, c->opt_buf[k]), M, k2 * ntr);
     k2++;
   }
-  fprintf(f, "  return (char *)m->bufs[%s] + 4 * (i - %d);\n}\n\n", cg_buf_name(c, c->counters), nst * ntr);
+  fprintf(f, "  return NULL;\n}\n\n");
   /* load: the whole checkpoint, or else the parameters alone (fresh optimizer state) */
   fprintf(f,
           "static void %s_schedule_(%s *m);\n"
           "int %s_load(%s *m, const char *path) {\n"
-          "  void *p[%s_NCKPT];\n  int32_t cnt[2] = {0, 0};\n  int rc;\n"
+          "  ncc_st_want w[%s_NCKPT];\n  void *p[%d];\n  int64_t cnt[2] = {0, 0};\n  double lr = 0.0;\n  int rc;\n"
           "  if (!m || !m->dev) return %s_user_error(m, \"%s_load: no model\");\n"
           "  if (!path) return %s_user_error(m, \"%s_load: no file name\");\n"
-          "  for (int i = 0; i < %s_NCKPT; i++) p[i] = %s_ckpt_ptr_(m, i);\n"
-          "  rc = ncc_load_safetensors(m->dev, path, %s_ckpt_, %s_NCKPT, p, m->err, sizeof m->err);\n"
+          "  for (int i = 0; i < %s_NCKPT; i++) {\n"
+          "    w[i].t = %s_ckpt_[i];\n"
+          "    w[i].dst = i < %s_NDEVCKPT ? %s_ckpt_ptr_(m, i) : i == %s_NDEVCKPT ? (void *)&cnt[0]\n"
+          "             : i == %s_NDEVCKPT + 1 ? (void *)&cnt[1] : (void *)&lr;\n"
+          "    w[i].flags = i < %s_NDEVCKPT ? 0 : NCC_ST_HOST;\n"
+          "    w[i].present = 0;\n"
+          "    if (i < %d) p[i] = w[i].dst;\n"
+          "  }\n"
+          "  w[%s_NCKPT - 1].flags |= NCC_ST_OPTIONAL;   /* __lr__: informative; the schedule sets the rate */\n"
+          "  rc = ncc_load_safetensors_opt(m->dev, path, w, %s_NCKPT, 0, m->err, sizeof m->err);\n"
           "  if (rc) {   /* a file of weights alone: the optimizer starts afresh */\n"
           "    rc = ncc_load_safetensors(m->dev, path, %s_params_, %d, p, m->err, sizeof m->err);\n"
-          "    if (!rc) {\n"
-          "      for (int i = %d; i < %s_NCKPT - 2; i++) {\n"
-          "        rc = ncc_memset(m->dev, p[i], 0, %s_bytes_(&%s_ckpt_[i]));\n"
-          "        if (rc) return %s_fail(m, rc, \"%s_load: clearing the optimizer state\");\n"
-          "      }\n"
-          "      rc = ncc_memcpy_h2d(m->dev, p[%s_NCKPT - 2], cnt, sizeof cnt);\n"
-          "      if (rc) return %s_fail(m, rc, \"%s_load: setting the counters\");\n"
+          "    for (int i = %d; !rc && i < %s_NDEVCKPT; i++) {\n"
+          "      rc = ncc_memset(m->dev, w[i].dst, 0, %s_bytes_(&%s_ckpt_[i]));\n"
+          "      if (rc) return %s_fail(m, rc, \"%s_load: clearing the optimizer state\");\n"
           "    }\n"
+          "  } else if (cnt[0] < 0 || cnt[1] < 0) {\n"
+          "    snprintf(m->err, sizeof m->err, \"%%s: __step__ (%%lld) and __epoch__ (%%lld) must not be negative\", path,\n"
+          "             (long long)cnt[0], (long long)cnt[1]);\n"
+          "    rc = NCC_EUSER;\n"
           "  }\n"
           "  if (!rc) {\n"
-          "    rc = ncc_memcpy_d2h(m->dev, cnt, p[%s_NCKPT - 2], sizeof cnt);\n"
-          "    if (rc) return %s_fail(m, rc, \"%s_load: reading the counters\");\n"
           "    m->step = cnt[0];\n    m->epoch = cnt[1];\n    %s_schedule_(m);\n"
           "  }\n",
-          M, M, M, M, M, M, M, M, M, M, M, M, M, M, par->n, par->n, M, M, M, M, M, M, M, M, M, M, M, M);
+          M, M, M, M, M, par->n > 0 ? par->n : 1, M, M, M, M, M, M, M, M, M, M, M, par->n, M, M, M, par->n,
+          par->n, M, M, M, M, M, M);
   if (prep)
     fprintf(f, "  {\n    char msg[sizeof m->err];\n    int rp;\n    memcpy(msg, m->err, sizeof msg);\n"
                "    rp = %s_prepare(m);   /* the folded values follow the parameters now held */\n"
@@ -262,23 +272,23 @@ static void host_train_checkpoint(Cg *c, FILE *f, const Io *par, int prep) {
   fprintf(f, "  return rc;\n}\n\n");
   fprintf(f,
           "int %s_save(%s *m, const char *path) {\n"
-          "  void *h[%s_NCKPT] = {0};\n  int32_t cnt[2];\n  int rc = 0, n = 0;\n"
+          "  const void *h[%s_NCKPT] = {0};\n  int64_t cnt[2];\n  double lr;\n  int rc = 0, n = 0;\n"
           "  if (!m || !m->dev) return %s_user_error(m, \"%s_save: no model\");\n"
           "  if (!path) return %s_user_error(m, \"%s_save: no file name\");\n"
-          "  cnt[0] = (int32_t)m->step;\n  cnt[1] = (int32_t)m->epoch;\n"
-          "  rc = ncc_memcpy_h2d(m->dev, %s_ckpt_ptr_(m, %s_NCKPT - 2), cnt, sizeof cnt);\n"
-          "  if (rc) return %s_fail(m, rc, \"%s_save: writing the counters\");\n"
-          "  for (; n < %s_NCKPT; n++) {\n"
+          "  for (; n < %s_NDEVCKPT; n++) {\n"
           "    size_t bytes = %s_bytes_(&%s_ckpt_[n]);\n"
-          "    h[n] = malloc(bytes ? bytes : 1);\n"
-          "    if (!h[n]) { rc = %s_user_error(m, \"%s_save: out of memory\"); break; }\n"
-          "    rc = ncc_memcpy_d2h(m->dev, h[n], %s_ckpt_ptr_(m, n), bytes);\n"
+          "    void *b = malloc(bytes ? bytes : 1);\n"
+          "    if (!b) { rc = %s_user_error(m, \"%s_save: out of memory\"); break; }\n"
+          "    h[n] = b;\n"
+          "    rc = ncc_memcpy_d2h(m->dev, b, %s_ckpt_ptr_(m, n), bytes);\n"
           "    if (rc) { rc = %s_fail(m, rc, \"%s_save: reading the model\"); n++; break; }\n"
           "  }\n"
-          "  if (!rc) rc = ncc_save_safetensors(path, %s_ckpt_, %s_NCKPT, (const void *const *)h, m->err, sizeof m->err);\n"
-          "  for (int i = 0; i < n; i++) free(h[i]);\n"
+          "  cnt[0] = m->step;\n  cnt[1] = m->epoch;\n  lr = m->cur_lr;\n"
+          "  h[%s_NDEVCKPT] = &cnt[0];\n  h[%s_NDEVCKPT + 1] = &cnt[1];\n  h[%s_NDEVCKPT + 2] = &lr;\n"
+          "  if (!rc) rc = ncc_save_safetensors(path, %s_ckpt_, %s_NCKPT, h, m->err, sizeof m->err);\n"
+          "  for (int i = 0; i < n; i++) free((void *)h[i]);\n"
           "  return rc;\n}\n\n",
-          M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
+          M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
 }
 
 static void host_train_api(Cg *c, FILE *f, const Io *tin, const Io *par) {

@@ -79,9 +79,11 @@ static void split_free(Split *s) {
 
 static int file_exists(const char *p) { return access(p, F_OK) == 0; }
 
-/* Maps DIR/<prefix>x.npy and y.npy and checks them against the model's input
- * (shape without N: want[1..rank-1]) and the classes (0: unknown). */
-static int split_open(Split *s, const char *dir, const char *prefix, const ncc_tensor_info *xin, int64_t classes) {
+/* Maps DIR/<prefix>x.npy and y.npy and checks them against the model's data
+ * input (shape without N: want[1..rank-1]), its label or target input yin
+ * (int32 labels [N], or float32 targets [N, ...]) and the classes (0: unknown). */
+static int split_open(Split *s, const char *dir, const char *prefix, const ncc_tensor_info *xin,
+                      const ncc_tensor_info *yin, int64_t classes) {
   char err[2048], msg[4400], got[256], want[256];
   memset(s, 0, sizeof *s);
   snprintf(s->xpath, sizeof s->xpath, "%s/%sx.npy", dir, prefix);
@@ -111,6 +113,31 @@ static int split_open(Split *s, const char *dir, const char *prefix, const ncc_t
   }
   s->n = s->x.shape[0];
   s->row = (size_t)numel(xin->rank - 1, sample) * sizeof(float);
+  if (yin->dtype == NCC_F32) {   /* y: float32 targets [n, shape of the target input without N] */
+    for (int i = 1; i < yin->rank; i++) sample[i - 1] = yin->shape[i];
+    tensor_str(want, sizeof want, NCC_F32, yin->rank - 1, sample);
+    if (s->y.dtype != NCC_F32)
+      return drv_error("%s: the targets must be float32 ('<f4'), as the model's input %s; this file holds %s",
+                       s->ypath, yin->name,
+                       s->y.dtype == NCC_F64 ? "float64 (y.astype(np.float32) converts it)" : "another dtype");
+    same = s->y.rank == yin->rank;
+    for (int i = 1; same && i < yin->rank; i++) same = s->y.shape[i] == yin->shape[i];
+    if (!same) {
+      int64_t sh[8];
+      for (int i = 1; i < s->y.rank; i++) sh[i - 1] = s->y.shape[i];
+      tensor_str(got, sizeof got, NCC_F32, s->y.rank > 0 ? s->y.rank - 1 : 0, sh);
+      return drv_error("%s: shape mismatch: each target is %s, but the model's input %s wants %s (samples first, "
+                       "then the input's shape without N)",
+                       s->ypath, s->y.rank == 0 ? "a scalar" : got, yin->name, want);
+    }
+    if (s->y.shape[0] != s->n)
+      return drv_error("%s has %lld samples but %s has %lld targets: they must have the same length", s->xpath,
+                       (long long)s->n, s->ypath, (long long)s->y.shape[0]);
+    s->yfloat = 1;
+    s->yrow = (size_t)numel(yin->rank - 1, sample) * sizeof(float);
+    return 0;
+  }
+  s->yrow = sizeof(int32_t);
   /* y: int32 or int64 [n] */
   if (s->y.dtype != NCC_I32 && s->y.dtype != NCC_I64)
     return drv_error("%s: the labels must be int32 or int64 ('<i4' or '<i8'), this file holds %s", s->ypath,
@@ -177,7 +204,8 @@ static const char *merr(const Model *M) {
 
 /* ---- evaluation ---------------------------------------------------------- */
 
-/* Mean cross-entropy and accuracy of the logits of the test set. */
+/* Mean cross-entropy and accuracy of the logits of the test set; with float
+ * targets (regression), the mean squared error of the first output (acc -1). */
 static int evaluate(Model *M, const Split *te, int xi, int yi, int64_t N, int64_t classes, double *loss, double *acc) {
   const ncc_model_info *inf = M->inf;
   void **in = alloc_tensors(inf->inputs, inf->ninputs);
@@ -190,11 +218,18 @@ static int evaluate(Model *M, const Split *te, int xi, int yi, int64_t N, int64_
     memcpy(in[xi], (const char *)te->x.data + (size_t)at * te->row, (size_t)r * te->row);
     if (r < N) memset((char *)in[xi] + (size_t)r * te->row, 0, (size_t)(N - r) * te->row);
     if (yi >= 0) {
-      memset(in[yi], 0, (size_t)N * sizeof(int32_t));
-      memcpy(in[yi], te->labels + at, (size_t)r * sizeof(int32_t));
+      memset(in[yi], 0, (size_t)N * te->yrow);
+      if (te->yfloat) memcpy(in[yi], (const char *)te->y.data + (size_t)at * te->yrow, (size_t)r * te->yrow);
+      else memcpy(in[yi], te->labels + at, (size_t)r * sizeof(int32_t));
     }
     rc = model_infer(M, in, out);
     const float *lg = (const float *)out[0];
+    if (te->yfloat) {   /* squared error per element, summed per sample; the mean over elements below */
+      size_t per = te->yrow / sizeof(float);
+      const float *tg = (const float *)te->y.data + (size_t)at * per;
+      for (size_t j = 0; !rc && j < (size_t)r * per; j++) sum += ((double)lg[j] - tg[j]) * ((double)lg[j] - tg[j]);
+      continue;
+    }
     for (int64_t i = 0; !rc && i < r; i++) {
       const float *row = lg + i * classes;
       int64_t best = 0;
@@ -209,8 +244,13 @@ static int evaluate(Model *M, const Split *te, int xi, int yi, int64_t N, int64_
   }
   free_tensors(in, inf->ninputs);
   free_tensors(out, inf->noutputs);
-  *loss = te->n ? sum / (double)te->n : 0;
-  *acc = te->n ? 100.0 * (double)right / (double)te->n : 0;
+  if (te->yfloat) {
+    *loss = te->n ? sum / ((double)te->n * (double)(te->yrow / sizeof(float))) : 0;
+    *acc = -1;
+  } else {
+    *loss = te->n ? sum / (double)te->n : 0;
+    *acc = te->n ? 100.0 * (double)right / (double)te->n : 0;
+  }
   return rc;
 }
 
@@ -237,41 +277,55 @@ typedef struct Run {
   int ntin;
 } Run;
 
-/* Which train input is the data and which the labels: exactly one f32 input
- * with the batch first, and at most one integer input [N]. */
+/* Which train input is the data and which the labels or targets: two
+ * inputs, a float32 one with the batch first (the data), and int32 labels
+ * [N] or, for a regression, float32 targets [N, ...]: with two float inputs
+ * the target is the one inference does not read (a loss's second operand). */
+static int inf_reads(const ncc_model_info *inf, const char *name) {
+  for (int i = 0; i < inf->ninputs; i++)
+    if (!strcmp(inf->inputs[i].name, name)) return 1;
+  return 0;
+}
+
 static int pick_inputs(Run *R) {
   const ncc_model_info *inf = R->M.inf;
   const ncc_tensor_info *ti = R->tin = train_inputs(&R->M, &R->ntin);
   int nti = R->ntin;
+  char s0[256];
   R->xi = R->yi = -1;
-  for (int i = 0; i < nti; i++) {
-    if (ti[i].dtype == NCC_F32 && ti[i].rank >= 1) {
-      if (R->xi >= 0)
-        return drv_error("%s: the model has several float inputs (%s, %s); `ncc train` feeds one data input and "
-                         "one label input",
-                         R->o->model, ti[R->xi].name, ti[i].name);
-      R->xi = i;
-    } else if (ti[i].dtype == NCC_I32 && ti[i].rank == 1) {
-      if (R->yi >= 0)
-        return drv_error("%s: the model has several label inputs (%s, %s); `ncc train` feeds one", R->o->model,
-                         ti[R->yi].name, ti[i].name);
-      R->yi = i;
-    } else {
-      char s[256];
+  for (int i = 0; i < nti; i++)
+    if ((ti[i].dtype != NCC_F32 && ti[i].dtype != NCC_I32) || ti[i].rank < 1 ||
+        (ti[i].dtype == NCC_I32 && ti[i].rank != 1))
       return drv_error("%s: training input %s is %s; `ncc train` feeds a float32 data input [N, ...] and int32 "
-                       "labels [N]",
-                       R->o->model, ti[i].name, tensor_str(s, sizeof s, ti[i].dtype, ti[i].rank, ti[i].shape));
-    }
+                       "labels [N] or float32 targets [N, ...]",
+                       R->o->model, ti[i].name, tensor_str(s0, sizeof s0, ti[i].dtype, ti[i].rank, ti[i].shape));
+  if (nti != 2)
+    return drv_error("%s: the training step reads %d input%s; `ncc train` feeds two: the data (x.npy) and the "
+                     "labels or targets (y.npy)",
+                     R->o->model, nti, nti == 1 ? "" : "s");
+  if (ti[0].dtype == NCC_I32 && ti[1].dtype == NCC_I32)
+    return drv_error("%s: both training inputs (%s, %s) are int32; `ncc train` feeds one float32 data input",
+                     R->o->model, ti[0].name, ti[1].name);
+  if (ti[0].dtype != ti[1].dtype) {   /* float data, int labels */
+    R->xi = ti[0].dtype == NCC_F32 ? 0 : 1;
+    R->yi = 1 - R->xi;
+  } else {                            /* both float: the targets are what inference does not read */
+    int r0 = inf_reads(inf, ti[0].name), r1 = inf_reads(inf, ti[1].name);
+    if (r0 == r1)
+      return drv_error("%s: cannot tell the data from the targets: inference reads %s of the float inputs %s "
+                       "and %s (the targets are the one only the loss reads)",
+                       R->o->model, r0 ? "both" : "neither", ti[0].name, ti[1].name);
+    R->xi = r0 ? 0 : 1;
+    R->yi = 1 - R->xi;
   }
-  if (R->xi < 0) return drv_error("%s: the training step has no float input to feed x.npy to", R->o->model);
-  if (R->yi < 0) return drv_error("%s: the training step has no int32 labels input [N] to feed y.npy to", R->o->model);
   R->N = ti[R->xi].shape[0];
   if (ti[R->yi].shape[0] != R->N)
-    return drv_error("%s: the data input %s has batch %lld but the labels %s have %lld", R->o->model, ti[R->xi].name,
-                     (long long)R->N, ti[R->yi].name, (long long)ti[R->yi].shape[0]);
+    return drv_error("%s: the data input %s has batch %lld but the %s %s have %lld", R->o->model, ti[R->xi].name,
+                     (long long)R->N, ti[R->yi].dtype == NCC_F32 ? "targets" : "labels", ti[R->yi].name,
+                     (long long)ti[R->yi].shape[0]);
   /* classes: the logits, the first output, [N, classes] */
   R->classes = 0;
-  if (inf->noutputs > 0 && inf->outputs[0].dtype == NCC_F32 && inf->outputs[0].rank == 2 &&
+  if (ti[R->yi].dtype == NCC_I32 && inf->noutputs > 0 && inf->outputs[0].dtype == NCC_F32 && inf->outputs[0].rank == 2 &&
       inf->outputs[0].shape[0] == R->N)
     R->classes = inf->outputs[0].shape[1];
   /* the same inputs for inference (evaluation) */
@@ -337,7 +391,7 @@ static int loop(Run *R) {
                : 0;
   const void *in[64];
   int nti = R->ntin;
-  double t0 = ncc_now(), tlast = 0, ep_sum = 0, last_acc = -1;
+  double t0 = ncc_now(), tlast = 0, ep_sum = 0, last_acc = -1, last_tl = -1;
   int64_t ep_steps = 0, k;
   int saved_at_end = 0;
   if (rc) { loader_stop(&L); return rc; }
@@ -392,9 +446,14 @@ static int loop(Run *R) {
       double tl, acc;
       if (R->have_test) {
         if ((rc = evaluate(&R->M, &R->te, R->exi, R->eyi, R->N, R->classes, &tl, &acc)) != 0) break;
-        printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.2f%%\n", (long long)(epoch + 1),
-               ep_sum / (double)ep_steps, tl, acc);
+        if (acc >= 0)
+          printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.2f%%\n", (long long)(epoch + 1),
+                 ep_sum / (double)ep_steps, tl, acc);
+        else
+          printf("epoch %lld: train loss %.4f, test loss (mean squared error) %.6g\n", (long long)(epoch + 1),
+                 ep_sum / (double)ep_steps, tl);
         last_acc = acc;
+        last_tl = tl;
       } else {
         printf("epoch %lld: train loss %.4f\n", (long long)(epoch + 1), ep_sum / (double)ep_steps);
       }
@@ -417,13 +476,13 @@ static int loop(Run *R) {
   double secs = ncc_now() - t0;
   int64_t ran = R->total - R->start;
   if (R->have_test && ran > 0 && R->total % R->spe) {   /* ended mid-epoch: evaluate the final weights */
-    double tl;
-    if ((rc = evaluate(&R->M, &R->te, R->exi, R->eyi, R->N, R->classes, &tl, &last_acc)) != 0) return rc;
+    if ((rc = evaluate(&R->M, &R->te, R->exi, R->eyi, R->N, R->classes, &last_tl, &last_acc)) != 0) return rc;
   }
   printf("trained %lld step%s (%lld to %lld of %lld, %.2f epochs) in %.1f s, %.0f samples/s", (long long)ran,
          ran == 1 ? "" : "s", (long long)(R->start + (ran > 0)), (long long)R->total, (long long)R->total,
          (double)R->total / (double)R->spe, secs, secs > 0 ? (double)(ran * R->N) / secs : 0.0);
   if (last_acc >= 0) printf("; final test accuracy %.2f%%", last_acc);
+  else if (last_tl >= 0) printf("; final test loss (mean squared error) %.6g", last_tl);
   printf("\n");
   return 0;
 }
@@ -440,7 +499,7 @@ int train_main(const Options *o) {
                    o->model);
   if (!rc) rc = model_load(o, &R.M);
   if (!rc) rc = pick_inputs(&R);
-  if (!rc) rc = split_open(&R.tr, o->data, "", &R.tin[R.xi], R.classes);
+  if (!rc) rc = split_open(&R.tr, o->data, "", &R.tin[R.xi], &R.tin[R.yi], R.classes);
   if (!rc) {
     char tx[4200], ty[4200];
     snprintf(tx, sizeof tx, "%s/test_x.npy", o->data);
@@ -449,9 +508,17 @@ int train_main(const Options *o) {
       rc = drv_error("test data: %s exists but %s does not; give both or neither", file_exists(tx) ? tx : ty,
                      file_exists(tx) ? ty : tx);
     else if (file_exists(tx)) {
-      rc = split_open(&R.te, o->data, "test_", &R.tin[R.xi], R.classes);
+      rc = split_open(&R.te, o->data, "test_", &R.tin[R.xi], &R.tin[R.yi], R.classes);
       R.have_test = 1;
-      if (!rc && R.classes <= 0)
+      if (!rc && R.te.yfloat) {
+        const ncc_tensor_info *o0 = R.M.inf->noutputs ? &R.M.inf->outputs[0] : NULL;
+        int same = o0 && o0->dtype == NCC_F32 && o0->rank == R.tin[R.yi].rank;
+        for (int i = 0; same && i < o0->rank; i++) same = o0->shape[i] == R.tin[R.yi].shape[i];
+        if (!same)
+          rc = drv_error("test data given, but the model's first output (%s) is not shaped like the targets %s; "
+                         "the test loss (mean squared error) compares them",
+                         o0 ? o0->name : "no output", R.tin[R.yi].name);
+      } else if (!rc && R.classes <= 0)
         rc = drv_error("test data given, but the model's first output is not logits [N, classes] (%s); "
                        "the test accuracy needs them",
                        R.M.inf->noutputs ? R.M.inf->outputs[0].name : "no output");

@@ -43,7 +43,10 @@ static void gather(Loader *L, int64_t step, int b) {
   for (int64_t i = 0; i < L->N; i++) {
     int64_t k = L->perm[at + i];
     memcpy((char *)L->x[b] + (size_t)i * L->tr->row, src + (size_t)k * L->tr->row, L->tr->row);
-    L->y[b][i] = L->tr->labels[k];
+    if (L->tr->yfloat)
+      memcpy((char *)L->y[b] + (size_t)i * L->tr->yrow, (const char *)L->tr->y.data + (size_t)k * L->tr->yrow,
+             L->tr->yrow);
+    else ((int32_t *)L->y[b])[i] = L->tr->labels[k];
   }
 }
 
@@ -77,7 +80,7 @@ int loader_start(Loader *L, const Split *tr, int64_t N, int64_t spe, uint64_t se
   L->perm = malloc((size_t)tr->n * sizeof *L->perm);
   for (int b = 0; b < 2; b++) {
     L->x[b] = malloc(xbytes);
-    L->y[b] = malloc((size_t)N * sizeof(int32_t));
+    L->y[b] = malloc((size_t)N * (tr->yfloat ? tr->yrow : sizeof(int32_t)) + 1);
     L->want[b] = L->have[b] = -1;
   }
   if (!L->perm || !L->x[0] || !L->x[1] || !L->y[0] || !L->y[1]) return -1;

@@ -13,9 +13,10 @@
 
 typedef struct Split {
   ncc_npy_mapped x, y;
-  int32_t *labels;        /* y as int32 (a copy: converted from int64 when needed) */
+  int32_t *labels;        /* class labels: y as int32 (a copy: converted from int64 when needed) */
+  int yfloat;             /* 1: y holds float32 targets (regression), rows of yrow bytes, read in place */
   int64_t n;              /* samples */
-  size_t row;             /* bytes of one sample of x */
+  size_t row, yrow;       /* bytes of one sample of x, of y */
   char xpath[4200], ypath[4200];
 } Split;
 
@@ -32,7 +33,7 @@ typedef struct Loader {
   uint64_t seed;
   int shuffle;
   float *x[2];
-  int32_t *y[2];
+  void *y[2];              /* int32 labels [N] or float32 targets [N, ...] (Split.yfloat) */
   int64_t *perm, perm_epoch;
   pthread_t th;
   pthread_mutex_t mu;

@@ -59,7 +59,8 @@ static void run_loader(const Split *tr, uint64_t seed, int shuffle, int64_t from
     epoch_order(perm, NS, seed, k / SPE, shuffle);
     for (int i = 0; i < NB; i++) {
       int64_t s = perm[(k % SPE) * NB + i];
-      CHECK(L.y[b][i] == (int32_t)s, "step %lld, row %d: label %d, wanted %lld", (long long)k, i, L.y[b][i],
+      CHECK(((int32_t *)L.y[b])[i] == (int32_t)s, "step %lld, row %d: label %d, wanted %lld", (long long)k, i,
+            ((int32_t *)L.y[b])[i],
             (long long)s);
       for (int j = 0; j < ROW; j++)
         CHECK(L.x[b][i * ROW + j] == (float)(s * 10 + j), "step %lld, row %d, element %d", (long long)k, i, j);
@@ -99,6 +100,32 @@ int main(void) {
       seen[s] = 1;
     }
   }
+  /* float targets (a regression): rows of y gathered beside the samples */
+  static float yt[NS * 3];
+  for (int i = 0; i < NS * 3; i++) yt[i] = (float)(i / 3) * 100.0f + (float)(i % 3);
+  Split rg = tr;
+  rg.labels = NULL;
+  rg.yfloat = 1;
+  rg.yrow = 3 * sizeof(float);
+  rg.y.data = yt;
+  Loader L;
+  int64_t perm[NS];
+  CHECK(loader_start(&L, &rg, NB, SPE, 9, 1, NB * ROW * sizeof(float)) == 0, "loader_start (targets)");
+  loader_request(&L, 0);
+  for (int64_t k = 0; k < 2 * SPE + 1; k++) {
+    int b = (int)(k & 1);
+    loader_wait(&L, k);
+    if (k + 1 < 2 * SPE + 1) loader_request(&L, k + 1);
+    epoch_order(perm, NS, 9, k / SPE, 1);
+    for (int i = 0; i < NB; i++) {
+      int64_t smp = perm[(k % SPE) * NB + i];
+      for (int j = 0; j < 3; j++)
+        CHECK(((float *)L.y[b])[i * 3 + j] == (float)smp * 100.0f + (float)j, "step %lld, row %d: target %d",
+              (long long)k, i, j);
+      CHECK(L.x[b][i * ROW] == (float)(smp * 10), "step %lld, row %d: its sample", (long long)k, i);
+    }
+  }
+  loader_stop(&L);
   printf("%s\n", failures ? "FAILED" : "ok");
   return failures != 0;
 }

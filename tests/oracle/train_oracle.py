@@ -678,7 +678,9 @@ def resume_run(ctx, spec, k, m):
     Lw = ctx.path("whole.csv")
     run_train(ctx, net, data, k, weights=w0, checkpoint=C1, log=L1)
     shutil.copyfile(C1, ctx.path("C_after_%d.safetensors" % k))
-    run_train(ctx, net, data, m, checkpoint=C1, log=L2, resume=True)
+    # --steps counts from the start of the run (the same command line plus
+    # --resume finishes an interrupted run): k + m in all, m of them now
+    run_train(ctx, net, data, k + m, checkpoint=C1, log=L2, resume=True)
     run_train(ctx, net, data, k + m, weights=w0, checkpoint=C2, log=Lw)
     a, b = read_safetensors(C1), read_safetensors(C2)
     bad = []
