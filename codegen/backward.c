@@ -272,12 +272,21 @@ int emit_conv2d_bwd_data(Cg *c, const KGroup *gr) {
   buf_puts(&b, "    float v = 0.0f;\n");
   buf_printf(&b, "    for (int oc = o0; oc < o0 + %lld; oc++) {\n", LL(Og));
   buf_printf(&b, "      const float *dyp = %s + (nb * %lld + oc) * %lld;\n", dy, LL(O), LL(OH * OW));
-  buf_printf(&b, "      const float *wp = %s + (oc * %lld + cl) * %lld;\n", w, LL(Cg), LL(KH * KW));
+  {
+    char i0[200];
+    cg_lin(i0, sizeof i0, "oc", Cg, "cl");
+    if (KH * KW == 1) buf_printf(&b, "      const float *wp = %s + %s;\n", w, i0);
+    else buf_printf(&b, "      const float *wp = %s + (%s) * %lld;\n", w, i0, LL(KH * KW));
+  }
   buf_printf(&b, "      for (int kh = 0; kh < %lld; kh++) {\n", LL(KH));
   window_back(&b, 4, "oh", "ih", "kh", a->stride[0], a->pad[0], a->dilation[0], OH);
   buf_printf(&b, "        for (int kw = 0; kw < %lld; kw++) {\n", LL(KW));
   window_back(&b, 5, "ow", "iw", "kw", a->stride[1], a->pad[1], a->dilation[1], OW);
-  buf_printf(&b, "          v = fmaf(dyp[oh * %lld + ow], wp[kh * %lld + kw], v);\n", LL(OW), LL(KW));
+  {
+    char i0[200], i1[200];
+    buf_printf(&b, "          v = fmaf(dyp[%s], wp[%s], v);\n", cg_lin(i0, sizeof i0, "oh", OW, "ow"),
+               cg_lin(i1, sizeof i1, "kh", KW, "kw"));
+  }
   buf_puts(&b, "        }\n      }\n    }\n");
   return flat_finish(c, gr, &p, &b, total);
 }
@@ -293,22 +302,27 @@ int emit_conv2d_bwd_weight(Cg *c, const KGroup *gr) {
   KParams p = {0};
   const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *x = kp_value(c, &p, n->in[1], 0, "x");
   Buf s = {0}, t = {0};
-  buf_printf(&s, "    int kw = o %% %lld, kh = (o / %lld) %% %lld, cl = (o / %lld) %% %lld, oc = o / %lld;\n", LL(KW),
-             LL(KW), LL(KH), LL(KH * KW), LL(Cg), LL(Cg * KH * KW));
+  char d0[96], d1[96], d2[96], d3[96], ix[160], i0[200], i1[200], i2[200];
+  buf_printf(&s, "    int kw = %s, kh = %s, cl = %s, oc = %s;\n", cg_digit(d0, sizeof d0, "o", 1, KW),
+             cg_digit(d1, sizeof d1, "o", KW, KH), cg_digit(d2, sizeof d2, "o", KH * KW, Cg),
+             cg_digit(d3, sizeof d3, "o", Cg * KH * KW, 0));
   if (G > 1) buf_printf(&s, "    int ci = (oc / %lld) * %lld + cl;\n", LL(Og), LL(Cg));
   else buf_puts(&s, "    int ci = cl;\n");
-  buf_printf(&t, "      int ow = j %% %lld, oh = (j / %lld) %% %lld, nb = j / %lld;\n", LL(OW), LL(OW), LL(OH),
-             LL(OH * OW));
-  char ix[160];
+  buf_printf(&t, "      int ow = %s, oh = %s, nb = %s;\n", cg_digit(d0, sizeof d0, "j", 1, OW),
+             cg_digit(d1, sizeof d1, "j", OW, OH), cg_digit(d2, sizeof d2, "j", OH * OW, 0));
   cg_window_index(ix, sizeof ix, "oh", a->stride[0], a->pad[0], "kh", a->dilation[0]);
   buf_printf(&t, "      int ih = %s;\n", ix);
   cg_window_index(ix, sizeof ix, "ow", a->stride[1], a->pad[1], "kw", a->dilation[1]);
   buf_printf(&t, "      int iw = %s;\n", ix);
-  buf_printf(&t, "      float e = %s[((nb * %lld + oc) * %lld + oh) * %lld + ow];\n", dy, LL(O), LL(OH), LL(OW));
+  cg_lin(i0, sizeof i0, "nb", O, "oc");
+  cg_lin(i1, sizeof i1, i0, OH, "oh");
+  buf_printf(&t, "      float e = %s[%s];\n", dy, cg_lin(i2, sizeof i2, i1, OW, "ow"));
+  cg_lin(i0, sizeof i0, "nb", C, "ci");
+  cg_lin(i1, sizeof i1, i0, H, "ih");
+  cg_lin(i2, sizeof i2, i1, W, "iw");
   if (a->pad[0] || a->pad[1])
-    buf_printf(&t, "      e = (ih < 0 || ih >= %lld || iw < 0 || iw >= %lld) ? 0.0f : e * %s[((nb * %lld + ci) * %lld + ih) * %lld + iw];\n",
-               LL(H), LL(W), x, LL(C), LL(H), LL(W));
-  else buf_printf(&t, "      e = e * %s[((nb * %lld + ci) * %lld + ih) * %lld + iw];\n", x, LL(C), LL(H), LL(W));
+    buf_printf(&t, "      e = (ih < 0 || ih >= %lld || iw < 0 || iw >= %lld) ? 0.0f : e * %s[%s];\n", LL(H), LL(W), x, i2);
+  else buf_printf(&t, "      e = e * %s[%s];\n", x, i2);
   int rc = reduce_out(c, gr, &p, s.s, t.s, N * OH * OW, shape_numel(ws), "acc");
   buf_free(&s);
   buf_free(&t);
@@ -368,7 +382,8 @@ int emit_sum_to(Cg *c, const KGroup *gr) {
     *inner *= xs->d[d];
   }
   buf_printf(&s, "    int base = %s;\n", nb ? bs.s : "0");
-  buf_printf(&t, "      float e = %s[base + %s];\n", x, nt ? ts.s : "0");
+  if (nt) buf_printf(&t, "      float e = %s[base + %s];\n", x, ts.s);
+  else buf_printf(&t, "      float e = %s[base];\n", x);
   int rc = reduce_out(c, gr, &p, s.s, t.s, R, nout, "acc");
   buf_free(&s);
   buf_free(&t);

@@ -180,6 +180,10 @@ const char *kp_value(Cg *c, KParams *p, Value *v, int is_out, const char *role);
  * role of input j ("x"; add: "a", "b"; cross_entropy: "logits", "labels");
  * "in<j>" beyond the spec (parameters, named by their emitters). */
 const char *cg_arg_role(const Node *n, int j, char out[32]);
+/* "(var / div) % mod" without the trivial parts (mod 1: "0"; mod <= 0: no
+ * remainder), and "a * k + b" (k 1: "a + b"; a parenthesised unless a name) */
+const char *cg_digit(char *dst, size_t n, const char *var, int64_t div, int64_t mod);
+const char *cg_lin(char *dst, size_t n, const char *a, int64_t k, const char *b);
 /* Adds a pointer parameter for buffer b (a float range, e.g. Cg.opt_buf[i]). */
 const char *kp_buf(Cg *c, KParams *p, int b, int is_out, const char *role);
 /* Adds a float parameter whose host value is the C variable `hostvar`. */

@@ -298,6 +298,22 @@ const char *cg_paren(char *dst, size_t n, const char *e) {
   return dst;
 }
 
+const char *cg_digit(char *dst, size_t n, const char *var, int64_t div, int64_t mod) {
+  if (mod == 1) snprintf(dst, n, "0");
+  else if (div == 1) snprintf(dst, n, mod > 0 ? "%s %% %lld" : "%s", var, (long long)mod);
+  else if (mod > 0) snprintf(dst, n, "(%s / %lld) %% %lld", var, (long long)div, (long long)mod);
+  else snprintf(dst, n, "%s / %lld", var, (long long)div);
+  return dst;
+}
+
+const char *cg_lin(char *dst, size_t n, const char *a, int64_t k, const char *b) {
+  char pa[200];
+  cg_paren(pa, sizeof pa, a);
+  if (k == 1) snprintf(dst, n, "%s + %s", a, b);
+  else snprintf(dst, n, "%s * %lld + %s", pa, (long long)k, b);
+  return dst;
+}
+
 void cg_term(Buf *b, int *nterms, const char *e, int64_t k) {
   if (k == 0 || strcmp(e, "0") == 0) return;
   char pe[200];

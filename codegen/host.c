@@ -201,8 +201,8 @@ static void host_train_checkpoint(Cg *c, FILE *f, const Io *par, int prep) {
   int ntr = c->opt_buf[0] >= 0 ? ntrainable(c, par) : 0, nst = 0;
   for (int k = 2; k < 4; k++) nst += c->opt_buf[k] >= 0;
   int nck = par->n + nst * ntr + 3;
-  fprintf(f, "/* the checkpoint: parameters, optimizer state (device), then the counters\n"
-             "   and the learning rate of the next step (host) */\n");
+  fprintf(f, "/* the checkpoint: parameters and optimizer state on the device, then the\n"
+             " * counters and the learning rate of the next step on the host */\n");
   fprintf(f, "static const ncc_tensor_info %s_ckpt_[] = {\n", M);
   for (int i = 0; i < par->n; i++) tensor_info(f, par->name[i], par->v[i]);
   for (int k = 2; k < 4; k++) {
@@ -227,8 +227,11 @@ static void host_train_checkpoint(Cg *c, FILE *f, const Io *par, int prep) {
   int k2 = 0;
   for (int k = 2; k < 4; k++) {
     if (c->opt_buf[k] < 0) continue;
-    fprintf(f, "  if (i < %d) return (char *)m->bufs[%s] + %s_trainable_off_[i - %d];\n", (k2 + 1) * ntr,
-            cg_buf_name(c, c->opt_buf[k]), M, k2 * ntr);
+    if (k2)
+      fprintf(f, "  if (i < %d) return (char *)m->bufs[%s] + %s_trainable_off_[i - %d];\n", (k2 + 1) * ntr,
+              cg_buf_name(c, c->opt_buf[k]), M, k2 * ntr);
+    else
+      fprintf(f, "  if (i < %d) return (char *)m->bufs[%s] + %s_trainable_off_[i];\n", ntr, cg_buf_name(c, c->opt_buf[k]), M);
     k2++;
   }
   fprintf(f, "  return NULL;\n}\n\n");
@@ -335,7 +338,7 @@ static void host_train_api(Cg *c, FILE *f, const Io *tin, const Io *par) {
           "  rc = ncc_sync(m->dev);\n  if (rc) return %s_fail(m, rc, \"%s_train_step: running the kernels\");\n"
           "  rc = ncc_memcpy_d2h(m->dev, &l, m->bufs[%s], sizeof l);\n"
           "  if (rc) return %s_fail(m, rc, \"%s_train_step: reading the loss\");\n"
-          "  if (loss) *loss = l;\n  return 0;\n}\n\n",
+          "  if (loss != NULL) *loss = l;\n  return 0;\n}\n\n",
           t->opt == OPT_SGD ? 0.0 : t->beta1, t->opt == OPT_SGD ? 0.0 : t->beta2, M, M, M, cg_buf_name(c, lb), M, M);
   fprintf(f, "int %s_train_step(%s *m, const float *x, const int32_t *y, float *loss) {\n", M, M);
   if (tin->n == 2)

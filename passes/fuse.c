@@ -23,9 +23,11 @@
  *   - a load-time node (computed once after the weights load) never shares a
  *     kernel with a per-inference node;
  *   - in a training graph (autodiff): a training op (OPF_INTERNAL) leads its
- *     own kernel and takes no epilogue (its emitter renders none), though
- *     act_grad, being elementwise, may itself join another kernel; a
- *     parameter's gradient (Value.grad_of) is stored, like an output.
+ *     own kernel and takes elementwise epilogues (train-epilogue), except
+ *     bn_stats (two rows of different meaning), bn_running and optimizer (in
+ *     place updates) and slice; act_grad, being elementwise, may itself join
+ *     another kernel; a parameter's gradient (Value.grad_of) is stored, like
+ *     an output.
  * Every edge between two kernels that stays unfused is recorded with the rule
  * that refused it and why; `-v` prints them ("not fused: ...").
  *
@@ -41,7 +43,7 @@
 #include "passes.h"
 
 /* ---- the rules -------------------------------------------------------- */
-enum { R_CHAIN, R_GEMM, R_POOL, R_ROW, R_MOVE, R_BN, R_RECOMPUTE, R__COUNT };
+enum { R_CHAIN, R_GEMM, R_POOL, R_ROW, R_MOVE, R_BN, R_TRAIN, R_RECOMPUTE, R__COUNT };
 
 typedef struct Rule {
   const char *name;
@@ -65,6 +67,10 @@ static const Rule rules[R__COUNT] = {
   [R_BN] = {"bn-epilogue", 2,
             "inference batchnorm2d, a per-channel affine map, joins its producer's kernel as an epilogue "
             "(conv+bn+relu in one kernel)"},
+  [R_TRAIN] = {"train-epilogue", 2,
+               "elementwise ops (an activation's gradient, a sum of gradients, the activation after a batchnorm) "
+               "join the kernel of the training op producing their input: batchnorm with batch statistics, "
+               "dropout, a convolution's, pooling's, loss's or norm's input gradient"},
   [R_RECOMPUTE] = {"recompute", 3,
                    "a cheap kernel (elementwise, batchnorm2d or pooling, with its epilogue) whose value has 2 to 4 "
                    "elementwise readers is copied into each reader, so that each takes it as an epilogue: "
@@ -84,8 +90,11 @@ int fuse_rule_level(int i) { return i >= 0 && i < R__COUNT ? rules[i].level : 0;
  * -1 when no rule covers the pair. */
 static int rule_for(const Node *consumer, const Node *m) {
   unsigned f = ncc_ops[m->op].flags;
-  /* the training ops' kernels (autodiff) render no epilogue yet */
-  if (f & OPF_INTERNAL) return -1;
+  /* the training ops' kernels (autodiff) render an epilogue on their result,
+   * except the two-row statistics, the in-place updates and a slice */
+  if (f & OPF_INTERNAL)
+    return m->op == OP_BN_STATS || m->op == OP_BN_RUNNING || m->op == OP_OPTIMIZER || m->op == OP_SLICE ? -1
+                                                                                                        : R_TRAIN;
   if (consumer->op == OP_BATCHNORM2D) return R_BN;
   if (f & OPF_POOL) return R_POOL;
   if (f & OPF_GEMM_LIKE) return R_GEMM;

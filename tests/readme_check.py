@@ -25,7 +25,7 @@ Every fenced ```sh block of the README is checked:
 
 Every `--flag` on a line of any fenced block that starts with `ncc` (or on
 its `common:` line) must be accepted by ncc: it must appear in
-`ncc --help`, `ncc run --help` or `ncc bench --help`.
+`ncc --help`, `ncc run --help`, `ncc bench --help` or `ncc train --help`.
 
 Figures belong in sample output, where this script checks them: a number
 in the README's prose (outside code) with three or more digits, a decimal
@@ -158,7 +158,7 @@ def main():
         options = set(re.findall(r"^\s*option\((\w+)", f.read(), re.M))
 
     helps = ""
-    for sub in ([], ["run"], ["bench"]):
+    for sub in ([], ["run"], ["bench"], ["train"]):
         p = subprocess.run([ncc] + sub + ["--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            universal_newlines=True)
         helps += p.stdout
@@ -177,7 +177,7 @@ def main():
             if re.match(r"ncc\b|common:", t):
                 for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", strip_comment(t)):
                     if flag not in known:
-                        problems.append("%s:%d: %s is in no `ncc [run|bench] --help`" % (readme, ln, flag))
+                        problems.append("%s:%d: %s is in no `ncc [run|bench|train] --help`" % (readme, ln, flag))
 
     env = dict(os.environ)
     env["NCC_EMU_THREADS"] = "2"
