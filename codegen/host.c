@@ -418,7 +418,9 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
     char sh[160] = "", e[300];
     if (b->v) shape_str(sh, sizeof sh, b->v->dtype, &b->v->shape);
     snprintf(e, sizeof e, "%s = %d,", cg_buf_name(c, i), i);
-    fprintf(f, "  %-*s /* %s%s%s */\n", w, e, bk_name[b->kind], *sh ? " " : "", sh);
+    /* the training step's inputs and activations share the region with inference's */
+    int tr = b->train && (b->kind == BK_INPUT || b->kind == BK_ACT);
+    fprintf(f, "  %-*s /* %s%s%s%s */\n", w, e, tr ? "train-" : "", bk_name[b->kind], *sh ? " " : "", sh);
   }
   fprintf(f, "};\n#define %s_NBUFS %d\n", M, c->nbufs);
   fprintf(f, "/* activations whose lifetimes do not meet share bytes (memory planning) */\n");

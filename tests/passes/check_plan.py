@@ -11,6 +11,10 @@ the kind of every buffer, from the comments host.c writes), and checks that
   - no parameter, constant, load-time value or workspace lies in the region;
   - planning (-O1 and up) makes the region smaller than naive_memory, and
     without it (-O0) the two are equal.
+A model with a train block also holds the training step, whose inputs and
+activations ("train-input", "train-activation") share the region: the same
+checks hold for them against `--train --emit=report`, and the region is the
+larger of the two.
 Exit 0 when all hold; the figures are printed either way.  WORKDIR is removed
 at the end."""
 import os
@@ -51,30 +55,47 @@ def main():
         for o in range(4):
             cu = os.path.join(work, "%s_O%d.cu" % (name, o))
             subprocess.run([ncc, model, "-O%d" % o, "-o", cu], check=True)
-            rep = subprocess.run([ncc, model, "-O%d" % o, "--emit=report"], check=True,
-                                 stdout=subprocess.PIPE, universal_newlines=True).stdout
-            m = re.search(r"^total: .* peak_memory=(\d+) naive_memory=(\d+)$", rep, re.M)
-            peak, naive = int(m.group(1)), int(m.group(2))
             bufs = buffers(cu)
-            region = [(off, sz) for off, sz, kind in bufs if kind in ("input", "activation")]
-            base = min(off for off, _ in region)
-            span = up(max(off + sz for off, sz in region) - base)
-            summed = sum(up(sz) for _, sz in region)
-            others = [(off, sz, kind) for off, sz, kind in bufs if kind not in ("input", "activation")]
-            inside = [kind for off, sz, kind in others if off < base + span and base < off + sz]
-            print("%s -O%d: region %d bytes (%d buffers) | report peak_memory=%d naive_memory=%d"
-                  % (name, o, span, len(region), peak, naive))
+            kinds = {kind for _, _, kind in bufs}
+            graphs = [("", ("input", "activation"), [])]
+            if "train-activation" in kinds:
+                graphs.append((" --train", ("train-input", "train-activation"), ["--train"]))
+            every = [k for _, ks, _ in graphs for k in ks]
+            others = [(off, sz, kind) for off, sz, kind in bufs if kind not in every]
+            lo, hi = None, None
             problems = []
-            if span != peak:
-                problems.append("the generated region is %d bytes, the report's peak_memory %d" % (span, peak))
-            if summed != naive:
-                problems.append("the region's buffers sum to %d bytes, the report's naive_memory is %d" % (summed, naive))
+            for label, ks, flags in graphs:
+                rep = subprocess.run([ncc, model, "-O%d" % o, "--emit=report"] + flags, check=True,
+                                     stdout=subprocess.PIPE, universal_newlines=True).stdout
+                m = re.search(r"^total: .* peak_memory=(\d+) naive_memory=(\d+)$", rep, re.M)
+                peak, naive = int(m.group(1)), int(m.group(2))
+                region = [(off, sz) for off, sz, kind in bufs if kind in ks]
+                base = min(off for off, _ in region)
+                span = up(max(off + sz for off, sz in region) - base)
+                summed = sum(up(sz) for _, sz in region)
+                lo = base if lo is None else min(lo, base)
+                hi = base + span if hi is None else max(hi, base + span)
+                print("%s -O%d%s: region %d bytes (%d buffers) | report peak_memory=%d naive_memory=%d"
+                      % (name, o, label, span, len(region), peak, naive))
+                if span != peak:
+                    problems.append("%s: the generated region is %d bytes, the report's peak_memory %d"
+                                    % (label or "inference", span, peak))
+                if summed != naive:
+                    problems.append("%s: the region's buffers sum to %d bytes, the report's naive_memory is %d"
+                                    % (label or "inference", summed, naive))
+                if o == 0 and peak != naive:
+                    problems.append("%s: -O0 plans no memory, yet peak_memory %d != naive_memory %d"
+                                    % (label or "inference", peak, naive))
+                if o >= 1 and not peak < naive:
+                    problems.append("%s: planned peak_memory %d is not below naive_memory %d"
+                                    % (label or "inference", peak, naive))
+            if len(graphs) > 1:
+                bases = {min(off for off, _, kind in bufs if kind in ks) for _, ks, _ in graphs}
+                if len(bases) != 1:
+                    problems.append("inference and the training step do not share the region's start: %s" % sorted(bases))
+            inside = [kind for off, sz, kind in others if off < hi and lo < off + sz]
             if inside:
                 problems.append("%s buffers lie inside the activation region" % ", ".join(sorted(set(inside))))
-            if o == 0 and peak != naive:
-                problems.append("-O0 plans no memory, yet peak_memory %d != naive_memory %d" % (peak, naive))
-            if o >= 1 and not peak < naive:
-                problems.append("planned peak_memory %d is not below naive_memory %d" % (peak, naive))
             for p in problems:
                 print("FAIL: %s -O%d: %s" % (name, o, p))
             fail |= bool(problems)
