@@ -66,8 +66,8 @@ static const OptSpec opts[] = {
    "write host C (-o MODEL.c) whose kernels NVRTC compiles when the model is created"},
   {O_ARCH, "--arch", NULL, "=SM", CMD_COMPILE, 0,
    "GPU for --emit=report's modeled time and --emit=ptx: sm_80, sm_90 (default) or sm_80,sm_90"},
-  {O_TRAIN, "--train", NULL, NULL, CMD_COMPILE, 0,
-   "compile for training: keep the loss and the training-only ops (the backward pass has not landed yet)"},
+  {O_TRAIN, "--train", NULL, NULL, CMD_COMPILE | CMD_BENCH, 0,
+   "the training step: --emit=report, ir, dot and ptx describe its graph (autodiff, then the -O level's training pipeline); -o MODEL.cu holds it whenever the model has a train block; `ncc bench --train` times it"},
 
   /* compile to a shared object, load it and run it */
   {O_WEIGHTS, "--weights", NULL, "FILE", RUNS, 0,
@@ -235,9 +235,11 @@ void opts_help(Command cmd, FILE *f) {
     fputs("usage: ncc bench MODEL.net [flags]\n"
           "Times one inference batch on random inputs (from --seed): --warmup untimed runs, then\n"
           "the median and minimum of --iters runs, and samples/s.  Parameters as `ncc run`\n"
-          "initialises them, or --weights.  Under CPU emulation, use --cublas: convolutions go\n"
-          "to the CPU BLAS as GEMMs, 4 to 11 times faster than ncc's tiled kernels (ResNet-18,\n"
-          "N=2, 64x64, on 2 cores), which are written for the GPU.\n"
+          "initialises them, or --weights.  --train times one training step instead (forward,\n"
+          "backward, update; learning rate 0, so every step does the same work).  Under CPU\n"
+          "emulation, use --cublas: convolutions go to the CPU BLAS as GEMMs, 4 to 11 times\n"
+          "faster than ncc's tiled kernels (ResNet-18, N=2, 64x64, on 2 cores), which are\n"
+          "written for the GPU.\n"
           "\nflags:\n",
           f);
     flag_rows(cmd, f);
@@ -248,13 +250,18 @@ void opts_help(Command cmd, FILE *f) {
           "Compiles MODEL.net with its training step (the model needs a `train { ... }` block),\n"
           "builds and loads it as `ncc run` does, and trains it on DIR/x.npy (float32, samples\n"
           "first, then the model input's shape without N) and DIR/y.npy (int32 or int64 labels in\n"
-          "[0, classes)).  The batch is the model's N (--set N=64 changes it); an epoch is\n"
-          "floor(samples / N) steps (the last partial batch is dropped), in a new order each epoch\n"
-          "drawn from --seed and the epoch number (so that --resume draws what an unbroken run\n"
-          "would), unless --no-shuffle.  With DIR/test_x.npy and test_y.npy, every epoch ends\n"
-          "with `epoch E: train loss L, test loss T, test accuracy A%` (the model's first output\n"
-          "must be the logits [N, classes]; the last partial test batch is padded, its padding\n"
-          "ignored).  Epochs and steps are counted from 1 in messages and --log.\n"
+          "[0, classes); or float32 targets [samples, ...] when the model's second training input,\n"
+          "the one only the loss reads, is float: a regression).  The batch is the model's N\n"
+          "(--set N=64 changes it); an epoch is floor(samples / N) steps (the last partial batch\n"
+          "is dropped), in a new order each epoch drawn from --seed and the epoch number (so that\n"
+          "--resume draws what an unbroken run would), unless --no-shuffle.  With DIR/test_x.npy\n"
+          "and test_y.npy, every epoch ends with `epoch E: train loss L, test loss T, test\n"
+          "accuracy A%` (the model's first output must be the logits [N, classes]; with float\n"
+          "targets, `test loss (mean squared error) T` of the first output; the last partial test\n"
+          "batch is padded, its padding ignored).\n"
+          "--steps K and --epochs E count from the start of the run, also with --resume (the same\n"
+          "command line plus --resume finishes an interrupted run).\n"
+          "Epochs and steps are counted from 1 in messages and --log.\n"
           "Without --weights, parameters are initialised as `ncc run` initialises them (--seed).\n"
           "A loss that is NaN or infinite stops the run (status 1) without writing the checkpoint.\n"
           "\nflags:\n",

@@ -10,7 +10,10 @@
  *   the test set is evaluated and the checkpoint written.
  *
  * Data: DIR/x.npy float32 [n, <the model input's shape without N>], DIR/y.npy
- * int32 or int64 labels [n] in [0, classes), optional test_x.npy, test_y.npy;
+ * int32 or int64 labels [n] in [0, classes) or, when the training input only
+ * the loss reads is float, float32 targets [n, ...] (a regression: the test
+ * loss is then the mean squared error of the first output), optional
+ * test_x.npy, test_y.npy;
  * memory-mapped, never read whole.  The batch is the model's N; an epoch is
  * floor(n / N) steps (the last partial batch is dropped, DataLoader's
  * drop_last=True).  The order of epoch e (counted from 0 inside) is a

@@ -7,9 +7,10 @@
 #      again (tests labelled `slow` excluded)
 #   4. the libFuzzer targets, each for a bounded time (NCC_FUZZ_SECONDS, default 60)
 #   5. examples/demo.sh, the README's first command
-# The training oracle (label train, tests/oracle/train_oracle.py) is left out:
-# some of its cases still fail (batchnorm gradients; see the open issue), and
-# `ctest -L train` runs it by hand.
+# The training oracle (label train, tests/oracle/train_oracle.py) runs in the
+# release stage but for its big models (label train-slow: ResNet-50, VGG-16,
+# VGG-19, minutes each on 2 cores; `ctest -L train-slow` runs them by hand);
+# the sanitizer stage leaves the whole oracle out, for CI's time budget.
 # Set NCC_QUICK=1 to stop after step 2.  NCC_CTEST_ARGS adds ctest options to
 # both ctest stages (e.g. "-R oracle").
 #
@@ -59,7 +60,7 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$jobs"
 echo "== tests"
 # shellcheck disable=SC2086  # NCC_CTEST_ARGS: several options
-stage ctest --test-dir build --output-on-failure -j"$jobs" -LE train ${NCC_CTEST_ARGS:-}
+stage ctest --test-dir build --output-on-failure -j"$jobs" -LE train-slow ${NCC_CTEST_ARGS:-}
 if [ "${NCC_QUICK:-0}" = 1 ]; then summary; exit; fi
 
 echo "== AddressSanitizer + UBSan build"
