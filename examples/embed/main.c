@@ -5,10 +5,14 @@
  * lenet.cu is compiled as C with -DNCC_EMU and runs on the CPU through the
  * runtime's emulation layer (the same file compiles with nvcc for a GPU).
  *
- *   embed_lenet WEIGHTS.safetensors IMAGES.npy
+ *   embed_lenet WEIGHTS.safetensors IMAGES.npy [LABELS.npy STEPS CHECKPOINT]
  *
  * loads the weights (PyTorch state_dict names), runs inference on the images
  * (f32[N, 1, 28, 28], N as compiled) and prints the predicted class of each.
+ * With LABELS.npy (i32[N]), it first trains: STEPS steps of lenet.net's
+ * optimizer on that one batch (lenet_train_step: forward in training mode,
+ * backward, update), printing the loss of each, then saves a checkpoint
+ * (weights, optimizer state, step) and loads it back before the inference.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,8 +28,8 @@ static int64_t numel(const ncc_tensor_info *t) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: %s WEIGHTS.safetensors IMAGES.npy\n", argv[0]);
+  if (argc != 3 && argc != 6) {
+    fprintf(stderr, "usage: %s WEIGHTS.safetensors IMAGES.npy [LABELS.npy STEPS CHECKPOINT]\n", argv[0]);
     return 1;
   }
   const ncc_model_info *info = lenet_info();
@@ -73,6 +77,38 @@ int main(int argc, char **argv) {
     fprintf(stderr, "load: %s\n", lenet_error(m));
     lenet_destroy(m);
     return 1;
+  }
+  if (argc == 6) {   /* training on the one batch, then a checkpoint round trip */
+    void *labels = NULL;
+    int ldtype, lrank;
+    int64_t lshape[8];
+    long steps = strtol(argv[4], NULL, 10);
+    if (ncc_npy_read(argv[3], &ldtype, &lrank, lshape, &labels, err, sizeof err) != 0) {
+      fprintf(stderr, "%s\n", err);
+      lenet_destroy(m);
+      return 1;
+    }
+    if (ldtype != NCC_I32 || lrank != 1 || lshape[0] != shape[0]) {
+      fprintf(stderr, "%s: expected i32[%lld] labels\n", argv[3], (long long)shape[0]);
+      lenet_destroy(m);
+      return 1;
+    }
+    for (long k = 0; k < steps; k++) {
+      float loss;
+      if (lenet_train_step(m, (const float *)images, (const int32_t *)labels, &loss) != 0) {
+        fprintf(stderr, "train step: %s\n", lenet_error(m));
+        lenet_destroy(m);
+        return 1;
+      }
+      printf("step %lld: loss %.4f (lr %g)\n", (long long)lenet_step(m), loss, lenet_lr(m));
+    }
+    free(labels);
+    if (lenet_save(m, argv[5]) != 0 || lenet_load(m, argv[5]) != 0) {
+      fprintf(stderr, "checkpoint: %s\n", lenet_error(m));
+      lenet_destroy(m);
+      return 1;
+    }
+    printf("checkpoint %s: step %lld\n", argv[5], (long long)lenet_step(m));
   }
   const ncc_tensor_info *lo = &info->outputs[0];
   int64_t n = lo->shape[0], classes = lo->shape[1];

@@ -48,6 +48,21 @@ if(NOT last_out STREQUAL expected)
   message(FATAL_ERROR "embed_lenet's classes differ from PyTorch's:\nexpected:\n${expected}\ngot:\n${last_out}")
 endif()
 message(STATUS "embed_lenet agrees with PyTorch")
+# The training loop: 40 steps on the four images with other labels, a
+# checkpoint saved and loaded back; inference then predicts those labels.
+run("writing labels" ${PYTHON} -c
+    "import numpy as np; np.save('${WORK}/data/labels.npy', np.array([3, 1, 4, 1], dtype=np.int32))")
+run("running embed_lenet (training)" ${WORK}/build/embed_lenet ${WORK}/data/lenet.safetensors
+    ${WORK}/data/images.npy ${WORK}/data/labels.npy 40 ${WORK}/data/ck.safetensors)
+message(STATUS "embed_lenet (training) printed:\n${last_out}")
+set(want "checkpoint ${WORK}/data/ck.safetensors: step 40\nimage 0: class 3\nimage 1: class 1\nimage 2: class 4\nimage 3: class 1\n")
+string(FIND "${last_out}" "${want}" at)
+if(at LESS 0 OR NOT last_out MATCHES "^step 1: loss ")
+  message(FATAL_ERROR "embed_lenet did not learn the four labels in 40 steps, or its checkpoint round trip failed")
+endif()
+if(NOT EXISTS ${WORK}/data/ck.safetensors)
+  message(FATAL_ERROR "embed_lenet wrote no checkpoint")
+endif()
 # passed: the install prefix, the build and the data go (NCC_KEEP_WORK=1 keeps them)
 if(NOT "$ENV{NCC_KEEP_WORK}" STREQUAL "1")
   file(REMOVE_RECURSE ${WORK})
