@@ -51,7 +51,7 @@ message(STATUS "embed_lenet agrees with PyTorch")
 # The training loop: 40 steps on the four images with other labels, a
 # checkpoint saved and loaded back; inference then predicts those labels.
 run("writing labels" ${PYTHON} -c
-    "import numpy as np; np.save('${WORK}/data/labels.npy', np.array([3, 1, 4, 1], dtype=np.int32))")
+    "import numpy as np\nnp.save('${WORK}/data/labels.npy', np.array([3, 1, 4, 1], dtype=np.int32))")
 run("running embed_lenet (training)" ${WORK}/build/embed_lenet ${WORK}/data/lenet.safetensors
     ${WORK}/data/images.npy ${WORK}/data/labels.npy 40 ${WORK}/data/ck.safetensors)
 message(STATUS "embed_lenet (training) printed:\n${last_out}")
