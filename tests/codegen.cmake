@@ -136,10 +136,15 @@ target_link_libraries(cg_build_train PRIVATE ncccore)
 add_test(NAME codegen.run.train
          COMMAND sh ${NCC_CG_DIR}/run_train.sh $<TARGET_FILE:cg_build_train> ${NCC_CG_RT}
                  $<TARGET_FILE_DIR:nccrt> ${NCC_CG_OUT}/run_train ${NCC_PYTHON} ${cg_nvcc})
-set_tests_properties(codegen.run.train PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=2")
+set(cg_train_env "NCC_EMU_THREADS=2")
+if(NCC_SANITIZE)
+  list(APPEND cg_train_env "CG_CFLAGS=-fsanitize=address,undefined")
+endif()
+set_tests_properties(codegen.run.train PROPERTIES ENVIRONMENT "${cg_train_env}")
 # the optimizer update's kernel, every TrainCfg variant, three steps against torch.optim in float32
 add_executable(cg_train_optimizer ${NCC_CG_DIR}/train_optimizer.c)
 target_link_libraries(cg_train_optimizer PRIVATE ncccore)
 add_test(NAME codegen.run.train_optimizer
          COMMAND ${NCC_PYTHON} ${NCC_CG_DIR}/check_train_optimizer.py $<TARGET_FILE:cg_train_optimizer> ${NCC_CG_RT}
                  $<TARGET_FILE_DIR:nccrt> ${NCC_CG_OUT}/train_optimizer)
+set_tests_properties(codegen.run.train_optimizer PROPERTIES ENVIRONMENT "${cg_train_env}")

@@ -29,7 +29,7 @@ for line in cfgs:
     name, opt, lr, mom, wd, b1, b2, eps, nest = line.split()
     lr, mom, wd, b1, b2, eps, nest = float(lr), float(mom), float(wd), float(b1), float(b2), float(eps), int(nest)
     exe = os.path.join(work, name)
-    subprocess.run(["cc", "-std=c11", "-O1", "-DNCC_EMU", "-Wall", "-Wextra", "-Werror", "-I", rt,
+    subprocess.run(["cc"] + os.environ.get("CG_CFLAGS", "").split() + ["-std=c11", "-O1", "-DNCC_EMU", "-Wall", "-Wextra", "-Werror", "-I", rt,
                     os.path.join(work, name + ".c"), "-L", lib, "-lnccrt", "-Wl,-rpath," + lib, "-lm", "-o", exe],
                    check=True)
     vals = np.array(subprocess.run([exe], check=True, capture_output=True, text=True).stdout.split(), dtype=np.float32)
