@@ -228,6 +228,7 @@ const char *kp_value(Cg *c, KParams *p, Value *v, int is_out, const char *role) 
 }
 
 const char *cg_arg_role(const Node *n, int j, char out[32]) {
+  if (n->op == OP_ACT_GRAD && n->a.act_at_out && j == 1) return strcpy(out, "y");   /* the derivative from the output */
   const char *s = ncc_ops[n->op].args;
   for (int k = 0; *s;) {
     size_t len = strcspn(s, " ");

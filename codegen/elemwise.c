@@ -25,12 +25,23 @@ static const char *const elem_expr[OP__COUNT] = {
 #undef OP
 };
 
-/* act_grad(dy, x) = dy * f'(x), f = attrs.act: $0 is dy, $1 is x.  PyTorch's
- * backward formulas, in terms of the input: relu and relu6 select (a NaN x
+/* act_grad(dy, x) = dy * f'(x), f = attrs.act: $0 is dy, $1 is x, or, with
+ * attrs.act_at_out, the output y = f(x) (relu, relu6, leaky_relu, sigmoid,
+ * tanh; see passes/autodiff.c).  PyTorch's backward formulas: relu and relu6 select (a NaN x
  * passes dy, as torch's threshold_backward and hardtanh_backward do, and dy is
  * not multiplied where the derivative is 0); gelu in its exact erf form,
  * cdf + x * pdf; hardswish as torch's piecewise rule. */
-static const char *act_grad_expr(int act) {
+static const char *act_grad_expr(int act, int at_out) {
+  if (at_out) {   /* $1 is the output y (attrs.act_at_out): torch's formulas in y */
+    switch (act) {
+    case OP_RELU: return "$1 <= 0.0f ? 0.0f : $0";
+    case OP_RELU6: return "($1 <= 0.0f || $1 >= 6.0f) ? 0.0f : $0";
+    case OP_LEAKY_RELU: return "$1 > 0.0f ? $0 : $0 * $s";
+    case OP_SIGMOID: return "$0 * (1.0f - $1) * $1";
+    case OP_TANH: return "$0 * (1.0f - $1 * $1)";
+    default: return NULL;
+    }
+  }
   switch (act) {
   case OP_RELU: return "$1 <= 0.0f ? 0.0f : $0";
   case OP_RELU6: return "($1 <= 0.0f || $1 >= 6.0f) ? 0.0f : $0";
@@ -48,7 +59,7 @@ static const char *act_grad_expr(int act) {
 }
 
 int cg_elem_stmt(Cg *c, Buf *body, const Node *n, const char *var, const char *x0, const char *x1, int ind) {
-  const char *e = n->op == OP_ACT_GRAD ? act_grad_expr(n->a.act) : elem_expr[n->op];
+  const char *e = n->op == OP_ACT_GRAD ? act_grad_expr(n->a.act, n->a.act_at_out) : elem_expr[n->op];
   if (!e) {
     diag_error(n->loc, "codegen: %s is not an elementwise op it can emit", ncc_ops[n->op].name);
     c->err = 1;

@@ -90,6 +90,8 @@ typedef struct Attrs {
   int nlist;
   int64_t list[NCC_MAX_RANK]; /* reshape target dims, transpose perm; training ops: see ops.def */
   int act;                 /* act_grad: the OP_* whose derivative it applies */
+  int act_at_out;          /* act_grad: operand 1 is the activation's output y, not its input
+                              (the derivative from y, as torch computes relu's, sigmoid's, tanh's) */
   int slot;                /* dropout_apply: which dropout of the model (part of the mask's key) */
 } Attrs;
 

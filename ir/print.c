@@ -58,7 +58,11 @@ static void print_attrs(FILE *f, const Node *n) {
   case OP_LAYERNORM: case OP_BN_TRAIN: case OP_BN_BWD_DATA: case OP_BN_BWD_WEIGHT:
   case OP_LAYERNORM_BWD_DATA: case OP_LAYERNORM_BWD_WEIGHT: fprintf(f, " eps=%g", a->eps); break;
   case OP_DROPOUT_APPLY: fprintf(f, " p=%g slot=%d%s", a->p, a->slot, a->axis == 1 ? " per-channel" : ""); break;
-  case OP_ACT_GRAD: fprintf(f, " of=%s", ncc_ops[a->act].name); if (a->act == OP_LEAKY_RELU) fprintf(f, " slope=%g", a->slope); break;
+  case OP_ACT_GRAD:
+    fprintf(f, " of=%s", ncc_ops[a->act].name);
+    if (a->act == OP_LEAKY_RELU) fprintf(f, " slope=%g", a->slope);
+    if (a->act_at_out) fprintf(f, " from=output");
+    break;
   case OP_AVGPOOL2D_BWD: case OP_MAXPOOL2D_BWD:
     print_pair(f, "kernel", a->kernel);
     print_pair(f, "stride", a->stride);

@@ -207,12 +207,28 @@ static int grad_layernorm(AdCtx *c, Node *n, Value *dy) {
   return 0;
 }
 
+/* Activations whose derivative is a function of their output: relu and
+ * relu6 (0 < y < 6 iff 0 < x < 6, a NaN stays a NaN), leaky_relu with a
+ * positive slope (y > 0 iff x > 0), sigmoid y(1 - y), tanh 1 - y^2.  Their
+ * gradient reads y, as torch's relu, sigmoid and tanh backward do: y is
+ * usually kept anyway (the next layer's weight gradient reads it), so the
+ * input need not be, and the op that produced it takes the activation as its
+ * epilogue (conv+relu, bn+relu stay one kernel when training). */
+static int act_from_output(const Node *n) {
+  switch (n->op) {
+  case OP_RELU: case OP_RELU6: case OP_SIGMOID: case OP_TANH: return 1;
+  case OP_LEAKY_RELU: return n->a.slope > 0.0;
+  default: return 0;
+  }
+}
+
 static int grad_act(AdCtx *c, Node *n, Value *dy) {
   Attrs a;
   ir_attrs_init(&a);
   a.act = n->op;
   a.slope = n->a.slope;
-  return acc(c, n->in[0], mk2(c, OP_ACT_GRAD, dy, n->in[0], &a));
+  a.act_at_out = act_from_output(n);
+  return acc(c, n->in[0], mk2(c, OP_ACT_GRAD, dy, a.act_at_out ? n->out : n->in[0], &a));
 }
 
 static int grad_add(AdCtx *c, Node *n, Value *dy) {

@@ -53,6 +53,8 @@ static void out(Graph *g, const char *name, Value *v) {
   js_first = 0;
   for (int j = 0; j < n->nin; j++) {
     Node *d = n->in[j]->def;
+    /* an activation's gradient from its output y: the checker differentiates at y's input */
+    if (n->op == OP_ACT_GRAD && a->act_at_out && j == 1) d = d->in[0]->def;
     fprintf(js, "%s\"%s\"", j ? ", " : "", d->op == OP_INPUT || d->op == OP_PARAM ? d->name : "?");
   }
   fprintf(js, "], \"kernel\": [%d, %d], \"stride\": [%d, %d], \"pad\": [%d, %d], \"dilation\": [%d, %d], ",
@@ -257,6 +259,21 @@ static void c_act(Graph *g) {
   a.act = OP_SQRT;
   Value *v[2] = {dy, in(g, "pos_x", S(4, 2, 3, 5, 7))};
   out(g, "sqrt", node(g, OP_ACT_GRAD, v, 2, &a));
+  /* the derivative from the output y = f(x) (what autodiff emits for these) */
+  static const OpKind at_out[] = {OP_RELU, OP_RELU6, OP_SIGMOID, OP_TANH, OP_LEAKY_RELU};
+  static const char *const at_out_name[] = {"relu_y", "relu6_y", "sigmoid_y", "tanh_y", "leaky_relu_y"};
+  for (int i = 0; i < 5; i++) {
+    Attrs f;
+    ir_attrs_init(&f);
+    f.slope = 0.2;
+    Value *y = node(g, at_out[i], &x, 1, &f);
+    ir_attrs_init(&a);
+    a.act = at_out[i];
+    a.slope = 0.2;
+    a.act_at_out = 1;
+    Value *w[2] = {dy, y};
+    out(g, at_out_name[i], node(g, OP_ACT_GRAD, w, 2, &a));
+  }
 }
 
 static void slice(Graph *g, const char *name, Value *x, int axis, int start, int len) {

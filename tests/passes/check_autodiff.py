@@ -113,6 +113,7 @@ def sum_to(x, target, axis):
 def evaluate(nodes, env, masks, forward_only=False):
     """Evaluates nodes into env (id -> tensor); returns the optimizer's inputs."""
     grads = None
+    by_id = {n["id"]: n for n in nodes}
     for n in nodes:
         op, a, sh = n["op"], n.get("a", {}), n["shape"]
         if n["id"] in env:
@@ -170,7 +171,14 @@ def evaluate(nodes, env, masks, forward_only=False):
         elif forward_only:
             break   # the backward graph starts here
         elif op == "act_grad":
-            y = vjp(lambda t: act(a["of"], t, a), x[1], x[0])
+            xin = x[1]
+            if a.get("from") == "output":
+                # the operand is the activation's output: the derivative is taken at its input
+                prod = by_id[n["ins"][1]]
+                if prod["op"] != a["of"]:
+                    raise SystemExit(f"check_autodiff: %{n['id']} = act_grad from=output of={a['of']} reads a {prod['op']}")
+                xin = env[prod["ins"][0]]
+            y = vjp(lambda t: act(a["of"], t, a), xin, x[0])
         elif op == "conv2d_bwd_data":
             y = torch.nn.grad.conv2d_input(sh, x[1], x[0], a["stride"], a["pad"], a["dilation"], a["groups"])
         elif op == "conv2d_bwd_weight":
