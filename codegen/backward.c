@@ -106,6 +106,9 @@ static int finish_row(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t rows,
 
 /* ---- batchnorm in training mode ---------------------------------------- */
 
+static void bn_running_stmts(Cg *c, KParams *p, Buf *b, const Node *n, const char *mean, const char *var,
+                             const char *idx);
+
 /* bn_stats(x[N, C, H, W]) -> [2, C]: one block per channel, the mean, then
  * the biased variance of the centred values (two passes, as emit_layernorm). */
 int emit_bn_stats(Cg *c, const KGroup *gr) {
@@ -132,7 +135,13 @@ int emit_bn_stats(Cg *c, const KGroup *gr) {
   cg_block_reduce(&b, "red", "acc", T, 0, 1);
   NCC_ASSERT(gr->nepi == 0);   /* two rows of different meaning: no elementwise epilogue */
   const char *y = kp_value(c, &p, group_out(gr), 1, "y");
-  buf_printf(&b, "  if (t == 0) {\n    %s[ch] = mean;\n    %s[%lld + ch] = acc / %s;\n  }\n", y, y, LL(C), ml);
+  buf_printf(&b, "  if (t == 0) {\n    float var = acc / %s;\n    %s[ch] = mean;\n    %s[%lld + ch] = var;\n", ml, y, y,
+             LL(C));
+  for (int s = 0; s < gr->nside; s++) {   /* bn_running (bn-sums): this block has the channel's statistics */
+    NCC_ASSERT(gr->side[s]->op == OP_BN_RUNNING);
+    bn_running_stmts(c, &p, &b, gr->side[s], "mean", "var", "ch");
+  }
+  buf_puts(&b, "  }\n");
   char opn[96];
   const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, &p, &b);
   cg_launch(c, name, &p, C, 1, 1, T, 1, 0);
@@ -158,27 +167,41 @@ int emit_bn_train(Cg *c, const KGroup *gr) {
   return flat_finish(c, gr, &p, &b, total);
 }
 
-/* bn_running(stats, running_mean, running_var): torch's update in place, the
- * variance unbiased by n / (n - 1), n = N * H * W.  Its own output is a dummy
- * nobody reads: not written. */
-int emit_bn_running(Cg *c, const KGroup *gr) {
-  Node *n = gr->main;
+/* bn_running's statements: torch's update of running_mean and running_var
+ * in place from the batch's mean and biased variance (expressions), channel
+ * idx, the variance unbiased by n / (n - 1), n = N * H * W. */
+static void bn_running_stmts(Cg *c, KParams *p, Buf *b, const Node *n, const char *mean, const char *var,
+                             const char *idx) {
   Value *stats = n->in[0];
   NCC_ASSERT(stats->def && stats->def->nin >= 1);
   const Shape *xs = &stats->def->in[0]->shape;
-  int64_t C = stats->shape.d[1], cnt = xs->d[0] * xs->d[2] * xs->d[3];
-  KParams p = {0};
-  Buf b = {0};
-  const char *st = kp_value(c, &p, stats, 0, "stats");
-  const char *rm = kp_value(c, &p, n->in[1], 1, "running_mean");
-  const char *rv = kp_value(c, &p, n->in[2], 1, "running_var");
+  int64_t cnt = xs->d[0] * xs->d[2] * xs->d[3];
+  const char *rm = kp_value(c, p, n->in[1], 1, "running_mean");
+  const char *rv = kp_value(c, p, n->in[2], 1, "running_var");
   char m[40], m1[40], unb[40];
   cg_flit(m, n->a.momentum);
   cg_flit(m1, 1.0 - n->a.momentum);
   cg_flit(unb, cnt > 1 ? (double)cnt / (double)(cnt - 1) : 1.0);
+  buf_printf(b, "    %s[%s] = %s * %s + %s * %s[%s];\n", rm, idx, m, mean, m1, rm, idx);
+  buf_printf(b, "    %s[%s] = %s * (%s * %s) + %s * %s[%s];\n", rv, idx, m, var, unb, m1, rv, idx);
+}
+
+/* bn_running(stats, running_mean, running_var): the update in its own
+ * kernel (the bn-sums rule puts it in bn_stats's).  Its own output is a
+ * dummy nobody reads: not written. */
+int emit_bn_running(Cg *c, const KGroup *gr) {
+  Node *n = gr->main;
+  Value *stats = n->in[0];
+  int64_t C = stats->shape.d[1];
+  KParams p = {0};
+  Buf b = {0};
+  const char *st = kp_value(c, &p, stats, 0, "stats");
+  char mean[64], var[96];
+  snprintf(mean, sizeof mean, "%s[i]", st);
+  snprintf(var, sizeof var, "%s[%lld + i]", st, LL(C));
   flat_head(&b, C);
-  buf_printf(&b, "    %s[i] = %s * %s[i] + %s * %s[i];\n", rm, m, st, m1, rm);
-  buf_printf(&b, "    %s[i] = %s * (%s[%lld + i] * %s) + %s * %s[i];\n  }\n", rv, m, st, LL(C), unb, m1, rv);
+  bn_running_stmts(c, &p, &b, n, mean, var, "i");
+  buf_puts(&b, "  }\n");
   char opn[96];
   const char *name = cg_finish(c, cg_opname(gr, NULL, opn), 0, &p, &b);
   cg_launch(c, name, &p, (C + 255) / 256, 1, 1, 256, 1, 0);
@@ -612,7 +635,9 @@ int emit_layernorm_bwd(Cg *c, const KGroup *gr) {
  * the batch statistics (biased variance), torch's form:
  *   dx = (dy - mean(dy) - (x - mean) * rstd^2 * mean(dy * (x - mean))) * rstd * w,
  * one block per channel.  bn_bwd_weight(dy, x, stats): dgamma[c] = the sum
- * of dy * xhat over the channel. */
+ * of dy * xhat over the channel, in a kernel of its own or, as a side node
+ * (bn-sums), written by bn_bwd_data's block from its sums, as the bias
+ * gradient sum(dy) is. */
 int emit_bn_bwd(Cg *c, const KGroup *gr) {
   Node *n = gr->main;
   const Shape *xs = &n->in[1]->shape;
@@ -644,6 +669,18 @@ int emit_bn_bwd(Cg *c, const KGroup *gr) {
   buf_printf(&b, "    sd = sd + %s[i];\n    sdx = fmaf(%s[i], %s[i] - mean, sdx);\n  }\n", dy, dy, x);
   cg_block_reduce(&b, "red", "sd", T, 0, 1);
   cg_block_reduce(&b, "red", "sdx", T, 0, 1);
+  /* side nodes (bn-sums): the weight gradient sum(dy * xhat) = sdx * rstd and
+   * the bias gradient sum(dy) are these sums */
+  if (gr->nside) {
+    buf_puts(&b, "  if (t == 0) {\n");
+    for (int s = 0; s < gr->nside; s++) {
+      const Node *sn = gr->side[s];
+      NCC_ASSERT(sn->op == OP_BN_BWD_WEIGHT || sn->op == OP_SUM_TO);
+      int wgt = sn->op == OP_BN_BWD_WEIGHT;
+      buf_printf(&b, "    %s[ch] = %s;\n", kp_value(c, &p, sn->out, 1, wgt ? "dweight" : "dbias"), wgt ? "sdx * rstd" : "sd");
+    }
+    buf_puts(&b, "  }\n");
+  }
   buf_printf(&b, "  float mdy = sd / %s, proj = sdx / %s * rstd * rstd, scale = rstd * %s[ch];\n", ml, ml, w);
   buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n    int i = %s;\n", LL(M), T, ej);
   buf_printf(&b, "    float v = (%s[i] - mdy - (%s[i] - mean) * proj) * scale;\n", dy, x);

@@ -67,6 +67,9 @@ typedef struct KGroup {
   int nepi;
   Node **pro;       /* reserved for BN+ReLU prologues; emitters assert it is empty */
   int npro;
+  Node **side;      /* side nodes (GROLE_SIDE, ir_side_ok): further values the main
+                       node's emitter writes from its own reductions */
+  int nside;
   int load_time;    /* computed once after the weights load (main->load_time), not per inference */
 } KGroup;
 /* Value the group stores: the last epilogue node's output, else main's. */

@@ -110,8 +110,8 @@ void cg_launch(Cg *c, const char *name, const KParams *p, long long gx, long lon
   if (c->group) {   /* which layers this launch computes: the buffers are named below */
     const KGroup *gr = c->group;
     buf_puts(b, "  /*");
-    for (int i = -1; i < gr->nepi; i++) {
-      const Node *n = i < 0 ? gr->main : gr->epi[i];
+    for (int i = -1; i < gr->nepi + gr->nside; i++) {
+      const Node *n = i < 0 ? gr->main : i < gr->nepi ? gr->epi[i] : gr->side[i - gr->nepi];
       char nm[256];
       snprintf(nm, sizeof nm, "%s", n->name ? n->name : ncc_ops[n->op].name);
       for (char *q = nm; *q; q++)   /* keep the comment closed */
@@ -410,8 +410,9 @@ const char *cg_finish(Cg *c, const char *op, int flags, const KParams *p, const 
 
 const char *cg_opname(const KGroup *gr, const char *base, char out[96]) {
   size_t n = (size_t)snprintf(out, 96, "%s", base ? base : ncc_ops[gr->main->op].name);
-  for (int i = 0; i < gr->nepi && n < 80; i++)
-    n += (size_t)snprintf(out + n, 96 - n, "%s%s", n ? "_" : "", ncc_ops[gr->epi[i]->op].name);
+  for (int i = 0; i < gr->nepi + gr->nside && n < 80; i++)
+    n += (size_t)snprintf(out + n, 96 - n, "%s%s", n ? "_" : "",
+                          ncc_ops[(i < gr->nepi ? gr->epi[i] : gr->side[i - gr->nepi])->op].name);
   if (!out[0]) snprintf(out, 96, "epilogue");
   return out;
 }

@@ -113,6 +113,9 @@ static Emitter *const emitters[OP__COUNT] = {
 
 static int emit_group(Cg *c, const KGroup *gr) {
   if (gr->npro) ncc_die("prologue chains are not emitted yet");
+  /* the emitters that write side values (ir_side_ok's main nodes) */
+  if (gr->nside && gr->main->op != OP_BN_STATS && gr->main->op != OP_BN_BWD_DATA)
+    ncc_die("a %s kernel has side nodes, which its emitter does not write", ncc_ops[gr->main->op].name);
   c->group = gr;
   int rc = emitters[gr->main->op](c, gr);
   c->group = NULL;

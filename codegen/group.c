@@ -25,14 +25,18 @@ GroupList group_form(Graph *g, const unsigned char *need) {
   int *gid = xmalloc(sizeof(int) * ((size_t)g->nnodes + 1));
   unsigned char *role = xmalloc((size_t)g->nnodes + 1);
   int ng = ir_schedule(g, need, gid, role);
-  int *nepi = calloc((size_t)ng + 1, sizeof(int));
+  int *nepi = calloc((size_t)ng + 1, sizeof(int)), *nside = calloc((size_t)ng + 1, sizeof(int));
   gl.g = calloc((size_t)ng + 1, sizeof(KGroup));
-  if (!nepi || !gl.g) ncc_die("out of memory");
+  if (!nepi || !nside || !gl.g) ncc_die("out of memory");
   gl.n = ng;
-  for (int i = 0; i < g->nnodes; i++)
+  for (int i = 0; i < g->nnodes; i++) {
     if (role[i] == GROLE_EPILOGUE) nepi[gid[i]]++;
-  for (int k = 0; k < ng; k++)
+    if (role[i] == GROLE_SIDE) nside[gid[i]]++;
+  }
+  for (int k = 0; k < ng; k++) {
     if (nepi[k]) gl.g[k].epi = xmalloc(sizeof(Node *) * (size_t)nepi[k]);
+    if (nside[k]) gl.g[k].side = xmalloc(sizeof(Node *) * (size_t)nside[k]);
+  }
   /* graph order is chain order: each epilogue node takes the previous one's value */
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
@@ -41,6 +45,8 @@ GroupList group_form(Graph *g, const unsigned char *need) {
     if (role[i] == GROLE_MAIN) {
       gr->main = n;
       gr->load_time = n->load_time;
+    } else if (role[i] == GROLE_SIDE) {
+      gr->side[gr->nside++] = n;
     } else {
       gr->epi[gr->nepi++] = n;
     }
@@ -50,6 +56,7 @@ GroupList group_form(Graph *g, const unsigned char *need) {
   free(gid);
   free(role);
   free(nepi);
+  free(nside);
   return gl;
 }
 
@@ -57,6 +64,7 @@ void group_free(GroupList *gl) {
   for (int i = 0; i < gl->n; i++) {
     free(gl->g[i].epi);
     free(gl->g[i].pro);
+    free(gl->g[i].side);
   }
   free(gl->g);
   gl->g = NULL;

@@ -198,9 +198,10 @@ static int has_backward(const Graph *g) {
 }
 
 /* The nodes of a group in the order they compute (prologue, main, epilogue),
- * into *buf (grown as needed; epilogue chains have no fixed bound). */
+ * then its side nodes, into *buf (grown as needed; epilogue chains have no
+ * fixed bound). */
 static int group_nodes(const KGroup *gr, const Node ***buf, int *cap) {
-  int m = gr->npro + 1 + gr->nepi;
+  int m = gr->npro + 1 + gr->nepi + gr->nside;
   if (m > *cap) {
     *cap = m * 2;
     *buf = xrealloc(*buf, sizeof(Node *) * (size_t)*cap);
@@ -210,6 +211,7 @@ static int group_nodes(const KGroup *gr, const Node ***buf, int *cap) {
   for (int i = 0; i < gr->npro; i++) out[k++] = gr->pro[i];
   out[k++] = gr->main;
   for (int i = 0; i < gr->nepi; i++) out[k++] = gr->epi[i];
+  for (int i = 0; i < gr->nside; i++) out[k++] = gr->side[i];
   return k;
 }
 
@@ -285,6 +287,8 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
     Value *out = group_out(gr);
     int m = group_nodes(gr, &gn, &gcap);
     int64_t np = 0, fl = 0, gm = 0, by = vbytes(out);
+    for (int j = 0; j < gr->nside; j++)   /* a side node's value is a second output (an update's is a dummy) */
+      if (!(ncc_ops[gr->side[j]->op].flags & OPF_UPDATE)) by = add(by, vbytes(gr->side[j]->out));
     char ops[128];
     size_t ol = 0;
     ops[0] = 0;

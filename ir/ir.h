@@ -140,15 +140,19 @@ struct Node {
   /* Kernel group (written by the fuse pass, passes/fuse.c; see Graph.ngroups):
    * the kernel this node computes in.  A group is one main node followed by
    * an epilogue chain: each epilogue node takes the running value (the
-   * previous node's output) and the group stores only its last value. */
+   * previous node's output) and the chain stores only its last value.  A
+   * group may also have side nodes (GROLE_SIDE): reductions over the main
+   * node's own operands, or updates from its value, that its kernel computes
+   * on the way (ir_side_ok); each stores its own value, a second output of
+   * the kernel (an update writes in place and stores nothing). */
   int grole;               /* GROLE_NONE (not grouped: a source, a view, a node
                               the outputs do not need, or no fuse pass),
-                              GROLE_MAIN, GROLE_EPILOGUE */
+                              GROLE_MAIN, GROLE_EPILOGUE, GROLE_SIDE */
   int group;               /* the group's index in launch order (valid when grole != GROLE_NONE) */
-  const char *fuse_rule;   /* GROLE_EPILOGUE: the name of the fusion rule that put it there */
+  const char *fuse_rule;   /* GROLE_EPILOGUE, GROLE_SIDE: the name of the fusion rule that put it there */
 };
 
-enum { GROLE_NONE, GROLE_MAIN, GROLE_EPILOGUE };
+enum { GROLE_NONE, GROLE_MAIN, GROLE_EPILOGUE, GROLE_SIDE };
 
 enum { PK_NONE, PK_WEIGHT, PK_BIAS, PK_RUNNING_MEAN, PK_RUNNING_VAR };
 
@@ -243,6 +247,14 @@ static inline int ir_computes(const Node *n, const unsigned char *need) {
  * pass's annotations when g->ngroups > 0, else every needed computing node
  * is its own group (GROLE_MAIN), in graph order.  Returns the group count. */
 int ir_schedule(const Graph *g, const unsigned char *need, int *gid, unsigned char *role);
+/* May s compute as a side node (GROLE_SIDE) in the kernel whose main node is
+ * m?  The pairs the emitters render, each a reduction the main node's kernel
+ * already makes: bn_running from bn_stats's value (the running statistics
+ * updated by the block that computed the channel's mean and variance), and
+ * bn_bwd_weight and the bias gradient (a per-channel sum_to of dy) with
+ * bn_bwd_data on the same operands (its per-channel sums of dy and
+ * dy * (x - mean) are theirs). */
+int ir_side_ok(const Node *s, const Node *m);
 
 /* Storage classes of values (Liveness.kind). */
 enum {
@@ -267,7 +279,8 @@ typedef struct Liveness {
   int *gid;                /* by node id: group (ir_schedule) */
   unsigned char *role;     /* by node id */
   Node **main;             /* by group: its main node */
-  Value **stored;          /* by group: the value it stores (its last node's) */
+  Value **stored;          /* by group: the value its chain stores (its last main or
+                              epilogue node's; side nodes store their own besides) */
   Value **root;            /* by value id: ir_view_root of needed values */
   unsigned char *kind;     /* by value id: LV_* */
   int *first, *last;       /* by value id, for LV_INPUT and LV_ACT: lifetime */

@@ -70,6 +70,22 @@ int ir_schedule(const Graph *g, const unsigned char *need, int *gid, unsigned ch
   return g->ngroups > 0 ? g->ngroups : k;
 }
 
+int ir_side_ok(const Node *s, const Node *m) {
+  if (!s || !m || s->load_time || m->load_time) return 0;
+  switch (s->op) {
+  case OP_BN_RUNNING: return m->op == OP_BN_STATS && s->nin == 3 && s->in[0] == m->out;
+  case OP_BN_BWD_WEIGHT:   /* dy, x, stats: bn_bwd_data's dy, x, -, stats */
+    return m->op == OP_BN_BWD_DATA && s->nin == 3 && m->nin == 4 && s->in[0] == m->in[0] && s->in[1] == m->in[1] &&
+           s->in[2] == m->in[3] && s->a.eps == m->a.eps;
+  case OP_SUM_TO: {        /* dy[N, C, H, W] -> [C] aligned at dim 1: the sum per channel */
+    const Value *dy = s->in[0];
+    return m->op == OP_BN_BWD_DATA && s->nin == 1 && dy == m->in[0] && dy->shape.rank == 4 && s->a.nlist == 1 &&
+           s->a.axis == 1 && s->a.list[0] == dy->shape.d[1] && s->out->dtype == DT_F32;
+  }
+  default: return 0;
+  }
+}
+
 void ir_liveness(const Graph *g, int train, Liveness *lv) {
   int nn = g->nnodes, nv = g->next_value_id;
   memset(lv, 0, sizeof *lv);
@@ -95,7 +111,7 @@ void ir_liveness(const Graph *g, int train, Liveness *lv) {
     int k = lv->gid[i];
     if (k < 0) continue;
     if (lv->role[i] == GROLE_MAIN) lv->main[k] = n;
-    lv->stored[k] = n->out;   /* graph order: the group's last node wins */
+    if (lv->role[i] != GROLE_SIDE) lv->stored[k] = n->out;   /* graph order: the chain's last node wins */
   }
   /* roots and readers: a node reads the bytes of its inputs' roots, each once */
   for (int i = 0; i < nn; i++) {
@@ -117,7 +133,8 @@ void ir_liveness(const Graph *g, int train, Liveness *lv) {
     if (n->op == OP_PARAM || n->op == OP_CONST) lv->kind[id] = LV_PARAM;
     else if (n->op == OP_INPUT) lv->kind[id] = LV_INPUT;
     else if (ir_is_view(n)) lv->kind[id] = LV_VIEW;
-    else if (k >= 0 && lv->stored[k] == n->out) lv->kind[id] = n->out->grad_of ? LV_GRAD : n->load_time ? LV_LOAD : LV_ACT;
+    else if (k >= 0 && (lv->stored[k] == n->out || lv->role[i] == GROLE_SIDE))
+      lv->kind[id] = n->out->grad_of ? LV_GRAD : n->load_time ? LV_LOAD : LV_ACT;
     if (lv->kind[id] == LV_ACT) lv->first[id] = lv->last[id] = k + 1;
     if (lv->kind[id] == LV_INPUT) lv->first[id] = 0, lv->last[id] = lv->end;
   }

@@ -110,7 +110,8 @@ static void print_schedule(FILE *f, const Graph *g, const Node *n) {
   fputs("  {", f);
   if (grouped) {
     fprintf(f, "k%d", n->group);
-    if (n->grole == GROLE_EPILOGUE) fprintf(f, " by %s", n->fuse_rule ? n->fuse_rule : "?");
+    if (n->grole == GROLE_EPILOGUE || n->grole == GROLE_SIDE)
+      fprintf(f, "%s by %s", n->grole == GROLE_SIDE ? " side" : "", n->fuse_rule ? n->fuse_rule : "?");
   }
   if (placed)
     fprintf(f, "%s@%s%lld", grouped ? " " : "", n->out->region == MEM_LOAD ? "load+" : "", (long long)n->out->offset);

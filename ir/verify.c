@@ -30,6 +30,8 @@
  *     not an output) and keeps the element count; every other operand is ready
  *     before the group runs (a source, a load-time value, or stored by an
  *     earlier group); load-time and per-inference nodes never share a group;
+ *     a side node is a pair ir_side_ok accepts, after its main node, and its
+ *     value, stored by the group, is ready for the groups after it;
  *   - memory plan (plan pass, Value.region): every stored value is placed,
  *     256-aligned, inside its region; views sit where what they view sits;
  *     no two values whose lifetimes meet share a byte, except a group's value
@@ -134,7 +136,8 @@ static void verify_groups(Graph *g, const unsigned char *need) {
   Node **mainof = calloc((size_t)ng + 1, sizeof(Node *));
   Value **cur = calloc((size_t)ng + 1, sizeof(Value *));   /* running value so far */
   int *stored_at = malloc(sizeof(int) * ((size_t)g->next_value_id + 1));   /* value id -> group storing it last */
-  if (!mainof || !cur || !stored_at) ncc_die("out of memory");
+  unsigned char *side_out = calloc((size_t)g->next_value_id + 1, 1);      /* value id -> stored by a side node */
+  if (!mainof || !cur || !stored_at || !side_out) ncc_die("out of memory");
   for (int i = 0; i <= g->next_value_id; i++) stored_at[i] = -1;
   int last_main = -1;
   for (int i = 0; i < g->nnodes; i++) {
@@ -144,10 +147,30 @@ static void verify_groups(Graph *g, const unsigned char *need) {
       if (computes) bad(n, "computes but is in no kernel group");
       continue;
     }
-    if (n->grole != GROLE_MAIN && n->grole != GROLE_EPILOGUE) { bad(n, "kernel group role %d is not one", n->grole); continue; }
+    if (n->grole != GROLE_MAIN && n->grole != GROLE_EPILOGUE && n->grole != GROLE_SIDE) {
+      bad(n, "kernel group role %d is not one", n->grole);
+      continue;
+    }
     if ((ncc_ops[n->op].flags & OPF_SOURCE) || ir_is_view(n)) { bad(n, "a source or a view in kernel group %d", n->group); continue; }
     int k = n->group;
     if (k < 0 || k >= ng) { bad(n, "kernel group %d is outside 0..%d", k, ng - 1); continue; }
+    if (n->grole == GROLE_SIDE) {
+      /* computes in group k from the main node's operands (or its value) and
+       * stores its own value; the chain's running value is untouched */
+      Node *m = mainof[k];
+      if (!m) { bad(n, "side node of kernel group %d before its main node", k); continue; }
+      if (!ir_side_ok(n, m)) bad(n, "a %s cannot compute beside a %s in one kernel", ncc_ops[n->op].name, ncc_ops[m->op].name);
+      if (!n->fuse_rule) bad(n, "a side node without the fusion rule that put it there");
+      for (int j = 0; j < n->nin; j++) {
+        Value *r = ir_view_root(n->in[j]);
+        if (!r || !r->def || r == m->out || (ncc_ops[r->def->op].flags & OPF_SOURCE)) continue;
+        int q = stored_at[r->id];
+        if (q < 0 || q >= k) bad(n, "input %d (%%%d) is stored by no kernel group that runs before group %d", j, r->id, k);
+      }
+      stored_at[n->out->id] = k;
+      side_out[n->out->id] = 1;
+      continue;
+    }
     if (n->grole == GROLE_MAIN) {
       if (mainof[k]) { bad(n, "second main node of kernel group %d (the first is node %d)", k, mainof[k]->id); continue; }
       if (k != last_main + 1) bad(n, "main of kernel group %d follows the main of group %d: groups are numbered in launch order", k, last_main);
@@ -190,7 +213,7 @@ static void verify_groups(Graph *g, const unsigned char *need) {
         bad(n, "input %d (%%%d) is stored by no kernel group that runs before group %d", j, v->id, k);
       } else if (q >= k) {
         bad(n, "input %d (%%%d) is stored by kernel group %d, which does not run before group %d", j, v->id, q, k);
-      } else if (cur[q] != r) {
+      } else if (cur[q] != r && !side_out[r->id]) {
         bad(n, "input %d (%%%d) is the running value of kernel group %d, not what it stores", j, v->id, q);
       }
     }
@@ -203,12 +226,14 @@ static void verify_groups(Graph *g, const unsigned char *need) {
   /* the optimizer reads a parameter's gradient from memory */
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
-    if (n->out->grad_of && n->grole != GROLE_NONE && n->group >= 0 && n->group < ng && cur[n->group] != n->out)
+    if (n->out->grad_of && n->grole != GROLE_NONE && n->grole != GROLE_SIDE && n->group >= 0 && n->group < ng &&
+        cur[n->group] != n->out)
       bad(n, "the gradient of %s is not what kernel group %d stores", n->out->grad_of->def->name, n->group);
   }
   free(mainof);
   free(cur);
   free(stored_at);
+  free(side_out);
 }
 
 static int overlap(int64_t a, int64_t as, int64_t b, int64_t bs) { return a < b + bs && b < a + as; }

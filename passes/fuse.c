@@ -28,6 +28,10 @@
  *     place updates) and slice; act_grad, being elementwise, may itself join
  *     another kernel; a parameter's gradient (Value.grad_of) is stored, like
  *     an output.
+ * A training op may also join an earlier kernel as a side node (rule
+ * bn-sums, ir_side_ok): a value that kernel's reductions already give,
+ * written beside its own (the running statistics in bn_stats's kernel,
+ * batchnorm's weight and bias gradients in bn_bwd_data's).
  * Every edge between two kernels that stays unfused is recorded with the rule
  * that refused it and why; `-v` prints them ("not fused: ...").
  *
@@ -43,7 +47,7 @@
 #include "passes.h"
 
 /* ---- the rules -------------------------------------------------------- */
-enum { R_CHAIN, R_GEMM, R_POOL, R_ROW, R_MOVE, R_BN, R_TRAIN, R_RECOMPUTE, R__COUNT };
+enum { R_CHAIN, R_GEMM, R_POOL, R_ROW, R_MOVE, R_BN, R_TRAIN, R_SIDE, R_RECOMPUTE, R__COUNT };
 
 typedef struct Rule {
   const char *name;
@@ -71,6 +75,10 @@ static const Rule rules[R__COUNT] = {
                "elementwise ops (an activation's gradient, a sum of gradients, the activation after a batchnorm) "
                "join the kernel of the training op producing their input: batchnorm with batch statistics, "
                "dropout, a convolution's, pooling's, loss's or norm's input gradient"},
+  [R_SIDE] = {"bn-sums", 2,
+              "batchnorm's training reductions share a kernel: the running statistics are updated by bn_stats's "
+              "kernel, which has just computed the batch's mean and variance, and the weight and bias gradients "
+              "are written by bn_bwd_data's, whose per-channel sums of dy and dy * (x - mean) they are"},
   [R_RECOMPUTE] = {"recompute", 3,
                    "a cheap kernel (elementwise, batchnorm2d or pooling, with its epilogue) whose value has 2 to 4 "
                    "elementwise readers is copied into each reader, so that each takes it as an epilogue: "
@@ -135,7 +143,8 @@ typedef struct Fuse {
   Liveness lv;        /* need, roots and readers of the graph (grouping does not change them) */
   unsigned char *is_out;  /* by value id: read back by the caller (outputs; losses in training) */
   int *grp;           /* by node id: group, -1 */
-  const char **rule_of;   /* by node id: the rule that made it an epilogue */
+  const char **rule_of;   /* by node id: the rule that made it an epilogue or a side node */
+  unsigned char *side;    /* by node id: a side node of its group (GROLE_SIDE) */
   Node **gmain;
   Value **gstored;
   int *gsize;
@@ -311,6 +320,7 @@ static void fuse_state_free(Fuse *F) {
   free(F->is_out);
   free(F->grp);
   free(F->rule_of);
+  free(F->side);
   free(F->gmain);
   free(F->gstored);
   free(F->gsize);
@@ -319,10 +329,24 @@ static void fuse_state_free(Fuse *F) {
   F->is_out = NULL;
   F->grp = NULL;
   F->rule_of = NULL;
+  F->side = NULL;
   F->gmain = NULL;
   F->gstored = NULL;
   F->gsize = NULL;
   F->names = NULL;
+}
+
+/* The group n computes in as a side node (ir_side_ok with the group's main
+ * node, once per op), or -1. */
+static int side_group(Fuse *F, const Node *n) {
+  if (rules[R_SIDE].level > F->level || !F->c->train) return -1;
+  for (int k = F->ng - 1; k >= 0; k--) {
+    if (!ir_side_ok(n, F->gmain[k])) continue;
+    for (int i = F->gmain[k]->id; i < n->id; i++)
+      if (F->grp[i] == k && F->side[i] && F->g->nodes[i]->op == n->op) return -1;
+    return k;
+  }
+  return -1;
 }
 
 /* Groups the graph as it is now with the rules up to F->level but recompute. */
@@ -339,7 +363,8 @@ static void group(Fuse *F) {
   F->gstored = xmalloc(sizeof(Value *) * ((size_t)nn + 1));
   F->gsize = xmalloc(sizeof(int) * ((size_t)nn + 1));
   F->names = calloc((size_t)nn + 1, sizeof(char *));
-  if (!F->is_out || !F->rule_of || !F->names) ncc_die("out of memory");
+  F->side = calloc((size_t)nn + 1, 1);
+  if (!F->is_out || !F->rule_of || !F->names || !F->side) ncc_die("out of memory");
   for (int i = 0; i < g->noutputs; i++) F->is_out[F->lv.root[g->outputs[i].v->id]->id] = 1;
   if (F->c->train) {
     for (int i = 0; i < g->nlosses; i++)
@@ -356,6 +381,16 @@ static void group(Fuse *F) {
     Node *n = g->nodes[i];
     F->grp[i] = -1;
     if (!ir_computes(n, F->lv.need)) continue;
+    /* a side node: computed on the way by an earlier kernel over the same operands */
+    int sk = side_group(F, n);
+    if (sk >= 0) {
+      F->grp[i] = sk;
+      F->side[i] = 1;
+      F->rule_of[i] = rules[R_SIDE].name;
+      F->gsize[sk]++;
+      F->fused[R_SIDE]++;
+      continue;
+    }
     /* the edges: inputs stored by a kernel (each value once) */
     int join = -1, join_rule = -1;
     for (int j = 0; j < n->nin; j++) {
@@ -403,8 +438,8 @@ static void annotate(Fuse *F) {
     int k = F->grp[i];
     if (k < 0) continue;
     n->group = k;
-    n->grole = F->gmain[k] == n ? GROLE_MAIN : GROLE_EPILOGUE;
-    n->fuse_rule = n->grole == GROLE_EPILOGUE ? F->rule_of[i] : NULL;
+    n->grole = F->gmain[k] == n ? GROLE_MAIN : F->side[i] ? GROLE_SIDE : GROLE_EPILOGUE;
+    n->fuse_rule = n->grole != GROLE_MAIN ? F->rule_of[i] : NULL;
   }
   g->ngroups = F->ng;
 }

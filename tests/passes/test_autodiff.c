@@ -377,6 +377,25 @@ static void test_verifier(const char *dir) {
     }
   }
   CHECK(ir_verify(g) == 0);
+  /* side nodes (bn-sums): bn_bwd_weight beside bn_bwd_data, bn_running beside bn_stats */
+  Node *side = NULL, *upd = NULL;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (n->grole == GROLE_SIDE && n->op == OP_BN_BWD_WEIGHT && !side) side = n;
+    if (n->grole == GROLE_SIDE && n->op == OP_BN_RUNNING && !upd) upd = n;
+  }
+  CHECK(side && upd);
+  if (side && upd) {
+    CHECK(side->fuse_rule && strcmp(side->fuse_rule, "bn-sums") == 0);
+    int saved = side->group;
+    side->group = upd->group;                /* beside a bn_stats: no such pair */
+    CHECK(ir_verify(g) != 0);
+    side->group = saved;
+    side->grole = GROLE_EPILOGUE;            /* a reduction is no epilogue */
+    CHECK(ir_verify(g) != 0);
+    side->grole = GROLE_SIDE;
+    CHECK(ir_verify(g) == 0);
+  }
   ir_graph_free(g);
 }
 
