@@ -11,6 +11,8 @@
 #   codegen.run.fuse*     the same after the fuse and plan passes at -O3 (build_graphs --fuse)
 #   codegen.ptxas          registers/spills/barriers per kernel (ptxas -v); fails on
 #                          a spill or an NCC_KF_BARRIER flag ptxas disagrees with
+#   codegen.ptxas.train    the same for the training code of every example with a
+#                          train block, at -O0 and -O3, sm_80 and sm_90
 #   codegen.example.NAME   examples/*.net through ncc: every compiler, cleanly
 #   codegen.bad.NAME       tests/cg/bad/*.net: refused with exit 1, a message, no output
 #   codegen.readable       names by role and by buffer, no arithmetic noise, kernels still shared
@@ -91,8 +93,12 @@ if(NCC_NVCC)
   add_test(NAME codegen.ptxas
            COMMAND sh -c "d=\"$3\" && rm -rf \"$d\" && mkdir -p \"$d\" && \"$1\" \"$d\" && \"$4\" \"$2\"/ptxas_report.py --check --nvcc \"$5\" -I \"$6\" -I \"$d\" \"$d\"/*.cu && rm -rf \"$d\""
                    _ $<TARGET_FILE:cg_build_graphs> ${NCC_CG_DIR} ${NCC_CG_OUT}/ptxas ${NCC_PYTHON} ${NCC_NVCC} ${NCC_CG_RT})
+  add_test(NAME codegen.ptxas.train
+           COMMAND sh ${NCC_CG_DIR}/ptxas_train.sh $<TARGET_FILE:ncc> ${NCC_PYTHON} ${NCC_NVCC} ${NCC_CG_RT}
+                   ${NCC_CG_OUT}/ptxas_train ${CMAKE_CURRENT_SOURCE_DIR}/../examples)
 else()
   ncc_skipped_test(codegen.ptxas "nvcc not found (CUDA_HOME=${NCC_CUDA_HOME}, PATH)")
+  ncc_skipped_test(codegen.ptxas.train "nvcc not found (CUDA_HOME=${NCC_CUDA_HOME}, PATH)")
 endif()
 
 # the generated code reads like code written by hand: kernel parameters named
