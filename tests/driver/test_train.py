@@ -15,6 +15,12 @@ What they hold `ncc train` to:
                   a label): missing files, wrong dtype or shape, x and y of
                   different lengths, labels out of [0, classes), fewer samples
                   than one batch, test_x without test_y, a truncated .npy
+  train_bad_targets a regression (float targets read only by mse_loss): bad
+                  targets (dtype, shape, length) and models whose training
+                  inputs `ncc train` cannot feed (both float inputs read by
+                  inference, three inputs) are status 1 with a message naming
+                  the file or model; a checkpoint whose __step__ is negative
+                  is refused by --resume; good targets train
   train_good_data good data (y int32 or int64, with and without a test set)
                   passes every check: the run either trains or, while the
                   generated training API is missing, stops at it
@@ -45,6 +51,19 @@ MLP_NO_TRAIN = """model plain
 input x: f32[4, 8]
 y = linear(x, 3, name="fc")
 output y
+"""
+
+
+REG = """model reg
+input x: f32[16, 4]
+input t: f32[16, 2]
+p = linear(x, 2, name="fc")
+output p
+loss = mse_loss(p, t)
+train {
+  optimizer sgd(lr=0.1)
+  minimize loss
+}
 """
 
 
@@ -156,6 +175,65 @@ def _bad(ctx):
     with open(os.path.join(d, "y.npy"), "w") as f:
         f.write("0,1,2\n")
     expect_error(ctx, [DIGITS, "--data", d], os.path.join(d, "y.npy"), "not a .npy file")
+
+
+@case("train_bad_targets")
+def _bad_targets(ctx):
+    import numpy as np
+    import struct
+    r = np.random.RandomState(0)
+
+    def model(name, text):
+        path = ctx.path(name + ".net")
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    reg = model("reg", REG)
+
+    def folder(name, y, n=64):
+        d = ctx.path(name)
+        os.makedirs(d, exist_ok=True)
+        np.save(os.path.join(d, "x.npy"), r.rand(n, 4).astype("float32"))
+        np.save(os.path.join(d, "y.npy"), y)
+        return d
+
+    def one(name, words, y, net=reg):
+        d = folder(name, y)
+        expect_error(ctx, [net, "--data", d, "--steps", "2"], *[w.replace("DIR", d) for w in words])
+
+    one("t_f64", ["DIR/y.npy", "float32", "float64"], r.rand(64, 2))
+    one("t_i32", ["DIR/y.npy", "float32"], np.zeros((64, 2), "int32"))
+    one("t_shape", ["DIR/y.npy", "shape mismatch", "f32[3]", "f32[2]"], r.rand(64, 3).astype("float32"))
+    one("t_len", ["DIR/x.npy", "64 samples", "DIR/y.npy", "60 targets"], r.rand(60, 2).astype("float32"))
+    good = r.rand(64, 2).astype("float32")
+    # inference reads both float inputs: which is the target?
+    both = model("both", REG.replace("p = linear(x, 2, name=\"fc\")", "p = linear(x, 2, name=\"fc\") + t"))
+    one("both", ["both", "cannot tell the data from the targets", "x", "t"], good, net=both)
+    three = model("three", REG.replace("input t: f32[16, 2]", "input t: f32[16, 2]\ninput u: f32[16, 2]")
+                  .replace("mse_loss(p, t)", "mse_loss(p, t + u)"))
+    one("three", ["three", "reads 3 inputs"], good, net=three)
+    # good targets train, and the checkpoint they write resumes; with a
+    # negative step it is refused, naming the file
+    d = folder("good", good)
+    ck = ctx.path("reg.safetensors")
+    passes_checks(ctx, [reg, "--data", d, "--steps", "3", "--checkpoint", ck])
+    with open(ck, "rb") as f:
+        b = bytearray(f.read())
+    n = struct.unpack("<Q", bytes(b[:8]))[0]
+    import json
+    hdr = json.loads(bytes(b[8:8 + n]))
+    if "__step__" not in hdr or hdr["__step__"]["dtype"] != "I64":
+        raise Failure("the checkpoint has no int64 __step__: %r" % hdr.get("__step__"))
+    at = 8 + n + hdr["__step__"]["data_offsets"][0]
+    if struct.unpack("<q", bytes(b[at:at + 8]))[0] != 3:
+        raise Failure("__step__ should be 3 after 3 steps")
+    b[at:at + 8] = struct.pack("<q", -1)
+    bad = ctx.path("neg.safetensors")
+    with open(bad, "wb") as f:
+        f.write(b)
+    expect_error(ctx, [reg, "--data", d, "--steps", "5", "--checkpoint", bad, "--resume"], bad, "__step__",
+                 "must not be negative")
 
 
 @case("train_good_data")
