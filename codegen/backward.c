@@ -18,26 +18,6 @@
 
 /* ---- shared shapes of kernel ---------------------------------------------- */
 
-/* One thread per output element: the common head (as kernels.c's). */
-static void flat_head(Buf *b, int64_t total) {
-  buf_printf(b, "  int i = %s * 256 + %s;\n  if (i < %lld) {\n", D_BID_X, D_TID_X, LL(total));
-}
-
-/* The epilogue on `v`, the store of element i and the launch. */
-static int flat_finish(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t total) {
-  int rc = -1;
-  if (cg_epilogue(c, gr, p, b, "v", "i", 2) == 0) {
-    const char *y = kp_value(c, p, group_out(gr), 1, "y");
-    buf_printf(b, "    %s[i] = v;\n  }\n", y);
-    char opn[96];
-    const char *name = cg_finish(c, cg_opname(gr, NULL, opn), 0, p, b);
-    cg_launch(c, name, p, (total + 255) / 256, 1, 1, 256, 1, 0);
-    rc = 0;
-  }
-  buf_free(b);
-  return rc;
-}
-
 /* Appends text with two spaces less at the start of every line. */
 static void puts_dedent(Buf *b, const char *s) {
   while (*s) {
@@ -86,21 +66,6 @@ static int reduce_out(Cg *c, const KGroup *gr, KParams *p, const char *setup, co
     rc = 0;
   }
   buf_free(&b);
-  return rc;
-}
-
-/* The end of a one-block-per-row kernel whose last loop computed `v` for
- * element i (as kernels.c's finish_row_kernel). */
-static int finish_row(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t rows, int T) {
-  int rc = -1;
-  if (cg_epilogue(c, gr, p, b, "v", "i", 2) == 0) {
-    buf_printf(b, "    %s[i] = v;\n  }\n", kp_value(c, p, group_out(gr), 1, "y"));
-    char opn[96];
-    const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, p, b);
-    cg_launch(c, name, p, rows, 1, 1, T, 1, 0);
-    rc = 0;
-  }
-  buf_free(b);
   return rc;
 }
 
@@ -160,11 +125,11 @@ int emit_bn_train(Cg *c, const KGroup *gr) {
   const char *nm[4];
   for (int j = 0; j < 4; j++) nm[j] = kp_value(c, &p, n->in[j], 0, role[j]);
   char lit[40];
-  flat_head(&b, total);
+  cg_flat_head(&b, total);
   buf_printf(&b, "    int ch = (i / %lld) %% %lld;\n", LL(HW), LL(C));
   buf_printf(&b, "    float v = (%s[i] - %s[ch]) / sqrtf(%s[%lld + ch] + %s) * %s[ch] + %s[ch];\n", nm[0], nm[3], nm[3],
              LL(C), cg_flit(lit, n->a.eps), nm[1], nm[2]);
-  return flat_finish(c, gr, &p, &b, total);
+  return cg_flat_finish(c, gr, &p, &b, total);
 }
 
 /* bn_running's statements: torch's update of running_mean and running_var
@@ -199,7 +164,7 @@ int emit_bn_running(Cg *c, const KGroup *gr) {
   char mean[64], var[96];
   snprintf(mean, sizeof mean, "%s[i]", st);
   snprintf(var, sizeof var, "%s[%lld + i]", st, LL(C));
-  flat_head(&b, C);
+  cg_flat_head(&b, C);
   bn_running_stmts(c, &p, &b, n, mean, var, "i");
   buf_puts(&b, "  }\n");
   char opn[96];
@@ -225,12 +190,12 @@ int emit_dropout(Cg *c, const KGroup *gr) {
   Buf b = {0};
   char pl[40], sc[40];
   if (n->a.p >= 1.0) {
-    flat_head(&b, total);
+    cg_flat_head(&b, total);
     buf_puts(&b, "    float v = 0.0f;\n");   /* torch: p = 1 zeroes everything */
   } else {
     const char *x = kp_value(c, &p, n->in[0], 0, "x");
     const char *seed = kp_int(&p, "seed", "m->seed32"), *step = kp_int(&p, "step", "m->step32");
-    flat_head(&b, total);
+    cg_flat_head(&b, total);
     char idx[64];
     if (inner > 1) snprintf(idx, sizeof idx, "i / %lld", LL(inner));
     else snprintf(idx, sizeof idx, "i");
@@ -239,7 +204,7 @@ int emit_dropout(Cg *c, const KGroup *gr) {
     buf_printf(&b, "    float v = u >= %s ? %s[i] * %s : 0.0f;\n", cg_flit(pl, n->a.p), x,
                cg_flit(sc, 1.0 / (1.0 - n->a.p)));
   }
-  return flat_finish(c, gr, &p, &b, total);
+  return cg_flat_finish(c, gr, &p, &b, total);
 }
 
 /* ---- convolution and linear -------------------------------------------- */
@@ -287,7 +252,7 @@ int emit_conv2d_bwd_data(Cg *c, const KGroup *gr) {
   KParams p = {0};
   Buf b = {0};
   const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *w = kp_value(c, &p, n->in[1], 0, "weight");
-  flat_head(&b, total);
+  cg_flat_head(&b, total);
   buf_printf(&b, "    int iw = i %% %lld, ih = (i / %lld) %% %lld, ci = (i / %lld) %% %lld, nb = i / %lld;\n", LL(W),
              LL(W), LL(H), LL(H * W), LL(C), LL(C * H * W));
   if (G > 1) buf_printf(&b, "    int o0 = (ci / %lld) * %lld, cl = ci %% %lld;\n", LL(Cg), LL(Og), LL(Cg));
@@ -311,7 +276,7 @@ int emit_conv2d_bwd_data(Cg *c, const KGroup *gr) {
                cg_lin(i1, sizeof i1, "kh", KW, "kw"));
   }
   buf_puts(&b, "        }\n      }\n    }\n");
-  return flat_finish(c, gr, &p, &b, total);
+  return cg_flat_finish(c, gr, &p, &b, total);
 }
 
 /* conv2d_bwd_weight(dy, x) -> dweight[O, C/g, KH, KW]: per weight element
@@ -430,7 +395,7 @@ int emit_maxpool2d_bwd(Cg *c, const KGroup *gr) {
   KParams p = {0};
   Buf b = {0};
   const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *x = kp_value(c, &p, n->in[1], 0, "x");
-  flat_head(&b, total);
+  cg_flat_head(&b, total);
   buf_printf(&b, "    int iw = i %% %lld, ih = (i / %lld) %% %lld, nc = i / %lld;\n", LL(W), LL(W), LL(H), LL(H * W));
   buf_printf(&b, "    const float *xp = %s + nc * %lld;\n    const float *dyp = %s + nc * %lld;\n", x, LL(H * W), dy,
              LL(OH * OW));
@@ -454,7 +419,7 @@ int emit_maxpool2d_bwd(Cg *c, const KGroup *gr) {
   buf_printf(&b, "            if (best < 0 || e > mx || e != e) {\n              mx = e;\n              best = hh * %lld + wc;\n"
                  "            }\n          }\n        }\n", LL(W));
   buf_printf(&b, "        if (best == ih * %lld + iw) v = v + dyp[oh * %lld + ow];\n      }\n    }\n", LL(W), LL(OW));
-  return flat_finish(c, gr, &p, &b, total);
+  return cg_flat_finish(c, gr, &p, &b, total);
 }
 
 /* avgpool2d_bwd(dy) -> dx: the sum of dy / (KH * KW) over the windows that
@@ -468,7 +433,7 @@ int emit_avgpool2d_bwd(Cg *c, const KGroup *gr) {
   Buf b = {0};
   const char *dy = kp_value(c, &p, n->in[0], 0, "dy");
   char lit[40];
-  flat_head(&b, total);
+  cg_flat_head(&b, total);
   buf_printf(&b, "    int iw = i %% %lld, ih = (i / %lld) %% %lld, nc = i / %lld;\n", LL(W), LL(W), LL(H), LL(H * W));
   buf_printf(&b, "    const float *dyp = %s + nc * %lld;\n    float v = 0.0f;\n", dy, LL(OH * OW));
   buf_printf(&b, "    for (int kh = 0; kh < %d; kh++) {\n", a->kernel[0]);
@@ -477,7 +442,7 @@ int emit_avgpool2d_bwd(Cg *c, const KGroup *gr) {
   window_back(&b, 4, "ow", "iw", "kw", a->stride[1], a->pad[1], 1, OW);
   buf_printf(&b, "        v = v + dyp[oh * %lld + ow] / %s;\n      }\n    }\n", LL(OW),
              cg_flit(lit, (double)a->kernel[0] * a->kernel[1]));
-  return flat_finish(c, gr, &p, &b, total);
+  return cg_flat_finish(c, gr, &p, &b, total);
 }
 
 /* global_avgpool2d_bwd(dy[N, C]) -> dx = dy / (H * W) over each plane. */
@@ -489,9 +454,9 @@ int emit_gavgpool2d_bwd(Cg *c, const KGroup *gr) {
   Buf b = {0};
   const char *dy = kp_value(c, &p, n->in[0], 0, "dy");
   char lit[40];
-  flat_head(&b, total);
+  cg_flat_head(&b, total);
   buf_printf(&b, "    float v = %s[i / %lld] / %s;\n", dy, LL(HW), cg_flit(lit, (double)HW));
-  return flat_finish(c, gr, &p, &b, total);
+  return cg_flat_finish(c, gr, &p, &b, total);
 }
 
 /* ---- softmax and losses ------------------------------------------------ */
@@ -524,7 +489,7 @@ int emit_softmax_bwd(Cg *c, const KGroup *gr) {
   buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n    int i = %s;\n", LL(D), T, ej);
   if (lsm) buf_printf(&b, "    float v = %s[i] - expf(%s[i]) * acc;\n", dy, y);
   else buf_printf(&b, "    float v = %s[i] * (%s[i] - acc);\n", y, dy);
-  return finish_row(c, gr, &p, &b, rows, T);
+  return cg_row_finish(c, gr, &p, &b, rows, T);
 }
 
 /* Losses' gradients, torch's reduction='mean'.  cross_entropy_bwd(dloss,
@@ -541,19 +506,19 @@ int emit_loss_bwd(Cg *c, const KGroup *gr) {
   const char *dl = kp_value(c, &p, n->in[0], 0, "dloss");
   if (n->op == OP_MSE_LOSS_BWD) {
     const char *x = kp_value(c, &p, n->in[1], 0, "a"), *y = kp_value(c, &p, n->in[2], 0, "b");
-    flat_head(&b, total);
+    cg_flat_head(&b, total);
     buf_printf(&b, "    float v = %s * (%s[i] - %s[i]) * %s[0];\n", cg_flit(lit, 2.0 / (double)total), x, y, dl);
-    return flat_finish(c, gr, &p, &b, total);
+    return cg_flat_finish(c, gr, &p, &b, total);
   }
   int64_t N = xs->d[0], C = xs->d[1];
   char nl[40];
   cg_flit(nl, (double)N);
   if (n->op == OP_NLL_LOSS_BWD) {
     const char *lb = kp_value(c, &p, n->in[2], 0, "labels");
-    flat_head(&b, total);
+    cg_flat_head(&b, total);
     buf_printf(&b, "    int label = %s[i / %lld], j = i %% %lld;\n", lb, LL(C), LL(C));
     buf_printf(&b, "    float v = (label < 0 || label >= %lld) ? NAN : label == j ? -(%s[0] / %s) : 0.0f;\n", LL(C), dl, nl);
-    return flat_finish(c, gr, &p, &b, total);
+    return cg_flat_finish(c, gr, &p, &b, total);
   }
   /* cross entropy: the row's softmax as emit_softmax computes it */
   const char *x = kp_value(c, &p, n->in[1], 0, "logits"), *lb = kp_value(c, &p, n->in[2], 0, "labels");
@@ -570,7 +535,7 @@ int emit_loss_bwd(Cg *c, const KGroup *gr) {
   buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n    int i = row * %lld + j;\n", LL(C), T, LL(C));
   buf_printf(&b, "    float v = (label < 0 || label >= %lld) ? NAN : (expf(xr[j] - mx) / acc - (j == label ? 1.0f : 0.0f)) * scale;\n",
              LL(C));
-  return finish_row(c, gr, &p, &b, N, T);
+  return cg_row_finish(c, gr, &p, &b, N, T);
 }
 
 /* ---- normalisation ----------------------------------------------------- */
@@ -628,7 +593,7 @@ int emit_layernorm_bwd(Cg *c, const KGroup *gr) {
   buf_printf(&b, "  sg = sg / %s;\n  sgx = sgx / %s;\n", dl, dl);
   buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n    int i = row * %lld + j;\n", LL(D), T, LL(D));
   buf_printf(&b, "    float v = rstd * (dyr[j] * %s[j] - sg - (xr[j] - mean) * rstd * sgx);\n", w);
-  return finish_row(c, gr, &p, &b, rows, T);
+  return cg_row_finish(c, gr, &p, &b, rows, T);
 }
 
 /* bn_bwd_data(dy, x, weight, stats): training-mode batchnorm's backward with
@@ -684,7 +649,7 @@ int emit_bn_bwd(Cg *c, const KGroup *gr) {
   buf_printf(&b, "  float mdy = sd / %s, proj = sdx / %s * rstd * rstd, scale = rstd * %s[ch];\n", ml, ml, w);
   buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n    int i = %s;\n", LL(M), T, ej);
   buf_printf(&b, "    float v = (%s[i] - mdy - (%s[i] - mean) * proj) * scale;\n", dy, x);
-  return finish_row(c, gr, &p, &b, C, T);
+  return cg_row_finish(c, gr, &p, &b, C, T);
 }
 
 /* ---- data movement ----------------------------------------------------- */
@@ -699,11 +664,11 @@ int emit_slice(Cg *c, const KGroup *gr) {
   KParams p = {0};
   Buf b = {0};
   const char *x = kp_value(c, &p, n->in[0], 0, "x");
-  flat_head(&b, total);
+  cg_flat_head(&b, total);
   /* element i is (outer, a, r) in the output; the input's a is a + start */
   buf_printf(&b, "    int outer = i / %lld, rest = i %% %lld;\n", LL(len * inner), LL(len * inner));
   buf_printf(&b, "    float v = %s[outer * %lld + %lld + rest];\n", x, LL(D * inner), LL(start * inner));
-  return flat_finish(c, gr, &p, &b, total);
+  return cg_flat_finish(c, gr, &p, &b, total);
 }
 
 /* ---- the update -------------------------------------------------------- */
@@ -747,7 +712,7 @@ int emit_optimizer(Cg *c, const KGroup *gr) {
   cg_flit(b1, 1.0 - tc->beta1);
   cg_flit(b2, tc->beta2);
   cg_flit(eps, tc->eps);
-  flat_head(&b, c->opt_count);
+  cg_flat_head(&b, c->opt_count);
   buf_printf(&b, "    float g = %s[i], w = %s[i];\n", g, pp);
   if (sgd) {
     if (tc->weight_decay != 0.0) buf_printf(&b, "    g = g + %s * w;\n", wd);

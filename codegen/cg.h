@@ -217,6 +217,16 @@ void cg_bcast_index(Buf *b, const Shape *out, const Shape *in, const char *idx);
  * `idx` (linear, C expression) of the main output; adds the extra inputs
  * as kernel params. Appends statements indented by `ind`. */
 int cg_epilogue(Cg *c, const KGroup *gr, KParams *p, Buf *body, const char *var, const char *idx, int ind);
+/* The common kernel shapes.  One thread per output element: the head
+ * ("int i = ...; if (i < total) {"), and the end after the body computed
+ * `float v` for element i: the epilogue chain, the store of the group's
+ * value, the kernel and a launch of 256-thread blocks.  One block of T
+ * threads per row (layernorm, softmax, their gradients): the end of the
+ * loop that computed `v` for element i, and a launch of `rows` blocks.
+ * Both free b and return 0, or -1 after a diagnostic. */
+void cg_flat_head(Buf *b, int64_t total);
+int cg_flat_finish(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t total);
+int cg_row_finish(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t rows, int T);
 /* Emits a statement `var = f(x0[, x1])` for one elementwise node; x0/x1 are
  * the operands' C expressions in the node's input order. */
 int cg_elem_stmt(Cg *c, Buf *body, const Node *n, const char *var, const char *x0, const char *x1, int ind);

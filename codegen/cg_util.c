@@ -421,3 +421,32 @@ int emit_none(Cg *c, const KGroup *gr) {
   (void)c;
   ncc_die("%s leads a kernel group, but ops.def gives it no emitter", ncc_ops[gr->main->op].name);
 }
+
+/* ---- common kernel shapes ------------------------------------------------ */
+
+void cg_flat_head(Buf *b, int64_t total) {
+  buf_printf(b, "  int i = %s * 256 + %s;\n  if (i < %lld) {\n", D_BID_X, D_TID_X, (long long)total);
+}
+
+/* The epilogue chain on `v` at index i, the store that closes the kernel's
+ * if (or row loop), the kernel and its launch; frees b. */
+static int finish_store(Cg *c, const KGroup *gr, KParams *p, Buf *b, int flags, long long grid, int T) {
+  int rc = -1;
+  if (cg_epilogue(c, gr, p, b, "v", "i", 2) == 0) {
+    buf_printf(b, "    %s[i] = v;\n  }\n", kp_value(c, p, group_out(gr), 1, "y"));
+    char opn[96];
+    const char *name = cg_finish(c, cg_opname(gr, NULL, opn), flags, p, b);
+    cg_launch(c, name, p, grid, 1, 1, T, 1, 0);
+    rc = 0;
+  }
+  buf_free(b);
+  return rc;
+}
+
+int cg_flat_finish(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t total) {
+  return finish_store(c, gr, p, b, 0, (total + 255) / 256, 256);
+}
+
+int cg_row_finish(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t rows, int T) {
+  return finish_store(c, gr, p, b, NCC_KF_BARRIER_, rows, T);
+}

@@ -15,21 +15,6 @@
 
 #define LL(x) ((long long)(x))
 
-/* One thread per output element: the common head and launch. */
-static void flat_head(Buf *b, int64_t total) {
-  buf_printf(b, "  int i = %s * 256 + %s;\n  if (i < %lld) {\n", D_BID_X, D_TID_X, LL(total));
-}
-
-static int flat_finish(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t total) {
-  if (cg_epilogue(c, gr, p, b, "v", "i", 2)) return -1;
-  const char *y = kp_value(c, p, group_out(gr), 1, "y");
-  buf_printf(b, "    %s[i] = v;\n  }\n", y);
-  char opn[96];
-  const char *name = cg_finish(c, cg_opname(gr, NULL, opn), 0, p, b);
-  cg_launch(c, name, p, (total + 255) / 256, 1, 1, 256, 1, 0);
-  return 0;
-}
-
 int emit_pool(Cg *c, const KGroup *gr) {
   Node *n = gr->main;
   const Attrs *a = &n->a;
@@ -44,7 +29,7 @@ int emit_pool(Cg *c, const KGroup *gr) {
   KParams p = {0};
   Buf b = {0};
   const char *x = kp_value(c, &p, n->in[0], 0, "x");
-  flat_head(&b, total);
+  cg_flat_head(&b, total);
   buf_printf(&b, "    int ow = i %% %lld, oh = (i / %lld) %% %lld, nc = i / %lld;\n", LL(OW), LL(OW), LL(OH),
              LL(OH * OW));
   buf_printf(&b, "    const float *xp = %s + nc * %lld;\n", x, LL(H * W));
@@ -71,9 +56,7 @@ int emit_pool(Cg *c, const KGroup *gr) {
     char lit[40];
     buf_printf(&b, "    v = v / %s;\n", cg_flit(lit, (double)a->kernel[0] * a->kernel[1]));
   }
-  int r = flat_finish(c, gr, &p, &b, total);
-  buf_free(&b);
-  return r;
+  return cg_flat_finish(c, gr, &p, &b, total);
 }
 
 int emit_gavgpool(Cg *c, const KGroup *gr) {
@@ -84,13 +67,11 @@ int emit_gavgpool(Cg *c, const KGroup *gr) {
   Buf b = {0};
   const char *x = kp_value(c, &p, n->in[0], 0, "x");
   char lit[40];
-  flat_head(&b, total);
+  cg_flat_head(&b, total);
   buf_printf(&b, "    const float *xp = %s + i * %lld;\n    float v = 0.0f;\n", x, LL(HW));
   buf_printf(&b, "    for (int j = 0; j < %lld; j++) v = v + xp[j];\n", LL(HW));
   buf_printf(&b, "    v = v / %s;\n", cg_flit(lit, (double)HW));
-  int r = flat_finish(c, gr, &p, &b, total);
-  buf_free(&b);
-  return r;
+  return cg_flat_finish(c, gr, &p, &b, total);
 }
 
 int emit_batchnorm(Cg *c, const KGroup *gr) {
@@ -103,30 +84,12 @@ int emit_batchnorm(Cg *c, const KGroup *gr) {
   static const char *const role[5] = {"x", "weight", "bias", "running_mean", "running_var"};
   for (int j = 0; j < 5; j++) nm[j] = kp_value(c, &p, n->in[j], 0, role[j]);
   char lit[40];
-  flat_head(&b, total);
+  cg_flat_head(&b, total);
   buf_printf(&b, "    int ch = (i / %lld) %% %lld;\n", LL(HW), LL(C));
   /* inference: running statistics, as torch's eval mode */
   buf_printf(&b, "    float v = (%s[i] - %s[ch]) / sqrtf(%s[ch] + %s) * %s[ch] + %s[ch];\n", nm[0], nm[3], nm[4],
              cg_flit(lit, n->a.eps), nm[1], nm[2]);
-  int r = flat_finish(c, gr, &p, &b, total);
-  buf_free(&b);
-  return r;
-}
-
-/* The common end of the one-block-per-row kernels (layernorm, softmax):
- * the epilogue chain on `v` at index `i`, the store that closes the row
- * loop, and a launch of `rows` blocks of T threads. */
-static int finish_row_kernel(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t rows, int T) {
-  int rc = -1;
-  if (cg_epilogue(c, gr, p, b, "v", "i", 2) == 0) {
-    buf_printf(b, "    %s[i] = v;\n  }\n", kp_value(c, p, group_out(gr), 1, "y"));
-    char opn[96];
-    const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, p, b);
-    cg_launch(c, name, p, rows, 1, 1, T, 1, 0);
-    rc = 0;
-  }
-  buf_free(b);
-  return rc;
+  return cg_flat_finish(c, gr, &p, &b, total);
 }
 
 int emit_layernorm(Cg *c, const KGroup *gr) {
@@ -154,7 +117,7 @@ int emit_layernorm(Cg *c, const KGroup *gr) {
   buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n", LL(D), T);
   buf_printf(&b, "    int i = row * %lld + j;\n", LL(D));
   buf_printf(&b, "    float v = (xr[j] - mean) * rstd * %s[j] + %s[j];\n", w, bb);
-  return finish_row_kernel(c, gr, &p, &b, rows, T);
+  return cg_row_finish(c, gr, &p, &b, rows, T);
 }
 
 int emit_softmax(Cg *c, const KGroup *gr) {
@@ -188,7 +151,7 @@ int emit_softmax(Cg *c, const KGroup *gr) {
   buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n    int i = %s;\n", LL(D), T, ej);
   if (n->op == OP_LOG_SOFTMAX) buf_printf(&b, "    float v = %s[i] - mx - lse;\n", x);
   else buf_printf(&b, "    float v = expf(%s[i] - mx) / acc;\n", x);
-  return finish_row_kernel(c, gr, &p, &b, rows, T);
+  return cg_row_finish(c, gr, &p, &b, rows, T);
 }
 
 int emit_concat(Cg *c, const KGroup *gr) {
@@ -199,7 +162,7 @@ int emit_concat(Cg *c, const KGroup *gr) {
   for (int i = ax + 1; i < ys->rank; i++) inner *= ys->d[i];
   KParams p = {0};
   Buf b = {0};
-  flat_head(&b, total);
+  cg_flat_head(&b, total);
   /* element i is (outer, a, r): a along the axis, outer and r around it;
    * a dimension of extent 1 drops out of the arithmetic */
   int has_outer = total > DO * inner, uses_a = n->nin > 1 || DO > 1;
@@ -232,9 +195,7 @@ int emit_concat(Cg *c, const KGroup *gr) {
     buf_free(&ix);
     off += dj;
   }
-  int r = flat_finish(c, gr, &p, &b, total);
-  buf_free(&b);
-  return r;
+  return cg_flat_finish(c, gr, &p, &b, total);
 }
 
 int emit_transpose(Cg *c, const KGroup *gr) {
@@ -245,7 +206,7 @@ int emit_transpose(Cg *c, const KGroup *gr) {
   KParams p = {0};
   Buf b = {0};
   const char *x = kp_value(c, &p, n->in[0], 0, "x");
-  flat_head(&b, total);
+  cg_flat_head(&b, total);
   /* the output's coordinates, innermost first, each times its input stride;
    * the outermost needs neither the % nor the division after it */
   int outer = -1;
@@ -265,9 +226,7 @@ int emit_transpose(Cg *c, const KGroup *gr) {
     }
     buf_printf(&b, "    float v = %s[src];\n", x);
   }
-  int r = flat_finish(c, gr, &p, &b, total);
-  buf_free(&b);
-  return r;
+  return cg_flat_finish(c, gr, &p, &b, total);
 }
 
 /* Losses: one block of 256 threads; rows are split over the threads and the
