@@ -65,7 +65,8 @@ typedef struct KGroup {
   Node *main;
   Node **epi;
   int nepi;
-  Node **pro;       /* reserved for BN+ReLU prologues; emitters assert it is empty */
+  Node **pro;       /* prologue (GROLE_PROLOGUE, ir_prologue_ok): the pooling a tiled
+                       GEMM computes as it loads its first operand; at most one */
   int npro;
   Node **side;      /* side nodes (GROLE_SIDE, ir_side_ok): further values the main
                        node's emitter writes from its own reductions */

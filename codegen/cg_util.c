@@ -110,13 +110,13 @@ void cg_launch(Cg *c, const char *name, const KParams *p, long long gx, long lon
   if (c->group) {   /* which layers this launch computes: the buffers are named below */
     const KGroup *gr = c->group;
     buf_puts(b, "  /*");
-    for (int i = -1; i < gr->nepi + gr->nside; i++) {
-      const Node *n = i < 0 ? gr->main : i < gr->nepi ? gr->epi[i] : gr->side[i - gr->nepi];
+    for (int i = -1 - gr->npro; i < gr->nepi + gr->nside; i++) {
+      const Node *n = i < -1 ? gr->pro[i + 1 + gr->npro] : i < 0 ? gr->main : i < gr->nepi ? gr->epi[i] : gr->side[i - gr->nepi];
       char nm[256];
       snprintf(nm, sizeof nm, "%s", n->name ? n->name : ncc_ops[n->op].name);
       for (char *q = nm; *q; q++)   /* keep the comment closed */
         if ((q[0] == '*' && q[1] == '/') || (unsigned char)*q < 32) *q = '_';
-      buf_puts(b, i < 0 ? " " : ", ");
+      buf_puts(b, i == -1 - gr->npro ? " " : ", ");
       buf_puts(b, nm);
     }
     buf_puts(b, " */\n");
@@ -409,7 +409,11 @@ const char *cg_finish(Cg *c, const char *op, int flags, const KParams *p, const 
 }
 
 const char *cg_opname(const KGroup *gr, const char *base, char out[96]) {
-  size_t n = (size_t)snprintf(out, 96, "%s", base ? base : ncc_ops[gr->main->op].name);
+  size_t n = 0;
+  out[0] = 0;
+  if (!base)   /* a prologue's op first: maxpool2d_conv2d_relu */
+    for (int i = 0; i < gr->npro && n < 40; i++) n += (size_t)snprintf(out + n, 96 - n, "%s_", ncc_ops[gr->pro[i]->op].name);
+  n += (size_t)snprintf(out + n, 96 - n, "%s", base ? base : ncc_ops[gr->main->op].name);
   for (int i = 0; i < gr->nepi + gr->nside && n < 80; i++)
     n += (size_t)snprintf(out + n, 96 - n, "%s%s", n ? "_" : "",
                           ncc_ops[(i < gr->nepi ? gr->epi[i] : gr->side[i - gr->nepi])->op].name);

@@ -112,7 +112,10 @@ static Emitter *const emitters[OP__COUNT] = {
 };
 
 static int emit_group(Cg *c, const KGroup *gr) {
-  if (gr->npro) ncc_die("prologue chains are not emitted yet");
+  /* a prologue: the pooling the tiled GEMM of a conv2d or linear computes as it loads */
+  if (gr->npro && (gr->npro != 1 || c->o->use_cublas || !ir_prologue_ok(gr->pro[0], gr->main, 0)))
+    ncc_die("a %s kernel with a prologue the tiled GEMM cannot compute%s", ncc_ops[gr->main->op].name,
+            c->o->use_cublas ? " (the fuse pass planned for the tiled path, codegen was asked for cuBLAS)" : "");
   /* the emitters that write side values (ir_side_ok's main nodes) */
   if (gr->nside && gr->main->op != OP_BN_STATS && gr->main->op != OP_BN_BWD_DATA)
     ncc_die("a %s kernel has side nodes, which its emitter does not write", ncc_ops[gr->main->op].name);
@@ -214,7 +217,8 @@ static size_t place_values(Cg *c, Graph *g, Liveness *lv, int train, size_t base
 
 static void alias_views(Cg *c, Graph *g, Liveness *lv) {
   for (int i = 0; i < g->nnodes; i++)
-    if (lv->kind[g->nodes[i]->out->id] == LV_VIEW)
+    /* a view of a value kept inside a kernel (a prologue's) has no bytes either */
+    if (lv->kind[g->nodes[i]->out->id] == LV_VIEW && lv->kind[lv->root[g->nodes[i]->out->id]->id] != LV_NONE)
       c->vbuf[g->nodes[i]->out->id] = cg_buf_of(c, lv->root[g->nodes[i]->out->id]);
 }
 

@@ -23,8 +23,8 @@
 typedef struct GemmSpec {
   int64_t M, N, K, Z;
   int a_kcontig, b_kcontig;
-  char a_load[1024];   /* statement: sets float v from A(z, m, k), indices in range */
-  char b_load[1024];   /* statement: sets float v from B(z, k, n) */
+  char a_load[2048];   /* statement: sets float v from A(z, m, k), indices in range */
+  char b_load[2048];   /* statement: sets float v from B(z, k, n) */
   char out_idx[512];   /* expression: linear index of C(z, m, n) in the main output */
   char bias[256];      /* expression added to the accumulator, or "" */
   int uses_z;
@@ -128,6 +128,38 @@ void cg_window_index(char *dst, size_t n, const char *o, int s, int p, const cha
   snprintf(dst, n, "%s%s%s", a, c, b);
 }
 
+/* Statements that set v to the pooled element (plane, ph, pw) of the
+ * prologue `pool` (maxpool2d or avgpool2d, as kernels.c's emit_pool computes
+ * it: padding takes no part in a max and counts in an average, a NaN in a
+ * max window wins) from its input X; plane = image * C + channel.  The
+ * expressions may be any C; `ind` indents the lines after the first. */
+static void pool_load(char *dst, size_t n, const Node *pool, const char *X, const char *plane, const char *ph,
+                      const char *pw, const char *ind) {
+  const Attrs *a = &pool->a;
+  const Shape *xs = &pool->in[0]->shape;
+  int is_max = pool->op == OP_MAXPOOL2D;
+  int dil[2] = {is_max ? a->dilation[0] : 1, is_max ? a->dilation[1] : 1};
+  int64_t H = xs->d[2], W = xs->d[3];
+  char iy[160], ix[160], pp[96], lit[40];
+  cg_window_index(iy, sizeof iy, "qh", a->stride[0], a->pad[0], "py", dil[0]);
+  cg_window_index(ix, sizeof ix, "qw", a->stride[1], a->pad[1], "px", dil[1]);
+  Buf b = {0};
+  buf_printf(&b, "const float *xq = %s + %s * %lld;\n", X, cg_paren(pp, sizeof pp, plane), LL(H * W));
+  buf_printf(&b, "%sint qh = %s, qw = %s;\n%sv = %s;\n", ind, ph, pw, ind, is_max ? D_NEG_INF : "0.0f");
+  buf_printf(&b, "%sfor (int py = 0; py < %d; py++) {\n%s  int iy = %s;\n", ind, a->kernel[0], ind, iy);
+  if (a->pad[0]) buf_printf(&b, "%s  if (iy < 0 || iy >= %lld) continue;\n", ind, LL(H));
+  buf_printf(&b, "%s  for (int px = 0; px < %d; px++) {\n%s    int ix = %s;\n", ind, a->kernel[1], ind, ix);
+  if (a->pad[1]) buf_printf(&b, "%s    if (ix < 0 || ix >= %lld) continue;\n", ind, LL(W));
+  buf_printf(&b, "%s    float e = xq[iy * %lld + ix];\n", ind, LL(W));
+  if (is_max) buf_printf(&b, "%s    v = (e > v || e != e) ? e : v;\n", ind);
+  else buf_printf(&b, "%s    v = v + e;\n", ind);
+  buf_printf(&b, "%s  }\n%s}", ind, ind);
+  if (!is_max) buf_printf(&b, "\n%sv = v / %s;", ind, cg_flit(lit, (double)a->kernel[0] * a->kernel[1]));
+  NCC_ASSERT(b.len < n);
+  memcpy(dst, b.s, b.len + 1);
+  buf_free(&b);
+}
+
 /* Statements that set v = x[img, cbase + ci, ih, iw] for the element (k, p)
  * of the column matrix (k: input channel and kernel tap, p: output pixel),
  * zero in the padding.  `img`, `k`, `p` and `cbase` are C expressions; "0"
@@ -135,7 +167,7 @@ void cg_window_index(char *dst, size_t n, const char *o, int s, int p, const cha
  * axes: without padding every window lies inside the input.  `ind` indents
  * the lines after the first. */
 static void im2col_load(char *dst, size_t n, const ConvDims *d, const char *x, const char *img, const char *k,
-                        const char *p, const char *cbase, const char *ind) {
+                        const char *p, const char *cbase, const char *ind, const Node *pool) {
   int64_t KK = d->KH * d->KW;
   char kx[96], px[96], taps[320] = "", ih[200], iw[200], test[200] = "", chan[200] = "";
   cg_paren(kx, sizeof kx, k);
@@ -165,12 +197,17 @@ static void im2col_load(char *dst, size_t n, const ConvDims *d, const char *x, c
   if (KK == 1) snprintf(ci, sizeof ci, "%s", k);
   else snprintf(ci, sizeof ci, "%s / %lld%s", kx, LL(KK), taps);
   Buf b = {0};
-  buf_printf(&b,
-             "int ci = %s, oh = %s / %lld, ow = %s %% %lld;\n"
-             "%sint ih = %s, iw = %s;\n"
-             "%s%sv = %s[(%s * %lld + ih) * %lld + iw];",
-             ci, px, LL(d->OW), px, LL(d->OW), ind, ih, iw, ind, test, x, cg_paren(pc, sizeof pc, chan), LL(d->H),
-             LL(d->W));
+  buf_printf(&b, "int ci = %s, oh = %s / %lld, ow = %s %% %lld;\n%sint ih = %s, iw = %s;\n", ci, px, LL(d->OW), px,
+             LL(d->OW), ind, ih, iw);
+  if (pool) {   /* x is the pooling's input: the element (chan, ih, iw) of its output, computed here */
+    char in2[40], pl[1024];
+    snprintf(in2, sizeof in2, "%s  ", ind);
+    pool_load(pl, sizeof pl, pool, x, chan, "ih", "iw", in2);
+    buf_printf(&b, "%s%s{\n%s  %s\n%s}", ind, test, ind, pl, ind);
+  } else {
+    buf_printf(&b, "%s%sv = %s[(%s * %lld + ih) * %lld + iw];", ind, test, x, cg_paren(pc, sizeof pc, chan),
+               LL(d->H), LL(d->W));
+  }
   NCC_ASSERT(b.len < n);
   memcpy(dst, b.s, b.len + 1);
   buf_free(&b);
@@ -225,7 +262,8 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   KParams p = {0};
   GemmSpec s;
   memset(&s, 0, sizeof s);
-  const char *x = kp_value(c, &p, nd->in[0], 0, "x"), *w = kp_value(c, &p, nd->in[1], 0, "weight");
+  const Node *pool = gr->npro ? gr->pro[0] : NULL;   /* pool-prologue: x is the pooling's input */
+  const char *x = kp_value(c, &p, pool ? pool->in[0] : nd->in[0], 0, "x"), *w = kp_value(c, &p, nd->in[1], 0, "weight");
   const char *bias = nd->nin > 2 ? kp_value(c, &p, nd->in[2], 0, "bias") : NULL;
   int64_t OHW = d->OH * d->OW;
   s.M = d->Mg, s.N = d->Nb * OHW, s.K = d->Kg, s.Z = d->G;
@@ -244,7 +282,7 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   snprintf(pp, sizeof pp, d->Nb > 1 ? "n %% %lld" : "n", LL(OHW));
   if (s.uses_z) snprintf(cb, sizeof cb, "z * %lld", LL(d->Cig));
   else snprintf(cb, sizeof cb, "0");
-  im2col_load(s.b_load, sizeof s.b_load, d, x, img, "k", pp, cb, "        ");
+  im2col_load(s.b_load, sizeof s.b_load, d, x, img, "k", pp, cb, "        ", pool);
   /* output channel of row m */
   if (s.uses_z) snprintf(ch, sizeof ch, "z * %lld + m", LL(d->Mg));
   else snprintf(ch, sizeof ch, "m");
@@ -369,7 +407,7 @@ static int conv_cublas(Cg *c, const KGroup *gr, const ConvDims *d) {
     buf_printf(&b, "    int p = i %% %lld, kq = (i / %lld) %% %lld, img = %s;\n    float v = 0.0f;\n", LL(OHW),
                LL(OHW), LL(Kall), img);
     char ld[1024];
-    im2col_load(ld, sizeof ld, d, x, "img", "kq", "p", "0", "      ");
+    im2col_load(ld, sizeof ld, d, x, "img", "kq", "p", "0", "      ", NULL);
     if (one) buf_printf(&b, "    {\n      %s\n    }\n    %s[i] = v;\n  }\n", ld, ws);
     else buf_printf(&b, "    if (img < %lld) {\n      %s\n    }\n    %s[i] = v;\n  }\n", LL(d->Nb), ld, ws);
     const char *name = cg_finish(c, "im2col", 0, &p, &b);
@@ -405,7 +443,8 @@ static int emit_linear(Cg *c, const KGroup *gr) {
   KParams p = {0};
   GemmSpec s;
   memset(&s, 0, sizeof s);
-  const char *x = kp_value(c, &p, nd->in[0], 0, "x"), *w = kp_value(c, &p, nd->in[1], 0, "weight");
+  const Node *pool = gr->npro ? gr->pro[0] : NULL;   /* pool-prologue: x is the pooling's input */
+  const char *x = kp_value(c, &p, pool ? pool->in[0] : nd->in[0], 0, "x"), *w = kp_value(c, &p, nd->in[1], 0, "weight");
   const char *bias = nd->nin > 2 ? kp_value(c, &p, nd->in[2], 0, "bias") : NULL;
   s.M = rows, s.N = out, s.K = in, s.Z = 1;
   s.a_kcontig = s.b_kcontig = 1;
@@ -414,7 +453,19 @@ static int emit_linear(Cg *c, const KGroup *gr) {
   cg_term(&la, &na, "m", in), cg_term(&la, &na, "k", 1);
   cg_term(&lb, &nb, "n", in), cg_term(&lb, &nb, "k", 1);
   cg_term(&lo, &no, "m", out), cg_term(&lo, &no, "n", 1);
-  snprintf(s.a_load, sizeof s.a_load, "v = %s[%s];", x, la.s);
+  if (pool) {
+    /* feature k of row m is the pooled element (channel, ph, pw) of image m */
+    const Shape *ps = &pool->out->shape;
+    int64_t PC = ps->d[1], PH = ps->d[2], PW = ps->d[3];
+    char plane[96], ph[64], pw[64], pl[2048];
+    snprintf(plane, sizeof plane, "m * %lld + k / %lld", LL(PC), LL(PH * PW));
+    snprintf(ph, sizeof ph, "(k / %lld) %% %lld", LL(PW), LL(PH));
+    snprintf(pw, sizeof pw, "k %% %lld", LL(PW));
+    pool_load(pl, sizeof pl, pool, x, plane, ph, pw, "        ");
+    snprintf(s.a_load, sizeof s.a_load, "%s", pl);
+  } else {
+    snprintf(s.a_load, sizeof s.a_load, "v = %s[%s];", x, la.s);
+  }
   snprintf(s.b_load, sizeof s.b_load, "v = %s[%s];", w, lb.s);
   snprintf(s.out_idx, sizeof s.out_idx, "%s", lo.s);
   buf_free(&la);

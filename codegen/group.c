@@ -26,16 +26,19 @@ GroupList group_form(Graph *g, const unsigned char *need) {
   unsigned char *role = xmalloc((size_t)g->nnodes + 1);
   int ng = ir_schedule(g, need, gid, role);
   int *nepi = calloc((size_t)ng + 1, sizeof(int)), *nside = calloc((size_t)ng + 1, sizeof(int));
+  int *npro = calloc((size_t)ng + 1, sizeof(int));
   gl.g = calloc((size_t)ng + 1, sizeof(KGroup));
-  if (!nepi || !nside || !gl.g) ncc_die("out of memory");
+  if (!nepi || !nside || !npro || !gl.g) ncc_die("out of memory");
   gl.n = ng;
   for (int i = 0; i < g->nnodes; i++) {
     if (role[i] == GROLE_EPILOGUE) nepi[gid[i]]++;
     if (role[i] == GROLE_SIDE) nside[gid[i]]++;
+    if (role[i] == GROLE_PROLOGUE) npro[gid[i]]++;
   }
   for (int k = 0; k < ng; k++) {
     if (nepi[k]) gl.g[k].epi = xmalloc(sizeof(Node *) * (size_t)nepi[k]);
     if (nside[k]) gl.g[k].side = xmalloc(sizeof(Node *) * (size_t)nside[k]);
+    if (npro[k]) gl.g[k].pro = xmalloc(sizeof(Node *) * (size_t)npro[k]);
   }
   /* graph order is chain order: each epilogue node takes the previous one's value */
   for (int i = 0; i < g->nnodes; i++) {
@@ -47,6 +50,8 @@ GroupList group_form(Graph *g, const unsigned char *need) {
       gr->load_time = n->load_time;
     } else if (role[i] == GROLE_SIDE) {
       gr->side[gr->nside++] = n;
+    } else if (role[i] == GROLE_PROLOGUE) {
+      gr->pro[gr->npro++] = n;
     } else {
       gr->epi[gr->nepi++] = n;
     }
@@ -57,6 +62,7 @@ GroupList group_form(Graph *g, const unsigned char *need) {
   free(role);
   free(nepi);
   free(nside);
+  free(npro);
   return gl;
 }
 

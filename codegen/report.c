@@ -304,7 +304,7 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
       gm = add(gm, cost.macs);
       for (int q = 0; q < n->nin; q++) {
         const Value *v = n->in[q];
-        if (grp[v->def->id] == k) continue;        /* computed inside the group */
+        if (grp[ir_view_root(n->in[q])->def->id] == k) continue;   /* computed inside the group (a prologue: through a view) */
         /* a tensor read twice by one kernel (x * x) is loaded once */
         int dup = 0;
         for (int s = first_seen; s < nseen_all; s++) dup |= seen[s] == v;

@@ -117,6 +117,7 @@ Graph *train_graph_load(const Options *o) {
   pc.opt_level = o->opt_level;
   pc.print_after = o->print_after;
   pc.verbose = o->verbose;
+  pc.cublas = o->cublas;
   pc.verify = 1;
   if (passes_run(gt, &pc, o->passes) != 0 || diag_errors()) { ir_graph_free(gt); return NULL; }
   return gt;
@@ -138,6 +139,7 @@ static int emit(const Options *o, Graph *g) {
     pc.opt_level = o->opt_level;
     pc.print_after = o->print_after;
     pc.verbose = o->verbose;
+    pc.cublas = o->cublas;
 #ifndef NDEBUG
     pc.verify = 1;
 #endif

@@ -144,15 +144,19 @@ struct Node {
    * group may also have side nodes (GROLE_SIDE): reductions over the main
    * node's own operands, or updates from its value, that its kernel computes
    * on the way (ir_side_ok); each stores its own value, a second output of
-   * the kernel (an update writes in place and stores nothing). */
+   * the kernel (an update writes in place and stores nothing).  A group may
+   * start with a prologue node (GROLE_PROLOGUE, before the main node in graph
+   * order): a pooling whose only reader is the main node's GEMM, computed
+   * where the GEMM loads its operand (ir_prologue_ok); its value is never
+   * stored. */
   int grole;               /* GROLE_NONE (not grouped: a source, a view, a node
                               the outputs do not need, or no fuse pass),
-                              GROLE_MAIN, GROLE_EPILOGUE, GROLE_SIDE */
+                              GROLE_MAIN, GROLE_EPILOGUE, GROLE_SIDE, GROLE_PROLOGUE */
   int group;               /* the group's index in launch order (valid when grole != GROLE_NONE) */
-  const char *fuse_rule;   /* GROLE_EPILOGUE, GROLE_SIDE: the name of the fusion rule that put it there */
+  const char *fuse_rule;   /* every role but GROLE_MAIN: the name of the fusion rule that put it there */
 };
 
-enum { GROLE_NONE, GROLE_MAIN, GROLE_EPILOGUE, GROLE_SIDE };
+enum { GROLE_NONE, GROLE_MAIN, GROLE_EPILOGUE, GROLE_SIDE, GROLE_PROLOGUE };
 
 enum { PK_NONE, PK_WEIGHT, PK_BIAS, PK_RUNNING_MEAN, PK_RUNNING_VAR };
 
@@ -255,6 +259,15 @@ int ir_schedule(const Graph *g, const unsigned char *need, int *gid, unsigned ch
  * bn_bwd_data on the same operands (its per-channel sums of dy and
  * dy * (x - mean) are theirs). */
 int ir_side_ok(const Node *s, const Node *m);
+/* May pool compute as the prologue (GROLE_PROLOGUE) of the kernel whose main
+ * node is m?  A maxpool2d or avgpool2d whose value m reads as its first
+ * operand (a conv2d directly, a linear through a flatten to [N, C*H*W]) and
+ * nothing else reads; m on the tiled GEMM (not the cuBLAS path, not the
+ * direct convolution of ir_conv_direct): its loads compute the pooling. */
+int ir_prologue_ok(const Node *pool, const Node *m, int cublas);
+/* Does codegen emit this conv2d as a direct kernel, one thread per output
+ * (few output channels per group: depthwise), rather than a tiled GEMM? */
+static inline int ir_conv_direct(const Node *n) { return n->out->shape.d[1] / n->a.groups < 8; }
 
 /* Storage classes of values (Liveness.kind). */
 enum {

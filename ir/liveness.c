@@ -86,6 +86,17 @@ int ir_side_ok(const Node *s, const Node *m) {
   }
 }
 
+int ir_prologue_ok(const Node *pool, const Node *m, int cublas) {
+  if (!pool || !m || cublas || pool->load_time || m->load_time || m->nin < 1) return 0;
+  if (pool->op != OP_MAXPOOL2D && pool->op != OP_AVGPOOL2D) return 0;
+  const Value *v = pool->out, *in = m->in[0];
+  if (v->dtype != DT_F32 || v->shape.rank != 4 || v->nuses != 1) return 0;
+  if (m->op == OP_CONV2D) return in == v && !ir_conv_direct(m);
+  if (m->op != OP_LINEAR || !in->def || (in->def->op != OP_FLATTEN && in->def->op != OP_RESHAPE)) return 0;
+  /* the flatten (or reshape) to [N, C*H*W], read by m alone */
+  return in->def->in[0] == v && in->nuses == 1 && in->shape.rank == 2 && in->shape.d[0] == v->shape.d[0];
+}
+
 void ir_liveness(const Graph *g, int train, Liveness *lv) {
   int nn = g->nnodes, nv = g->next_value_id;
   memset(lv, 0, sizeof *lv);
@@ -111,7 +122,8 @@ void ir_liveness(const Graph *g, int train, Liveness *lv) {
     int k = lv->gid[i];
     if (k < 0) continue;
     if (lv->role[i] == GROLE_MAIN) lv->main[k] = n;
-    if (lv->role[i] != GROLE_SIDE) lv->stored[k] = n->out;   /* graph order: the chain's last node wins */
+    /* graph order: the chain's last node wins (a prologue comes before the main node) */
+    if (lv->role[i] != GROLE_SIDE && lv->role[i] != GROLE_PROLOGUE) lv->stored[k] = n->out;
   }
   /* roots and readers: a node reads the bytes of its inputs' roots, each once */
   for (int i = 0; i < nn; i++) {

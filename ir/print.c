@@ -110,8 +110,9 @@ static void print_schedule(FILE *f, const Graph *g, const Node *n) {
   fputs("  {", f);
   if (grouped) {
     fprintf(f, "k%d", n->group);
-    if (n->grole == GROLE_EPILOGUE || n->grole == GROLE_SIDE)
-      fprintf(f, "%s by %s", n->grole == GROLE_SIDE ? " side" : "", n->fuse_rule ? n->fuse_rule : "?");
+    if (n->grole == GROLE_EPILOGUE || n->grole == GROLE_SIDE || n->grole == GROLE_PROLOGUE)
+      fprintf(f, "%s by %s", n->grole == GROLE_SIDE ? " side" : n->grole == GROLE_PROLOGUE ? " prologue" : "",
+              n->fuse_rule ? n->fuse_rule : "?");
   }
   if (placed)
     fprintf(f, "%s@%s%lld", grouped ? " " : "", n->out->region == MEM_LOAD ? "load+" : "", (long long)n->out->offset);
@@ -234,11 +235,10 @@ void ir_print_dot(Graph *g, FILE *f) {
   for (int i = 0; i < g->nnodes; i++)
     if (gid[i] >= 0) size[gid[i]]++;
   for (int i = 0; i < g->nnodes; i++) {
-    const Node *n = g->nodes[i];
     if (role[i] != GROLE_MAIN || size[gid[i]] < 2) continue;
     int k = gid[i];
     fprintf(f, "  subgraph cluster_k%d {\n    label=\"kernel %d\"; style=\"rounded,filled\"; fillcolor=\"#eef3ff\"; color=\"#5577cc\";\n    ", k, k);
-    for (int j = n->id; j < g->nnodes; j++)
+    for (int j = 0; j < g->nnodes; j++)   /* from 0: a prologue comes before its main node */
       if (gid[j] == k) fprintf(f, "v%d; ", g->nodes[j]->out->id);
     fprintf(f, "\n  }\n");
   }

@@ -31,7 +31,9 @@
  *     before the group runs (a source, a load-time value, or stored by an
  *     earlier group); load-time and per-inference nodes never share a group;
  *     a side node is a pair ir_side_ok accepts, after its main node, and its
- *     value, stored by the group, is ready for the groups after it;
+ *     value, stored by the group, is ready for the groups after it; a
+ *     prologue node comes before its main node, which ir_prologue_ok
+ *     accepts, and its value is read by nothing else;
  *   - memory plan (plan pass, Value.region): every stored value is placed,
  *     256-aligned, inside its region; views sit where what they view sits;
  *     no two values whose lifetimes meet share a byte, except a group's value
@@ -137,7 +139,8 @@ static void verify_groups(Graph *g, const unsigned char *need) {
   Value **cur = calloc((size_t)ng + 1, sizeof(Value *));   /* running value so far */
   int *stored_at = malloc(sizeof(int) * ((size_t)g->next_value_id + 1));   /* value id -> group storing it last */
   unsigned char *side_out = calloc((size_t)g->next_value_id + 1, 1);      /* value id -> stored by a side node */
-  if (!mainof || !cur || !stored_at || !side_out) ncc_die("out of memory");
+  Node **pro = calloc((size_t)ng + 1, sizeof(Node *));                     /* group -> its prologue node */
+  if (!mainof || !cur || !stored_at || !side_out || !pro) ncc_die("out of memory");
   for (int i = 0; i <= g->next_value_id; i++) stored_at[i] = -1;
   int last_main = -1;
   for (int i = 0; i < g->nnodes; i++) {
@@ -147,13 +150,20 @@ static void verify_groups(Graph *g, const unsigned char *need) {
       if (computes) bad(n, "computes but is in no kernel group");
       continue;
     }
-    if (n->grole != GROLE_MAIN && n->grole != GROLE_EPILOGUE && n->grole != GROLE_SIDE) {
+    if (n->grole != GROLE_MAIN && n->grole != GROLE_EPILOGUE && n->grole != GROLE_SIDE && n->grole != GROLE_PROLOGUE) {
       bad(n, "kernel group role %d is not one", n->grole);
       continue;
     }
     if ((ncc_ops[n->op].flags & OPF_SOURCE) || ir_is_view(n)) { bad(n, "a source or a view in kernel group %d", n->group); continue; }
     int k = n->group;
     if (k < 0 || k >= ng) { bad(n, "kernel group %d is outside 0..%d", k, ng - 1); continue; }
+    if (n->grole == GROLE_PROLOGUE) {
+      /* before its main node; checked against it when the main node comes */
+      if (mainof[k]) bad(n, "prologue of kernel group %d after its main node", k);
+      else if (pro[k]) bad(n, "second prologue of kernel group %d", k);
+      pro[k] = n;
+      if (!n->fuse_rule) bad(n, "a prologue node without the fusion rule that put it there");
+    }
     if (n->grole == GROLE_SIDE) {
       /* computes in group k from the main node's operands (or its value) and
        * stores its own value; the chain's running value is untouched */
@@ -177,7 +187,9 @@ static void verify_groups(Graph *g, const unsigned char *need) {
       last_main = k;
       mainof[k] = n;
       if (n->fuse_rule) bad(n, "a main node with a fusion rule (%s)", n->fuse_rule);
-    } else {
+      if (pro[k] && !ir_prologue_ok(pro[k], n, 0))
+        bad(n, "cannot take the %s %%%d as its prologue (kernel group %d)", ncc_ops[pro[k]->op].name, pro[k]->out->id, k);
+    } else if (n->grole == GROLE_EPILOGUE) {
       Node *m = mainof[k];
       if (!m) { bad(n, "epilogue of kernel group %d before its main node", k); continue; }
       unsigned f = ncc_ops[n->op].flags;
@@ -207,6 +219,7 @@ static void verify_groups(Graph *g, const unsigned char *need) {
       if (!in_graph(g, v) || v == cur[k]) continue;
       Value *r = ir_view_root(v);
       if (!r || !r->def || (ncc_ops[r->def->op].flags & OPF_SOURCE)) continue;
+      if (r->def == pro[k] && n->grole == GROLE_MAIN) continue;   /* computed by the group's prologue */
       if (r->def->load_time && !n->load_time) continue;
       int q = stored_at[r->id];
       if (q < 0 || r->def->group != q) {
@@ -217,6 +230,7 @@ static void verify_groups(Graph *g, const unsigned char *need) {
         bad(n, "input %d (%%%d) is the running value of kernel group %d, not what it stores", j, v->id, q);
       }
     }
+    if (n->grole == GROLE_PROLOGUE) continue;   /* its value stays inside the kernel */
     if (cur[k]) stored_at[cur[k]->id] = -1;
     cur[k] = n->out;
     stored_at[n->out->id] = k;
@@ -234,6 +248,7 @@ static void verify_groups(Graph *g, const unsigned char *need) {
   free(cur);
   free(stored_at);
   free(side_out);
+  free(pro);
 }
 
 static int overlap(int64_t a, int64_t as, int64_t b, int64_t bs) { return a < b + bs && b < a + as; }

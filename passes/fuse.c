@@ -28,6 +28,9 @@
  *     place updates) and slice; act_grad, being elementwise, may itself join
  *     another kernel; a parameter's gradient (Value.grad_of) is stored, like
  *     an output.
+ * At -O3 a conv2d or linear may take the pooling that produces its operand
+ * as a prologue (rule pool-prologue, ir_prologue_ok): its GEMM loads compute
+ * the window instead of reading a stored pooled tensor.
  * A training op may also join an earlier kernel as a side node (rule
  * bn-sums, ir_side_ok): a value that kernel's reductions already give,
  * written beside its own (the running statistics in bn_stats's kernel,
@@ -47,7 +50,7 @@
 #include "passes.h"
 
 /* ---- the rules -------------------------------------------------------- */
-enum { R_CHAIN, R_GEMM, R_POOL, R_ROW, R_MOVE, R_BN, R_TRAIN, R_SIDE, R_RECOMPUTE, R__COUNT };
+enum { R_CHAIN, R_GEMM, R_POOL, R_ROW, R_MOVE, R_BN, R_TRAIN, R_SIDE, R_PROLOGUE, R_RECOMPUTE, R__COUNT };
 
 typedef struct Rule {
   const char *name;
@@ -79,6 +82,10 @@ static const Rule rules[R__COUNT] = {
               "batchnorm's training reductions share a kernel: the running statistics are updated by bn_stats's "
               "kernel, which has just computed the batch's mean and variance, and the weight and bias gradients "
               "are written by bn_bwd_data's, whose per-channel sums of dy and dy * (x - mean) they are"},
+  [R_PROLOGUE] = {"pool-prologue", 3,
+                  "a maxpool2d or avgpool2d read only by a conv2d (or, through a flatten, a linear) on the tiled "
+                  "GEMM is computed where the GEMM loads its operand: each pooled element again for every tile "
+                  "that reads it, one launch and the pooled tensor's store and load fewer"},
   [R_RECOMPUTE] = {"recompute", 3,
                    "a cheap kernel (elementwise, batchnorm2d or pooling, with its epilogue) whose value has 2 to 4 "
                    "elementwise readers is copied into each reader, so that each takes it as an epilogue: "
@@ -145,6 +152,7 @@ typedef struct Fuse {
   int *grp;           /* by node id: group, -1 */
   const char **rule_of;   /* by node id: the rule that made it an epilogue or a side node */
   unsigned char *side;    /* by node id: a side node of its group (GROLE_SIDE) */
+  unsigned char *pro;     /* by node id: the prologue of its group (GROLE_PROLOGUE) */
   Node **gmain;
   Value **gstored;
   int *gsize;
@@ -321,6 +329,7 @@ static void fuse_state_free(Fuse *F) {
   free(F->grp);
   free(F->rule_of);
   free(F->side);
+  free(F->pro);
   free(F->gmain);
   free(F->gstored);
   free(F->gsize);
@@ -330,6 +339,7 @@ static void fuse_state_free(Fuse *F) {
   F->grp = NULL;
   F->rule_of = NULL;
   F->side = NULL;
+  F->pro = NULL;
   F->gmain = NULL;
   F->gstored = NULL;
   F->gsize = NULL;
@@ -349,6 +359,42 @@ static int side_group(Fuse *F, const Node *n) {
   return -1;
 }
 
+/* The group whose pooling n, a conv2d or linear, takes as its prologue
+ * (ir_prologue_ok), or -1; a pair the rule covers but refuses gets a note. */
+static int prologue_group(Fuse *F, Node *n) {
+  if ((n->op != OP_CONV2D && n->op != OP_LINEAR) || n->nin < 1 || F->c->train) return -1;
+  Value *v = F->lv.root[n->in[0]->id];
+  if (!v || !v->def || (v->def->op != OP_MAXPOOL2D && v->def->op != OP_AVGPOOL2D)) return -1;
+  int k = F->grp[v->def->id];
+  if (k < 0) return -1;
+  Node *pool = v->def;
+  char *why = NULL;
+  if (rules[R_PROLOGUE].level > F->level)
+    why = fmt("%s applies from -O%d", rules[R_PROLOGUE].name, rules[R_PROLOGUE].level);
+  else if (F->c->cublas)
+    why = fmt("on the cuBLAS path (--cublas) %s reads its operand from memory", nm(F, n));
+  else if (n->op == OP_CONV2D && ir_conv_direct(n))
+    why = fmt("%s is a direct convolution (%lld output channels per group), not a tiled GEMM", nm(F, n),
+              (long long)(n->out->shape.d[1] / n->a.groups));
+  else if (F->gmain[k] != pool || F->gsize[k] != 1)
+    why = fmt("%s's kernel also computes an epilogue", nm(F, pool));
+  else if (k != F->ng - 1)
+    why = fmt("a kernel runs between %s and %s", nm(F, pool), nm(F, n));
+  else if (F->is_out[v->id])
+    why = fmt("%s is an output of the model: its kernel stores it for the caller", nm(F, pool));
+  else if (F->lv.readers[v->id] != 1)
+    why = fmt("%s's value has %d readers; a prologue's value is computed for its one GEMM only", nm(F, pool),
+              F->lv.readers[v->id]);
+  else if (!ir_prologue_ok(pool, n, 0))
+    why = fmt("%s reaches %s otherwise than as its input (a conv2d's, or through a flatten a linear's)", nm(F, pool),
+              nm(F, n));
+  if (why) {
+    note(F, n, v, R_PROLOGUE, 0, why);
+    return -1;
+  }
+  return k;
+}
+
 /* Groups the graph as it is now with the rules up to F->level but recompute. */
 static void group(Fuse *F) {
   Graph *g = F->g;
@@ -364,7 +410,8 @@ static void group(Fuse *F) {
   F->gsize = xmalloc(sizeof(int) * ((size_t)nn + 1));
   F->names = calloc((size_t)nn + 1, sizeof(char *));
   F->side = calloc((size_t)nn + 1, 1);
-  if (!F->is_out || !F->rule_of || !F->names || !F->side) ncc_die("out of memory");
+  F->pro = calloc((size_t)nn + 1, 1);
+  if (!F->is_out || !F->rule_of || !F->names || !F->side || !F->pro) ncc_die("out of memory");
   for (int i = 0; i < g->noutputs; i++) F->is_out[F->lv.root[g->outputs[i].v->id]->id] = 1;
   if (F->c->train) {
     for (int i = 0; i < g->nlosses; i++)
@@ -389,6 +436,19 @@ static void group(Fuse *F) {
       F->rule_of[i] = rules[R_SIDE].name;
       F->gsize[sk]++;
       F->fused[R_SIDE]++;
+      continue;
+    }
+    /* a GEMM that computes the pooling producing its operand as it loads it */
+    int pk = prologue_group(F, n);
+    if (pk >= 0) {
+      Node *pool = F->gmain[pk];
+      F->pro[pool->id] = 1;
+      F->rule_of[pool->id] = rules[R_PROLOGUE].name;
+      F->grp[i] = pk;
+      F->gmain[pk] = n;
+      F->gstored[pk] = n->out;
+      F->gsize[pk]++;
+      F->fused[R_PROLOGUE]++;
       continue;
     }
     /* the edges: inputs stored by a kernel (each value once) */
@@ -438,7 +498,7 @@ static void annotate(Fuse *F) {
     int k = F->grp[i];
     if (k < 0) continue;
     n->group = k;
-    n->grole = F->gmain[k] == n ? GROLE_MAIN : F->side[i] ? GROLE_SIDE : GROLE_EPILOGUE;
+    n->grole = F->gmain[k] == n ? GROLE_MAIN : F->side[i] ? GROLE_SIDE : F->pro[i] ? GROLE_PROLOGUE : GROLE_EPILOGUE;
     n->fuse_rule = n->grole != GROLE_MAIN ? F->rule_of[i] : NULL;
   }
   g->ngroups = F->ng;

@@ -12,6 +12,7 @@ typedef struct PassCtx {
   int verify;         /* run ir_verify after each pass */
   const char *print_after;  /* pass name, "all", or NULL */
   int verbose;        /* -v: each pass prints its statistics to stderr */
+  int cublas;         /* the GEMMs go to cuBLAS (--cublas): they read their operands from memory */
 } PassCtx;
 
 typedef int (*PassFn)(Graph *g, PassCtx *c);

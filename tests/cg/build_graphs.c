@@ -345,6 +345,7 @@ static int emit(const Case *cs, const char *dir, int cublas, int jit, int fuse, 
   if (fuse) {
     PassCtx pc = {0};
     pc.opt_level = 3;
+    pc.cublas = cublas;
     pc.verify = 1;
     if (passes_run(g, &pc, "fuse,plan") != 0) return 1;
   }

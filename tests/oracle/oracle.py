@@ -866,6 +866,19 @@ def build_module(kind, num_classes=1000, size=224):
                   512, 512, 512, 512, "M"],
     }
 
+    class Digits(nn.Module):        # examples/digits.net
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(1, 16, 3, padding=1)
+            self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
+            self.fc1 = nn.Linear(128, 64)
+            self.fc2 = nn.Linear(64, 10)
+
+        def forward(self, x):
+            x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+            x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+            return self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
+
     class MLP(nn.Module):           # examples/mlp.net
         def __init__(self):
             super().__init__()
@@ -902,6 +915,8 @@ def build_module(kind, num_classes=1000, size=224):
         return LeNet()
     if kind == "mlp":
         return MLP()
+    if kind == "digits":
+        return Digits()
     if kind == "resnet18":
         return ResNet(BasicBlock, [2, 2, 2, 2])
     if kind == "resnet50":
@@ -1017,6 +1032,32 @@ case("model_resnet50_small_O0", ["model", "levels"])(
     lambda ctx: model_case(ctx, "resnet50", 1, 32, ["N=1", "S=32"], flags=["-O0"]))
 case("model_resnet50_small_O3", ["model", "levels"])(
     lambda ctx: model_case(ctx, "resnet50", 1, 32, ["N=1", "S=32"], flags=["-O3"]))
+
+
+# The matrix: every example at every -O level on both GEMM paths, against
+# PyTorch: the tiled kernels in checked mode (guarded buffers: an access out of
+# bounds fails) in reverse fiber order, cuBLAS (OpenBLAS under emulation) in
+# checked mode in forward order.  Label matrix (the sanitizer stage leaves it
+# out: run_all.sh); the small sizes keep it to a few minutes on 2 cores.
+_MATRIX = {   # batch, spatial size, --set, input channels
+    "digits": (2, 8, ["N=2"], 1),
+    "lenet": (2, 28, ["N=2"], 1),
+    "mlp": (2, 28, ["N=2"], 1),
+    "mobilenet_v2": (1, 32, ["N=1", "S=32"], 3),
+    "resnet18": (1, 32, ["N=1", "S=32"], 3),
+    "resnet50": (1, 32, ["N=1", "S=32"], 3),
+    "vgg11": (1, 32, ["N=1", "S=32"], 3),
+    "vgg16": (1, 32, ["N=1", "S=32"], 3),
+    "vgg19": (1, 32, ["N=1", "S=32"], 3),
+}
+for _k, (_b, _s, _sets, _ch) in _MATRIX.items():
+    for _o in range(4):
+        case("matrix_%s_O%d" % (_k, _o), ["model", "matrix"])(
+            lambda ctx, k=_k, b=_b, sz=_s, st=_sets, ch=_ch, o=_o: model_case(
+                ctx, k, b, sz, st, flags=["-O%d" % o, "--check"], env={"NCC_FIBER_ORDER": "reverse"}, in_ch=ch))
+        case("matrix_%s_O%d_cublas" % (_k, _o), ["model", "matrix", "cublas"])(
+            lambda ctx, k=_k, b=_b, sz=_s, st=_sets, ch=_ch, o=_o: model_case(
+                ctx, k, b, sz, st, flags=["-O%d" % o, "--check", "--cublas"], in_ch=ch))
 
 
 # ---------------------------------------------------------------- the fold pass

@@ -76,6 +76,15 @@ static void test_examples(const char *dir) {
     CHECK(t[0].params == t[3].params && t[1].flops <= t[0].flops && t[3].flops == t[1].flops);
     CHECK(t[2].launches < t[1].launches && t[3].launches <= t[2].launches && t[1].launches <= t[0].launches);
     if (!strncmp(models[m], "resnet", 6)) CHECK(2 * t[3].launches <= t[0].launches);
+    /* VGG at -O3: one launch per conv2d and linear (pool-prologue takes the maxpools) */
+    if (!strncmp(models[m], "vgg", 3)) {
+      Graph *g = load(dir, models[m], 3);
+      if (!g) return;
+      long long gemms = 0;
+      for (int i = 0; i < g->nnodes; i++) gemms += g->nodes[i]->op == OP_CONV2D || g->nodes[i]->op == OP_LINEAR;
+      CHECK(t[3].launches == gemms);
+      ir_graph_free(g);
+    }
   }
 }
 
@@ -148,6 +157,39 @@ static void test_verifier(const char *dir) {
   ir_graph_free(g);
 }
 
+/* The digits network at -O3: both maxpools are prologues (of conv2 and,
+ * through the flatten, of fc1); each corruption of that is caught. */
+static void test_prologue(const char *dir) {
+  Graph *g = load(dir, "digits", 3);
+  if (!g) return;
+  Node *pro[2] = {NULL, NULL};
+  int np = 0;
+  for (int i = 0; i < g->nnodes; i++)
+    if (g->nodes[i]->grole == GROLE_PROLOGUE && np < 2) pro[np++] = g->nodes[i];
+  CHECK(np == 2 && pro[0]->op == OP_MAXPOOL2D && pro[1]->op == OP_MAXPOOL2D);
+  if (np != 2) { ir_graph_free(g); return; }
+  CHECK(pro[0]->out->region == MEM_NONE && pro[1]->out->region == MEM_NONE);   /* never stored */
+  CHECK(ir_verify(g) == 0);
+  fprintf(stderr, "(the verifier messages below are expected)\n");
+  pro[0]->group = pro[1]->group;            /* the prologue of fc1's kernel too: two, and conv2 reads an unstored value */
+  CHECK(ir_verify(g) != 0);
+  int k0 = -1;
+  for (int i = 0; i < g->nnodes; i++)
+    if (g->nodes[i]->op == OP_CONV2D && g->nodes[i]->in[0] == pro[0]->out) k0 = g->nodes[i]->group;
+  CHECK(k0 >= 0);
+  pro[0]->group = k0;
+  CHECK(ir_verify(g) == 0);
+  pro[0]->grole = GROLE_EPILOGUE;           /* a pooling is no epilogue */
+  CHECK(ir_verify(g) != 0);
+  pro[0]->grole = GROLE_PROLOGUE;
+  const char *rule = pro[0]->fuse_rule;
+  pro[0]->fuse_rule = NULL;                 /* a prologue without its rule */
+  CHECK(ir_verify(g) != 0);
+  pro[0]->fuse_rule = rule;
+  CHECK(ir_verify(g) == 0);
+  ir_graph_free(g);
+}
+
 /* A load-time node (what fold marks) is its own kernel and lives apart. */
 static void test_load_time(void) {
   Graph *g = ir_graph_new("lt");
@@ -199,6 +241,7 @@ int main(int argc, char **argv) {
   }
   test_examples(argv[1]);
   test_verifier(argv[1]);
+  test_prologue(argv[1]);
   test_load_time();
   fprintf(stderr, "test_passes: %d checks, %d failed\n", checks, fails);
   return fails != 0;
