@@ -139,8 +139,12 @@ void host_header(Cg *c, FILE *h) {
           "int %s_infer_io(%s *m, const void *const *inputs, void *const *outputs);\n"
           "const ncc_model_info *%s_info(void);   /* names, dtypes and shapes of inputs, outputs, params */\n"
           "const char *%s_error(const %s *m);     /* the message of the last failure */\n"
-          "void %s_destroy(%s *m);\n\n",
-          M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
+          "void %s_destroy(%s *m);\n"
+          "/* Host memory to stage inputs in: page-locked on a GPU (copies from it run at the bus's\n"
+          " * full speed), plain memory under emulation; free it before %s_destroy. */\n"
+          "int %s_host_alloc(%s *m, void **p, size_t bytes);\n"
+          "void %s_host_free(%s *m, void *p);\n\n",
+          M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
   if (c->gt)
     fprintf(h,
             "/* ---- training (the model's train block; docs/generated-code.md \"Training\") ----\n"
@@ -608,6 +612,13 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   }
   if (gt) host_train_api(c, f, &tin, &par);
   fprintf(f, "const char *%s_error(const %s *m) { return m ? m->err : \"no model (create failed)\"; }\n\n", M, M);
+  fprintf(f,
+          "int %s_host_alloc(%s *m, void **p, size_t bytes) {\n"
+          "  if (!m || !m->dev || !p) return %s_user_error(m, \"%s_host_alloc: no model or no pointer\");\n"
+          "  int rc = ncc_host_alloc(m->dev, p, bytes);\n"
+          "  return rc ? %s_fail(m, rc, \"%s_host_alloc\") : 0;\n}\n\n"
+          "void %s_host_free(%s *m, void *p) {\n  if (m && m->dev && p) ncc_host_free(m->dev, p);\n}\n\n",
+          M, M, M, M, M, M, M, M);
   fprintf(f, "void %s_destroy(%s *m) {\n  if (!m) return;\n  if (m->dev && m->arena) ncc_free_buffers(m->dev, m->arena);\n"
              "  if (m->dev) ncc_dev_close(m->dev);\n  free(m);\n}\n", M, M);
   io_free(&in);

@@ -179,6 +179,8 @@ typedef struct TrainApi {
   void (*set_seed)(void *m, uint64_t seed);
   int (*save)(void *m, const char *path);
   int (*save_grads)(void *m, const char *path);
+  int (*host_alloc)(void *m, void **p, size_t bytes);   /* optional: page-locked batches */
+  void (*host_free)(void *m, void *p);
 } TrainApi;
 
 static int train_api(const Model *M, TrainApi *A) {
@@ -197,6 +199,11 @@ static int train_api(const Model *M, TrainApi *A) {
   LOOKUP(save, "save");
   LOOKUP(save_grads, "save_grads");
 #undef LOOKUP
+  snprintf(sym, sizeof sym, "%s_host_alloc", M->name);
+  *(void **)&A->host_alloc = dlsym(M->so, sym);
+  snprintf(sym, sizeof sym, "%s_host_free", M->name);
+  *(void **)&A->host_free = dlsym(M->so, sym);
+  if (!A->host_alloc || !A->host_free) A->host_alloc = NULL, A->host_free = NULL;
   return 0;
 }
 
@@ -384,12 +391,24 @@ static int open_log(Run *R) {
   return 0;
 }
 
+/* The loader's batches in the model's host memory (page-locked on a GPU). */
+static void *batch_alloc(void *ctx, size_t n) {
+  Run *R = ctx;
+  void *p = NULL;
+  return R->A.host_alloc(R->M.m, &p, n) == 0 ? p : NULL;
+}
+static void batch_free(void *ctx, void *p) {
+  Run *R = ctx;
+  R->A.host_free(R->M.m, p);
+}
+
 static int loop(Run *R) {
   const Options *o = R->o;
   int tty = isatty(2);
   size_t xbytes = (size_t)R->N * R->tr.row;
   Loader L;
-  int rc = loader_start(&L, &R->tr, R->N, R->spe, o->seed, !o->no_shuffle, xbytes)
+  HostMem mem = {batch_alloc, batch_free, R};
+  int rc = loader_start(&L, &R->tr, R->N, R->spe, o->seed, !o->no_shuffle, xbytes, R->A.host_alloc ? &mem : NULL)
                ? drv_error("out of memory for the batches, or no loader thread")
                : 0;
   const void *in[64];

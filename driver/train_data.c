@@ -72,15 +72,23 @@ static void *loader_main(void *arg) {
   return NULL;
 }
 
+static void *host_get(Loader *L, size_t n) { return L->mem.alloc ? L->mem.alloc(L->mem.ctx, n) : malloc(n); }
+static void host_put(Loader *L, void *p) {
+  if (!p) return;
+  if (L->mem.release) L->mem.release(L->mem.ctx, p);
+  else free(p);
+}
+
 int loader_start(Loader *L, const Split *tr, int64_t N, int64_t spe, uint64_t seed, int shuffle,
-                        size_t xbytes) {
+                        size_t xbytes, const HostMem *mem) {
   memset(L, 0, sizeof *L);
+  if (mem && mem->alloc && mem->release) L->mem = *mem;
   L->tr = tr; L->N = N; L->spe = spe; L->seed = seed; L->shuffle = shuffle;
   L->perm_epoch = -1;
   L->perm = malloc((size_t)tr->n * sizeof *L->perm);
   for (int b = 0; b < 2; b++) {
-    L->x[b] = malloc(xbytes);
-    L->y[b] = malloc((size_t)N * (tr->yfloat ? tr->yrow : sizeof(int32_t)) + 1);
+    L->x[b] = host_get(L, xbytes);
+    L->y[b] = host_get(L, (size_t)N * (tr->yfloat ? tr->yrow : sizeof(int32_t)) + 1);
     L->want[b] = L->have[b] = -1;
   }
   if (!L->perm || !L->x[0] || !L->x[1] || !L->y[0] || !L->y[1]) return -1;
@@ -114,7 +122,10 @@ void loader_stop(Loader *L) {
     pthread_mutex_destroy(&L->mu);
     pthread_cond_destroy(&L->cv);
   }
-  for (int b = 0; b < 2; b++) { free(L->x[b]); free(L->y[b]); }
+  for (int b = 0; b < 2; b++) {
+    host_put(L, L->x[b]);
+    host_put(L, L->y[b]);
+  }
   free(L->perm);
   memset(L, 0, sizeof *L);
 }

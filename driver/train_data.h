@@ -27,8 +27,17 @@ void epoch_order(int64_t *perm, int64_t n, uint64_t seed, int64_t epoch, int shu
 
 /* Two host buffers; step k's batch (samples perm_e[(k mod spe)*N ...] of
  * epoch e = k / spe) is gathered into buffer k & 1 by a thread. */
+/* Where the batches live: page-locked memory from the model (M_host_alloc)
+ * on a GPU; NULL functions: malloc and free. */
+typedef struct HostMem {
+  void *(*alloc)(void *ctx, size_t n);
+  void (*release)(void *ctx, void *p);
+  void *ctx;
+} HostMem;
+
 typedef struct Loader {
   const Split *tr;
+  HostMem mem;
   int64_t N, spe;          /* batch, steps per epoch */
   uint64_t seed;
   int shuffle;
@@ -43,7 +52,8 @@ typedef struct Loader {
 } Loader;
 
 /* 0, or -1 when out of memory or no thread can be started */
-int  loader_start(Loader *L, const Split *tr, int64_t N, int64_t spe, uint64_t seed, int shuffle, size_t xbytes);
+int  loader_start(Loader *L, const Split *tr, int64_t N, int64_t spe, uint64_t seed, int shuffle, size_t xbytes,
+                  const HostMem *mem);
 void loader_request(Loader *L, int64_t step);   /* gather step into buffer step & 1 */
 void loader_wait(Loader *L, int64_t step);      /* until it is there */
 void loader_stop(Loader *L);                    /* joins the thread, frees the buffers */

@@ -102,7 +102,8 @@ static int emu_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alph
 }
 
 const ncc_backend ncc_backend_emu = {"emu",      emu_open,   emu_close, emu_malloc, emu_free, emu_memcpy,
-                                     emu_memset, emu_sync,   emu_launch, emu_sgemm};
+                                     emu_memset, emu_sync,   emu_launch, emu_sgemm,
+                                     NULL,       NULL};   /* host memory: malloc */
 
 /* ---------------------------------------------------------------- dispatch */
 int ncc_dev_open(ncc_dev **out, int kind, const char *kernel_src, const char *jit_opts) {
@@ -172,6 +173,21 @@ int ncc_dev_is_emu(const ncc_dev *d) { return d && d->be == &ncc_backend_emu; }
 
 int ncc_malloc(ncc_dev *d, void **p, size_t n) { NEED_DEV(d); return d->be->malloc_(d, p, n); }
 int ncc_free(ncc_dev *d, void *p) { NEED_DEV(d); return p ? d->be->free_(d, p) : 0; }
+int ncc_host_alloc(ncc_dev *d, void **p, size_t n) {
+  NEED_DEV(d);
+  if (!p) return ncc_dev_fail(d, NCC_EINTERNAL, "ncc_host_alloc: no pointer to set");
+  *p = NULL;
+  if (d->be->host_alloc) return d->be->host_alloc(d, p, n);
+  *p = malloc(n ? n : 1);
+  return *p ? 0 : ncc_dev_fail(d, NCC_EUSER, "out of host memory (%zu bytes)", n);
+}
+int ncc_host_free(ncc_dev *d, void *p) {
+  NEED_DEV(d);
+  if (!p) return 0;
+  if (d->be->host_free) return d->be->host_free(d, p);
+  free(p);
+  return 0;
+}
 int ncc_memcpy_h2d(ncc_dev *d, void *dst, const void *src, size_t n) { NEED_DEV(d); return d->be->memcpy_(d, dst, src, n, 0); }
 int ncc_memcpy_d2h(ncc_dev *d, void *dst, const void *src, size_t n) { NEED_DEV(d); return d->be->memcpy_(d, dst, src, n, 1); }
 int ncc_memcpy_d2d(ncc_dev *d, void *dst, const void *src, size_t n) { NEED_DEV(d); return d->be->memcpy_(d, dst, src, n, 2); }

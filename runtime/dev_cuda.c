@@ -83,6 +83,8 @@ static struct {
                            CUstream, void **, void **);
   CUresult (*MemAlloc)(CUdeviceptr *, size_t);
   CUresult (*MemFree)(CUdeviceptr);
+  CUresult (*MemHostAlloc)(void **, size_t, unsigned);
+  CUresult (*MemFreeHost)(void *);
   CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
   CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
   CUresult (*MemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
@@ -172,6 +174,8 @@ static int load_cuda(char *why, size_t n) {
   SYM(cu, LaunchKernel, "cuLaunchKernel");
   SYM(cu, MemAlloc, "cuMemAlloc_v2");
   SYM(cu, MemFree, "cuMemFree_v2");
+  SYM(cu, MemHostAlloc, "cuMemHostAlloc");
+  SYM(cu, MemFreeHost, "cuMemFreeHost");
   SYM(cu, MemcpyHtoD, "cuMemcpyHtoD_v2");
   SYM(cu, MemcpyDtoH, "cuMemcpyDtoH_v2");
   SYM(cu, MemcpyDtoD, "cuMemcpyDtoD_v2");
@@ -479,6 +483,18 @@ static int jit_free(ncc_dev *d, void *p) {
   CU_CHECK(d, cu.MemFree((CUdeviceptr)(uintptr_t)p));
   return 0;
 }
+/* page-locked host memory in the device's context (flags 0: portable
+ * enough for one context, cached, not write-combined: the loader also reads it) */
+static int jit_host_alloc(ncc_dev *d, void **p, size_t n) {
+  JIT_CTX(d);
+  CU_CHECK(d, cu.MemHostAlloc(p, n ? n : 1, 0));
+  return 0;
+}
+static int jit_host_free(ncc_dev *d, void *p) {
+  JIT_CTX(d);
+  CU_CHECK(d, cu.MemFreeHost(p));
+  return 0;
+}
 static int jit_memcpy(ncc_dev *d, void *dst, const void *src, size_t n, int dir) {
   JIT_CTX(d);
   if (!n) return 0;
@@ -548,4 +564,5 @@ static int jit_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alph
 }
 
 const ncc_backend ncc_backend_jit = {"jit",      jit_open,   jit_close, jit_malloc, jit_free, jit_memcpy,
-                                     jit_memset, jit_sync,   jit_launch, jit_sgemm};
+                                     jit_memset, jit_sync,   jit_launch, jit_sgemm,
+                                     jit_host_alloc, jit_host_free};

@@ -62,6 +62,14 @@ static int ncc_cudart_free(ncc_dev *d, void *p) {
   NCC_CUDART_CHECK(d, cudaFree(p));
   return 0;
 }
+static int ncc_cudart_host_alloc(ncc_dev *d, void **p, size_t n) {
+  NCC_CUDART_CHECK(d, cudaHostAlloc(p, n ? n : 1, cudaHostAllocDefault));
+  return 0;
+}
+static int ncc_cudart_host_free(ncc_dev *d, void *p) {
+  NCC_CUDART_CHECK(d, cudaFreeHost(p));
+  return 0;
+}
 static int ncc_cudart_memcpy(ncc_dev *d, void *dst, const void *src, size_t n, int dir) {
   if (n)
     NCC_CUDART_CHECK(d, cudaMemcpy(dst, src, n, dir == 0 ? cudaMemcpyHostToDevice
@@ -101,7 +109,8 @@ static int ncc_cudart_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, flo
 
 static const ncc_backend ncc_cudart_backend = {
     "cudart",          ncc_cudart_open,  ncc_cudart_close,  ncc_cudart_malloc, ncc_cudart_free,
-    ncc_cudart_memcpy, ncc_cudart_memset, ncc_cudart_sync,  ncc_cudart_launch, ncc_cudart_sgemm};
+    ncc_cudart_memcpy, ncc_cudart_memset, ncc_cudart_sync,  ncc_cudart_launch, ncc_cudart_sgemm,
+    ncc_cudart_host_alloc, ncc_cudart_host_free};
 
 __attribute__((constructor)) static void ncc_cudart_register(void) { ncc_register_cudart(&ncc_cudart_backend); }
 

@@ -77,6 +77,12 @@ int  ncc_dev_is_emu(const ncc_dev *d);
 
 int ncc_malloc(ncc_dev *d, void **p, size_t n);
 int ncc_free(ncc_dev *d, void *p);
+/* Host memory for staging copies to the device: page-locked on a GPU
+ * (cuMemHostAlloc / cudaHostAlloc: host-to-device copies from it run at the
+ * bus's full speed, with no bounce through a driver buffer), plain malloc
+ * under emulation.  Free it with ncc_host_free on the same device. */
+int ncc_host_alloc(ncc_dev *d, void **p, size_t n);
+int ncc_host_free(ncc_dev *d, void *p);
 int ncc_memcpy_h2d(ncc_dev *d, void *dst, const void *src, size_t n);
 int ncc_memcpy_d2h(ncc_dev *d, void *dst, const void *src, size_t n);
 int ncc_memcpy_d2d(ncc_dev *d, void *dst, const void *src, size_t n);
@@ -208,6 +214,9 @@ typedef struct ncc_backend {
                 const float *A, int lda, long long stride_a,
                 const float *B, int ldb, long long stride_b, float beta,
                 float *C, int ldc, long long stride_c, int batch);
+  /* page-locked host memory (ncc_host_alloc); NULL: plain malloc */
+  int  (*host_alloc)(ncc_dev *d, void **p, size_t n);
+  int  (*host_free)(ncc_dev *d, void *p);
 } ncc_backend;
 void ncc_register_cudart(const ncc_backend *b);
 /* For backends: record a failure (printf-style message) and return code. */

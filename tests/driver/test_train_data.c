@@ -47,10 +47,24 @@ static void test_order(void) {
 }
 
 /* runs steps [from, to) through a loader the way train.c does and checks every batch */
+/* the batches in memory the caller provides (the model's page-locked memory in ncc train) */
+static int n_alloc, n_free;
+static void *count_alloc(void *ctx, size_t n) {
+  (void)ctx;
+  n_alloc++;
+  return malloc(n);
+}
+static void count_free(void *ctx, void *p) {
+  (void)ctx;
+  n_free++;
+  free(p);
+}
+static const HostMem counted = {count_alloc, count_free, NULL};
+
 static void run_loader(const Split *tr, uint64_t seed, int shuffle, int64_t from, int64_t to, float *seen_x) {
   Loader L;
   int64_t perm[NS];
-  CHECK(loader_start(&L, tr, NB, SPE, seed, shuffle, NB * ROW * sizeof(float)) == 0, "loader_start");
+  CHECK(loader_start(&L, tr, NB, SPE, seed, shuffle, NB * ROW * sizeof(float), NULL) == 0, "loader_start");
   loader_request(&L, from);
   for (int64_t k = from; k < to; k++) {
     int b = (int)(k & 1);
@@ -110,7 +124,7 @@ int main(void) {
   rg.y.data = yt;
   Loader L;
   int64_t perm[NS];
-  CHECK(loader_start(&L, &rg, NB, SPE, 9, 1, NB * ROW * sizeof(float)) == 0, "loader_start (targets)");
+  CHECK(loader_start(&L, &rg, NB, SPE, 9, 1, NB * ROW * sizeof(float), &counted) == 0, "loader_start (targets)");
   loader_request(&L, 0);
   for (int64_t k = 0; k < 2 * SPE + 1; k++) {
     int b = (int)(k & 1);
@@ -126,6 +140,8 @@ int main(void) {
     }
   }
   loader_stop(&L);
+  CHECK(n_alloc == 4 && n_free == 4, "the loader took %d buffers from its allocator and gave back %d (4 each)", n_alloc,
+        n_free);
   printf("%s\n", failures ? "FAILED" : "ok");
   return failures != 0;
 }

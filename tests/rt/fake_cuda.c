@@ -84,6 +84,8 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
   fake_last_arg_int = args && args[3] ? *(int *)args[3] : -1;
   return 0;
 }
+CUresult cuMemHostAlloc(void **p, size_t n, unsigned flags) { (void)flags; *p = malloc(n); return *p ? 0 : 2; }
+CUresult cuMemFreeHost(void *p) { free(p); return 0; }
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) { *p = (CUdeviceptr)(size_t)malloc(n); return *p ? 0 : 2; }
 CUresult cuMemFree_v2(CUdeviceptr p) { free((void *)(size_t)p); return 0; }
 CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { memcpy((void *)(size_t)d, s, n); return 0; }

@@ -74,6 +74,13 @@ static void test_memory(ncc_dev *d) {
   for (i = 0; i < 1024; i++) h[i] = (char)i;
   CHECK(ncc_malloc(d, &p, 1024) == 0 && ((uintptr_t)p & 255) == 0, "malloc alignment");
   CHECK(ncc_malloc(d, &q, 1024) == 0, "malloc");
+  {   /* staging memory: malloc under emulation, usable and freed */
+    void *hp = NULL;
+    CHECK(ncc_host_alloc(d, &hp, 1024) == 0 && hp != NULL, "host_alloc");
+    if (hp) memset(hp, 7, 1024);
+    CHECK(ncc_host_free(d, hp) == 0 && ncc_host_free(d, NULL) == 0, "host_free");
+    CHECK(ncc_host_alloc(d, NULL, 16) != 0, "host_alloc without a pointer is refused");
+  }
   CHECK(ncc_memcpy_h2d(d, p, h, 1024) == 0 && ncc_memcpy_d2d(d, q, p, 1024) == 0 && ncc_memcpy_d2h(d, g, q, 1024) == 0,
         "memcpy");
   CHECK(memcmp(g, h, 1024) == 0, "memcpy round trip");

@@ -78,6 +78,16 @@ int main(int argc, char **argv) {
     CHECK(ncc_malloc(d, &p, sizeof h) == 0 && ncc_memcpy_h2d(d, p, h, sizeof h) == 0 &&
               ncc_memcpy_d2h(d, g, p, sizeof g) == 0 && memcmp(g, h, sizeof h) == 0 && ncc_free(d, p) == 0,
           "memory: %s", ncc_dev_error(d));
+    /* page-locked staging memory through cuMemHostAlloc, copied from */
+    void *hp = NULL;
+    CHECK(ncc_host_alloc(d, &hp, sizeof h) == 0 && hp != NULL, "host_alloc: %s", ncc_dev_error(d));
+    if (hp) {
+      memcpy(hp, h, sizeof h);
+      CHECK(ncc_malloc(d, &p, sizeof h) == 0 && ncc_memcpy_h2d(d, p, hp, sizeof h) == 0 &&
+                ncc_memcpy_d2h(d, g, p, sizeof g) == 0 && memcmp(g, h, sizeof h) == 0 && ncc_free(d, p) == 0 &&
+                ncc_host_free(d, hp) == 0,
+            "copies from page-locked memory: %s", ncc_dev_error(d));
+    }
   }
   {
     /* a launch reaches cuLaunchKernel with its geometry and arguments */
