@@ -81,6 +81,23 @@ else()
     set_tests_properties(train_${_case} PROPERTIES
       LABELS "${_labels}" TIMEOUT ${_timeout} SKIP_RETURN_CODE ${NCC_SKIP_CODE}
       ENVIRONMENT "NCC_CACHE_DIR=${CMAKE_BINARY_DIR}/ncc-cache")
+    # every gradient case again on the cuBLAS path, and on the tiled path in
+    # checked mode (guarded buffers) in reverse fiber order (label matrix)
+    if("grad" IN_LIST _labels)
+      foreach(_v cublas checked)
+        add_test(NAME train_${_case}_${_v}
+                 COMMAND ${NCC_PYTHON} ${NCC_TRAIN_ORACLE_PY} ${_case} --ncc $<TARGET_FILE:ncc>
+                         --work ${CMAKE_BINARY_DIR}/train-oracle-work/${_case}_${_v})
+        if(_v STREQUAL "cublas")
+          set(_env "NCC_TRAIN_ORACLE_FLAGS=--cublas")
+        else()
+          set(_env "NCC_CHECK=1;NCC_FIBER_ORDER=reverse")
+        endif()
+        set_tests_properties(train_${_case}_${_v} PROPERTIES
+          LABELS "${_labels};matrix" TIMEOUT ${_timeout} SKIP_RETURN_CODE ${NCC_SKIP_CODE}
+          ENVIRONMENT "NCC_CACHE_DIR=${CMAKE_BINARY_DIR}/ncc-cache;${_env}")
+      endforeach()
+    endif()
   endforeach()
 endif()
 

@@ -489,7 +489,10 @@ def run_train(ctx, net, data, steps, weights=None, checkpoint=None, log=None, gr
         cmd += ["--log", log]
     if grads:
         cmd += ["--save-grads", grads]
-    cmd += device_flags() + list(extra)
+    # the variants of the gradient cases (tests/oracle.cmake): extra flags
+    # (--cublas), and the emulator's checked mode and fiber order from the
+    # environment, which the device line must confirm
+    cmd += device_flags() + list(extra) + os.environ.get("NCC_TRAIN_ORACLE_FLAGS", "").split()
     for f in (log, grads) + (() if resume else (checkpoint,)):
         if f and os.path.exists(f):
             os.unlink(f)
@@ -505,6 +508,11 @@ def run_train(ctx, net, data, steps, weights=None, checkpoint=None, log=None, gr
         raise Failure("ncc train was killed by signal %d" % -p.returncode)
     if p.returncode != 0:
         raise Failure("ncc train exited with status %d" % p.returncode)
+    if O.oracle_device() == "emu":
+        if os.environ.get("NCC_CHECK") == "1" and "checked" not in out:
+            raise Failure("NCC_CHECK=1, but ncc train's device line does not say checked")
+        if os.environ.get("NCC_FIBER_ORDER") == "reverse" and "reverse fiber order" not in out:
+            raise Failure("NCC_FIBER_ORDER=reverse, but ncc train's device line does not say so")
     return p
 
 
