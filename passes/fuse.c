@@ -360,7 +360,8 @@ static int side_group(Fuse *F, const Node *n) {
 }
 
 /* The group whose pooling n, a conv2d or linear, takes as its prologue
- * (ir_prologue_ok), or -1; a pair the rule covers but refuses gets a note. */
+ * (ir_prologue_ok), or -1; a pair the rule covers but refuses gets a note
+ * (and -2: the edge has its note). */
 static int prologue_group(Fuse *F, Node *n) {
   if ((n->op != OP_CONV2D && n->op != OP_LINEAR) || n->nin < 1 || F->c->train) return -1;
   Value *v = F->lv.root[n->in[0]->id];
@@ -390,7 +391,7 @@ static int prologue_group(Fuse *F, Node *n) {
               nm(F, n));
   if (why) {
     note(F, n, v, R_PROLOGUE, 0, why);
-    return -1;
+    return -2;
   }
   return k;
 }
@@ -458,7 +459,7 @@ static void group(Fuse *F) {
       int dup = 0;
       for (int t = 0; t < j; t++) dup |= n->in[t] == v;
       int k = group_of_value(F, v);
-      if (dup || k < 0) continue;
+      if (dup || k < 0 || (pk == -2 && j == 0)) continue;   /* (the prologue rule's note says why not) */
       if (join >= 0) {
         note(F, n, v, epilogue_op(n, F->c->train) ? rule_for(n, F->gmain[k]) : -1, 0,
              fmt("%s joins %s's kernel through another operand and reads this one from memory there", nm(F, n),
