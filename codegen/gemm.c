@@ -33,7 +33,7 @@ typedef struct GemmSpec {
 static int tile_of(int64_t d) { return d >= 64 ? 4 : d >= 32 ? 2 : 1; }
 
 static void load_tile(Buf *b, const char *sm, int rows, int kcontig, const char *rowvar, const char *rowbase,
-                      int64_t RMAX, int64_t K, const char *stmt) {
+                      int64_t RMAX, int64_t K, const char *stmt, int tf32) {
   /* sm[BK][rows]: element (kk, rr) */
   buf_printf(b, "    for (int l = tid; l < %d; l += 256) {\n", BK * rows);
   if (kcontig) buf_printf(b, "      int kk = l %% %d, rr = l / %d;\n", BK, BK);
@@ -49,7 +49,8 @@ static void load_tile(Buf *b, const char *sm, int rows, int kcontig, const char 
   } else {
     buf_printf(b, "      {\n        %s\n      }\n", stmt);
   }
-  buf_printf(b, "      %s[kk][rr] = v;\n    }\n", sm);
+  /* --precision=tf32: the operand rounded as it enters shared memory */
+  buf_printf(b, "      %s[kk][rr] = %s;\n    }\n", sm, tf32 ? "ncc_tf32(v)" : "v");
 }
 
 static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
@@ -69,8 +70,9 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_printf(&b, "  float acc[%d][%d];\n", TM, TN);
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n", TM, TN);
   buf_printf(&b, "  for (int k0 = 0; k0 < %lld; k0 += %d) {\n", LL(s->K), BK);
-  load_tile(&b, "As", BM, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load);
-  load_tile(&b, "Bs", BN, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load);
+  int tf32 = gr->main->prec == PREC_TF32;
+  load_tile(&b, "As", BM, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, tf32);
+  load_tile(&b, "Bs", BN, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, tf32);
   buf_printf(&b, "    %s\n", D_BARRIER);
   /* af/bf, not a/b: matmul's parameters are a and b */
   buf_printf(&b, "    for (int kk = 0; kk < %d; kk++) {\n      float af[%d], bf[%d];\n", BK, TM, TN);
@@ -241,8 +243,12 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
   cg_window_index(ix, sizeof ix, "ow", d->sw, d->pw, "kw", d->dw);
   buf_printf(&b, "          int iw = %s;\n", ix);
   if (d->pw) buf_printf(&b, "          if (iw < 0 || iw >= %lld) continue;\n", LL(d->W));
-  buf_printf(&b, "          v = fmaf(xp[(ci * %lld + ih) * %lld + iw], wp[(ci * %lld + kh) * %lld + kw], v);\n",
-             LL(d->H), LL(d->W), LL(d->KH), LL(d->KW));
+  if (nd->prec == PREC_TF32)   /* --precision=tf32: both operands rounded */
+    buf_printf(&b, "          v = fmaf(ncc_tf32(xp[(ci * %lld + ih) * %lld + iw]), ncc_tf32(wp[(ci * %lld + kh) * %lld + kw]), v);\n",
+               LL(d->H), LL(d->W), LL(d->KH), LL(d->KW));
+  else
+    buf_printf(&b, "          v = fmaf(xp[(ci * %lld + ih) * %lld + iw], wp[(ci * %lld + kh) * %lld + kw], v);\n",
+               LL(d->H), LL(d->W), LL(d->KH), LL(d->KW));
   buf_puts(&b, "        }\n      }\n");
   if (bias) buf_printf(&b, "    v = v + %s[co];\n", bias);
   if (cg_epilogue(c, gr, &p, &b, "v", "i", 2)) {
@@ -533,6 +539,8 @@ static int emit_matmul(Cg *c, const KGroup *gr) {
 
 int emit_gemm(Cg *c, const KGroup *gr) {
   Node *n = gr->main;
+  if (n->prec == PREC_TF32 && c->o->use_cublas)   /* the precision pass refuses --cublas with tf32 */
+    ncc_die("a TF32 %s on the cuBLAS path", ncc_ops[n->op].name);
   if (n->op == OP_LINEAR) return emit_linear(c, gr);
   if (n->op == OP_MATMUL) return emit_matmul(c, gr);
   ConvDims d = conv_dims(n);

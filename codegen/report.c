@@ -244,7 +244,7 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
     int l = (int)strlen(row_name(gl.g[k].main));
     if (l > wname) wname = l;
     int m = group_nodes(&gl.g[k], &gn, &gcap), lo = m - 1;
-    for (int j = 0; j < m; j++) lo += (int)strlen(ncc_ops[gn[j]->op].name);
+    for (int j = 0; j < m; j++) lo += (int)strlen(ncc_ops[gn[j]->op].name) + (gn[j]->prec != PREC_FP32 ? 5 : 0);
     if (lo > wops) wops = lo;
   }
   if (wname > 40) wname = 40;
@@ -253,6 +253,10 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
   fprintf(f, "# ncc report: model %s, %s, batch %lld, %s roofline (%.1f TFLOP/s fp32, %.0f fp16, %.0f GB/s, %.0f us/launch)\n",
           g->model, train ? "per training step" : "per inference", (long long)batch, arch->name, arch->flops / 1e12,
           arch->flops16 / 1e12, arch->bw / 1e9, arch->launch_us);
+  if (g->precision != PREC_FP32)
+    fprintf(f, "# precision %s: the GEMM-like kernels (op:%s) take %s operands, timed at the %s tensor-core peak\n",
+            ir_prec_name(g->precision), ir_prec_name(g->precision), ir_prec_name(g->precision),
+            ir_prec_name(g->precision));
   if (train && !g->train.present)
     fprintf(f, "# the model has no train block: the figures are those of inference\n");
   else if (train && !has_backward(g))
@@ -296,8 +300,9 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
     int first_seen = 0;
     for (int j = 0; j < m; j++) {
       const Node *n = gn[j];
-      ol += (size_t)snprintf(ops + ol, ol < sizeof ops ? sizeof ops - ol : 0, "%s%s", j ? "+" : "",
-                             ncc_ops[n->op].name);
+      ol += (size_t)snprintf(ops + ol, ol < sizeof ops ? sizeof ops - ol : 0, "%s%s%s%s", j ? "+" : "",
+                             ncc_ops[n->op].name, n->prec != PREC_FP32 ? ":" : "",
+                             n->prec != PREC_FP32 ? ir_prec_name(n->prec) : "");
       if (ol >= sizeof ops) ol = sizeof ops - 1;
       Cost cost = costs[n->op](n, train);
       fl = add(fl, cost.flops);
@@ -320,7 +325,8 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
     }
     int64_t act = vbytes(out);
     /* a GEMM computes in its inputs' dtype (int8 in, int32/f32 out) */
-    double t = (double)fl / arch_peak(arch, gr->main->nin ? gr->main->in[0]->dtype : out->dtype);
+    double t = (double)fl / (gr->main->prec == PREC_TF32 ? arch->flops16 / 2   /* TF32 tensor cores: half of fp16's */
+                                                         : arch_peak(arch, gr->main->nin ? gr->main->in[0]->dtype : out->dtype));
     double tb = (double)by / arch->bw;
     double us = (t > tb ? t : tb) * 1e6 + arch->launch_us;
     if (!gr->load_time) {

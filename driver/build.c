@@ -267,6 +267,7 @@ static int build_graph(const Options *o, Model *M) {
   pc.print_after = o->print_after;
   pc.verbose = o->verbose;
   pc.cublas = o->cublas;
+  pc.precision = o->precision;
   pc.verify = 1;      /* cheap next to compiling C, and a broken pass fails loudly */
   if (passes_run(g, &pc, o->passes) != 0 || diag_errors()) return 1;
   M->name = strdup(g->model && *g->model ? g->model : "model");

@@ -140,6 +140,7 @@ static int emit(const Options *o, Graph *g) {
     pc.print_after = o->print_after;
     pc.verbose = o->verbose;
     pc.cublas = o->cublas;
+    pc.precision = o->precision;
 #ifndef NDEBUG
     pc.verify = 1;
 #endif

@@ -107,7 +107,9 @@ static const OptSpec opts[] = {
   {O_SET, "--set", NULL, "NAME=V", CMD_ALL, 0, "override `const NAME` of the model (repeatable), e.g. --set N=8"},
   {O_CUBLAS, "--cublas", NULL, NULL, CMD_ALL, 0,
    "convolutions and GEMMs through cuBLAS (a CPU BLAS under emulation) instead of ncc's tiled kernels"},
-  {O_PRECISION, "--precision", NULL, "=P", CMD_ALL, 0, "fp32 (fp16, bf16, int8: not available yet)"},
+  {O_PRECISION, "--precision", NULL, "=P", CMD_ALL, 0,
+   "fp32 (default) or tf32: conv2d, linear and matmul round their operands to TF32 and accumulate in fp32 "
+   "(inference; docs/precision.md); fp16, bf16, int8: not available yet"},
   {O_CALIBRATE, "--calibrate", NULL, "=X.npy", CMD_ALL, 0, "int8 calibration data (needs --precision=int8: not available yet)"},
   {O_VERBOSE, "-v", "--verbose", NULL, CMD_ALL, 0, "say what ncc does: per-pass statistics, compiler command, timings"},
 };
@@ -428,8 +430,11 @@ static int apply(Options *o, const OptSpec *s, const char *v) {
   }
   case O_CUBLAS: o->cublas = 1; return 0;
   case O_PRECISION:
-    if (strcmp(v, "fp32") != 0)
-      return oerr("--precision=%s is not supported yet (only fp32; fp16/bf16/int8 lowering is planned)", v);
+    if (!strcmp(v, "fp32")) o->precision = PREC_FP32;
+    else if (!strcmp(v, "tf32")) o->precision = PREC_TF32;
+    else if (!strcmp(v, "fp16") || !strcmp(v, "bf16") || !strcmp(v, "int8"))
+      return oerr("--precision=%s is not supported yet (fp32 and tf32 are; fp16/bf16/int8 lowering is planned)", v);
+    else return oerr("--precision=%s: unknown precision (fp32 or tf32)", v);
     return 0;
   case O_CALIBRATE: return oerr("--calibrate (%s) needs --precision=int8, which is not supported yet", v);
   case O_VERBOSE: o->verbose = 1; return 0;
@@ -488,7 +493,13 @@ static int check(Options *o) {
     if (o->resume && !o->checkpoint) return oerr("--resume needs --checkpoint FILE (the checkpoint to resume)");
     if (o->resume && o->weights)
       return oerr("--resume and --weights: the checkpoint holds the parameters; give one of them");
+    if (o->precision != PREC_FP32)
+      return oerr("--precision=%s: ncc train computes its step in fp32 (tf32 is for inference)",
+                  ir_prec_name(o->precision));
   }
+  if (o->precision == PREC_TF32 && o->cublas)
+    return oerr("--precision=tf32 with --cublas: the cuBLAS path has no TF32 rendering yet; leave out --cublas "
+                "(ncc's tiled kernels round to TF32)");
   if (o->cmd == CMD_RUN || o->cmd == CMD_BENCH) {
     if (o->jit && o->device == DEVICE_EMU)
       return oerr("--jit compiles kernels for a GPU with NVRTC; it does not go with --device emu");

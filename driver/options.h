@@ -44,6 +44,7 @@ typedef struct Options {
   int opt_level;
   const char *passes, *print_after;
   int cublas, verbose;
+  int precision;                /* PREC_* (ir/ir.h), --precision */
   SetOpt sets[MAX_SETS];
   int nsets;
   /* running a model */

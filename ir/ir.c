@@ -24,6 +24,7 @@ static const char *const dt_names[DT__COUNT] = {"f32", "f16", "bf16", "i32", "i8
 static const int dt_sizes[DT__COUNT] = {4, 2, 2, 4, 1};
 
 const char *dtype_name(DType t) { return (unsigned)t < DT__COUNT ? dt_names[t] : "?"; }
+const char *ir_prec_name(int prec) { return prec == PREC_TF32 ? "tf32" : "fp32"; }
 int dtype_size(DType t) { return (unsigned)t < DT__COUNT ? dt_sizes[t] : 0; }
 int dtype_lookup(const char *name) {
   for (int i = 0; i < DT__COUNT; i++)
@@ -167,6 +168,7 @@ Value *ir_clone_at(Graph *g, const Node *src, Value **in, int pos, const char *n
   Node *n = append(g, src->op, in, src->nin, &src->a, name, src->layer, src->loc);
   n->param_kind = src->param_kind;
   n->load_time = src->load_time;
+  n->prec = src->prec;
   DType t;
   Shape s;
   if (ir_infer(g, n, &t, &s) != 0) ncc_die("a copy of node %d (%s) does not infer", src->id, ncc_ops[src->op].name);

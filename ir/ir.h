@@ -133,6 +133,8 @@ struct Node {
   Loc loc;                 /* where in the source it was made */
   int dead;                /* marked by passes; removed by ir_compact() */
   int param_kind;          /* PARAM: PK_* below */
+  int prec;                /* set by the precision pass: the math of a GEMM-like op
+                              (PREC_FP32; PREC_TF32: operands rounded to TF32) */
   int load_time;           /* set by the fold pass: computed once, right after the
                               weights are loaded, from parameters and constants only
                               (a folded batchnorm's scale and shift); its value is
@@ -155,6 +157,10 @@ struct Node {
   int group;               /* the group's index in launch order (valid when grole != GROLE_NONE) */
   const char *fuse_rule;   /* every role but GROLE_MAIN: the name of the fusion rule that put it there */
 };
+
+/* Precisions (--precision; passes/precision.c, docs/precision.md). */
+enum { PREC_FP32, PREC_TF32 };
+const char *ir_prec_name(int prec);   /* "fp32", "tf32" */
 
 enum { GROLE_NONE, GROLE_MAIN, GROLE_EPILOGUE, GROLE_SIDE, GROLE_PROLOGUE };
 
@@ -193,6 +199,7 @@ typedef struct Graph {
   int planned;             /* the plan pass placed the values (Value.region/offset) */
   int64_t act_bytes;       /* planned: size of the MEM_ACT region (= the report's peak_memory) */
   int64_t load_bytes;      /* planned: size of the MEM_LOAD region */
+  int precision;           /* set by the precision pass: PREC_* asked for (--precision) */
   int training;            /* set by passes_run from PassCtx.train: the losses and
                               the minimised value are roots too (ir_needed) */
 } Graph;

@@ -143,6 +143,7 @@ void ir_print(Graph *g, FILE *f) {
       print_attrs(f, n);
     }
     if (n->load_time) fputs(" load-time", f);
+    if (n->prec != PREC_FP32) fprintf(f, " %s", ir_prec_name(n->prec));
     fprintf(f, " : %s", shape_str(buf, sizeof buf, n->out->dtype, &n->out->shape));
     if (n->op != OP_INPUT && n->op != OP_PARAM && n->name) fprintf(f, "  # %s", n->name);
     print_schedule(f, g, n);
@@ -174,6 +175,7 @@ void ir_print(Graph *g, FILE *f) {
     else if (defined(g, t->minimize)) fprintf(f, " minimize=%%%d\n", t->minimize->id);
     else fprintf(f, " minimize: absent at inference (pruned)\n");
   }
+  if (g->precision != PREC_FP32) fprintf(f, "precision %s\n", ir_prec_name(g->precision));
   if (g->ngroups > 0) fprintf(f, "kernels %d\n", g->ngroups);
   if (g->planned) fprintf(f, "memory activations=%lld load_time=%lld\n", (long long)g->act_bytes, (long long)g->load_bytes);
 }

@@ -32,7 +32,9 @@
  *   -O0  autodiff
  *   -O1  autodiff, plan
  *   -O2  autodiff, fuse, plan   (-O3 alike; fuse applies its -O3 rules)
- * With --passes=LIST and --train, LIST is taken as given. */
+ * With --passes=LIST and --train, LIST is taken as given.
+ * --precision other than fp32 adds the precision pass to the inference
+ * pipelines, after fold and before fuse (docs/precision.md). */
 #include "passes.h"
 
 #include <stdio.h>
@@ -47,6 +49,8 @@ static const Pass passes[] = {
                       "its parameter-only arithmetic marked load-time"},
   {"fuse", pass_fuse, "kernel groups by named rules: epilogues into their producer's kernel (-v: what stays unfused, and why)"},
   {"plan", pass_plan, "memory plan: arena offsets of stored values; lifetimes that do not meet share bytes, in place where legal"},
+  {"precision", pass_precision, "the math precision of each op from --precision (tf32: GEMM operands rounded to TF32); "
+                                "in every pipeline when --precision is not fp32"},
 };
 
 static const char *const pipelines[4] = {
@@ -54,6 +58,14 @@ static const char *const pipelines[4] = {
   "prune,fold,plan",         /* -O1 */
   "prune,fold,fuse,plan",    /* -O2 */
   "prune,fold,fuse,plan",    /* -O3: fuse applies its -O3 rules */
+};
+
+/* with --precision other than fp32: the precision pass after fold, before fuse */
+static const char *const prec_pipelines[4] = {
+  "prune,precision",
+  "prune,fold,precision,plan",
+  "prune,fold,precision,fuse,plan",
+  "prune,fold,precision,fuse,plan",
 };
 
 static const char *const train_pipelines[4] = {
@@ -79,6 +91,7 @@ void passes_usage(FILE *f) {
       "+ fusion rules that trade work or code for launches (recompute cheap kernels in each reader)"};
     fprintf(f, "  -O%d  %-21s %s\n", o, pipelines[o], what[o]);
   }
+  fputs("  with --precision other than fp32, the precision pass runs after fold (before fuse)\n", f);
   fputs("training (--train, ncc train): autodiff first; prune and fold are inference passes:\n", f);
   for (int o = 0; o < 4; o++) fprintf(f, "  -O%d  %s\n", o, train_pipelines[o]);
   fputs("passes (--passes=LIST, --print-after=NAME|all; -v prints what each did):\n", f);
@@ -97,7 +110,7 @@ static double now_ms(void) {
 
 int passes_run(Graph *g, PassCtx *c, const char *list) {
   int o = c->opt_level < 0 ? 0 : c->opt_level > 3 ? 3 : c->opt_level, from_level = !list;
-  if (!list) list = c->train ? train_pipelines[o] : pipelines[o];
+  if (!list) list = c->train ? train_pipelines[o] : c->precision != PREC_FP32 ? prec_pipelines[o] : pipelines[o];
   g->training = c->train;
   /* Check every name first: a typo must not leave a half-run pipeline. */
   char name[64];

@@ -53,6 +53,13 @@ static const char NCC_NVRTC_PRELUDE[] =
     "  }\n"
     "  return (float)(c0 >> 8) * (1.0f / 16777216.0f);\n"
     "}\n"
+    "/* TF32 rounding: ncc_kernel.h's ncc_tf32, the same text */\n"
+    "static __device__ __forceinline__ float ncc_tf32(float x) {\n"
+    "  union { float f; unsigned u; } v;\n"
+    "  v.f = x;\n"
+    "  if ((v.u & 0x7f800000u) != 0x7f800000u) v.u = (v.u + 0x1000u) & 0xffffe000u;\n"
+    "  return v.f;\n"
+    "}\n"
     "#endif\n";
 
 /* ---------------------------------------------------------------- driver API, by hand */

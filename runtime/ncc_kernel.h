@@ -98,6 +98,20 @@ static __device__ __forceinline__ float ncc_philox_uniform(unsigned seed, unsign
   }
   return (float)(c0 >> 8) * (1.0f / 16777216.0f);
 }
+
+/* ------------------------------------------------------------ TF32 (--precision=tf32)
+ * x rounded to TF32's 10 mantissa bits, to nearest with ties away from zero
+ * (PTX cvt.rna.tf32.f32), kept in a float; Inf and NaN pass unchanged.  The
+ * GEMM kernels round each operand element as they load it and multiply and
+ * add in float32: a product of two TF32 numbers is exact in float32, as in a
+ * tensor core.  Bit operations only, so every build rounds alike.
+ * dev_cuda.c's NVRTC prelude carries the same text. */
+static __device__ __forceinline__ float ncc_tf32(float x) {
+  union { float f; unsigned u; } v;
+  v.f = x;
+  if ((v.u & 0x7f800000u) != 0x7f800000u) v.u = (v.u + 0x1000u) & 0xffffe000u;
+  return v.f;
+}
 #endif
 
 #endif

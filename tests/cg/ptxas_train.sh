@@ -1,6 +1,7 @@
 #!/bin/sh
 # ptxas_train.sh — the training code of every example (examples/*.net with a
-# train block): generated at -O0 and -O3, compiled by ptxas for sm_80 and
+# train block), with its inference code: generated at -O0, -O3 and -O3
+# --precision=tf32 (the TF32 GEMMs), compiled by ptxas for sm_80 and
 # sm_90 (ptxas_report.py --check): no kernel spills, and every kernel's
 # NCC_KF_BARRIER flag agrees with ptxas's barrier count.  Each report must
 # list the optimizer's kernel, so that the training step was really compiled.
@@ -13,9 +14,12 @@ fail=0 n=0
 for net in "$ex"/*.net; do
   grep -q '^train' "$net" || continue
   name=$(basename "$net" .net)
-  for o in 0 3; do
+  for o in 0 3 3tf32; do
     cu="$work/${name}_O$o.cu"
-    if ! "$ncc" "$net" -O$o -o "$cu"; then echo "FAIL $name -O$o: ncc"; fail=1; continue; fi
+    flags="-O${o%tf32}"
+    [ "$o" = 3tf32 ] && flags="$flags --precision=tf32"
+    # shellcheck disable=SC2086  # flags: two words
+    if ! "$ncc" "$net" $flags -o "$cu"; then echo "FAIL $name $flags: ncc"; fail=1; continue; fi
     for arch in sm_80 sm_90; do
       rep="$work/${name}_O${o}_$arch.txt"
       if ! "$py" "$here/ptxas_report.py" --check --arch $arch --nvcc "$nvcc" -I "$rt" -I "$work" "$cu" > "$rep"; then

@@ -427,6 +427,31 @@ def _errors(ctx):
             raise Failure("the message names %s %d times, not once" % (os.path.basename(path), n))
 
 
+@case("precision_flags")
+def _precision(ctx):
+    """--precision: fp32 and tf32 compile; the others, tf32 with --cublas and
+    tf32 for ncc train are refused with status 1, a message, and no output."""
+    net = ctx.write("tiny.net", "model tiny\ninput x: f32[2, 3]\ny = linear(x, 4, name=\"fc\")\noutput y\n")
+    out = ctx.path("tiny.cu")
+    for prec in ("fp32", "tf32"):
+        p = ctx.ncc_cmd([net, "--precision=" + prec, "-o", out])
+        show(p)
+        if p.returncode != 0 or not os.path.exists(out):
+            raise Failure("--precision=%s should compile" % prec)
+        os.unlink(out)
+    refused = [
+        ([net, "--precision=fp16", "-o", out], "not supported yet"),
+        ([net, "--precision=fp64", "-o", out], "unknown precision"),
+        ([net, "--precision=tf32", "--cublas", "-o", out], "--cublas"),
+        (["train", net, "--data", ctx.path("none"), "--precision=tf32"], "fp32"),
+    ]
+    for args, word in refused:
+        p = ctx.ncc_cmd(args)
+        show(p)
+        if p.returncode != 1 or word not in p.stderr or os.path.exists(out):
+            raise Failure("`ncc %s`: expected status 1, %r in the message and no output" % (" ".join(args), word))
+
+
 # ---------------------------------------------------------------- where the runtime is
 @case("runtime_discovery")
 def _runtime(ctx):

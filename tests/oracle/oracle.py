@@ -944,7 +944,8 @@ def randomize_bn(m):
                 mod.num_batches_tracked.fill_(100)
 
 
-def model_case(ctx, kind, batch, size, sets=(), flags=(), env=None, in_ch=3, net_file=None, poison=None):
+def model_case(ctx, kind, batch, size, sets=(), flags=(), env=None, in_ch=3, net_file=None, poison=None,
+               compare=None):
     """poison: a function that plants NaN/inf in the input (after the last
     layer's scale is chosen on the clean input); the outputs are then compared
     with check_nonfinite."""
@@ -979,7 +980,7 @@ def model_case(ctx, kind, batch, size, sets=(), flags=(), env=None, in_ch=3, net
         setflags += ["--set", s]
     run_and_compare(ctx, None, sd, {"x": f32np(x)}, {"logits": ref.numpy()},
                     flags=setflags + list(flags), env=env, net_path=net,
-                    compare=check_nonfinite if poison else None)
+                    compare=check_nonfinite if poison else compare)
 
 
 # Consts of the example models (see examples/*.net): batch N, spatial size S.
@@ -1058,6 +1059,107 @@ for _k, (_b, _s, _sets, _ch) in _MATRIX.items():
         case("matrix_%s_O%d_cublas" % (_k, _o), ["model", "matrix", "cublas"])(
             lambda ctx, k=_k, b=_b, sz=_s, st=_sets, ch=_ch, o=_o: model_case(
                 ctx, k, b, sz, st, flags=["-O%d" % o, "--check", "--cublas"], in_ch=ch))
+
+
+# ---------------------------------------------------------------- --precision=tf32
+# The GEMM-like ops round both operands to TF32 (10 mantissa bits, to
+# nearest, ties away: ncc_kernel.h's ncc_tf32) and accumulate in float32.
+# Single ops: PyTorch in float64 on operands rounded the same way (here, in
+# numpy), to the usual tolerance; and the output must differ from the
+# unrounded result by more than that tolerance, or the case would prove
+# nothing.  Whole models: close to PyTorch's float32 (fp64) logits within a
+# TF32-sized tolerance (relative 1e-2), cosine >= 0.9999.
+def tf32(t):
+    """A float64 torch tensor whose float32 values are rounded to TF32."""
+    import numpy as np
+    import torch
+    u = t.numpy().astype(np.float32).view(np.uint32).astype(np.uint64)
+    finite = (u & 0x7F800000) != 0x7F800000
+    r = np.where(finite, (u + 0x1000) & 0xFFFFE000, u).astype(np.uint32).view(np.float32)
+    return torch.from_numpy(r.astype(np.float64))
+
+
+def tf32_case(ctx, net, params, inputs, rounded, plain):
+    """rounded/plain: {output: reference} with and without the TF32 rounding."""
+    import numpy as np
+    got = {}
+
+    def keep(name, out, ref):
+        got[name] = out
+        check_close(name, out, ref)
+    run_and_compare(ctx, net, params, inputs, rounded, flags=["--precision=tf32"], compare=keep)
+    for k, ref in plain.items():
+        d = float(np.abs(got[k].astype(np.float64) - np.asarray(ref)).max())
+        tol = RTOL * max(1.0, float(np.abs(np.asarray(ref)).max()))
+        print("output %s: %.3g from the unrounded result (tolerance %.3g)" % (k, d, tol))
+        if d <= tol:
+            raise Failure("output %s is within tolerance of the fp32 result: were the operands rounded?" % k)
+
+
+def tf32_conv(ctx, variant):
+    import torch.nn.functional as F
+    N, C, H, W, O, k, s, p, d, g, bias = CONV_VARIANTS[variant]
+    kh, kw = k if isinstance(k, tuple) else (k, k)
+    seed(1)
+    x = as64(rand(N, C, H, W)) * 8
+    w = as64(rand(O, C // g, kh, kw))
+    b = as64(rand(O)) if bias else None
+    net = ("model %s\ninput x: f32[%s]\n"
+           "y = conv2d(x, %d, kernel=%s, stride=%s, pad=%s, dilation=%d, groups=%d, bias=%s, name=\"conv\")\n"
+           "output y\n" % (ctx.name, dims((N, C, H, W)), O, pair(k), pair(s), pair(p), d, g,
+                           "true" if bias else "false"))
+    params = {"conv.weight": w}
+    if bias:
+        params["conv.bias"] = b
+
+    def conv(xx, ww):
+        return F.conv2d(xx, ww, b, stride=s, padding=p, dilation=d, groups=g).numpy()
+    tf32_case(ctx, net, params, {"x": f32np(x)}, {"y": conv(tf32(x), tf32(w))}, {"y": conv(x, w)})
+
+
+case("tf32_conv_k3", ["op", "tf32"])(lambda ctx: tf32_conv(ctx, "k3"))
+case("tf32_conv_groups2", ["op", "tf32"])(lambda ctx: tf32_conv(ctx, "groups2"))
+case("tf32_conv_depthwise", ["op", "tf32"])(lambda ctx: tf32_conv(ctx, "depthwise"))   # the direct kernel
+
+
+@case("tf32_linear", ["op", "tf32"])
+def _tf32_linear(ctx):
+    import torch.nn.functional as F
+    seed(2)
+    x, w, b = as64(rand(8, 130)) * 8, as64(rand(70, 130)), as64(rand(70))
+    net = "model %s\ninput x: f32[8, 130]\ny = linear(x, 70, name=\"fc\")\noutput y\n" % ctx.name
+    tf32_case(ctx, net, {"fc.weight": w, "fc.bias": b}, {"x": f32np(x)},
+              {"y": F.linear(tf32(x), tf32(w), b).numpy()}, {"y": F.linear(x, w, b).numpy()})
+
+
+@case("tf32_matmul_batched", ["op", "tf32"])
+def _tf32_matmul(ctx):
+    import torch
+    seed(3)
+    a, b = as64(rand(2, 3, 4, 60)) * 8, as64(rand(2, 3, 60, 5))
+    net = "model %s\ninput a: f32[2, 3, 4, 60]\ninput b: f32[2, 3, 60, 5]\ny = matmul(a, b)\noutput y\n" % ctx.name
+    tf32_case(ctx, net, None, {"a": f32np(a), "b": f32np(b)}, {"y": torch.matmul(tf32(a), tf32(b)).numpy()},
+              {"y": torch.matmul(a, b).numpy()})
+
+
+def tf32_close(name, got, ref):
+    import numpy as np
+    ref = np.asarray(ref, dtype=np.float64)
+    g = got.astype(np.float64)
+    err = float(np.abs(g - ref).max())
+    tol = 1e-2 * max(1.0, float(np.abs(ref).max()))
+    cos = float((g * ref).sum() / (np.linalg.norm(g) * np.linalg.norm(ref)))
+    print("output %s: max|err| = %.3g against fp32 (tolerance %.3g), cosine %.7f" % (name, err, tol, cos))
+    if err > tol or cos < 0.9999:
+        raise Failure("output %s at tf32 is too far from fp32: max|err| %.3g, cosine %.7f" % (name, err, cos))
+
+
+for _k, _b, _s, _sets, _ch in (("digits", 2, 8, ["N=2"], 1), ("resnet18", 1, 32, ["N=1", "S=32"], 3),
+                               ("vgg11", 1, 32, ["N=1", "S=32"], 3)):
+    for _o in (2, 3):
+        case("tf32_model_%s_O%d" % (_k, _o), ["model", "tf32"])(
+            lambda ctx, k=_k, b=_b, sz=_s, st=_sets, ch=_ch, o=_o: model_case(
+                ctx, k, b, sz, st, flags=["--precision=tf32", "-O%d" % o], in_ch=ch, compare=tf32_close))
 
 
 # ---------------------------------------------------------------- the fold pass
