@@ -114,5 +114,6 @@ int compile_main(const Options *o);   /* compile.c */
 int run_main(const Options *o);       /* run.c */
 int bench_main(const Options *o);     /* bench.c */
 int train_main(const Options *o);     /* train.c */
+int quantize_main(const Options *o);  /* quantize.c */
 
 #endif

@@ -68,6 +68,7 @@ int main(int argc, char **argv) {
   if (argc >= 2 && !strcmp(argv[1], "run")) cmd = CMD_RUN;
   else if (argc >= 2 && !strcmp(argv[1], "bench")) cmd = CMD_BENCH;
   else if (argc >= 2 && !strcmp(argv[1], "train")) cmd = CMD_TRAIN;
+  else if (argc >= 2 && !strcmp(argv[1], "quantize")) cmd = CMD_QUANTIZE;
   drv_set_cmd(cmd);
   if (argc == 1) {            /* a bare `ncc`: the usage, as an error */
     opts_help(CMD_COMPILE, stderr);
@@ -83,6 +84,7 @@ int main(int argc, char **argv) {
     case CMD_RUN: rc = run_main(&o); break;
     case CMD_BENCH: rc = bench_main(&o); break;
     case CMD_TRAIN: rc = train_main(&o); break;
+    case CMD_QUANTIZE: rc = quantize_main(&o); break;
     }
   }
   opts_free(&o);

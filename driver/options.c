@@ -53,13 +53,14 @@ typedef struct OptSpec {
  * commands (--jit); their command sets must not overlap.  Rows of CMD_TRAIN
  * are `ncc train`'s (--data, --epochs, ...). */
 static const OptSpec opts[] = {
-  {O_HELP, "--help", "-h", NULL, CMD_ALL, 0, "print this help and exit"},
+  {O_HELP, "--help", "-h", NULL, CMD_ALL | CMD_QUANTIZE, 0, "print this help and exit"},
   {O_VERSION, "--version", NULL, NULL, CMD_COMPILE, 0, "print ncc's version and exit"},
   {O_LIST_OPTIONS, "--list-options", NULL, NULL, CMD_COMPILE, OF_HIDDEN, "every command's flags, one per line"},
 
   /* compiling */
   {O_OUT, "-o", NULL, "FILE", CMD_COMPILE, 0,
    "output file: MODEL.cu (MODEL.h is written beside it), or the --emit text (default: stdout)"},
+  {O_OUT, "-o", NULL, "FILE", CMD_QUANTIZE, 0, "the weight-quantized safetensors file to write (atomically)"},
   {O_EMIT, "--emit", NULL, "=KIND", CMD_COMPILE, 0,
    "what to write: cu (default), ir, dot, report (per-kernel FLOPs, bytes, memory), params, ptx"},
   {O_JIT, "--jit", NULL, NULL, CMD_COMPILE, 0,
@@ -121,6 +122,7 @@ const char *cmd_name(Command c) {
   case CMD_RUN: return "run";
   case CMD_BENCH: return "bench";
   case CMD_TRAIN: return "train";
+  case CMD_QUANTIZE: return "quantize";
   }
   return "?";
 }
@@ -209,7 +211,9 @@ void opts_help(Command cmd, FILE *f) {
           "       ncc run   MODEL.net --input x=X.npy ...   compile, load and run on .npy inputs\n"
           "       ncc bench MODEL.net                       time one inference batch\n"
           "       ncc train MODEL.net --data DIR            train (a model with a train block) on .npy data\n"
-          "`ncc run --help`, `ncc bench --help` and `ncc train --help` list the flags of those commands.\n"
+          "       ncc quantize W.safetensors -o WQ.safetensors   int8 weights with scales, a quarter the size\n"
+          "`ncc run --help`, `ncc bench --help`, `ncc train --help` and `ncc quantize --help` list the flags of\n"
+          "those commands.\n"
           "Exit status: 0 success; 1 a user error (bad model, file or flag); 2 an internal error.\n"
           "\nflags (compiling):\n",
           f);
@@ -271,11 +275,23 @@ void opts_help(Command cmd, FILE *f) {
     flag_rows(cmd, f);
     cache_note(f);
     return;
+  case CMD_QUANTIZE:
+    fputs("usage: ncc quantize W.safetensors -o WQ.safetensors\n"
+          "Weights-only quantization: every floating tensor of rank 2 or more (conv2d and linear\n"
+          "weights) becomes int8, symmetric per output channel (dimension 0): scale = max|w| / 127,\n"
+          "q = w / scale rounded to nearest even, stored with a float32 NAME.__scale__ [rows] beside\n"
+          "it; biases, batchnorm parameters and statistics stay as they are.  The file is about a\n"
+          "quarter of the size.  Every model loads it where it loads the original (--weights, M_load),\n"
+          "dequantizing at load: w = q * scale, in float32.  The output is written atomically.\n"
+          "\nflags:\n",
+          f);
+    flag_rows(cmd, f);
+    return;
   }
 }
 
 void opts_list(FILE *f) {
-  static const Command cmds[] = {CMD_COMPILE, CMD_RUN, CMD_BENCH, CMD_TRAIN};
+  static const Command cmds[] = {CMD_COMPILE, CMD_RUN, CMD_BENCH, CMD_TRAIN, CMD_QUANTIZE};
   for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++)
     for (int i = 0; i < NOPTS; i++) {
       const OptSpec *s = &opts[i];
@@ -319,8 +335,8 @@ static void commands_of(const char *name, char *buf, size_t n) {
     if (!strcmp(opts[i].name, name) || (opts[i].alias && !strcmp(opts[i].alias, name))) m |= opts[i].cmds;
   size_t k = 0;
   buf[0] = 0;
-  static const Command order[] = {CMD_COMPILE, CMD_RUN, CMD_BENCH, CMD_TRAIN};
-  for (size_t c = 0; c < 4 && k < n; c++)
+  static const Command order[] = {CMD_COMPILE, CMD_RUN, CMD_BENCH, CMD_TRAIN, CMD_QUANTIZE};
+  for (size_t c = 0; c < sizeof order / sizeof order[0] && k < n; c++)
     if (m & order[c])
       k += (size_t)snprintf(buf + k, n - k, "%s`ncc %s`", k ? " and " : "",
                             order[c] == CMD_COMPILE ? "MODEL.net" : cmd_name(order[c]));
@@ -480,6 +496,12 @@ static int apply(Options *o, const OptSpec *s, const char *v) {
 
 /* What no single flag can check: combinations, and what the command needs. */
 static int check(Options *o) {
+  if (o->cmd == CMD_QUANTIZE) {
+    if (!o->model) return oerr("no weight file given (ncc quantize W.safetensors -o WQ.safetensors)");
+    if (!o->out) return oerr("no output file: use -o WQ.safetensors");
+    if (!strcmp(o->out, o->model)) return oerr("-o %s is the input file: write the quantized weights elsewhere", o->out);
+    return 0;
+  }
   if (!o->model) return oerr("no model file given");
   if (o->cmd == CMD_COMPILE) {
     if (!o->emit) o->emit = "cu";

@@ -19,7 +19,9 @@ typedef enum {
   CMD_RUN = 2,       /* ncc run MODEL.net ...  */
   CMD_BENCH = 4,     /* ncc bench MODEL.net ...*/
   CMD_TRAIN = 8,     /* ncc train MODEL.net ... */
+  CMD_QUANTIZE = 16, /* ncc quantize W.safetensors -o WQ.safetensors */
 } Command;
+/* the commands that compile a model (quantize only rewrites a weight file) */
 enum { CMD_ALL = CMD_COMPILE | CMD_RUN | CMD_BENCH | CMD_TRAIN };
 
 const char *cmd_name(Command c);   /* "run"; "" for compile */

@@ -127,6 +127,16 @@ int ncc_load_safetensors(ncc_dev *d, const char *path, const ncc_tensor_info *pa
  * (checkpoint scalars: __step__, __epoch__, num_batches_tracked, __lr__). */
 int ncc_save_safetensors(const char *path, const ncc_tensor_info *t, int n,
                          const void *const *host_ptrs, char *err, size_t errn);
+/* Weight quantization: writes OUT (atomically) with every floating tensor of
+ * rank >= 2 of IN (conv and linear weights) as int8, symmetric per output
+ * channel (dimension 0): scale = max|w| / 127, q = round-to-even(w / scale),
+ * stored beside it as float32 "NAME.__scale__" [rows]; other tensors as they
+ * are.  About a quarter of the bytes.  The loaders (ncc_load_safetensors*)
+ * dequantize such a tensor, q * scale, wherever a float tensor is wanted.
+ * *nquant: tensors quantized; *bytes_in/out: the two files' sizes (any may
+ * be NULL).  A non-finite weight is an error naming the tensor and element. */
+int ncc_quantize_safetensors(const char *in, const char *out, int *nquant, int64_t *bytes_in, int64_t *bytes_out,
+                             char *err, size_t errn);
 /* .npy: reads a whole array (malloc'ed *data); validates magic, header, dtype, size. */
 int ncc_npy_read(const char *path, int *dtype, int *rank, int64_t shape[8], void **data,
                  char *err, size_t errn);

@@ -208,6 +208,25 @@ static void shape_str(char *buf, size_t n, int rank, const int64_t *shape) {
 
 static int is_int_dtype(int dt) { return dt == NCC_I32 || dt == NCC_I8 || dt == NCC_I64; }
 
+/* Weight-quantized files (ncc_quantize_safetensors): a floating tensor W may
+ * be stored as int8 beside "W.__scale__", float32 [W's first dimension] (one
+ * scale per output channel) or [] (one for the tensor); W = q * scale. */
+#define NCC_SCALE_SUFFIX ".__scale__"
+
+/* The scale entry of the int8 entry x, or -1. */
+static int scale_of(const ncc_st_entry *e, int ne, const ncc_st_entry *x) {
+  size_t l = strlen(x->name);
+  int j;
+  for (j = 0; j < ne; j++)
+    if (strncmp(e[j].name, x->name, l) == 0 && strcmp(e[j].name + l, NCC_SCALE_SUFFIX) == 0) return j;
+  return -1;
+}
+
+/* Is entry s a well-formed scale of the int8 entry x? */
+static int scale_fits(const ncc_st_entry *x, const ncc_st_entry *s) {
+  return s->dtype == ST_F32 && ((s->rank == 0) || (s->rank == 1 && x->rank >= 1 && s->shape[0] == x->shape[0]));
+}
+
 /* The matching of ncc_st_match and ncc_load_safetensors_opt: map[i] is the
  * entry of w[i], or -1 when the file lacks it (an error unless optional). */
 static int match_want(const ncc_st_entry *e, int ne, const char *path, const ncc_st_want *w, int n, int allow_extra,
@@ -220,6 +239,11 @@ static int match_want(const ncc_st_entry *e, int ne, const char *path, const ncc
     map[i] = -1;
     for (j = 0; j < ne; j++)
       if (strcmp(e[j].name, w[i].t.name) == 0) { map[i] = j; used[j] = 1; break; }
+    /* an int8 tensor of a weight-quantized file brings its scale */
+    if (map[i] >= 0 && e[map[i]].dtype == ST_I8 && !is_int_dtype(w[i].t.dtype)) {
+      int s = scale_of(e, ne, &e[map[i]]);
+      if (s >= 0) used[s] = 1;
+    }
   }
   ncc_errf(err, errn, "%s: does not match the model:", path);
   for (i = 0; i < n; i++)
@@ -246,6 +270,13 @@ static int match_want(const ncc_st_entry *e, int ne, const char *path, const ncc
     int want_int = is_int_dtype(w[i].t.dtype), dt;
     if (map[i] < 0) continue;
     dt = e[map[i]].dtype;
+    if (!want_int && dt == ST_I8) {   /* quantized: needs its scale */
+      int s = scale_of(e, ne, &e[map[i]]);
+      if (s < 0 || !scale_fits(&e[map[i]], &e[s]))
+        cat(err, errn, "%s '%s' is int8 without a float32 '%s%s' of shape [%lld] or []", ndtype++ ? "," : "\n  wrong dtype:",
+            w[i].t.name, w[i].t.name, NCC_SCALE_SUFFIX, (long long)(e[map[i]].rank ? e[map[i]].shape[0] : 1));
+      continue;
+    }
     if (want_int ? !(dt == ST_I32 || dt == ST_I64 || dt == ST_I16 || dt == ST_I8 || dt == ST_U8)
                  : !(dt == ST_F32 || dt == ST_F16 || dt == ST_BF16 || dt == ST_F64))
       cat(err, errn, "%s '%s' is %s, the model wants %s", ndtype++ ? "," : "\n  wrong dtype:", w[i].t.name,
@@ -394,7 +425,17 @@ int ncc_load_safetensors_opt(ncc_dev *d, const char *path, ncc_st_want *w, int n
     }
     tmp = host ? w[i].dst : malloc(bytes ? bytes : 1);
     if (!tmp) { ncc_errf(err, errn, "%s: out of memory for tensor '%s'", path, x->name); rc = NCC_EUSER; break; }
-    {
+    if (x->dtype == ST_I8 && (target == NCC_F32 || target == NCC_F64)) {   /* dequantized: q * scale */
+      const ncc_st_entry *s = &e[scale_of(e, ne, x)];
+      const int8_t *q = (const int8_t *)(buf + data_off + x->begin);
+      int64_t per = s->rank == 0 || x->shape[0] == 0 ? x->numel : x->numel / x->shape[0], k;
+      for (k = 0; k < x->numel; k++) {
+        float sc;
+        memcpy(&sc, buf + data_off + s->begin + 4 * (size_t)(s->rank == 0 ? 0 : k / per), 4);
+        if (target == NCC_F32) ((float *)tmp)[k] = (float)q[k] * sc;
+        else ((double *)tmp)[k] = (double)((float)q[k] * sc);
+      }
+    } else {
       int64_t badi = convert(buf + data_off + x->begin, x->dtype, x->numel, target, tmp);
       if (badi >= 0) {
         ncc_errf(err, errn, "%s: tensor '%s': element %lld does not fit in %s", path, x->name, (long long)badi,
@@ -581,5 +622,126 @@ out:
   free(parts);
   free(sizes);
   cJSON_Delete(root);
+  return rc;
+}
+
+/* ---- weight quantization ------------------------------------------------ */
+
+/* The file's dtype as an NCC_* the writer takes, or -1. */
+static int st_to_ncc(int dt) {
+  switch (dt) {
+    case ST_F32: return NCC_F32;
+    case ST_F16: return NCC_F16;
+    case ST_BF16: return NCC_BF16;
+    case ST_F64: return NCC_F64;
+    case ST_I64: return NCC_I64;
+    case ST_I32: return NCC_I32;
+    case ST_I8: return NCC_I8;
+    default: return -1;
+  }
+}
+
+int ncc_quantize_safetensors(const char *in, const char *out, int *nquant, int64_t *bytes_in, int64_t *bytes_out,
+                             char *err, size_t errn) {
+  unsigned char *buf = NULL;
+  size_t sz = 0, data_off = 0;
+  ncc_st_entry *e = NULL;
+  int ne = 0, i, nt = 0, rc, nq = 0;
+  ncc_tensor_info *t = NULL;
+  const void **ptrs = NULL;
+  void **owned = NULL;
+  int nowned = 0;
+  char tn[300];
+  if (nquant) *nquant = 0;
+  rc = map_file(in, &buf, &sz, err, errn);
+  if (rc) return rc;
+  rc = ncc_st_index(buf, sz, in, &e, &ne, &data_off, err, errn);
+  if (rc) goto out;
+  t = calloc((size_t)(2 * ne + 1), sizeof *t);
+  ptrs = calloc((size_t)(2 * ne + 1), sizeof *ptrs);
+  owned = calloc((size_t)(3 * ne + 1), sizeof *owned);
+  if (!t || !ptrs || !owned) { ncc_errf(err, errn, "%s: out of memory", in); rc = NCC_EUSER; goto out; }
+  for (i = 0; i < ne; i++) {
+    const ncc_st_entry *x = &e[i];
+    int floating = x->dtype == ST_F32 || x->dtype == ST_F16 || x->dtype == ST_BF16 || x->dtype == ST_F64, k;
+    if (strlen(x->name) + sizeof NCC_SCALE_SUFFIX > sizeof tn) {
+      ncc_errf(err, errn, "%s: tensor name '%.40s...' too long", in, x->name);
+      rc = NCC_EUSER;
+      goto out;
+    }
+    if (floating && x->rank >= 2 && x->numel > 0) {
+      /* per output channel (dimension 0), symmetric: scale = max|w| / 127,
+       * q = w / scale rounded to nearest even, in [-127, 127] */
+      int64_t rows = x->shape[0], per = x->numel / rows, r;
+      float *w = malloc(sizeof *w * (size_t)x->numel), *sc = malloc(sizeof *sc * (size_t)rows);
+      int8_t *q = malloc((size_t)x->numel);
+      owned[nowned++] = w;
+      owned[nowned++] = sc;
+      owned[nowned++] = q;
+      if (!w || !sc || !q) { ncc_errf(err, errn, "%s: out of memory", in); rc = NCC_EUSER; goto out; }
+      convert(buf + data_off + x->begin, x->dtype, x->numel, NCC_F32, w);
+      for (r = 0; r < rows; r++) {
+        float m = 0.0f;
+        for (k = 0; k < per; k++) {
+          float a = fabsf(w[r * per + k]);
+          if (!(a <= 3.4e38f)) {   /* NaN or Inf: no scale represents it */
+            ncc_errf(err, errn, "%s: tensor '%s': element %lld is not finite; it cannot be quantized", in, x->name,
+                     (long long)(r * per + k));
+            rc = NCC_EUSER;
+            goto out;
+          }
+          if (a > m) m = a;
+        }
+        sc[r] = m / 127.0f;
+        for (k = 0; k < per; k++) {
+          float v = sc[r] > 0.0f ? nearbyintf(w[r * per + k] / sc[r]) : 0.0f;
+          q[r * per + k] = (int8_t)(v > 127.0f ? 127 : v < -127.0f ? -127 : (int)v);
+        }
+      }
+      t[nt].name = x->name;
+      t[nt].dtype = NCC_I8;
+      t[nt].rank = x->rank;
+      memcpy(t[nt].shape, x->shape, sizeof x->shape);
+      ptrs[nt++] = q;
+      snprintf(tn, sizeof tn, "%s%s", x->name, NCC_SCALE_SUFFIX);
+      owned[nowned] = strdup(tn);
+      if (!owned[nowned]) { ncc_errf(err, errn, "%s: out of memory", in); rc = NCC_EUSER; goto out; }
+      t[nt].name = (const char *)owned[nowned++];
+      t[nt].dtype = NCC_F32;
+      t[nt].rank = 1;
+      t[nt].shape[0] = rows;
+      ptrs[nt++] = sc;
+      nq++;
+      continue;
+    }
+    {   /* everything else as it is */
+      int d = st_to_ncc(x->dtype);
+      if (d < 0) {
+        ncc_errf(err, errn, "%s: tensor '%s' is %s, which the quantizer does not carry over", in, x->name,
+                 st_dtypes[x->dtype].name);
+        rc = NCC_EUSER;
+        goto out;
+      }
+      t[nt].name = x->name;
+      t[nt].dtype = d;
+      t[nt].rank = x->rank;
+      memcpy(t[nt].shape, x->shape, sizeof x->shape);
+      ptrs[nt++] = buf + data_off + x->begin;
+    }
+  }
+  rc = ncc_save_safetensors(out, t, nt, ptrs, err, errn);
+  if (!rc) {
+    struct stat st;
+    if (nquant) *nquant = nq;
+    if (bytes_in) *bytes_in = (int64_t)sz;
+    if (bytes_out) *bytes_out = stat(out, &st) == 0 ? (int64_t)st.st_size : -1;
+  }
+out:
+  for (i = 0; i < nowned; i++) free(owned[i]);
+  free(owned);
+  free(ptrs);
+  free(t);
+  ncc_st_free(e, ne);
+  if (buf) munmap(buf, sz);
   return rc;
 }

@@ -321,8 +321,9 @@ def _seed(ctx):
 def write_safetensors(path, tensors):
     header, blobs, off = {}, [], 0
     for name, a in tensors.items():
-        b = a.astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        i8 = a.dtype.name == "int8"
+        b = a.tobytes() if i8 else a.astype("<f4").tobytes()
+        header[name] = {"dtype": "I8" if i8 else "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
         blobs.append(b)
         off += len(b)
     h = json.dumps(header).encode()
@@ -450,6 +451,51 @@ def _precision(ctx):
         show(p)
         if p.returncode != 1 or word not in p.stderr or os.path.exists(out):
             raise Failure("`ncc %s`: expected status 1, %r in the message and no output" % (" ".join(args), word))
+
+
+@case("quantize")
+def _quantize(ctx):
+    """`ncc quantize`: a weight file it writes loads in `ncc run` (dequantized);
+    bad input is status 1 with a message naming the file, and no output."""
+    import numpy as np
+    net = ctx.write("tiny.net", "model tiny\ninput x: f32[2, 3]\ny = linear(x, 4, name=\"fc\")\noutput y\n")
+    x = ctx.path("x.npy")
+    np.save(x, np.ones((2, 3), "float32"))
+    w = ctx.path("w.safetensors")
+    write_safetensors(w, {"fc.weight": np.arange(12, dtype="float32").reshape(4, 3) - 6, "fc.bias": np.zeros(4, "float32")})
+    wq = ctx.path("wq.safetensors")
+    p = ctx.ncc_cmd(["quantize", w, "-o", wq])
+    show(p)
+    if p.returncode != 0 or "1 tensor as int8" not in p.stdout:
+        raise Failure("ncc quantize should quantize fc.weight and say so")
+    y = ctx.path("y.npy")
+    p = ctx.ncc_cmd(["run", net, "--device", "emu", "--weights", wq, "--input", x, "--output", y])
+    show(p)
+    # x = ones: each output is the sum of its row of q * scale, scale = max|row| / 127
+    wf = np.arange(12, dtype="float32").reshape(4, 3) - 6
+    sc = (np.abs(wf).max(axis=1) / np.float32(127)).astype("float32")
+    want = (np.rint(wf / sc[:, None]) * sc[:, None]).astype("float32").sum(axis=1)
+    if p.returncode != 0 or not np.allclose(np.load(y)[0], want, rtol=0, atol=1e-5) or np.allclose(want, wf.sum(1)):
+        raise Failure("the quantized weights should load, dequantized: %s, want %s" % (np.load(y)[0], want))
+    nan = ctx.path("nan.safetensors")
+    write_safetensors(nan, {"fc.weight": np.array([[1, 2, float("nan")], [0, 0, 0]], "float32")})
+    noscale = ctx.path("noscale.safetensors")
+    write_safetensors(noscale, {"fc.weight": np.zeros((4, 3), "int8"), "fc.bias": np.zeros(4, "float32")})
+    garbage = ctx.write("garbage.safetensors", "not a safetensors file at all")
+    out = ctx.path("out.safetensors")
+    bad = [
+        (["quantize", nan, "-o", out], [nan, "fc.weight", "element 2", "not finite"]),
+        (["quantize", garbage, "-o", out], [garbage]),
+        (["quantize", w, "-o", w], ["-o", "input file"]),
+        (["quantize", w], ["-o"]),
+        (["run", net, "--device", "emu", "--weights", noscale, "--input", x, "--output", out],
+         [noscale, "fc.weight", "int8 without", "fc.weight.__scale__"]),
+    ]
+    for args, words in bad:
+        p = ctx.ncc_cmd(args)
+        show(p)
+        if p.returncode != 1 or any(wd not in p.stderr for wd in words) or os.path.exists(out):
+            raise Failure("`ncc %s`: expected status 1, %r in the message and no output" % (" ".join(args), words))
 
 
 # ---------------------------------------------------------------- where the runtime is

@@ -944,8 +944,90 @@ def randomize_bn(m):
                 mod.num_batches_tracked.fill_(100)
 
 
+def read_safetensors(path):
+    """name -> numpy array (F32, I8), as the file stores it."""
+    import json
+    import numpy as np
+    with open(path, "rb") as f:
+        b = f.read()
+    n = int.from_bytes(b[:8], "little")
+    hdr = json.loads(b[8:8 + n])
+    dt = {"F32": np.float32, "I8": np.int8, "I32": np.int32, "I64": np.int64, "F64": np.float64}
+    out = {}
+    for k, v in hdr.items():
+        if k == "__metadata__":
+            continue
+        a, e = v["data_offsets"]
+        out[k] = np.frombuffer(b[8 + n + a:8 + n + e], dtype=dt[v["dtype"]]).reshape(v["shape"])
+    return out
+
+
+def quantize_weights(ctx, sd):
+    """`ncc quantize` on the float32 state_dict sd: checks the file (every
+    tensor of rank >= 2 int8 with its per-row scale, exactly as computed here
+    in numpy; the rest unchanged; no more bytes than that takes, plus a
+    header; at most 0.26x the original where the weights are 99% of it: the
+    biases and batchnorm parameters stay float32, 2% of MobileNetV2's bytes)
+    and returns the quantized file and the dequantized state_dict."""
+    import numpy as np
+    import torch
+    w, wq = ctx.path("fp32.safetensors"), ctx.path("int8.safetensors")
+    write_safetensors(w, sd)
+    cmd = [ctx.ncc, "quantize", w, "-o", wq]
+    print("$", " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    print(p.stdout.rstrip())
+    if p.returncode != 0:
+        raise Failure("ncc quantize exited with status %d" % p.returncode)
+    ratio = os.path.getsize(wq) / os.path.getsize(w)
+    big = sum(v.numel() for v in sd.values() if v.dim() >= 2)
+    rows = sum(v.shape[0] for v in sd.values() if v.dim() >= 2)
+    rest = sum(4 * v.numel() for v in sd.values() if v.dim() < 2)
+    frac = 4 * big / (4 * big + rest)
+    print("int8 file: %.4f of the fp32 file's bytes (the weights of rank >= 2 were %.4f of them)" % (ratio, frac))
+    # the JSON header: about 100 bytes an entry (name, dtype, shape, offsets)
+    header = 4096 + 160 * (len(sd) + sum(1 for v in sd.values() if v.dim() >= 2))
+    if os.path.getsize(wq) > big + 4 * rows + rest + header:
+        raise Failure("the quantized file has %d bytes, more than its tensors need (%d) and a header of %d"
+                      % (os.path.getsize(wq), big + 4 * rows + rest, header))
+    if frac >= 0.99 and 4 * big >= 1 << 20 and ratio > 0.26:   # (a header is a few KB)
+        raise Failure("the quantized file is %.3f of the original (at most 0.26)" % ratio)
+    got = read_safetensors(wq)
+    deq = {}
+    for k, v in sd.items():
+        a = v.numpy().astype(np.float32)
+        if a.ndim < 2:
+            if k not in got or not np.array_equal(got[k], a):
+                raise Failure("%s should be carried over unchanged" % k)
+            deq[k] = v
+            continue
+        rows = a.reshape(a.shape[0], -1)
+        scale = (np.abs(rows).max(axis=1) / np.float32(127)).astype(np.float32)
+        safe = np.where(scale > 0, scale, np.float32(1))
+        q = np.where(scale[:, None] > 0, np.clip(np.rint(rows / safe[:, None]), -127, 127), 0).astype(np.int8)
+        if got[k].dtype != np.int8 or not np.array_equal(got[k].reshape(q.shape), q):
+            raise Failure("%s: the int8 values differ from round-to-even(w / scale)" % k)
+        if not np.array_equal(got[k + ".__scale__"], scale):
+            raise Failure("%s: the scales differ from max|w| / 127 per row" % k)
+        deq[k] = torch.from_numpy((q.astype(np.float32) * scale[:, None]).reshape(a.shape))
+    return wq, deq
+
+
+def int8_close(fp32_ref):
+    """Against the dequantized weights: check_close; against fp32: cosine."""
+    def cmp(name, got, ref):
+        import numpy as np
+        check_close(name, got, ref)
+        g, r = got.astype(np.float64).ravel(), np.asarray(fp32_ref, dtype=np.float64).ravel()
+        cos = float(g @ r / (np.linalg.norm(g) * np.linalg.norm(r)))
+        print("output %s: cosine %.6f against the fp32 weights' result" % (name, cos))
+        if cos < 0.999:
+            raise Failure("output %s: int8 weights move the result too far from fp32 (cosine %.6f)" % (name, cos))
+    return cmp
+
+
 def model_case(ctx, kind, batch, size, sets=(), flags=(), env=None, in_ch=3, net_file=None, poison=None,
-               compare=None):
+               compare=None, quantize=False):
     """poison: a function that plants NaN/inf in the input (after the last
     layer's scale is chosen on the clean input); the outputs are then compared
     with check_nonfinite."""
@@ -978,7 +1060,14 @@ def model_case(ctx, kind, batch, size, sets=(), flags=(), env=None, in_ch=3, net
     setflags = []
     for s in sets:
         setflags += ["--set", s]
-    run_and_compare(ctx, None, sd, {"x": f32np(x)}, {"logits": ref.numpy()},
+    params = sd
+    if quantize:   # the weights through `ncc quantize`; the reference on the dequantized ones
+        wq, deq = quantize_weights(ctx, sd)
+        m.load_state_dict({k: v.to(torch.float64) if v.is_floating_point() else v for k, v in deq.items()})
+        with torch.no_grad():
+            ref, fp32_ref = m(x), ref
+        params, flags, compare = None, list(flags) + ["--weights", wq], int8_close(fp32_ref.numpy())
+    run_and_compare(ctx, None, params, {"x": f32np(x)}, {"logits": ref.numpy()},
                     flags=setflags + list(flags), env=env, net_path=net,
                     compare=check_nonfinite if poison else compare)
 
@@ -1160,6 +1249,16 @@ for _k, _b, _s, _sets, _ch in (("digits", 2, 8, ["N=2"], 1), ("resnet18", 1, 32,
         case("tf32_model_%s_O%d" % (_k, _o), ["model", "tf32"])(
             lambda ctx, k=_k, b=_b, sz=_s, st=_sets, ch=_ch, o=_o: model_case(
                 ctx, k, b, sz, st, flags=["--precision=tf32", "-O%d" % o], in_ch=ch, compare=tf32_close))
+
+
+# ---------------------------------------------------------------- int8 weights (`ncc quantize`)
+# The example models' weights through `ncc quantize`, loaded by `ncc run`
+# (dequantized at load): equal to PyTorch on the dequantized weights, close
+# to the fp32 weights' result (cosine >= 0.999); the file at most 0.26x.
+for _k, _b, _s, _sets, _ch in (("lenet", 2, 28, ["N=2"], 1), ("resnet18", 1, 32, ["N=1", "S=32"], 3),
+                               ("mobilenet_v2", 1, 32, ["N=1", "S=32"], 3)):
+    case("int8_weights_%s" % _k, ["model", "int8"])(
+        lambda ctx, k=_k, b=_b, sz=_s, st=_sets, ch=_ch: model_case(ctx, k, b, sz, st, in_ch=ch, quantize=True))
 
 
 # ---------------------------------------------------------------- the fold pass
