@@ -22,6 +22,11 @@ typedef struct CodegenOpts {
   const char *command;  /* the command line, for the banner of MODEL.cu; may be NULL */
   Graph *train;         /* the training step (the same model after the autodiff pipeline),
                            emitted beside inference into the same file; NULL: inference only */
+  /* --freeze: a safetensors file's bytes that MODEL.cu carries; create loads
+   * them (M_load may still replace them).  frozen_name names them in messages. */
+  const unsigned char *frozen;
+  size_t frozen_len;
+  const char *frozen_name;
 } CodegenOpts;
 
 /* Writes MODEL.cu (or .c with jit) to `src` and MODEL.h to `hdr`. Returns 0,

@@ -492,6 +492,16 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
                "  return 0;\n}\n\n", M, M);
   }
 
+  /* --freeze: the weight file's bytes, loaded by create */
+  if (c->o->frozen) {
+    fprintf(f, "/* the weights (%s, %zu bytes of safetensors), loaded by %s_create_on: no file needed */\n"
+               "static const unsigned char %s_frozen_[%zu] = {", c->o->frozen_name ? c->o->frozen_name : "--freeze",
+            c->o->frozen_len, M, M, c->o->frozen_len);
+    for (size_t i = 0; i < c->o->frozen_len; i++)
+      fprintf(f, "%s%u%s", i % 24 == 0 ? "\n  " : "", c->o->frozen[i], i + 1 < c->o->frozen_len ? "," : "");
+    fprintf(f, "\n};\n\n");
+  }
+
   /* create */
   fprintf(f, "int %s_create_on(%s **pm, int kind) {\n  int rc;\n  %s *m;\n", M, M, M);
   fprintf(f, "  if (!pm) return NCC_EUSER;\n  m = (%s *)calloc(1, sizeof *m);\n  *pm = m;\n  if (!m) return NCC_EINTERNAL;\n", M);
@@ -526,7 +536,15 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
     char lit[40];
     fprintf(f, "  m->base_lr = m->cur_lr = %.17g;\n  m->lr = %s;\n", gt->train.lr, cg_flit(lit, gt->train.lr));
   }
-  if (prep) fprintf(f, "  return %s_prepare(m);   /* the folded values of the zero parameters */\n}\n\n", M);
+  if (c->o->frozen)
+    fprintf(f, "  {   /* the frozen weights */\n    void *p[%d];\n"
+               "    for (int i = 0; i < %d; i++) p[i] = m->bufs[%s_params_buf_[i]];\n"
+               "    rc = ncc_load_safetensors_mem(m->dev, %s_frozen_, sizeof %s_frozen_, \"%s_create: the frozen weights\",\n"
+               "                                  %s_params_, %d, p, m->err, sizeof m->err);\n"
+               "    if (rc) return rc;\n  }\n",
+            par.n ? par.n : 1, par.n, M, M, M, M, M, par.n);
+  if (prep) fprintf(f, "  return %s_prepare(m);   /* the folded values of the %s parameters */\n}\n\n", M,
+                    c->o->frozen ? "frozen" : "zero");
   else fprintf(f, "  return 0;\n}\n\n");
   fprintf(f, "int %s_create(%s **m) { return %s_create_on(m, NCC_DEV_AUTO); }\n\n", M, M, M);
 

@@ -272,7 +272,7 @@ static int build_graph(const Options *o, Model *M) {
   if (passes_run(g, &pc, o->passes) != 0 || diag_errors()) return 1;
   M->name = strdup(g->model && *g->model ? g->model : "model");
   /* training: the step too, in the same generated file */
-  if (!strcmp(drv_cmd(), "train") || o->train) {
+  if (!o->freeze && (!strcmp(drv_cmd(), "train") || o->train)) {
     if (!g->train.present)
       return drv_error("%s: the model has no train block (`train { optimizer ...; minimize LOSS }`): "
                        "there is nothing to train", o->model);
@@ -316,7 +316,18 @@ static int generate(const Options *o, Model *M, char *src, size_t srcn, char *hd
   co.jit = M->jit;
   co.header = hname;
   co.train = M->gt;
+  unsigned char *frozen = NULL;
+  if (o->freeze) {   /* the weights inside: create loads them */
+    if (frozen_weights(o, M->g, &frozen, &co.frozen_len)) {
+      fclose(fs);
+      fclose(fh);
+      return 1;
+    }
+    co.frozen = frozen;
+    co.frozen_name = o->weights;
+  }
   int rc = codegen_emit(M->g, &co, fs, fh);
+  free(frozen);
   int werr = ferror(fs) | ferror(fh);
   werr |= fclose(fs) != 0;
   werr |= fclose(fh) != 0;

@@ -104,6 +104,53 @@ static int emit_ptx(Graph *g, const Options *o) {
   return fail;
 }
 
+int frozen_weights(const Options *o, Graph *g, unsigned char **bytes, size_t *len) {
+  *bytes = NULL;
+  *len = 0;
+  /* the check: every parameter loaded into host memory, as M_load would */
+  int np = 0, rc = 0;
+  for (int i = 0; i < g->nnodes; i++) np += g->nodes[i]->op == OP_PARAM && !g->nodes[i]->dead;
+  ncc_st_want *w = calloc((size_t)np + 1, sizeof *w);
+  if (!w) return drv_internal("out of memory");
+  int k = 0;
+  for (int i = 0; i < g->nnodes && !rc; i++) {
+    Node *n = g->nodes[i];
+    if (n->op != OP_PARAM || n->dead) continue;
+    ncc_st_want *x = &w[k++];
+    x->t.name = n->name;
+    x->t.dtype = NCC_F32;
+    x->t.rank = n->out->shape.rank;
+    for (int d = 0; d < n->out->shape.rank; d++) x->t.shape[d] = n->out->shape.d[d];
+    x->flags = NCC_ST_HOST;
+    x->dst = malloc((size_t)shape_numel(&n->out->shape) * sizeof(float) + 1);
+    if (!x->dst) rc = drv_internal("out of memory for the weights");
+  }
+  char err[4096];
+  if (!rc && ncc_load_safetensors_opt(NULL, o->weights, w, np, 0, err, sizeof err) != 0)
+    rc = drv_error("--freeze: %s", err);
+  for (int i = 0; i < k; i++) free(w[i].dst);
+  free(w);
+  if (rc) return rc;
+  FILE *f = fopen(o->weights, "rb");
+  if (!f) return drv_error("cannot read weights '%s': %s", o->weights, strerror(errno));
+  if (fseek(f, 0, SEEK_END) != 0 || ftell(f) <= 0) {
+    fclose(f);
+    return drv_error("cannot read weights '%s': not a regular file", o->weights);
+  }
+  long sz = ftell(f);
+  rewind(f);
+  *bytes = malloc((size_t)sz);
+  if (!*bytes || fread(*bytes, 1, (size_t)sz, f) != (size_t)sz) {
+    fclose(f);
+    free(*bytes);
+    *bytes = NULL;
+    return drv_error("cannot read weights '%s': short read", o->weights);
+  }
+  fclose(f);
+  *len = (size_t)sz;
+  return 0;
+}
+
 Graph *train_graph_load(const Options *o) {
   Graph *gt = frontend_load(o->model, o->sets, o->nsets);
   if (!gt || diag_errors()) { ir_graph_free(gt); return NULL; }
@@ -170,11 +217,17 @@ static int emit(const Options *o, Graph *g) {
   co.jit = o->jit;
   co.use_cublas = o->cublas;
   co.header = hbase;
-  /* a model with a train block gets its training step in the same file */
+  unsigned char *frozen = NULL;
+  if (o->freeze) {
+    if (frozen_weights(o, g, &frozen, &co.frozen_len)) { free(hpath); return 1; }
+    co.frozen = frozen;
+    co.frozen_name = o->weights;
+  }
+  /* a model with a train block gets its training step in the same file (not a frozen one) */
   Graph *gt = NULL;
-  if (g->train.present) {
+  if (g->train.present && !o->freeze) {
     gt = train_graph_load(o);
-    if (!gt) { free(hpath); return 1; }
+    if (!gt) { free(hpath); free(frozen); return 1; }
   }
   co.train = gt;
   OutFile src, hdr;
@@ -191,6 +244,7 @@ static int emit(const Options *o, Graph *g) {
   }
   if (rc == 0) drv_log(o, "wrote %s and %s", o->out, hpath);
   free(hpath);
+  free(frozen);
   ir_graph_free(gt);
   return rc;
 }

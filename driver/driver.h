@@ -70,6 +70,10 @@ typedef struct Model {
  * training pipeline of o's -O level (autodiff first).  NULL after a message
  * when the model has no train block or a pass failed. */
 Graph *train_graph_load(const Options *o);
+/* --freeze: the bytes of o->weights (malloc'ed), checked against g's
+ * parameters as the generated loader will check them (names, shapes,
+ * dtypes; int8 with scales accepted); 0, or 1 after a message. */
+int frozen_weights(const Options *o, Graph *g, unsigned char **bytes, size_t *n);
 /* build.c: compiles o->model into M->so_path.  Returns 0 or an exit status. */
 int model_build(const Options *o, Model *M);
 /* build.c's part of model_close: the temporary folder, the graph, the plan */

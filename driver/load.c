@@ -121,6 +121,10 @@ int model_infer(Model *M, void **in, void **out) {
 }
 
 int model_weights(const Options *o, Model *M) {
+  if (o->freeze) {   /* create has loaded the weights MODEL.cu carries */
+    drv_log(o, "weights: carried by the model (--freeze, %s)", o->weights);
+    return 0;
+  }
   if (!o->weights) return init_weights(o, M);
   if (access(o->weights, R_OK) != 0)
     return drv_error("cannot read weights '%s': %s", o->weights, strerror(errno));

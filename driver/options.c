@@ -26,7 +26,7 @@
 
 typedef enum {
   O_HELP, O_VERSION, O_LIST_OPTIONS,
-  O_OUT, O_EMIT, O_JIT, O_ARCH, O_TRAIN,
+  O_OUT, O_EMIT, O_JIT, O_ARCH, O_TRAIN, O_FREEZE,
   O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_CALIBRATE, O_VERBOSE,
   O_WEIGHTS, O_DEVICE, O_CHECK, O_SEED, O_INPUT, O_OUTPUT,
   O_ITERS, O_WARMUP, O_COMPARE,
@@ -71,6 +71,10 @@ static const OptSpec opts[] = {
    "the training step: --emit=report, ir, dot and ptx describe its graph (autodiff, then the -O level's training pipeline); -o MODEL.cu holds it whenever the model has a train block; `ncc bench --train` times it"},
 
   /* compile to a shared object, load it and run it */
+  {O_FREEZE, "--freeze", NULL, NULL, CMD_COMPILE | CMD_RUN | CMD_BENCH, 0,
+   "carry the --weights inside the generated code (int8 ones from `ncc quantize` too): create loads them, "
+   "no weight file is needed at run time; the training step is left out"},
+  {O_WEIGHTS, "--weights", NULL, "FILE", CMD_COMPILE, 0, "with --freeze: the safetensors file MODEL.cu carries"},
   {O_WEIGHTS, "--weights", NULL, "FILE", RUNS, 0,
    "parameters from a safetensors file (PyTorch state_dict names); without it, PyTorch's default init from --seed"},
   {O_INPUT, "--input", NULL, "NAME=X.npy", CMD_RUN, 0, "the model's input NAME (NAME= may be left out for a model's only input)"},
@@ -455,6 +459,7 @@ static int apply(Options *o, const OptSpec *s, const char *v) {
   case O_CALIBRATE: return oerr("--calibrate (%s) needs --precision=int8, which is not supported yet", v);
   case O_VERBOSE: o->verbose = 1; return 0;
   case O_WEIGHTS: o->weights = v; return 0;
+  case O_FREEZE: o->freeze = 1; return 0;
   case O_DEVICE:
     if (!strcmp(v, "auto")) o->device = DEVICE_AUTO;
     else if (!strcmp(v, "cuda")) o->device = DEVICE_CUDA;
@@ -519,6 +524,11 @@ static int check(Options *o) {
       return oerr("--precision=%s: ncc train computes its step in fp32 (tf32 is for inference)",
                   ir_prec_name(o->precision));
   }
+  if (o->freeze && !o->weights) return oerr("--freeze needs --weights FILE: the weights to carry");
+  if (o->freeze && o->train) return oerr("--freeze leaves the training step out; it does not go with --train");
+  if (o->cmd == CMD_COMPILE && o->weights && !o->freeze)
+    return oerr("--weights when compiling goes with --freeze (the weights MODEL.cu carries); "
+                "without it, load them at run time (M_load, or `ncc run --weights`)");
   if (o->precision == PREC_TF32 && o->cublas)
     return oerr("--precision=tf32 with --cublas: the cuBLAS path has no TF32 rendering yet; leave out --cublas "
                 "(ncc's tiled kernels round to TF32)");

@@ -57,6 +57,7 @@ typedef struct Options {
   IoArg in[MAX_IO], outs[MAX_IO];
   int nin, nout;
   int iters, warmup, compare;   /* bench */
+  int freeze;                   /* --freeze: the weights inside the generated code */
   /* training */
   const char *data, *checkpoint, *log, *save_grads;
   long long epochs, steps;

@@ -119,6 +119,10 @@ int ncc_nvrtc_ptx(const char *src, const char *name, const char *const *opts, in
  * mis-shaped tensors are all listed in the error.  Returns 0 or NCC_EUSER. */
 int ncc_load_safetensors(ncc_dev *d, const char *path, const ncc_tensor_info *params, int n,
                          void *const *dev_ptrs, char *err, size_t errn);
+/* The same from a safetensors file's bytes in memory (a frozen model's weights,
+ * ncc --freeze); `what` names them in messages. */
+int ncc_load_safetensors_mem(ncc_dev *d, const void *bytes, size_t n, const char *what, const ncc_tensor_info *params,
+                             int np, void *const *dev_ptrs, char *err, size_t errn);
 /* Writes tensors (host pointers) atomically and durably: PATH.tmp.<pid> in the
  * same folder, fsync, rename over PATH, fsync of the folder.  On any failure
  * (disk full, I/O error, short write) the temporary file is removed, a

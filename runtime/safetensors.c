@@ -385,12 +385,16 @@ static int esize(int target) {
   }
 }
 
+/* The loading of ncc_load_safetensors_opt from the file's bytes (a mapping,
+ * or memory: ncc_load_safetensors_mem); `path` names them in messages. */
+static int load_from(ncc_dev *d, const char *path, const unsigned char *buf, size_t sz, ncc_st_want *w, int n,
+                     int flags, char *err, size_t errn);
+
 int ncc_load_safetensors_opt(ncc_dev *d, const char *path, ncc_st_want *w, int n, int flags, char *err,
                              size_t errn) {
   unsigned char *buf;
-  size_t sz, data_off;
-  ncc_st_entry *e = NULL;
-  int ne = 0, i, rc, *map;
+  size_t sz;
+  int i, rc;
   for (i = 0; i < n; i++) {
     w[i].present = 0;
     if (!(w[i].flags & NCC_ST_HOST) && (!d || w[i].t.dtype == NCC_I64 || w[i].t.dtype == NCC_F64)) {
@@ -401,6 +405,26 @@ int ncc_load_safetensors_opt(ncc_dev *d, const char *path, ncc_st_want *w, int n
   }
   rc = map_file(path, &buf, &sz, err, errn);
   if (rc) return rc;
+  rc = load_from(d, path, buf, sz, w, n, flags, err, errn);
+  if (buf) munmap(buf, sz);
+  return rc;
+}
+
+int ncc_load_safetensors_mem(ncc_dev *d, const void *bytes, size_t n, const char *what, const ncc_tensor_info *params,
+                             int np, void *const *dev_ptrs, char *err, size_t errn) {
+  ncc_st_want *w = wants_of(params, np, dev_ptrs);
+  int rc;
+  if (!w) { ncc_errf(err, errn, "%s: out of memory", what); return NCC_EUSER; }
+  rc = load_from(d, what, (const unsigned char *)bytes, n, w, np, 0, err, errn);
+  free(w);
+  return rc;
+}
+
+static int load_from(ncc_dev *d, const char *path, const unsigned char *buf, size_t sz, ncc_st_want *w, int n,
+                     int flags, char *err, size_t errn) {
+  size_t data_off;
+  ncc_st_entry *e = NULL;
+  int ne = 0, i, rc, *map;
   rc = ncc_st_index(buf, sz, path, &e, &ne, &data_off, err, errn);
   if (rc) goto out;
   map = malloc(sizeof *map * (size_t)(n + 1));
@@ -453,7 +477,6 @@ int ncc_load_safetensors_opt(ncc_dev *d, const char *path, ncc_st_want *w, int n
   free(map);
 out:
   ncc_st_free(e, ne);
-  if (buf) munmap(buf, sz);
   return rc;
 }
 

@@ -498,6 +498,61 @@ def _quantize(ctx):
             raise Failure("`ncc %s`: expected status 1, %r in the message and no output" % (" ".join(args), words))
 
 
+@case("freeze")
+def _freeze(ctx):
+    """--freeze: a model that carries its weights (float32, or int8 from `ncc
+    quantize`) gives the bits of the same model loading the file; a frozen
+    model with a train block has no training step; bad input is status 1, a
+    message naming the file, and no output."""
+    import numpy as np
+    rng = np.random.RandomState(3)
+    net = os.path.join(EXAMPLES, "lenet.net")
+    w = ctx.path("w.safetensors")
+    write_safetensors(w, {"conv1.weight": rng.randn(10, 1, 5, 5) * 0.2, "conv1.bias": rng.randn(10),
+                          "conv2.weight": rng.randn(20, 10, 5, 5) * 0.1, "conv2.bias": rng.randn(20),
+                          "fc1.weight": rng.randn(50, 320) * 0.05, "fc1.bias": rng.randn(50),
+                          "fc2.weight": rng.randn(10, 50) * 0.1, "fc2.bias": rng.randn(10)})
+    x = ctx.path("x.npy")
+    np.save(x, rng.rand(64, 1, 28, 28).astype("float32"))
+    wq = ctx.path("wq.safetensors")
+    p = ctx.ncc_cmd(["quantize", w, "-o", wq])
+    show(p)
+    outs = {}
+    for tag, wf, freeze in (("file", w, []), ("frozen", w, ["--freeze"]), ("qfile", wq, []), ("qfrozen", wq, ["--freeze"])):
+        outs[tag] = ctx.path(tag + ".npy")
+        p = ctx.ncc_cmd(["run", net, "--device", "emu", "--weights", wf, "--input", x, "--output", outs[tag]] + freeze)
+        show(p)
+        if p.returncode != 0:
+            raise Failure("ncc run %s failed" % tag)
+    a, b, c, d = (np.load(outs[t]) for t in ("file", "frozen", "qfile", "qfrozen"))
+    if not (np.array_equal(a, b) and np.array_equal(c, d)) or np.array_equal(a, c):
+        raise Failure("a frozen model should give the bits of the model loading the same file")
+    # a model with a train block, frozen: inference only
+    cu = ctx.path("digits.cu")
+    dw = ctx.path("digits.safetensors")
+    write_safetensors(dw, {"conv1.weight": rng.randn(16, 1, 3, 3), "conv1.bias": rng.randn(16),
+                           "conv2.weight": rng.randn(32, 16, 3, 3), "conv2.bias": rng.randn(32),
+                           "fc1.weight": rng.randn(64, 128), "fc1.bias": rng.randn(64),
+                           "fc2.weight": rng.randn(10, 64), "fc2.bias": rng.randn(10)})
+    p = ctx.ncc_cmd([os.path.join(EXAMPLES, "digits.net"), "--freeze", "--weights", dw, "-o", cu])
+    show(p)
+    with open(ctx.path("digits.h")) as f:
+        h = f.read()
+    if p.returncode != 0 or "digits_train_step" in h or "digits_frozen_" not in open(cu).read():
+        raise Failure("a frozen digits.cu should carry its weights and no training step")
+    os.unlink(cu)
+    bad = ctx.path("bad.safetensors")
+    write_safetensors(bad, {"conv1.weight": np.zeros((3, 3), "float32")})
+    for args, words in (([net, "--freeze", "-o", cu], ["--freeze needs --weights"]),
+                        ([net, "--weights", w, "-o", cu], ["--freeze"]),
+                        ([net, "--freeze", "--weights", bad, "-o", cu], [bad, "conv1.weight", "missing"]),
+                        ([net, "--freeze", "--train", "--weights", w, "-o", cu], ["--train"])):
+        p = ctx.ncc_cmd(args)
+        show(p)
+        if p.returncode != 1 or any(wd not in p.stderr for wd in words) or os.path.exists(cu):
+            raise Failure("`ncc %s`: expected status 1, %r in the message and no output" % (" ".join(args), words))
+
+
 # ---------------------------------------------------------------- where the runtime is
 @case("runtime_discovery")
 def _runtime(ctx):
