@@ -31,7 +31,7 @@ run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK}/p
 # list: build the example with the same sanitizers then.
 set(san_flags)
 if(SANITIZE)
-  set(san_flags "-DCMAKE_C_FLAGS=-fsanitize=address,undefined"
+  set(san_flags "-DCMAKE_C_FLAGS=-fsanitize=address,undefined" "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined"
                 "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined")
 endif()
 run("configuring examples/embed" ${CMAKE_COMMAND} -S ${SRC_DIR}/examples/embed -B ${WORK}/build
@@ -48,6 +48,12 @@ if(NOT last_out STREQUAL expected)
   message(FATAL_ERROR "embed_lenet's classes differ from PyTorch's:\nexpected:\n${expected}\ngot:\n${last_out}")
 endif()
 message(STATUS "embed_lenet agrees with PyTorch")
+# the C++17 program (built with -Wall -Wextra -Werror) prints the same
+run("running embed_lenet_cpp" ${WORK}/build/embed_lenet_cpp ${WORK}/data/lenet.safetensors ${WORK}/data/images.npy)
+if(NOT last_out STREQUAL expected)
+  message(FATAL_ERROR "embed_lenet_cpp's classes differ from PyTorch's:\nexpected:\n${expected}\ngot:\n${last_out}")
+endif()
+message(STATUS "embed_lenet_cpp (C++17) agrees with PyTorch")
 # The training loop: 40 steps on the four images with other labels, a
 # checkpoint saved and loaded back; inference then predicts those labels.
 run("writing labels" ${PYTHON} -c
