@@ -428,6 +428,16 @@ def _errors(ctx):
             raise Failure("the message names %s %d times, not once" % (os.path.basename(path), n))
 
 
+def expect_refused(ctx, cases, out):
+    """Each (args, words): `ncc ARGS` exits 1, its message holds every word,
+    and the output file `out` was not written."""
+    for args, words in cases:
+        p = ctx.ncc_cmd(args)
+        show(p)
+        if p.returncode != 1 or any(wd not in p.stderr for wd in words) or os.path.exists(out):
+            raise Failure("`ncc %s`: expected status 1, %r in the message and no output" % (" ".join(args), words))
+
+
 @case("precision_flags")
 def _precision(ctx):
     """--precision: fp32 and tf32 compile; the others, tf32 with --cublas and
@@ -440,17 +450,12 @@ def _precision(ctx):
         if p.returncode != 0 or not os.path.exists(out):
             raise Failure("--precision=%s should compile" % prec)
         os.unlink(out)
-    refused = [
-        ([net, "--precision=fp16", "-o", out], "not supported yet"),
-        ([net, "--precision=fp64", "-o", out], "unknown precision"),
-        ([net, "--precision=tf32", "--cublas", "-o", out], "--cublas"),
-        (["train", net, "--data", ctx.path("none"), "--precision=tf32"], "fp32"),
-    ]
-    for args, word in refused:
-        p = ctx.ncc_cmd(args)
-        show(p)
-        if p.returncode != 1 or word not in p.stderr or os.path.exists(out):
-            raise Failure("`ncc %s`: expected status 1, %r in the message and no output" % (" ".join(args), word))
+    expect_refused(ctx, [
+        ([net, "--precision=fp16", "-o", out], ["not supported yet"]),
+        ([net, "--precision=fp64", "-o", out], ["unknown precision"]),
+        ([net, "--precision=tf32", "--cublas", "-o", out], ["--cublas"]),
+        (["train", net, "--data", ctx.path("none"), "--precision=tf32"], ["fp32"]),
+    ], out)
 
 
 @case("quantize")
@@ -491,11 +496,7 @@ def _quantize(ctx):
         (["run", net, "--device", "emu", "--weights", noscale, "--input", x, "--output", out],
          [noscale, "fc.weight", "int8 without", "fc.weight.__scale__"]),
     ]
-    for args, words in bad:
-        p = ctx.ncc_cmd(args)
-        show(p)
-        if p.returncode != 1 or any(wd not in p.stderr for wd in words) or os.path.exists(out):
-            raise Failure("`ncc %s`: expected status 1, %r in the message and no output" % (" ".join(args), words))
+    expect_refused(ctx, bad, out)
 
 
 @case("freeze")
@@ -543,14 +544,10 @@ def _freeze(ctx):
     os.unlink(cu)
     bad = ctx.path("bad.safetensors")
     write_safetensors(bad, {"conv1.weight": np.zeros((3, 3), "float32")})
-    for args, words in (([net, "--freeze", "-o", cu], ["--freeze needs --weights"]),
-                        ([net, "--weights", w, "-o", cu], ["--freeze"]),
-                        ([net, "--freeze", "--weights", bad, "-o", cu], [bad, "conv1.weight", "missing"]),
-                        ([net, "--freeze", "--train", "--weights", w, "-o", cu], ["--train"])):
-        p = ctx.ncc_cmd(args)
-        show(p)
-        if p.returncode != 1 or any(wd not in p.stderr for wd in words) or os.path.exists(cu):
-            raise Failure("`ncc %s`: expected status 1, %r in the message and no output" % (" ".join(args), words))
+    expect_refused(ctx, [([net, "--freeze", "-o", cu], ["--freeze needs --weights"]),
+                         ([net, "--weights", w, "-o", cu], ["--freeze"]),
+                         ([net, "--freeze", "--weights", bad, "-o", cu], [bad, "conv1.weight", "missing"]),
+                         ([net, "--freeze", "--train", "--weights", w, "-o", cu], ["--train"])], cu)
 
 
 # ---------------------------------------------------------------- where the runtime is

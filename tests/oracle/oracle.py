@@ -866,19 +866,6 @@ def build_module(kind, num_classes=1000, size=224):
                   512, 512, 512, 512, "M"],
     }
 
-    class Digits(nn.Module):        # examples/digits.net
-        def __init__(self):
-            super().__init__()
-            self.conv1 = nn.Conv2d(1, 16, 3, padding=1)
-            self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
-            self.fc1 = nn.Linear(128, 64)
-            self.fc2 = nn.Linear(64, 10)
-
-        def forward(self, x):
-            x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-            x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-            return self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
-
     class MLP(nn.Module):           # examples/mlp.net
         def __init__(self):
             super().__init__()
@@ -915,7 +902,9 @@ def build_module(kind, num_classes=1000, size=224):
         return LeNet()
     if kind == "mlp":
         return MLP()
-    if kind == "digits":
+    if kind == "digits":   # examples/digits.net: its PyTorch twin in tests/data/digits_torch.py
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data"))
+        from digits_torch import Digits
         return Digits()
     if kind == "resnet18":
         return ResNet(BasicBlock, [2, 2, 2, 2])
