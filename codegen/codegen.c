@@ -113,7 +113,7 @@ static Emitter *const emitters[OP__COUNT] = {
 
 static int emit_group(Cg *c, const KGroup *gr) {
   /* a prologue: the pooling the tiled GEMM of a conv2d or linear computes as it loads */
-  if (gr->npro && (gr->npro != 1 || c->o->use_cublas || !ir_prologue_ok(gr->pro[0], gr->main, 0)))
+  if (gr->npro && (gr->npro != 1 || c->o->use_cublas || !ir_prologue_ok(gr->pro[0], gr->main)))
     ncc_die("a %s kernel with a prologue the tiled GEMM cannot compute%s", ncc_ops[gr->main->op].name,
             c->o->use_cublas ? " (the fuse pass planned for the tiled path, codegen was asked for cuBLAS)" : "");
   /* the emitters that write side values (ir_side_ok's main nodes) */

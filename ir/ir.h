@@ -269,9 +269,10 @@ int ir_side_ok(const Node *s, const Node *m);
 /* May pool compute as the prologue (GROLE_PROLOGUE) of the kernel whose main
  * node is m?  A maxpool2d or avgpool2d whose value m reads as its first
  * operand (a conv2d directly, a linear through a flatten to [N, C*H*W]) and
- * nothing else reads; m on the tiled GEMM (not the cuBLAS path, not the
- * direct convolution of ir_conv_direct): its loads compute the pooling. */
-int ir_prologue_ok(const Node *pool, const Node *m, int cublas);
+ * nothing else reads; m a tiled GEMM, not the direct convolution of
+ * ir_conv_direct (the cuBLAS path, which the graph does not show, is ruled
+ * out by the callers: PassCtx.cublas, CodegenOpts.use_cublas). */
+int ir_prologue_ok(const Node *pool, const Node *m);
 /* Does codegen emit this conv2d as a direct kernel, one thread per output
  * (few output channels per group: depthwise), rather than a tiled GEMM? */
 static inline int ir_conv_direct(const Node *n) { return n->out->shape.d[1] / n->a.groups < 8; }

@@ -86,8 +86,8 @@ int ir_side_ok(const Node *s, const Node *m) {
   }
 }
 
-int ir_prologue_ok(const Node *pool, const Node *m, int cublas) {
-  if (!pool || !m || cublas || pool->load_time || m->load_time || m->nin < 1) return 0;
+int ir_prologue_ok(const Node *pool, const Node *m) {
+  if (!pool || !m || pool->load_time || m->load_time || m->nin < 1) return 0;
   if (pool->op != OP_MAXPOOL2D && pool->op != OP_AVGPOOL2D) return 0;
   const Value *v = pool->out, *in = m->in[0];
   if (v->dtype != DT_F32 || v->shape.rank != 4 || v->nuses != 1) return 0;

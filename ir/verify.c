@@ -187,7 +187,7 @@ static void verify_groups(Graph *g, const unsigned char *need) {
       last_main = k;
       mainof[k] = n;
       if (n->fuse_rule) bad(n, "a main node with a fusion rule (%s)", n->fuse_rule);
-      if (pro[k] && !ir_prologue_ok(pro[k], n, 0))
+      if (pro[k] && !ir_prologue_ok(pro[k], n))
         bad(n, "cannot take the %s %%%d as its prologue (kernel group %d)", ncc_ops[pro[k]->op].name, pro[k]->out->id, k);
     } else if (n->grole == GROLE_EPILOGUE) {
       Node *m = mainof[k];

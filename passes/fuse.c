@@ -386,7 +386,7 @@ static int prologue_group(Fuse *F, Node *n) {
   else if (F->lv.readers[v->id] != 1)
     why = fmt("%s's value has %d readers; a prologue's value is computed for its one GEMM only", nm(F, pool),
               F->lv.readers[v->id]);
-  else if (!ir_prologue_ok(pool, n, 0))
+  else if (!ir_prologue_ok(pool, n))
     why = fmt("%s reaches %s otherwise than as its input (a conv2d's, or through a flatten a linear's)", nm(F, pool),
               nm(F, n));
   if (why) {
