@@ -159,6 +159,7 @@ typedef struct Cg {
    * 1 - beta^step), m->step32 (int: the step being computed, 1-based),
    * m->seed32 (int: the dropout seed). */
   int train;
+  int nbatched, nlaunch;     /* launches of <model>_run() whose grid follows the batch, and all */
   int opt_buf[4];
   int64_t opt_count;
 } Cg;
@@ -174,6 +175,27 @@ const char *cg_finish(Cg *c, const char *op, int flags, const KParams *p, const 
 /* Appends the host statements launching `name` with the params' host args. */
 void cg_launch(Cg *c, const char *name, const KParams *p, long long gx, long long gy, long long gz,
                int bx, int by, size_t shmem);
+
+/* Launch geometry that follows the batch (docs/generated-code.md, "Batches
+ * 1..N"): along grid axis `axis` (0: x, 1: y, 2: z) the launch covers
+ * nb * per elements in blocks of `tile`, ceil(nb * per / tile) blocks, where
+ * nb (m->nb) is the batch of the call; at nb = N that is the full grid. */
+typedef struct CgBatch {
+  int axis;
+  int64_t per, tile;
+} CgBatch;
+/* Fills *bg and returns it when the launch of group gr may follow the batch:
+ * an inference group (not load-time, not the training step) of a graph the
+ * batch pass found to serve batches 1..N, storing a VB_ROWS value.  `extent`
+ * is the element count along the grid axis, whose index the emitter knows to
+ * have the batch outermost; it must be a multiple of N.  Else NULL. */
+const CgBatch *cg_batch_grid(const Cg *c, const KGroup *gr, int axis, int64_t extent, int64_t tile, CgBatch *bg);
+/* cg_launch whose grid follows the batch along bg's axis (bg NULL: fixed). */
+void cg_launch_b(Cg *c, const char *name, const KParams *p, long long gx, long long gy, long long gz, int bx, int by,
+                 size_t shmem, const CgBatch *bg);
+/* "m->nb * k", a C expression (cuBLAS batch counts and rows), when the group's
+ * launch follows the batch and `full` is k * N; else the constant `full` */
+const char *cg_batch_count(const Cg *c, const KGroup *gr, int64_t k, int64_t full, char *dst, size_t n);
 
 /* Adds a pointer parameter for value v (its buffer), named after its role
  * in the kernel ("x", "weight", "bn_running_mean"; "weight2" when the role

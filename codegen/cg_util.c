@@ -103,9 +103,52 @@ const char *cg_kernel(Cg *c, const char *op, int flags, const KParams *p, const 
   return k->name;
 }
 
+const CgBatch *cg_batch_grid(const Cg *c, const KGroup *gr, int axis, int64_t extent, int64_t tile, CgBatch *bg) {
+  int64_t n = c->g->max_batch;
+  if (c->train || c->load_time || c->g != c->gi || n <= 0 || !gr || group_out(gr)->batch != VB_ROWS ||
+      extent % n != 0)
+    return NULL;
+  bg->axis = axis, bg->per = extent / n, bg->tile = tile;
+  return bg;
+}
+
+const char *cg_batch_count(const Cg *c, const KGroup *gr, int64_t k, int64_t full, char *dst, size_t n) {
+  CgBatch bg;
+  if (cg_batch_grid(c, gr, 0, c->g->max_batch, 1, &bg) && full == k * c->g->max_batch) {
+    if (k == 1) snprintf(dst, n, "m->nb");
+    else snprintf(dst, n, "m->nb * %lldLL", (long long)k);
+  } else {
+    snprintf(dst, n, "%lld", (long long)full);
+  }
+  return dst;
+}
+
 void cg_launch(Cg *c, const char *name, const KParams *p, long long gx, long long gy, long long gz,
                int bx, int by, size_t shmem) {
+  cg_launch_b(c, name, p, gx, gy, gz, bx, by, shmem, NULL);
+}
+
+/* One grid extent: the constant, or the blocks that cover nb * per elements. */
+static void grid_dim(Buf *b, long long g, const CgBatch *bg, int axis) {
+  if (!bg || bg->axis != axis) {
+    buf_printf(b, "%lldu", g);
+    return;
+  }
+  long long per = bg->per, tile = bg->tile;
+  NCC_ASSERT(per >= 1 && tile >= 1);
+  if (per % tile == 0 && per == tile) buf_puts(b, "(unsigned)m->nb");
+  else if (per % tile == 0) buf_printf(b, "(unsigned)m->nb * %lldu", per / tile);
+  else if (per == 1) buf_printf(b, "(unsigned)((m->nb + %lld) / %lld)", tile - 1, tile);
+  else buf_printf(b, "(unsigned)((m->nb * %lldLL + %lld) / %lld)", per, tile - 1, tile);
+}
+
+void cg_launch_b(Cg *c, const char *name, const KParams *p, long long gx, long long gy, long long gz, int bx, int by,
+                 size_t shmem, const CgBatch *bg) {
   NCC_ASSERT(gx >= 1 && gx <= 2147483647LL && gy >= 1 && gy <= 65535 && gz >= 1 && gz <= 65535);
+  if (!c->train && !c->load_time) {
+    c->nlaunch++;
+    c->nbatched += bg != NULL;
+  }
   Buf *b = &c->run;
   if (c->group) {   /* which layers this launch computes: the buffers are named below */
     const KGroup *gr = c->group;
@@ -139,7 +182,13 @@ void cg_launch(Cg *c, const char *name, const KParams *p, long long gx, long lon
     buf_puts(b, " */");
   }
   if (!p->n) buf_puts(b, "NULL};");
-  buf_printf(b, "\n    ncc_dim3 g_ = {%lldu, %lldu, %lldu}, b_ = {%du, %du, 1u};\n", gx, gy, gz, bx, by);
+  buf_puts(b, "\n    ncc_dim3 g_ = {");
+  grid_dim(b, gx, bg, 0);
+  buf_puts(b, ", ");
+  grid_dim(b, gy, bg, 1);
+  buf_puts(b, ", ");
+  grid_dim(b, gz, bg, 2);
+  buf_printf(b, "}, b_ = {%du, %du, 1u};\n", bx, by);
   buf_printf(b, "    rc = ncc_launch(m->dev, &%s_desc, g_, b_, %zu, a_);\n", name, shmem);
   buf_printf(b, "    if (rc) return %s_fail(m, rc, \"%s\");\n  }\n", c->model, name);
 }
@@ -434,23 +483,30 @@ void cg_flat_head(Buf *b, int64_t total) {
 
 /* The epilogue chain on `v` at index i, the store that closes the kernel's
  * if (or row loop), the kernel and its launch; frees b. */
-static int finish_store(Cg *c, const KGroup *gr, KParams *p, Buf *b, int flags, long long grid, int T) {
+static int finish_store(Cg *c, const KGroup *gr, KParams *p, Buf *b, int flags, long long grid, int T,
+                        const CgBatch *bg) {
   int rc = -1;
   if (cg_epilogue(c, gr, p, b, "v", "i", 2) == 0) {
     buf_printf(b, "    %s[i] = v;\n  }\n", kp_value(c, p, group_out(gr), 1, "y"));
     char opn[96];
     const char *name = cg_finish(c, cg_opname(gr, NULL, opn), flags, p, b);
-    cg_launch(c, name, p, grid, 1, 1, T, 1, 0);
+    cg_launch_b(c, name, p, grid, 1, 1, T, 1, 0, bg);
     rc = 0;
   }
   buf_free(b);
   return rc;
 }
 
+/* Element i of a flat kernel is element i of the group's value, whose first
+ * axis is the batch: the first b rows are the first b * numel / N elements.
+ * Row r of a row kernel (softmax, layernorm) lies in image r / (rows / N). */
 int cg_flat_finish(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t total) {
-  return finish_store(c, gr, p, b, 0, (total + 255) / 256, 256);
+  CgBatch bg;
+  const CgBatch *bp = total == shape_numel(&group_out(gr)->shape) ? cg_batch_grid(c, gr, 0, total, 256, &bg) : NULL;
+  return finish_store(c, gr, p, b, 0, (total + 255) / 256, 256, bp);
 }
 
 int cg_row_finish(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t rows, int T) {
-  return finish_store(c, gr, p, b, NCC_KF_BARRIER_, rows, T);
+  CgBatch bg;
+  return finish_store(c, gr, p, b, NCC_KF_BARRIER_, rows, T, cg_batch_grid(c, gr, 0, rows, 1, &bg));
 }

@@ -161,7 +161,8 @@ int emit_elemwise(Cg *c, const KGroup *gr) {
     kp_decl(&p, &k);
     buf_printf(&k, ") {\n%s}\n", body.s);
     const char *name = cg_kernel(c, cg_opname(gr, NULL, opn), 0, &p, k.s);
-    cg_launch(c, name, &p, (total + 255) / 256, 1, 1, 256, 1, 0);
+    CgBatch bg;
+    cg_launch_b(c, name, &p, (total + 255) / 256, 1, 1, 256, 1, 0, cg_batch_grid(c, gr, 0, total, 256, &bg));
     buf_free(&k);
   }
   buf_free(&body);

@@ -28,6 +28,8 @@ typedef struct GemmSpec {
   char out_idx[512];   /* expression: linear index of C(z, m, n) in the main output */
   char bias[256];      /* expression added to the accumulator, or "" */
   int uses_z;
+  int baxis;           /* the grid axis whose index has the batch outermost (0: n, x; 1: m, y;
+                          2: z), for a launch that follows the batch; -1: none */
 } GemmSpec;
 
 static int tile_of(int64_t d) { return d >= 64 ? 4 : d >= 32 ? 2 : 1; }
@@ -94,7 +96,12 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_printf(&b, "        %s[o] = v;\n      }\n    }\n", kp_value(c, p, group_out(gr), 1, "y"));
   char opn[96];
   const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, p, &b);
-  cg_launch(c, name, p, (s->N + BN - 1) / BN, (s->M + BM - 1) / BM, s->Z, 16, 16, 0);
+  CgBatch bg;
+  const CgBatch *bp = NULL;
+  if (s->baxis >= 0)
+    bp = cg_batch_grid(c, gr, s->baxis, s->baxis == 0 ? s->N : s->baxis == 1 ? s->M : s->Z,
+                       s->baxis == 0 ? BN : s->baxis == 1 ? BM : 1, &bg);
+  cg_launch_b(c, name, p, (s->N + BN - 1) / BN, (s->M + BM - 1) / BM, s->Z, 16, 16, 0, bp);
   buf_free(&b);
   return 0;
 }
@@ -258,7 +265,8 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
   buf_printf(&b, "    %s[i] = v;\n  }\n", kp_value(c, &p, group_out(gr), 1, "y"));
   char opn[96];
   const char *name = cg_finish(c, cg_opname(gr, NULL, opn), 0, &p, &b);
-  cg_launch(c, name, &p, (total + 255) / 256, 1, 1, 256, 1, 0);
+  CgBatch bg;
+  cg_launch_b(c, name, &p, (total + 255) / 256, 1, 1, 256, 1, 0, cg_batch_grid(c, gr, 0, total, 256, &bg));
   buf_free(&b);
   return 0;
 }
@@ -274,6 +282,7 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   int64_t OHW = d->OH * d->OW;
   s.M = d->Mg, s.N = d->Nb * OHW, s.K = d->Kg, s.Z = d->G;
   s.uses_z = d->G > 1;
+  s.baxis = 0;   /* column n is pixel n % OHW of image n / OHW */
   s.a_kcontig = 1, s.b_kcontig = 0;
   {   /* weight[z * Mg + m][k] */
     Buf la = {0};
@@ -349,7 +358,8 @@ static int bias_epilogue(Cg *c, const KGroup *gr, Value *bias, int64_t inner, in
   buf_printf(&b, "    %s[i] = v;\n  }\n", yn);
   char opn[96];
   const char *name = cg_finish(c, cg_opname(gr, bias ? "bias" : "", opn), 0, &p, &b);
-  cg_launch(c, name, &p, (total + 255) / 256, 1, 1, 256, 1, 0);
+  CgBatch bg;
+  cg_launch_b(c, name, &p, (total + 255) / 256, 1, 1, 256, 1, 0, cg_batch_grid(c, gr, 0, total, 256, &bg));
   buf_free(&b);
   return 0;
 }
@@ -366,7 +376,7 @@ static const char *buf_ptr(Cg *c, char *dst, size_t n, const char *type, int buf
   return dst;
 }
 
-static void sgemm(Cg *c, const Node *n, int ta, int tb, int64_t M, int64_t N, int64_t K, int A, int64_t aoff,
+static void sgemm(Cg *c, const Node *n, int ta, int tb, const char *M, int64_t N, int64_t K, int A, int64_t aoff,
                   int64_t lda, int64_t sa, int B, int64_t boff, int64_t ldb, int64_t sb, int C, const char *coff,
                   int64_t ldc, int64_t sc, const char *batch) {
   char w[256], ao[32], bo[32], pa[CG_HOST_LEN], pb[CG_HOST_LEN], pc[CG_HOST_LEN];
@@ -377,10 +387,10 @@ static void sgemm(Cg *c, const Node *n, int ta, int tb, int64_t M, int64_t N, in
   snprintf(ao, sizeof ao, "%lld", LL(aoff));
   snprintf(bo, sizeof bo, "%lld", LL(boff));
   buf_printf(&c->run,
-             "  rc = ncc_sgemm(m->dev, %d, %d, %lld, %lld, %lld, 1.0f, %s, %lld, %lldLL,\n"
+             "  rc = ncc_sgemm(m->dev, %d, %d, %s, %lld, %lld, 1.0f, %s, %lld, %lldLL,\n"
              "                 %s, %lld, %lldLL, 0.0f, %s, %lld, %lldLL, %s);\n"
              "  if (rc) return %s_fail(m, rc, \"%s\");\n",
-             ta, tb, LL(M), LL(N), LL(K), buf_ptr(c, pa, sizeof pa, "const float *", A, ao), LL(lda), LL(sa),
+             ta, tb, M, LL(N), LL(K), buf_ptr(c, pa, sizeof pa, "const float *", A, ao), LL(lda), LL(sa),
              buf_ptr(c, pb, sizeof pb, "const float *", B, bo), LL(ldb), LL(sb),
              buf_ptr(c, pc, sizeof pc, "float *", C, coff), LL(ldc), LL(sc), batch, c->model, w);
 }
@@ -389,13 +399,14 @@ static int conv_cublas(Cg *c, const KGroup *gr, const ConvDims *d) {
   Node *nd = gr->main;
   int X = cg_buf_of(c, nd->in[0]), Wb = cg_buf_of(c, nd->in[1]), Y = cg_buf_of(c, group_out(gr));
   int64_t OHW = d->OH * d->OW;
-  char nbs[32], coff[64];
-  snprintf(nbs, sizeof nbs, "%lld", LL(d->Nb));
+  char nbs[48], coff[64], mg[24];
+  cg_batch_count(c, gr, 1, d->Nb, nbs, sizeof nbs);   /* the images of this call: m->nb, or Nb */
+  snprintf(mg, sizeof mg, "%lld", LL(d->Mg));
   if (conv_is_1x1(d)) {
     /* each image's [Cin, H*W] block is already the column matrix */
     for (int64_t g = 0; g < d->G; g++) {
       snprintf(coff, sizeof coff, "%lld", LL(g * d->Mg * OHW));
-      sgemm(c, nd, 0, 0, d->Mg, OHW, d->Cig, Wb, g * d->Mg * d->Cig, d->Cig, 0, X, g * d->Cig * OHW, OHW,
+      sgemm(c, nd, 0, 0, mg, OHW, d->Cig, Wb, g * d->Mg * d->Cig, d->Cig, 0, X, g * d->Cig * OHW, OHW,
             d->Cin * OHW, Y, coff, OHW, d->Cout * OHW, nbs);
     }
   } else {
@@ -418,16 +429,19 @@ static int conv_cublas(Cg *c, const KGroup *gr, const ConvDims *d) {
     else buf_printf(&b, "    if (img < %lld) {\n      %s\n    }\n    %s[i] = v;\n  }\n", LL(d->Nb), ld, ws);
     const char *name = cg_finish(c, "im2col", 0, &p, &b);
     buf_free(&b);
-    if (!one) {
-      buf_printf(&c->run, "  for (int n0_ = 0; n0_ < %lld; n0_ += %lld) {\n", LL(d->Nb), LL(CH));
-      buf_printf(&c->run, "  int nb_ = %lld - n0_ < %lld ? %lld - n0_ : %lld;\n", LL(d->Nb), LL(CH), LL(d->Nb), LL(CH));
+    CgBatch bg;
+    if (!one) {   /* chunks of CH images up to the call's batch; the last chunk's im2col runs whole */
+      buf_printf(&c->run, "  for (int n0_ = 0; n0_ < %s; n0_ += %lld) {\n", nbs, LL(CH));
+      buf_printf(&c->run, "  int nb_ = %s - n0_ < %lld ? (int)(%s - n0_) : %lld;\n", nbs, LL(CH), nbs, LL(CH));
+      cg_launch(c, name, &p, (total + 255) / 256, 1, 1, 256, 1, 0);
+    } else {      /* column i belongs to image i / (Kall * OHW) */
+      cg_launch_b(c, name, &p, (total + 255) / 256, 1, 1, 256, 1, 0, cg_batch_grid(c, gr, 0, total, 256, &bg));
     }
-    cg_launch(c, name, &p, (total + 255) / 256, 1, 1, 256, 1, 0);
     for (int64_t g = 0; g < d->G; g++) {
       if (one) snprintf(coff, sizeof coff, "%lld", LL(g * d->Mg * OHW));
       else if (g) snprintf(coff, sizeof coff, "(long long)n0_ * %lld + %lld", LL(d->Cout * OHW), LL(g * d->Mg * OHW));
       else snprintf(coff, sizeof coff, "(long long)n0_ * %lld", LL(d->Cout * OHW));
-      sgemm(c, nd, 0, 0, d->Mg, OHW, d->Kg, Wb, g * d->Mg * d->Kg, d->Kg, 0, c->work, g * d->Kg * OHW, OHW,
+      sgemm(c, nd, 0, 0, mg, OHW, d->Kg, Wb, g * d->Mg * d->Kg, d->Kg, 0, c->work, g * d->Kg * OHW, OHW,
             Kall * OHW, Y, coff, OHW, d->Cout * OHW, one ? nbs : "nb_");
     }
     if (!one) buf_puts(&c->run, "  }\n");
@@ -441,8 +455,8 @@ static int emit_linear(Cg *c, const KGroup *gr) {
   const Shape *xs = &nd->in[0]->shape;
   int64_t rows = xs->d[0], in = xs->d[1], out = nd->out->shape.d[1];
   if (c->o->use_cublas) {
-    char coff[8] = "0";
-    sgemm(c, nd, 0, 1, rows, out, in, cg_buf_of(c, nd->in[0]), 0, in, 0, cg_buf_of(c, nd->in[1]), 0, in, 0,
+    char coff[8] = "0", ms[48];
+    sgemm(c, nd, 0, 1, cg_batch_count(c, gr, 1, rows, ms, sizeof ms), out, in, cg_buf_of(c, nd->in[0]), 0, in, 0, cg_buf_of(c, nd->in[1]), 0, in, 0,
           cg_buf_of(c, group_out(gr)), coff, out, 0, "1");
     return bias_epilogue(c, gr, nd->nin > 2 ? nd->in[2] : NULL, 1, out);
   }
@@ -454,6 +468,7 @@ static int emit_linear(Cg *c, const KGroup *gr) {
   const char *bias = nd->nin > 2 ? kp_value(c, &p, nd->in[2], 0, "bias") : NULL;
   s.M = rows, s.N = out, s.K = in, s.Z = 1;
   s.a_kcontig = s.b_kcontig = 1;
+  s.baxis = 1;   /* row m is image m */
   Buf la = {0}, lb = {0}, lo = {0};
   int na = 0, nb = 0, no = 0;
   cg_term(&la, &na, "m", in), cg_term(&la, &na, "k", 1);
@@ -503,10 +518,21 @@ static int emit_matmul(Cg *c, const KGroup *gr) {
     return -1;
   }
   /* cuBLAS's strided batch covers full or single operands; mixed broadcasts go tiled */
+  /* the batch, when this launch follows it: the first axis of the batch
+   * matrices (rank >= 3), else the rows of a (the batch pass allows no other) */
+  int brank3 = nd->out->shape.rank >= 3;
   if (c->o->use_cublas && (za == Z || za == 1) && (zb == Z || zb == 1)) {
-    char coff[8] = "0", zs[32];
-    snprintf(zs, sizeof zs, "%lld", LL(Z));
-    sgemm(c, nd, 0, 0, M, N, K, cg_buf_of(c, nd->in[0]), 0, K, za == 1 ? 0 : M * K, cg_buf_of(c, nd->in[1]), 0, N,
+    char coff[8] = "0", zs[48], ms[48];
+    int64_t per = nd->out->shape.d[0] > 0 ? Z / nd->out->shape.d[0] : 1;
+    if (brank3) {
+      cg_batch_count(c, gr, per, Z, zs, sizeof zs);
+      snprintf(ms, sizeof ms, "%lld", LL(M));
+    } else {
+      snprintf(zs, sizeof zs, "%lld", LL(Z));
+      if (nd->out->shape.rank == 2) cg_batch_count(c, gr, 1, M, ms, sizeof ms);
+      else snprintf(ms, sizeof ms, "%lld", LL(M));
+    }
+    sgemm(c, nd, 0, 0, ms, N, K, cg_buf_of(c, nd->in[0]), 0, K, za == 1 ? 0 : M * K, cg_buf_of(c, nd->in[1]), 0, N,
           zb == 1 ? 0 : K * N, cg_buf_of(c, group_out(gr)), coff, N, M * N, zs);
     return bias_epilogue(c, gr, NULL, 1, 1);
   }
@@ -517,6 +543,7 @@ static int emit_matmul(Cg *c, const KGroup *gr) {
   s.M = M, s.N = N, s.K = K, s.Z = Z;
   s.uses_z = Z > 1;
   s.a_kcontig = 1, s.b_kcontig = 0;
+  s.baxis = brank3 ? 2 : nd->out->shape.rank == 2 ? 1 : -1;
   Buf ia = {0}, ib = {0};
   cg_bcast_index(&ia, &bo, &ba, "z");
   cg_bcast_index(&ib, &bo, &bb, "z");

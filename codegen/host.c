@@ -137,6 +137,12 @@ void host_header(Cg *c, FILE *h) {
           "int %s_infer(%s *m, const float *x, float *out);\n"
           "/* Host pointers in the order of %s_info()->inputs / ->outputs. */\n"
           "int %s_infer_io(%s *m, const void *const *inputs, void *const *outputs);\n"
+          "/* The same for a batch of 1..%s_info()->max_batch rows (the first dimension of every input\n"
+          " * and output; the compiled batch only when %s_info()->batch_variable is 0): only the work\n"
+          " * of that many rows is launched.  %s_infer and %s_infer_io run the compiled batch. */\n"
+          "#define NCC_HAVE_INFER_BATCH 1\n"
+          "int %s_infer_batch(%s *m, int batch, const float *x, float *out);\n"
+          "int %s_infer_io_batch(%s *m, int batch, const void *const *inputs, void *const *outputs);\n"
           "const ncc_model_info *%s_info(void);   /* names, dtypes and shapes of inputs, outputs, params */\n"
           "const char *%s_error(const %s *m);     /* the message of the last failure */\n"
           "void %s_destroy(%s *m);\n"
@@ -144,7 +150,7 @@ void host_header(Cg *c, FILE *h) {
           " * full speed), plain memory under emulation; free it before %s_destroy. */\n"
           "int %s_host_alloc(%s *m, void **p, size_t bytes);\n"
           "void %s_host_free(%s *m, void *p);\n\n",
-          M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
+          M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
   if (c->gt)
     fprintf(h,
             "/* ---- training (the model's train block; docs/generated-code.md \"Training\") ----\n"
@@ -387,7 +393,7 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   const char *hdr = c->o->header ? c->o->header : NULL;
   Io in, out, par, tin;
   collect(c, &in, &out, &par, &tin);
-  Graph *gt = c->gt;
+  Graph *gt = c->gt, *gi = c->gi;
   int prep = c->prep.len > 0;   /* load-time kernels to launch */
   if (c->o->jit) {
     fprintf(f, "/* host code; the kernels below are compiled at load time by NVRTC */\n");
@@ -454,9 +460,19 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   char tinfo[160];
   if (gt) snprintf(tinfo, sizeof tinfo, "%d, %s_train_inputs_", tin.n, M);
   else snprintf(tinfo, sizeof tinfo, "0, NULL");
-  fprintf(f, "static const ncc_model_info %s_info_ = {\"%s\", %d, %s_inputs_, %d, %s_outputs_, %d, %s_params_, %zu, %s};\n\n",
-          M, M, in.n, M, out.n, M, par.n, M, arena, tinfo);
-  fprintf(f, "struct %s {\n  ncc_dev *dev;\n  void *arena;\n  void *bufs[%s_NBUFS];\n  char err[512];\n", M, M);
+  /* the compiled batch: every input's first dimension (the batch pass found them equal
+   * when max_batch > 0); 1 for a model whose inputs have none */
+  int64_t nmax = gi->max_batch;
+  for (int i = 0; i < gi->nnodes && nmax <= 0; i++)
+    if (gi->nodes[i]->op == OP_INPUT && gi->nodes[i]->out->shape.rank > 0) nmax = gi->nodes[i]->out->shape.d[0];
+  if (nmax <= 0) nmax = 1;
+  fprintf(f, "#define %s_NMAX %lld   /* the compiled batch; %s */\n", M, (long long)nmax,
+          gi->max_batch > 0 ? "any batch 1..NMAX runs from this build" : "the only batch this build runs");
+  fprintf(f, "static const ncc_model_info %s_info_ = {\"%s\", %d, %s_inputs_, %d, %s_outputs_, %d, %s_params_, %zu, %s,\n"
+             "                                      %s_NMAX, %d, \"%s\"};\n\n",
+          M, M, in.n, M, out.n, M, par.n, M, arena, tinfo, M, gi->max_batch > 0, ir_prec_name(gi->precision));
+  fprintf(f, "struct %s {\n  ncc_dev *dev;\n  void *arena;\n  void *bufs[%s_NBUFS];\n  char err[512];\n"
+             "  int nb;   /* the batch of the inference running: the grids that follow the batch read it */\n", M, M);
   if (gt)
     fprintf(f, "  /* training: the schedule and the scalars the step's kernels take */\n"
                "  double base_lr, cur_lr;\n  int64_t step, epoch;\n  uint64_t seed;\n"
@@ -512,6 +528,7 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   } else {
     fprintf(f, "  rc = ncc_dev_open(&m->dev, kind, NULL, NULL);\n");
   }
+  fprintf(f, "  m->nb = %s_NMAX;\n", M);
   fprintf(f, "  if (rc) return %s_fail(m, rc, \"%s_create: opening the device\");\n", M, M);
   fprintf(f, "  rc = ncc_alloc_buffers(m->dev, %s_NBUFS, %s_buf_off_, %s_buf_size_, m->bufs, &m->arena);\n", M, M, M);
   fprintf(f, "  if (rc) return %s_fail(m, rc, \"%s_create: allocating buffers\");\n", M, M);
@@ -590,21 +607,37 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   if (c->run.s) fputs(c->run.s, f);
   fprintf(f, "%s  return rc;\n}\n\n", c->run.s ? "" : "  (void)m;\n");
 
-  /* infer */
-  fprintf(f, "int %s_infer_io(%s *m, const void *const *in, void *const *out) {\n  int rc;\n", M, M);
+  /* infer: the batch's rows of every input and output (the first dimension) */
+  fprintf(f, "int %s_infer_io_batch(%s *m, int batch, const void *const *in, void *const *out) {\n  int rc;\n", M, M);
   fprintf(f, "  if (!m || !m->dev) return %s_user_error(m, \"%s_infer: no model\");\n", M, M);
   fprintf(f, "  if (%s!out) return %s_user_error(m, \"%s_infer: no input or output array\");\n", in.n ? "!in || " : "",
           M, M);
+  if (gi->max_batch > 0) {
+    fprintf(f, "  if (batch < 1 || batch > %s_NMAX) {\n"
+               "    snprintf(m->err, sizeof m->err, \"%s_infer: batch %%d is outside 1..%%d (the compiled batch)\", batch, %s_NMAX);\n"
+               "    return NCC_EUSER;\n  }\n", M, M, M);
+  } else {
+    char why[400];
+    snprintf(why, sizeof why, "%s", gi->batch_fixed ? gi->batch_fixed : "the batch pass did not run");
+    for (char *q = why; *q; q++)   /* inside a C string literal */
+      if (*q == '"' || *q == '\\' || (unsigned char)*q < 32) *q = '\'';
+    fprintf(f, "  if (batch != %s_NMAX) {\n"
+               "    snprintf(m->err, sizeof m->err, \"%s_infer: batch %%d: this build runs batch %%d only (%s)\", batch, %s_NMAX);\n"
+               "    return NCC_EUSER;\n  }\n", M, M, why, M);
+  }
+  char rows[64] = "";   /* the bytes of `batch` rows: every input and output has NMAX of them */
+  if (gi->max_batch > 0) snprintf(rows, sizeof rows, " / %s_NMAX * (size_t)batch", M);
   fprintf(f,
+          "  m->nb = batch;\n"
           "  for (int i = 0; i < %d; i++) {\n"
           "    char what[160];\n"
           "    if (!in[i]) {\n"
           "      snprintf(m->err, sizeof m->err, \"%s_infer: input %%d (%%s) is NULL\", i, %s_inputs_[i].name);\n"
           "      return NCC_EUSER;\n    }\n"
-          "    rc = ncc_memcpy_h2d(m->dev, m->bufs[%s_inputs_buf_[i]], in[i], %s_bytes_(&%s_inputs_[i]));\n"
+          "    rc = ncc_memcpy_h2d(m->dev, m->bufs[%s_inputs_buf_[i]], in[i], %s_bytes_(&%s_inputs_[i])%s);\n"
           "    snprintf(what, sizeof what, \"%s_infer: copying input %%s\", %s_inputs_[i].name);\n"
           "    if (rc) return %s_fail(m, rc, what);\n  }\n",
-          in.n, M, M, M, M, M, M, M, M);
+          in.n, M, M, M, M, M, rows, M, M, M);
   if (gt && prep)
     fprintf(f, "  if (m->stale) {   /* trained since: the folded values follow the new parameters */\n"
                "    rc = %s_prepare(m);\n    if (rc) return rc;\n    m->stale = 0;\n  }\n", M);
@@ -616,18 +649,23 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
           "    if (!out[i]) {\n"
           "      snprintf(m->err, sizeof m->err, \"%s_infer: output %%d (%%s) is NULL\", i, %s_outputs_[i].name);\n"
           "      return NCC_EUSER;\n    }\n"
-          "    rc = ncc_memcpy_d2h(m->dev, out[i], m->bufs[%s_outputs_buf_[i]], %s_bytes_(&%s_outputs_[i]));\n"
+          "    rc = ncc_memcpy_d2h(m->dev, out[i], m->bufs[%s_outputs_buf_[i]], %s_bytes_(&%s_outputs_[i])%s);\n"
           "    snprintf(what, sizeof what, \"%s_infer: copying output %%s\", %s_outputs_[i].name);\n"
           "    if (rc) return %s_fail(m, rc, what);\n  }\n",
-          out.n, M, M, M, M, M, M, M, M);
+          out.n, M, M, M, M, M, rows, M, M, M);
   fprintf(f, "  return 0;\n}\n\n");
-  fprintf(f, "int %s_infer(%s *m, const float *x, float *y) {\n", M, M);
+  fprintf(f, "int %s_infer_io(%s *m, const void *const *in, void *const *out) {\n"
+             "  return %s_infer_io_batch(m, %s_NMAX, in, out);\n}\n\n", M, M, M, M);
+  fprintf(f, "int %s_infer_batch(%s *m, int batch, const float *x, float *y) {\n", M, M);
   if (in.n == 1 && out.n == 1) {
-    fprintf(f, "  const void *in[1];\n  void *out[1];\n  in[0] = x;\n  out[0] = y;\n  return %s_infer_io(m, in, out);\n}\n\n", M);
+    fprintf(f, "  const void *in[1];\n  void *out[1];\n  in[0] = x;\n  out[0] = y;\n"
+               "  return %s_infer_io_batch(m, batch, in, out);\n}\n\n", M);
   } else {
-    fprintf(f, "  (void)x;\n  (void)y;\n  return %s_user_error(m, \"%s_infer: the model has %d inputs and %d outputs; "
+    fprintf(f, "  (void)batch;\n  (void)x;\n  (void)y;\n  return %s_user_error(m, \"%s_infer: the model has %d inputs and %d outputs; "
                "use %s_infer_io\");\n}\n\n", M, M, in.n, out.n, M);
   }
+  fprintf(f, "int %s_infer(%s *m, const float *x, float *y) {\n  return %s_infer_batch(m, %s_NMAX, x, y);\n}\n\n", M, M,
+          M, M);
   if (gt) host_train_api(c, f, &tin, &par);
   fprintf(f, "const char *%s_error(const %s *m) { return m ? m->err : \"no model (create failed)\"; }\n\n", M, M);
   fprintf(f,

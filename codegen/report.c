@@ -355,6 +355,11 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
   if (load_kernels || load_bytes)
     fprintf(f, "# load-time: %d kernels, run once after the weights load, not per inference; %s kept for every inference\n", load_kernels,
             human(b1, sizeof b1, (double)load_bytes, "B"));
+  if (!train && g->max_batch > 0)
+    fprintf(f, "# batch: any batch 1..%lld from this build (%s_infer_batch): a call launches only the blocks its rows need\n",
+            (long long)g->max_batch, g->model);
+  else if (!train && g->batch_fixed)
+    fprintf(f, "# batch: %lld only: %s\n", (long long)batch, g->batch_fixed);
   fprintf(f, "total: params=%lld flops=%lld launches=%d bytes=%lld peak_memory=%lld naive_memory=%lld\n",
           (long long)params, (long long)flops, launches, (long long)bytes, (long long)peak, (long long)naive);
   group_free(&gl);

@@ -36,7 +36,7 @@ typedef int (*SetLrFn)(void *m, double lr);
 
 /* One timed unit: an inference batch, or a training step. */
 static int run_once(Model *M, StepFn step, void **in, void **out) {
-  if (!step) return model_infer(M, in, out);
+  if (!step) return model_infer(M, M->inf->max_batch, in, out);
   float loss;
   if (step(M->m, (const void *const *)in, &loss) != 0)
     return drv_error("the training step failed on %s: %s", M->devdesc, M->error(M->m));

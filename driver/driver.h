@@ -60,6 +60,7 @@ typedef struct Model {
   int (*create_on)(void **m, int kind);
   int (*load)(void *m, const char *path);
   int (*infer_io)(void *m, const void *const *in, void *const *out);
+  int (*infer_io_batch)(void *m, int batch, const void *const *in, void *const *out);
   const char *(*error)(const void *m);
   void (*destroy)(void *m);
   void *m;
@@ -90,7 +91,9 @@ char *path_dir(const char *path);
 /* load.c */
 int model_load(const Options *o, Model *M);      /* dlopen + the generated API */
 int model_create(const Options *o, Model *M);    /* M_create_on the chosen device */
-int model_infer(Model *M, void **in, void **out);
+/* One inference of `batch` rows (1..M->inf->max_batch; the compiled batch for a model
+ * whose batch_variable is 0). */
+int model_infer(Model *M, int batch, void **in, void **out);
 void model_close(Model *M);                      /* everything build/load/create made */
 /* parameters: --weights, or init.c's initialisation */
 int model_weights(const Options *o, Model *M);

@@ -1,6 +1,6 @@
 /* load.c — the built model in this process: dlopen, the generated API of
  * docs/generated-code.md looked up by name (M_info, M_create_on, M_load,
- * M_infer_io, M_error, M_destroy), the device it is created on, its weights,
+ * M_infer_io, M_infer_io_batch, M_error, M_destroy), the device it is created on, its weights,
  * and the tensor descriptions M_info hands out.
  *
  * Failures the user can change (no GPU, out of device memory, weights that do
@@ -81,6 +81,9 @@ int model_load(const Options *o, Model *M) {
   LOOKUP(create_on, "create_on");
   LOOKUP(load, "load");
   LOOKUP(infer_io, "infer_io");
+  /* optional: an object built by hand to the older API runs its compiled batch */
+  snprintf(sym, sizeof sym, "%s_infer_io_batch", M->name);
+  *(void **)&M->infer_io_batch = dlsym(M->so, sym);
   LOOKUP(error, "error");
   LOOKUP(destroy, "destroy");
 #undef LOOKUP
@@ -107,8 +110,9 @@ int model_create(const Options *o, Model *M) {
   return 0;
 }
 
-int model_infer(Model *M, void **in, void **out) {
-  int rc = M->infer_io(M->m, (const void *const *)in, (void *const *)out);
+int model_infer(Model *M, int batch, void **in, void **out) {
+  int rc = M->infer_io_batch ? M->infer_io_batch(M->m, batch, (const void *const *)in, (void *const *)out)
+                             : M->infer_io(M->m, (const void *const *)in, (void *const *)out);
   if (rc != 0) {
     /* NCC_EUSER: something the user can change (e.g. out of device memory);
      * anything else is a failure of the generated code or the runtime */

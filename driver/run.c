@@ -43,8 +43,13 @@ static int resolve_names(IoArg *kv, int n, const ncc_tensor_info *t, int nt, con
   return 0;
 }
 
-static int read_inputs(const Options *o, Model *M, void **data) {
+/* Reads every input; *batch gets the rows they hold: the compiled batch N,
+ * or fewer for a build that serves batches 1..N (M_info()->batch_variable),
+ * the same number for every input. */
+static int read_inputs(const Options *o, Model *M, void **data, int *batch) {
   const ncc_model_info *inf = M->inf;
+  const char *first = NULL;   /* the input that set *batch */
+  *batch = inf->max_batch;
   for (int i = 0; i < inf->ninputs; i++) {
     const ncc_tensor_info *t = &inf->inputs[i];
     char want[256], got[256], err[1024] = "", msg[2048];
@@ -69,18 +74,37 @@ static int read_inputs(const Options *o, Model *M, void **data) {
     if (ncc_npy_read(kv->path, &dt, &rank, shape, &data[i], err, sizeof err) != 0)
       return drv_error("input %s: %s", t->name, with_path(msg, sizeof msg, kv->path, err[0] ? err : "cannot read"));
     tensor_str(got, sizeof got, dt, rank, shape);
-    int same = dt == t->dtype && rank == t->rank;
-    for (int k = 0; same && k < rank; k++) same = shape[k] == t->shape[k];
+    int same = dt == t->dtype && rank == t->rank;   /* the first dimension: the batch, below */
+    for (int k = 1; same && k < rank; k++) same = shape[k] == t->shape[k];
     if (!same)
       return drv_error("input %s: %s holds %s, but the model expects %s%s", t->name, kv->path, got, want,
                        dt != t->dtype ? " (wrong dtype)" : " (wrong shape; --set may change the model's shapes)");
+    if (rank == 0 || (!inf->batch_variable && shape[0] == t->shape[0])) continue;
+    if (!inf->batch_variable)
+      return drv_error("input %s: %s holds %s, but the model expects %s: this build runs batch %lld only "
+                       "(--emit=report says why)", t->name, kv->path, got, want, (long long)t->shape[0]);
+    if (shape[0] < 1 || shape[0] > t->shape[0])
+      return drv_error("input %s: %s holds %s: a batch of %lld rows, outside 1..%lld (the compiled batch; "
+                       "--set may compile a larger one)", t->name, kv->path, got, (long long)shape[0],
+                       (long long)t->shape[0]);
+    if (first && shape[0] != *batch)
+      return drv_error("input %s: %s holds %lld rows, but input %s holds %d: every input needs the same batch",
+                       t->name, kv->path, (long long)shape[0], first, *batch);
+    *batch = (int)shape[0], first = t->name;
   }
   return 0;
 }
 
+/* t's shape with `batch` rows (the first dimension): what a call of that batch
+ * wrote (batch < 0: the compiled shape, for a build that runs its batch only) */
+static void rows_shape(const ncc_tensor_info *t, int batch, int64_t shape[8]) {
+  for (int k = 0; k < t->rank && k < 8; k++) shape[k] = t->shape[k];
+  if (t->rank > 0 && batch >= 0) shape[0] = batch;
+}
+
 /* All outputs go to temporary names first and are renamed only when every
  * one of them is written, so a failure leaves no output file at all. */
-static int write_outputs(const Options *o, Model *M, void **out) {
+static int write_outputs(const Options *o, Model *M, void **out, int batch) {
   const ncc_model_info *inf = M->inf;
   char tmp[MAX_IO][4200];
   int nt = 0, rc = 0;
@@ -89,8 +113,10 @@ static int write_outputs(const Options *o, Model *M, void **out) {
     while (strcmp(inf->outputs[j].name, o->outs[i].name)) j++;
     const ncc_tensor_info *t = &inf->outputs[j];
     char err[1024] = "";
+    int64_t shape[8];
+    rows_shape(t, batch, shape);
     snprintf(tmp[nt], sizeof tmp[nt], "%s.ncc-tmp-%ld", o->outs[i].path, (long)getpid());
-    if (ncc_npy_write(tmp[nt], t->dtype, t->rank, t->shape, out[j], err, sizeof err) != 0) {
+    if (ncc_npy_write(tmp[nt], t->dtype, t->rank, shape, out[j], err, sizeof err) != 0) {
       unlink(tmp[nt]);
       /* the runtime's message names the temporary file: name the real one */
       size_t tl = strlen(tmp[nt]);
@@ -108,14 +134,16 @@ static int write_outputs(const Options *o, Model *M, void **out) {
   return rc;
 }
 
-static void print_summary(const Model *M, void **out) {
+static void print_summary(const Model *M, void **out, int batch) {
   for (int i = 0; i < M->inf->noutputs; i++) {
     const ncc_tensor_info *t = &M->inf->outputs[i];
     char s[256];
-    tensor_str(s, sizeof s, t->dtype, t->rank, t->shape);
+    int64_t shape[8];
+    rows_shape(t, batch, shape);
+    tensor_str(s, sizeof s, t->dtype, t->rank, shape);
     printf("output %s: %s", t->name, s);
     if (t->dtype == NCC_F32) {
-      int64_t n = numel(t->rank, t->shape);
+      int64_t n = numel(t->rank, shape);
       const float *p = (const float *)out[i];
       double sum = 0, mx = -INFINITY, mn = INFINITY;
       for (int64_t k = 0; k < n; k++) { sum += p[k]; if (p[k] > mx) mx = p[k]; if (p[k] < mn) mn = p[k]; }
@@ -147,12 +175,12 @@ int run_main(const Options *po) {
   rc = model_build(&o, &M);
   if (!rc) rc = model_load(&o, &M);
   void **in = NULL, **out = NULL;
-  int nin = M.inf ? M.inf->ninputs : 0;
+  int nin = M.inf ? M.inf->ninputs : 0, batch = 0;
   if (!rc) rc = resolve_names(o.in, o.nin, M.inf->inputs, M.inf->ninputs, "--input", "input");
   if (!rc) rc = resolve_names(o.outs, o.nout, M.inf->outputs, M.inf->noutputs, "--output", "output");
   if (!rc) {
     in = (void **)calloc((size_t)nin + 1, sizeof *in);
-    rc = read_inputs(&o, &M, in);
+    rc = read_inputs(&o, &M, in, &batch);
   }
   if (!rc) rc = model_create(&o, &M);
   if (!rc) rc = model_weights(&o, &M);
@@ -161,11 +189,11 @@ int run_main(const Options *po) {
     printf("device: %s\n", M.devdesc);
     fflush(stdout);
     double t = ncc_now();
-    rc = model_infer(&M, in, out);
+    rc = model_infer(&M, batch, in, out);
     if (!rc) drv_log(&o, "inference: %.2f ms", (ncc_now() - t) * 1e3);
   }
-  if (!rc) rc = write_outputs(&o, &M, out);
-  if (!rc && o.nout == 0) print_summary(&M, out);
+  if (!rc) rc = write_outputs(&o, &M, out, M.inf->batch_variable ? batch : -1);
+  if (!rc && o.nout == 0) print_summary(&M, out, M.inf->batch_variable ? batch : -1);
   free_tensors(in, nin);
   free_tensors(out, M.inf ? M.inf->noutputs : 0);
   model_close(&M);

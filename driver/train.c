@@ -232,7 +232,7 @@ static int evaluate(Model *M, const Split *te, int xi, int yi, int64_t N, int64_
       if (te->yfloat) memcpy(in[yi], (const char *)te->y.data + (size_t)at * te->yrow, (size_t)r * te->yrow);
       else memcpy(in[yi], te->labels + at, (size_t)r * sizeof(int32_t));
     }
-    rc = model_infer(M, in, out);
+    rc = model_infer(M, inf->batch_variable ? (int)r : inf->max_batch, in, out);   /* the last batch: its rows only */
     const float *lg = (const float *)out[0];
     if (te->yfloat) {   /* squared error per element, summed per sample; the mean over elements below */
       size_t per = te->yrow / sizeof(float);

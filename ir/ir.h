@@ -112,7 +112,15 @@ typedef struct Value {
   struct Value *grad_of;   /* set by autodiff: this value is the gradient of that PARAM's
                               value; it is stored in the gradient region at the parameter's
                               place (persistent, read by the optimizer update) */
+  int batch;               /* set by the batch pass (passes/batch.c): VB_* below */
 } Value;
+
+/* How a value relates to the batch (Value.batch, the batch pass):
+ * VB_NONE: computed from parameters and constants only; VB_ROWS: its first
+ * dimension is the batch and row r depends on row r of the inputs alone, so
+ * a smaller batch needs only its first rows; VB_MIXED: anything else (rows
+ * mixed, or the batch moved off the first axis). */
+enum { VB_NONE, VB_ROWS, VB_MIXED };
 
 /* Regions of the memory plan.  MEM_ACT: graph inputs and the values kernel
  * groups store, per inference; values whose lifetimes do not meet share
@@ -200,6 +208,10 @@ typedef struct Graph {
   int64_t act_bytes;       /* planned: size of the MEM_ACT region (= the report's peak_memory) */
   int64_t load_bytes;      /* planned: size of the MEM_LOAD region */
   int precision;           /* set by the precision pass: PREC_* asked for (--precision) */
+  int64_t max_batch;       /* set by the batch pass: > 0, the inference graph runs any batch
+                              1..max_batch from one build (every output in VB_ROWS); 0: the
+                              compiled batch only, batch_fixed says why (NULL: pass not run) */
+  const char *batch_fixed; Loc batch_loc;
   int training;            /* set by passes_run from PassCtx.train: the losses and
                               the minimised value are roots too (ir_needed) */
 } Graph;

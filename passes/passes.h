@@ -31,6 +31,7 @@ int pass_prune(Graph *g, PassCtx *c);   /* inference: drop train-only identities
 int pass_fold(Graph *g, PassCtx *c);    /* constant folding; inference batchnorm folded, its parameter arithmetic at load time (fold.c) */
 int pass_fuse(Graph *g, PassCtx *c);    /* kernel groups by named rules (fuse.c) */
 int pass_plan(Graph *g, PassCtx *c);    /* memory plan: offsets of stored values (plan.c) */
+int pass_batch(Graph *g, PassCtx *c);   /* inference: values whose rows follow the batch; Graph.max_batch (batch.c) */
 int pass_precision(Graph *g, PassCtx *c);  /* the math precision of each op from --precision (precision.c) */
 
 /* The fusion rules (fuse.c), for documentation and tests: i in [0, count). */

@@ -33,6 +33,10 @@
  *   -O1  autodiff, plan
  *   -O2  autodiff, fuse, plan   (-O3 alike; fuse applies its -O3 rules)
  * With --passes=LIST and --train, LIST is taken as given.
+ * Every inference pipeline ends with `batch`, an analysis that changes
+ * nothing in the graph: it marks the values whose rows follow the batch, so
+ * that one build serves batches 1..N (passes/batch.c).  Without it (a
+ * --passes list that leaves it out) the build runs the compiled batch only.
  * --precision other than fp32 adds the precision pass to the inference
  * pipelines, after fold and before fuse (docs/precision.md). */
 #include "passes.h"
@@ -49,23 +53,24 @@ static const Pass passes[] = {
                       "its parameter-only arithmetic marked load-time"},
   {"fuse", pass_fuse, "kernel groups by named rules: epilogues into their producer's kernel (-v: what stays unfused, and why)"},
   {"plan", pass_plan, "memory plan: arena offsets of stored values; lifetimes that do not meet share bytes, in place where legal"},
+  {"batch", pass_batch, "inference: which values keep the batch in their rows, so that one build serves batches 1..N"},
   {"precision", pass_precision, "the math precision of each op from --precision (tf32: GEMM operands rounded to TF32); "
                                 "in every pipeline when --precision is not fp32"},
 };
 
 static const char *const pipelines[4] = {
-  "prune",              /* -O0 */
-  "prune,fold,plan",         /* -O1 */
-  "prune,fold,fuse,plan",    /* -O2 */
-  "prune,fold,fuse,plan",    /* -O3: fuse applies its -O3 rules */
+  "prune,batch",                 /* -O0 */
+  "prune,fold,plan,batch",       /* -O1 */
+  "prune,fold,fuse,plan,batch",  /* -O2 */
+  "prune,fold,fuse,plan,batch",  /* -O3: fuse applies its -O3 rules */
 };
 
 /* with --precision other than fp32: the precision pass after fold, before fuse */
 static const char *const prec_pipelines[4] = {
-  "prune,precision",
-  "prune,fold,precision,plan",
-  "prune,fold,precision,fuse,plan",
-  "prune,fold,precision,fuse,plan",
+  "prune,precision,batch",
+  "prune,fold,precision,plan,batch",
+  "prune,fold,precision,fuse,plan,batch",
+  "prune,fold,precision,fuse,plan,batch",
 };
 
 static const char *const train_pipelines[4] = {
@@ -89,7 +94,7 @@ void passes_usage(FILE *f) {
       "+ fold (batchnorm into the conv, computed at load time) and memory plan (shared bytes)",
       "+ fusion: epilogues (bias, activation, residual, batchnorm) into their producer's kernel",
       "+ fusion rules that trade work or code for launches (recompute cheap kernels in each reader)"};
-    fprintf(f, "  -O%d  %-21s %s\n", o, pipelines[o], what[o]);
+    fprintf(f, "  -O%d  %-27s %s\n", o, pipelines[o], what[o]);
   }
   fputs("  with --precision other than fp32, the precision pass runs after fold (before fuse)\n", f);
   fputs("training (--train, ncc train): autodiff first; prune and fold are inference passes:\n", f);

@@ -59,6 +59,10 @@ typedef struct ncc_model_info {
   size_t arena_bytes;
   int ntrain_inputs; const ncc_tensor_info *train_inputs;   /* the training step's (0, NULL: inference only) */
 #define NCC_HAVE_TRAIN_INPUTS 1
+  int max_batch;          /* the compiled batch N (the inputs' first dimension; 1 without one) */
+  int batch_variable;     /* 1: M_infer_io_batch takes any batch 1..N; 0: N only */
+  const char *precision;  /* "fp32", "tf32": the --precision it was compiled with */
+#define NCC_HAVE_BATCH_INFO 1
 } ncc_model_info;
 
 

@@ -1139,6 +1139,35 @@ for _k, (_b, _s, _sets, _ch) in _MATRIX.items():
                 ctx, k, b, sz, st, flags=["-O%d" % o, "--check", "--cublas"], in_ch=ch))
 
 
+# Batches 1..N from one build (the batch pass; docs/generated-code.md "Batches
+# 1..N"): every example compiled for N runs batches of 1, 2 and N-1 rows,
+# which `ncc run` passes to M_infer_io_batch, against PyTorch on the same
+# rows.  The kernels launch only the blocks those rows need; the cases in
+# checked mode catch any access that assumed a full batch.  One build per
+# model and flags serves its three batches (the compile cache).
+_BATCH = {   # N, spatial size, --set, input channels
+    "digits": (5, 8, ["N=5"], 1),
+    "lenet": (5, 28, ["N=5"], 1),
+    "mlp": (5, 28, ["N=5"], 1),
+    "mobilenet_v2": (3, 32, ["N=3", "S=32"], 3),
+    "resnet18": (3, 32, ["N=3", "S=32"], 3),
+    "resnet50": (3, 32, ["N=3", "S=32"], 3),
+    "vgg11": (3, 32, ["N=3", "S=32"], 3),
+    "vgg16": (3, 32, ["N=3", "S=32"], 3),
+    "vgg19": (3, 32, ["N=3", "S=32"], 3),
+}
+for _k, (_n, _s, _sets, _ch) in _BATCH.items():
+    for _b in sorted({1, 2, _n - 1}):
+        case("batch_%s_b%d" % (_k, _b), ["model", "batch"])(
+            lambda ctx, k=_k, b=_b, sz=_s, st=_sets, ch=_ch: model_case(ctx, k, b, sz, st, flags=["--check"], in_ch=ch))
+    case("batch_%s_b1_cublas" % _k, ["model", "batch", "cublas"])(
+        lambda ctx, k=_k, sz=_s, st=_sets, ch=_ch: model_case(ctx, k, 1, sz, st, flags=["--cublas", "--check"], in_ch=ch))
+case("batch_resnet18_b2_O0", ["model", "batch"])(
+    lambda ctx: model_case(ctx, "resnet18", 2, 32, ["N=3", "S=32"], flags=["-O0", "--check"]))
+case("batch_lenet_b3_O3_cublas", ["model", "batch", "cublas"])(
+    lambda ctx: model_case(ctx, "lenet", 3, 28, ["N=5"], flags=["-O3", "--cublas"], in_ch=1))
+
+
 # ---------------------------------------------------------------- --precision=tf32
 # The GEMM-like ops round both operands to TF32 (10 mantissa bits, to
 # nearest, ties away: ncc_kernel.h's ncc_tf32) and accumulate in float32.
