@@ -6,17 +6,15 @@
 # tests/python/test_python.py, label `python`; a case without numpy or torch
 # reports skipped.
 #
-# Under the sanitizers libnccrt needs the ASan runtime loaded first, which a
-# plain Python is not: the cases run with it preloaded there.
+# Under the sanitizers the cases run with the ASan runtime preloaded
+# (NCC_ASAN_PRELOAD, tests/CMakeLists.txt): libnccrt needs it loaded first.
 set(NCC_PYTHON_PY ${CMAKE_CURRENT_SOURCE_DIR}/python/test_python.py)
 execute_process(COMMAND ${NCC_PYTHON} ${NCC_PYTHON_PY} --list
                 OUTPUT_VARIABLE _py_cases RESULT_VARIABLE _py_rc ERROR_VARIABLE _py_err)
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${NCC_PYTHON_PY})
 set(_py_env "NCC_CACHE_DIR=${CMAKE_BINARY_DIR}/ncc-cache")
-if(NCC_SANITIZE)
-  execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so
-                  OUTPUT_VARIABLE _py_asan OUTPUT_STRIP_TRAILING_WHITESPACE)
-  list(APPEND _py_env "LD_PRELOAD=${_py_asan}" "ASAN_OPTIONS=detect_leaks=0")
+if(NCC_ASAN_PRELOAD)
+  list(APPEND _py_env "LD_PRELOAD=${NCC_ASAN_PRELOAD}" "ASAN_OPTIONS=detect_leaks=0")
 endif()
 if(NOT _py_rc EQUAL 0)
   message(WARNING "python tests disabled: ${NCC_PYTHON} ${NCC_PYTHON_PY} --list failed: ${_py_err}")
