@@ -216,6 +216,7 @@ void opts_help(Command cmd, FILE *f) {
           "       ncc MODEL.net --emit=ir|dot|report|params|cu|ptx [-o FILE]\n"
           "       ncc MODEL.net --jit -o MODEL.c            host C; NVRTC compiles the kernels at load time\n"
           "       ncc run   MODEL.net --input x=X.npy ...   compile, load and run on .npy inputs\n"
+          "       ncc run   MODEL.net --print-object        build it into the compile cache, print the object's path\n"
           "       ncc bench MODEL.net                       time one inference batch\n"
           "       ncc train MODEL.net --data DIR            train (a model with a train block) on .npy data\n"
           "       ncc quantize W.safetensors -o WQ.safetensors   int8 weights with scales, a quarter the size\n"
