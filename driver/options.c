@@ -29,7 +29,7 @@ typedef enum {
   O_OUT, O_EMIT, O_JIT, O_ARCH, O_TRAIN, O_FREEZE,
   O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_CALIBRATE, O_VERBOSE,
   O_WEIGHTS, O_DEVICE, O_CHECK, O_SEED, O_INPUT, O_OUTPUT,
-  O_ITERS, O_WARMUP, O_COMPARE,
+  O_PRINT_OBJECT, O_ITERS, O_WARMUP, O_COMPARE,
   O_DATA, O_EPOCHS, O_STEPS, O_NO_SHUFFLE, O_CHECKPOINT, O_RESUME, O_LOG, O_SAVE_GRADS,
 } OptId;
 
@@ -80,6 +80,9 @@ static const OptSpec opts[] = {
   {O_INPUT, "--input", NULL, "NAME=X.npy", CMD_RUN, 0, "the model's input NAME (NAME= may be left out for a model's only input)"},
   {O_OUTPUT, "--output", NULL, "NAME=Y.npy", CMD_RUN, 0,
    "write output NAME (repeatable); without --output, a summary of every output is printed"},
+  {O_PRINT_OBJECT, "--print-object", NULL, NULL, CMD_RUN, 0,
+   "build the model (or find it in the compile cache), print `device:`, `model:` (the generated API's prefix) "
+   "and `object:` (the shared object's path) lines and exit without running it: for bindings (docs/python.md)"},
   {O_DEVICE, "--device", NULL, "DEV", RUNS, 0, "auto (default: a GPU when one answers, else CPU emulation), cuda or emu"},
   {O_SEED, "--seed", NULL, "S", RUNS, 0,
    "seed of the initial weights (without --weights) and of bench's random inputs (default 0)"},
@@ -213,6 +216,7 @@ void opts_help(Command cmd, FILE *f) {
           "       ncc MODEL.net --emit=ir|dot|report|params|cu|ptx [-o FILE]\n"
           "       ncc MODEL.net --jit -o MODEL.c            host C; NVRTC compiles the kernels at load time\n"
           "       ncc run   MODEL.net --input x=X.npy ...   compile, load and run on .npy inputs\n"
+          "       ncc run   MODEL.net --print-object        build it into the compile cache, print the object's path\n"
           "       ncc bench MODEL.net                       time one inference batch\n"
           "       ncc train MODEL.net --data DIR            train (a model with a train block) on .npy data\n"
           "       ncc quantize W.safetensors -o WQ.safetensors   int8 weights with scales, a quarter the size\n"
@@ -486,6 +490,7 @@ static int apply(Options *o, const OptSpec *s, const char *v) {
     if (parse_int("--warmup", v, 0, 1000000, &x)) return 1;
     o->warmup = (int)x;
     return 0;
+  case O_PRINT_OBJECT: o->print_object = 1; return 0;
   case O_COMPARE: o->compare = 1; return 0;
   case O_DATA: o->data = v; return 0;
   case O_EPOCHS: return parse_int("--epochs", v, 1, 1000000000, &o->epochs);
@@ -532,6 +537,8 @@ static int check(Options *o) {
   if (o->precision == PREC_TF32 && o->cublas)
     return oerr("--precision=tf32 with --cublas: the cuBLAS path has no TF32 rendering yet; leave out --cublas "
                 "(ncc's tiled kernels round to TF32)");
+  if (o->print_object && (o->nin || o->nout))
+    return oerr("--print-object builds the model and runs nothing: --%s does not go with it", o->nin ? "input" : "output");
   if (o->cmd == CMD_RUN || o->cmd == CMD_BENCH) {
     if (o->jit && o->device == DEVICE_EMU)
       return oerr("--jit compiles kernels for a GPU with NVRTC; it does not go with --device emu");

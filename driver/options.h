@@ -58,6 +58,7 @@ typedef struct Options {
   int nin, nout;
   int iters, warmup, compare;   /* bench */
   int freeze;                   /* --freeze: the weights inside the generated code */
+  int print_object;             /* run --print-object: build, print the object's path, run nothing */
   /* training */
   const char *data, *checkpoint, *log, *save_grads;
   long long epochs, steps;

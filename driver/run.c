@@ -4,6 +4,7 @@
  *   --input/--output names to the model's -> read and check the inputs ->
  *   create the model on its device -> weights (--weights, or init.c) ->
  *   infer -> write the outputs, or print a summary of each
+ * (--print-object: build, say where the object is, and stop)
  *
  * Files are checked before compiling, so that a typo in a path costs no
  * minutes of compiling.  Outputs are written to temporary names and renamed
@@ -167,7 +168,32 @@ static int check_files(const Options *o) {
   return 0;
 }
 
+/* --print-object: the model built (or found in the compile cache) and
+ * dlopen'ed once to check its API, then three lines on stdout for a binding
+ * that loads the object itself (python/ncc, docs/python.md):
+ *   device: emu (2 threads)      what the object is built for (emu, cuda ...)
+ *   model: lenet                 the prefix of the generated API's symbols
+ *   object: /abs/path/lenet-....so
+ * The object must outlive this process, so it must be in the cache. */
+static int print_object(const Options *o) {
+  Model M;
+  int rc = model_build(o, &M);
+  if (!rc) rc = model_load(o, &M);
+  if (!rc && M.tmpdir[0] && !strncmp(M.so_path, M.tmpdir, strlen(M.tmpdir)))
+    rc = drv_error("--print-object: no writable compile cache to keep the object in "
+                   "(set NCC_CACHE_DIR to a writable folder)");
+  if (!rc) {
+    char *abs = realpath(M.so_path, NULL);
+    printf("device: %s\nmodel: %s\nobject: %s\n", M.devdesc, M.name, abs ? abs : M.so_path);
+    free(abs);
+    fflush(stdout);
+  }
+  model_close(&M);
+  return rc;
+}
+
 int run_main(const Options *po) {
+  if (po->print_object) return print_object(po);
   Options o = *po;      /* resolve_names fills in the names of unnamed --input/--output */
   int rc = check_files(&o);
   if (rc) return rc;

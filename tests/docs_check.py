@@ -17,6 +17,16 @@ Markdown file and compiles each one, as a file of its own, with
                         the tree's headers (cc -std=c11 -Wall -Wextra -Werror
                         -fsyntax-only), so the guide follows the IR's API
 
+    ```python           runs to exit 0 with this Python, the source tree's
+                        python/ on PYTHONPATH (the module `ncc`), NCC=NCC, a
+                        private compile cache, from a scratch folder where
+                        `examples` is the repository's; the blocks of one file
+                        run in order in one folder, so a later block may read
+                        what an earlier one wrote.  NCC_PYTHON_PRELOAD, when
+                        set, is their LD_PRELOAD (the ASan runtime, under the
+                        sanitizers).  README.md's are readme_check.py's:
+                        they read what its `$ ` sessions wrote
+
 Links: every Markdown link of the files must stay inside the repository (a
 relative path to a file that exists, and to a heading that exists when it
 names one); no link to the web, and no mention of design notes that live
@@ -41,7 +51,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def blocks(path):
-    """(number, info, first line number, text) of every ```net and ```c pass block."""
+    """(number, info, first line number, text) of every ```net, ```c pass and ```python block."""
     out, cur, n = [], None, 0
     with open(path, encoding="utf-8") as f:
         for i, line in enumerate(f, 1):
@@ -50,7 +60,7 @@ def blocks(path):
             if cur is None and m and m.group(1):
                 cur = {"lang": m.group(1), "info": (m.group(1) + m.group(2)).split(), "line": i + 1, "text": []}
             elif cur is not None and line.startswith("```"):
-                if cur["lang"] == "net" or cur["info"][:2] == ["c", "pass"]:
+                if cur["lang"] in ("net", "python") or cur["info"][:2] == ["c", "pass"]:
                     n += 1
                     out.append((n, cur["info"], cur["line"], "\n".join(cur["text"]) + "\n"))
                 cur = None
@@ -113,10 +123,31 @@ def check_c(md, n, first, text, tmp):
     return []
 
 
+def check_python(ncc, md, n, first, text, tmp):
+    work = os.path.join(tmp, "py-" + os.path.splitext(os.path.basename(md))[0])
+    if not os.path.isdir(work):
+        os.makedirs(work)
+        os.symlink(os.path.join(ROOT, "examples"), os.path.join(work, "examples"))
+    env = dict(os.environ, NCC=ncc, NCC_CACHE_DIR=os.path.join(tmp, "cache"), NCC_EMU_THREADS="2",
+               PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python")] +
+                                          ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
+    if os.environ.get("NCC_PYTHON_PRELOAD"):
+        env["LD_PRELOAD"] = os.environ["NCC_PYTHON_PRELOAD"]
+    p = subprocess.run([sys.executable, "-"], input=text, cwd=work, env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True, errors="replace", timeout=600)
+    if p.returncode != 0:
+        return ["%s:%d (block %d): the Python block exited with %d:\n%s" % (md, first, n, p.returncode, p.stdout)]
+    return []
+
+
 def check(ncc, md, n, info, first, text, tmp):
     """Returns a list of problems (empty: the block behaves as marked)."""
     if info[0] == "c":
         return check_c(md, n, first, text, tmp)
+    if info[0] == "python":
+        if os.path.basename(md) == "README.md":
+            return []
+        return check_python(ncc, md, n, first, text, tmp)
     base = "%s-%d" % (os.path.splitext(os.path.basename(md))[0], n)
     src = os.path.join(tmp, base + ".net")
     with open(src, "w") as f:
@@ -166,7 +197,8 @@ def main():
             for n, info, first, text in blocks(md):
                 count += 1
                 got = check(ncc, md, n, info, first, text, tmp)
-                kind = " [error example]" if "error" in info[1:] else " [C]" if info[0] == "c" else ""
+                kind = (" [error example]" if "error" in info[1:] else " [C]" if info[0] == "c" else
+                        " [Python]" if info[0] == "python" else "")
                 print("%s %s block %d (line %d)%s" % ("FAIL" if got else "ok  ", md, n, first, kind))
                 problems += got
     for pr in problems:

@@ -23,6 +23,11 @@ Every fenced ```sh block of the README is checked:
     the repository, and every `-DNAME=` they pass to cmake an option() of
     CMakeLists.txt.
 
+Every ```python block runs, in its place among the sh sessions and in
+their scratch directory (so it may read what they wrote), with --python,
+the source tree's python/ on PYTHONPATH (the module `ncc`) and NCC=--ncc;
+it must exit 0.
+
 Every `--flag` on a line of any fenced block that starts with `ncc` (or on
 its `common:` line) must be accepted by ncc: it must appear in
 `ncc --help`, `ncc run --help`, `ncc bench --help` or `ncc train --help`.
@@ -119,6 +124,18 @@ def run_session(block, env, work, readme):
     return problems
 
 
+def run_python(block, env, work, readme):
+    """Runs one ```python block as a script; returns a list of problems."""
+    ln = block[0][0] if block else 0
+    text = "\n".join(t for _, t in block) + "\n"
+    p = subprocess.run([env["NCC_README_PYTHON"], "-"], input=text, cwd=work, env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True, errors="replace", timeout=900)
+    print("%s %s:%d: python block" % ("ok  " if p.returncode == 0 else "FAIL", readme, ln))
+    if p.returncode != 0:
+        return ["%s:%d: the Python block exited with %d:\n%s" % (readme, ln, p.returncode, p.stdout)]
+    return []
+
+
 def check_setup_line(ln, text, readme, options):
     cmd = strip_comment(text)
     problems = []
@@ -188,7 +205,12 @@ def main():
         os.symlink(os.path.abspath(a.python), os.path.join(bindir, "python3"))
         env["PATH"] = os.pathsep.join([os.path.dirname(ncc), bindir, env.get("PATH", "")])
         os.symlink(os.path.join(ROOT, "examples"), os.path.join(work, "examples"))
+        env["NCC_README_PYTHON"] = os.path.abspath(a.python)
+        pyenv = dict(env, NCC=ncc, PYTHONPATH=os.pathsep.join(
+            [os.path.join(ROOT, "python")] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])))
         for lang, block, _ in blocks:
+            if lang == "python":
+                problems += run_python(block, pyenv, work, readme)
             if lang != "sh":
                 continue
             if any(t.startswith("$ ") for _, t in block):

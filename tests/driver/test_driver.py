@@ -550,6 +550,42 @@ def _freeze(ctx):
                          ([net, "--freeze", "--train", "--weights", w, "-o", cu], ["--train"])], cu)
 
 
+# ---------------------------------------------------------------- run --print-object
+@case("print_object")
+def _print_object(ctx):
+    """`ncc run --print-object` builds the model into the cache and prints
+    exactly three lines (device, model, object); the object exists and a
+    second call finds it in the cache; it runs nothing, so --input/--output
+    and a cache that cannot keep the object are refused (status 1, nothing
+    on stdout)."""
+    net = ctx.write("tiny.net", TINY)
+    env = {"NCC_CACHE_DIR": ctx.path("cache")}
+    outs = []
+    for _ in range(2):
+        p = ctx.ncc_cmd(["run", net, "--device", "emu", "--print-object", "-v"], env=env)
+        show(p)
+        lines = p.stdout.splitlines()
+        if p.returncode != 0 or len(lines) != 3 or [l.split(":")[0] for l in lines] != ["device", "model", "object"]:
+            raise Failure("expected status 0 and the lines device:, model:, object:")
+        outs.append(lines)
+    obj = outs[0][2][len("object: "):]
+    if (not outs[0][0].startswith("device: emu") or outs[0][1] != "model: tiny" or not os.path.isabs(obj)
+            or not os.path.isfile(obj) or os.path.dirname(obj) != os.path.realpath(ctx.path("cache"))):
+        raise Failure("the lines do not name an emu build of `tiny` in the cache: %s" % outs[0])
+    if outs[1] != outs[0] or "found in the cache" not in p.stderr:
+        raise Failure("the second --print-object did not find the same object in the cache")
+    blocked = ctx.path("file-not-dir")
+    open(blocked, "w").close()
+    for args, e, words in (
+            (["--input", ctx.path("x.npy")], env, ["--print-object", "--input"]),
+            (["--output", ctx.path("y.npy")], env, ["--print-object", "--output"]),
+            ([], {"NCC_CACHE_DIR": os.path.join(blocked, "sub")}, ["NCC_CACHE_DIR"])):
+        p = ctx.ncc_cmd(["run", net, "--device", "emu", "--print-object"] + args, env=e)
+        show(p)
+        if p.returncode != 1 or p.stdout or any(w not in p.stderr for w in words):
+            raise Failure("`--print-object %s`: expected status 1, %r and nothing on stdout" % (" ".join(args), words))
+
+
 # ---------------------------------------------------------------- where the runtime is
 @case("runtime_discovery")
 def _runtime(ctx):
