@@ -110,7 +110,9 @@ class _ModelInfoC(ctypes.Structure):      # the start of ncc_model_info: fields 
                 ("ninputs", ctypes.c_int), ("inputs", ctypes.POINTER(_TensorInfoC)),
                 ("noutputs", ctypes.c_int), ("outputs", ctypes.POINTER(_TensorInfoC)),
                 ("nparams", ctypes.c_int), ("params", ctypes.POINTER(_TensorInfoC)),
-                ("arena_bytes", ctypes.c_size_t)]
+                ("arena_bytes", ctypes.c_size_t),
+                ("ntrain_inputs", ctypes.c_int), ("train_inputs", ctypes.POINTER(_TensorInfoC)),
+                ("max_batch", ctypes.c_int), ("batch_variable", ctypes.c_int), ("precision", ctypes.c_char_p)]
 
 
 # NCC_F32, F16, BF16, I32, I8 (runtime/ncc_rt.h); bf16 has no NumPy dtype
@@ -181,9 +183,10 @@ class Model:
     zero.  device: "auto", "emu" or "cuda" (`ncc run --device`).
 
     Attributes: name, inputs, outputs, params (lists of TensorInfo),
-    max_batch (the compiled N: the first dimension of the first input),
+    max_batch (the compiled N: the first dimension of the inputs),
     batch_variable (True when batches 1..max_batch are accepted, else only
-    max_batch), device ("emu (2 threads)" ...), object (the shared object's
+    max_batch: the report's "# batch:" line says why), precision ("fp32",
+    "tf32"), device ("emu (2 threads)" ...), object (the shared object's
     path), arena_bytes.
     """
 
@@ -213,8 +216,9 @@ class Model:
         self.outputs = _infos(info.outputs, info.noutputs)
         self.params = _infos(info.params, info.nparams)
         self.arena_bytes = int(info.arena_bytes)
-        self.max_batch = self.inputs[0].shape[0] if self.inputs and self.inputs[0].shape else 1
-        self.batch_variable = self._batch_fn is not None
+        self.max_batch = int(info.max_batch)
+        self.batch_variable = self._batch_fn is not None and bool(info.batch_variable)
+        self.precision = info.precision.decode() if info.precision else "fp32"
         m = ctypes.c_void_p()
         kind = _DEV_CUDA if self.device.startswith("cuda") else _DEV_EMU
         rc = self._create_on(ctypes.byref(m), kind)

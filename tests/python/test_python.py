@@ -194,13 +194,27 @@ def _batch(ctx):
     x = images(8, seed=6)
     close_to("batch 8", m(x), torch_ref(t, x))
     print("batch_variable:", m.batch_variable)
-    if m.batch_variable:
-        for b in (1, 3, 7):
-            close_to("batch %d" % b, m(x[:b]), torch_ref(t, x[:b]))
-    else:
-        raises("batch 3 (fixed N)", ["batch 3", "exactly 8", "--set N=3"], m, x[:3])
+    if not m.batch_variable or m.max_batch != 8:
+        raise Failure("lenet compiled for N=8 should take batches 1..8 (batch_variable %s, max_batch %s)"
+                      % (m.batch_variable, m.max_batch))
+    for b in (1, 3, 7):
+        close_to("batch %d" % b, m(x[:b]), torch_ref(t, x[:b]))
     raises("batch 9", ["batch 9", "8"], m, images(9))
     raises("batch 0", ["batch 0", "8"], m, x[:0])
+    # a model whose output mixes the rows of the batch runs its N only
+    import numpy as np
+    fixed = ncc.compile(ctx.write("mix.net", MIX))
+    if fixed.batch_variable or fixed.max_batch != 4:
+        raise Failure("softmax over axis 0: batch_variable %s, max_batch %s" % (fixed.batch_variable, fixed.max_batch))
+    raises("batch 3 (fixed N)", ["batch 3", "exactly 4", "--set N=3"], fixed, np.ones((3, 3), np.float32))
+
+
+MIX = """model mix
+const N = 4
+input x: f32[N, 3]
+h = softmax(x, axis=0)
+output h
+"""
 
 
 # ---------------------------------------------------------------- bad input, errors
