@@ -55,7 +55,7 @@ typedef ucontext_t fiber_ctx;
  * fiber and every switch is announced through its fiber API (exact stacks);
  * each fiber is then a thread of its own to ThreadSanitizer, every switch
  * synchronises (flags 0, as a barrier does) at a cost that grows with the
- * number of fibers alive: some 30x slower with 16 launching threads. */
+ * number of fibers alive: some 100x slower with 16 launching threads. */
 #if defined(__SANITIZE_THREAD__)
 #define NCC_TSAN 1
 #elif defined(__has_feature)
