@@ -25,9 +25,12 @@ enum { NccCblasRowMajor = 101, NccCblasNoTrans = 111, NccCblasTrans = 112 };
 void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
                  const float *b, int ldb, float beta, float *c, int ldc);
 
-static const ncc_backend *g_cudart;
+/* set by an nvcc-built model's constructor, which may run (dlopen) on one
+ * thread while another opens a device: atomic */
+static const ncc_backend *g_cudart_be;
 
-void ncc_register_cudart(const ncc_backend *b) { g_cudart = b; }
+void ncc_register_cudart(const ncc_backend *b) { __atomic_store_n(&g_cudart_be, b, __ATOMIC_RELEASE); }
+static const ncc_backend *cudart_backend(void) { return __atomic_load_n(&g_cudart_be, __ATOMIC_ACQUIRE); }
 
 int ncc_dev_fail(ncc_dev *d, int code, const char *fmt, ...) {
   va_list ap;
@@ -117,7 +120,7 @@ int ncc_dev_open(ncc_dev **out, int kind, const char *kernel_src, const char *ji
   *out = d;
   if (kind != NCC_DEV_AUTO && kind != NCC_DEV_CUDA && kind != NCC_DEV_EMU)
     return ncc_dev_fail(d, NCC_EINTERNAL, "ncc_dev_open: unknown device kind %d", kind);
-  if (kernel_src || g_cudart) {
+  if (kernel_src || cudart_backend()) {
     /* a GPU build: nothing to run on the CPU */
     char why[512];
     const char *build = kernel_src ? "--jit" : "nvcc";
@@ -127,7 +130,7 @@ int ncc_dev_open(ncc_dev **out, int kind, const char *kernel_src, const char *ji
     /* the driver probe first: its reasons ("cannot load libcuda.so.1") are
      * clearer than the CUDA runtime's ("driver version is insufficient") */
     if (ncc_cuda_probe(why, sizeof why)) return ncc_dev_fail(d, NCC_EUSER, "no CUDA device answers: %s", why);
-    be = kernel_src ? &ncc_backend_jit : g_cudart;
+    be = kernel_src ? &ncc_backend_jit : cudart_backend();
   } else {
     if (kind == NCC_DEV_CUDA) {
       char why[512];

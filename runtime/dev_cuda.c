@@ -8,6 +8,10 @@
  * $XDG_CACHE_HOME/ncc (or ~/.cache/ncc) by a hash of source, options, arch and
  * NVRTC version, written atomically so that two processes never see half a file.
  * Every CUDA/NVRTC/cuBLAS call is checked; messages name file:line of the call.
+ * Each device (each model instance) has a stream of its own, non-blocking with
+ * respect to the legacy default stream: instances driven from different threads
+ * overlap on the GPU, and ncc_sync waits for its own device's work only.
+ * Copies stay synchronous (async on the stream, then a wait for it).
  * Also ncc_nvrtc_ptx (ncc --emit=ptx), which needs NVRTC but no GPU.
  */
 #define _GNU_SOURCE
@@ -81,7 +85,6 @@ static struct {
   CUresult (*PrimaryCtxRetain)(CUcontext *, CUdevice);
   CUresult (*PrimaryCtxRelease)(CUdevice);
   CUresult (*CtxSetCurrent)(CUcontext);
-  CUresult (*CtxSynchronize)(void);
   CUresult (*ModuleLoadData)(CUmodule *, const void *);
   CUresult (*ModuleUnload)(CUmodule);
   CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
@@ -92,10 +95,13 @@ static struct {
   CUresult (*MemFree)(CUdeviceptr);
   CUresult (*MemHostAlloc)(void **, size_t, unsigned);
   CUresult (*MemFreeHost)(void *);
-  CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
-  CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
-  CUresult (*MemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
-  CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
+  CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+  CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+  CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
+  CUresult (*MemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+  CUresult (*StreamCreate)(CUstream *, unsigned);
+  CUresult (*StreamDestroy)(CUstream);
+  CUresult (*StreamSynchronize)(CUstream);
   CUresult (*GetErrorString)(CUresult, const char **);
 } cu;
 
@@ -118,6 +124,7 @@ static struct {
   void *lib;
   int (*Create)(cublasHandle_t *);
   int (*Destroy)(cublasHandle_t);
+  int (*SetStream)(cublasHandle_t, CUstream);
   int (*SgemmStridedBatched)(cublasHandle_t, int, int, int, int, int, const float *, const float *, int, long long,
                              const float *, int, long long, const float *, float *, int, long long, int);
 } cb;
@@ -160,9 +167,8 @@ static void *open_lib(const char *const *names, const char *pattern, char *why, 
     if (!tab.field) { snprintf(why, n, "symbol %s missing from the library", name); return -1; } \
   } while (0)
 
-static int load_cuda(char *why, size_t n) {
+static int load_cuda_syms(char *why, size_t n) {
   static const char *const names[] = {"libcuda.so.1", "libcuda.so", NULL};
-  if (cu.lib) return 0;
   cu.lib = open_lib(names, "stubs/.none", why, n);
   if (!cu.lib) return -1;
   SYM(cu, Init, "cuInit");
@@ -173,7 +179,6 @@ static int load_cuda(char *why, size_t n) {
   SYM(cu, PrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
   SYM(cu, PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
   SYM(cu, CtxSetCurrent, "cuCtxSetCurrent");
-  SYM(cu, CtxSynchronize, "cuCtxSynchronize");
   SYM(cu, ModuleLoadData, "cuModuleLoadData");
   SYM(cu, ModuleUnload, "cuModuleUnload");
   SYM(cu, ModuleGetFunction, "cuModuleGetFunction");
@@ -183,17 +188,19 @@ static int load_cuda(char *why, size_t n) {
   SYM(cu, MemFree, "cuMemFree_v2");
   SYM(cu, MemHostAlloc, "cuMemHostAlloc");
   SYM(cu, MemFreeHost, "cuMemFreeHost");
-  SYM(cu, MemcpyHtoD, "cuMemcpyHtoD_v2");
-  SYM(cu, MemcpyDtoH, "cuMemcpyDtoH_v2");
-  SYM(cu, MemcpyDtoD, "cuMemcpyDtoD_v2");
-  SYM(cu, MemsetD8, "cuMemsetD8_v2");
+  SYM(cu, MemsetD8Async, "cuMemsetD8Async");
+  SYM(cu, MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+  SYM(cu, MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+  SYM(cu, MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
+  SYM(cu, StreamCreate, "cuStreamCreate");
+  SYM(cu, StreamDestroy, "cuStreamDestroy_v2");
+  SYM(cu, StreamSynchronize, "cuStreamSynchronize");
   SYM(cu, GetErrorString, "cuGetErrorString");
   return 0;
 }
 
-static int load_nvrtc(char *why, size_t n) {
+static int load_nvrtc_syms(char *why, size_t n) {
   static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so", NULL};
-  if (nv.lib) return 0;
   nv.lib = open_lib(names, "libnvrtc.so*", why, n);
   if (!nv.lib) return -1;
   SYM(nv, Create, "nvrtcCreateProgram");
@@ -210,16 +217,31 @@ static int load_nvrtc(char *why, size_t n) {
   return 0;
 }
 
-static int load_cublas(char *why, size_t n) {
+static int load_cublas_syms(char *why, size_t n) {
   static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so", NULL};
-  if (cb.lib) return 0;
   cb.lib = open_lib(names, "libcublas.so*", why, n);
   if (!cb.lib) return -1;
   SYM(cb, Create, "cublasCreate_v2");
   SYM(cb, Destroy, "cublasDestroy_v2");
+  SYM(cb, SetStream, "cublasSetStream_v2");
   SYM(cb, SgemmStridedBatched, "cublasSgemmStridedBatched");
   return 0;
 }
+
+/* The loaders run under g_load_mu.  A library that lacks a symbol is closed
+ * and its table cleared: a later call must try again and fail the same way,
+ * never find lib set with a NULL function in the table. */
+#define LOADER(fn, tab)                                        \
+  static int fn(char *why, size_t n) {                         \
+    if (tab.lib) return 0;                                     \
+    if (fn##_syms(why, n) == 0) return 0;                      \
+    if (tab.lib) dlclose(tab.lib);                             \
+    memset(&tab, 0, sizeof tab);                               \
+    return -1;                                                 \
+  }
+LOADER(load_cuda, cu)
+LOADER(load_nvrtc, nv)
+LOADER(load_cublas, cb)
 
 static const char *cu_str(CUresult r) {
   const char *s = NULL;
@@ -384,6 +406,7 @@ static void write_atomic(const char *path, const void *p, size_t n) {
 typedef struct jit_state {
   CUdevice dev;
   CUcontext ctx;
+  CUstream stream;      /* this device's own: launches, copies, cuBLAS */
   CUmodule mod;
   cublasHandle_t blas;
   int blas_tried;
@@ -419,6 +442,7 @@ static int jit_open(ncc_dev *d, const char *src, const char *opts) {
   CU_CHECK(d, cu.DeviceGetAttribute(&s->smem_optin, 97, s->dev));
   CU_CHECK(d, cu.PrimaryCtxRetain(&s->ctx, s->dev));
   CU_CHECK(d, cu.CtxSetCurrent(s->ctx));
+  CU_CHECK(d, cu.StreamCreate(&s->stream, 1));   /* CU_STREAM_NON_BLOCKING */
   snprintf(nm, sizeof nm, "cuda: %s (sm_%d%d, jit)", name, major, minor);
   ncc_dev_set_name(d, nm);
   snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d%d", major, minor);
@@ -468,7 +492,9 @@ static int jit_open(ncc_dev *d, const char *src, const char *opts) {
 static void jit_close(ncc_dev *d) {
   jit_state *s = (jit_state *)ncc_dev_state(d);
   if (!s) return;
+  if (s->ctx) cu.CtxSetCurrent(s->ctx);   /* closed from any thread, like every other call */
   if (s->blas) cb.Destroy(s->blas);
+  if (s->stream) cu.StreamDestroy(s->stream);
   if (s->mod) cu.ModuleUnload(s->mod);
   if (s->ctx) cu.PrimaryCtxRelease(s->dev);
   free(s);
@@ -502,22 +528,29 @@ static int jit_host_free(ncc_dev *d, void *p) {
   CU_CHECK(d, cu.MemFreeHost(p));
   return 0;
 }
+#define JIT_STREAM(d) (((jit_state *)ncc_dev_state(d))->stream)
+
+/* On the device's stream, after its kernels; synchronous for the caller, who
+ * may reuse or read the host buffer at once (also page-locked ones). */
 static int jit_memcpy(ncc_dev *d, void *dst, const void *src, size_t n, int dir) {
+  CUstream st = JIT_STREAM(d);
   JIT_CTX(d);
   if (!n) return 0;
-  if (dir == 0) CU_CHECK(d, cu.MemcpyHtoD((CUdeviceptr)(uintptr_t)dst, src, n));
-  else if (dir == 1) CU_CHECK(d, cu.MemcpyDtoH(dst, (CUdeviceptr)(uintptr_t)src, n));
-  else CU_CHECK(d, cu.MemcpyDtoD((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, n));
+  if (dir == 0) CU_CHECK(d, cu.MemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dst, src, n, st));
+  else if (dir == 1) CU_CHECK(d, cu.MemcpyDtoHAsync(dst, (CUdeviceptr)(uintptr_t)src, n, st));
+  else CU_CHECK(d, cu.MemcpyDtoDAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, n, st));
+  CU_CHECK(d, cu.StreamSynchronize(st));
   return 0;
 }
 static int jit_memset(ncc_dev *d, void *p, int byte, size_t n) {
   JIT_CTX(d);
-  if (n) CU_CHECK(d, cu.MemsetD8((CUdeviceptr)(uintptr_t)p, (unsigned char)byte, n));
+  if (n) CU_CHECK(d, cu.MemsetD8Async((CUdeviceptr)(uintptr_t)p, (unsigned char)byte, n, JIT_STREAM(d)));
   return 0;
 }
+/* this device's work only: other instances' streams run on */
 static int jit_sync(ncc_dev *d) {
   JIT_CTX(d);
-  CU_CHECK(d, cu.CtxSynchronize());
+  CU_CHECK(d, cu.StreamSynchronize(JIT_STREAM(d)));
   return 0;
 }
 static int jit_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 g, ncc_dim3 b, size_t shmem, void **args) {
@@ -543,7 +576,7 @@ static int jit_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 g, ncc_dim3 b, s
     CU_CHECK(d, cu.FuncSetAttribute(fn, 8, (int)shmem));
     if (i >= 0) s->fn[i].shmem_set = shmem;
   }
-  CU_CHECK(d, cu.LaunchKernel(fn, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned)shmem, NULL, args, NULL));
+  CU_CHECK(d, cu.LaunchKernel(fn, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned)shmem, s->stream, args, NULL));
   return 0;
 }
 static int jit_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
@@ -561,6 +594,8 @@ static int jit_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alph
     if (rc) return ncc_dev_fail(d, NCC_EUSER, "cannot load cuBLAS (libcublas.so): %s", why);
     if ((st = cb.Create(&s->blas)) != 0)
       return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cublasCreate: status %d", __FILE__, __LINE__, st);
+    if ((st = cb.SetStream(s->blas, s->stream)) != 0)
+      return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cublasSetStream: status %d", __FILE__, __LINE__, st);
   }
   /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands */
   st = cb.SgemmStridedBatched(s->blas, tb ? 1 : 0, ta ? 1 : 0, n, m, k, &alpha, B, ldb, sb, A, lda, sa, &beta, C, ldc,

@@ -46,6 +46,36 @@ typedef void *fiber_ctx;
 typedef ucontext_t fiber_ctx;
 #endif
 
+/* ThreadSanitizer and fibers.  All fibers of a worker run on its one OS thread,
+ * one at a time, so by default ThreadSanitizer is told nothing: it sees them as
+ * that thread (correctly ordered: no race between them is real), and checks
+ * what matters here, the accesses of different OS threads (blocks on the pool,
+ * application threads driving distinct instances).  Only its reports' stacks
+ * may then mix frames of several fibers.  With -DNCC_EMU_TSAN_FIBERS every
+ * fiber and every switch is announced through its fiber API (exact stacks);
+ * each fiber is then a thread of its own to ThreadSanitizer, every switch
+ * synchronises (flags 0, as a barrier does) at a cost that grows with the
+ * number of fibers alive: some 100x slower with 16 launching threads. */
+#if defined(__SANITIZE_THREAD__)
+#define NCC_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define NCC_TSAN 1
+#endif
+#endif
+#if !defined(NCC_EMU_TSAN_FIBERS)
+#undef NCC_TSAN
+#endif
+#ifdef NCC_TSAN
+void *__tsan_get_current_fiber(void);
+void *__tsan_create_fiber(unsigned flags);
+void __tsan_destroy_fiber(void *fiber);
+void __tsan_switch_to_fiber(void *fiber, unsigned flags);
+#define TSAN_SWITCH(tf) __tsan_switch_to_fiber((tf), 0)
+#else
+#define TSAN_SWITCH(tf) ((void)0)
+#endif
+
 _Thread_local uint3 threadIdx NCC_EMU_TLS;
 _Thread_local uint3 blockIdx NCC_EMU_TLS;
 _Thread_local dim3 blockDim NCC_EMU_TLS;
@@ -106,6 +136,7 @@ typedef struct fiber {
   int fresh;            /* stack must be (re)initialised before the next switch */
   int colour;           /* cache colour of the stack top */
   struct worker *w;
+  void *tsan;           /* ThreadSanitizer's handle of this fiber (NCC_TSAN) */
 } fiber;
 
 enum { MODE_IDLE, MODE_BLOCK, MODE_FIBER, MODE_THREAD };
@@ -122,6 +153,8 @@ typedef struct worker {
   size_t dyncap;
   int misuse;           /* __syncthreads() outside a barrier kernel */
   void *altstack;
+  int own_altstack;     /* altstack is ours to free (not the thread's own) */
+  void *tsan_sched;     /* ThreadSanitizer's handle of the OS thread's own stack */
 } worker;
 
 static _Thread_local worker *tw NCC_EMU_TLS;
@@ -151,9 +184,14 @@ static int fiber_reverse(void) {
   }
   return r;
 }
+/* racing first calls store the same value: relaxed atomics make that defined */
 static long pagesz(void) {
-  if (!g_pagesz) g_pagesz = sysconf(_SC_PAGESIZE);
-  return g_pagesz;
+  long p = __atomic_load_n(&g_pagesz, __ATOMIC_RELAXED);
+  if (!p) {
+    p = sysconf(_SC_PAGESIZE);
+    __atomic_store_n(&g_pagesz, p, __ATOMIC_RELAXED);
+  }
+  return p;
 }
 
 /* ---------------------------------------------------------------- checked mode */
@@ -172,6 +210,7 @@ static void ensure_altstack(worker *w) {
   }
   w->altstack = malloc(ALT_STACK);
   if (!w->altstack) return;
+  w->own_altstack = 1;
   memset(&ss, 0, sizeof ss);
   ss.ss_sp = w->altstack;
   ss.ss_size = ALT_STACK;
@@ -294,12 +333,65 @@ void ncc_emu_guarded_free(ncc_guarded *g) {
 }
 
 /* ---------------------------------------------------------------- fibers */
+/* Every OS thread that runs blocks (a pool thread, or an application thread
+ * launching) has a worker: its fibers, dynamic shared memory, alternate signal
+ * stack.  An application thread may come and go (a server's thread pool): its
+ * worker is freed when it exits, through a pthread key's destructor. */
+static pthread_key_t g_worker_key;
+static pthread_once_t g_worker_once = PTHREAD_ONCE_INIT;
+static int g_worker_key_ok;
+
+static void worker_free(void *p) {
+  worker *w = (worker *)p;
+  int i;
+  if (!w) return;
+  for (i = 0; i < w->nfib; i++) {
+#ifdef NCC_TSAN
+    if (w->fib[i]->tsan) __tsan_destroy_fiber(w->fib[i]->tsan);
+#endif
+    munmap(w->fib[i]->map, w->fib[i]->maplen);
+    free(w->fib[i]);
+  }
+  free(w->fib);
+  free(w->dyn);
+  if (w->own_altstack) {
+    /* the kernel must stop using it before it goes back to malloc */
+    stack_t ss;
+    memset(&ss, 0, sizeof ss);
+    ss.ss_flags = SS_DISABLE;
+    sigaltstack(&ss, NULL);
+    free(w->altstack);
+  }
+  free(w);
+  if (tw == w) tw = NULL;
+}
+
+static void worker_key_init(void) { g_worker_key_ok = pthread_key_create(&g_worker_key, worker_free) == 0; }
+
 static worker *get_worker(void) {
-  if (!tw) tw = calloc(1, sizeof *tw);
+  if (!tw) {
+    pthread_once(&g_worker_once, worker_key_init);
+    tw = calloc(1, sizeof *tw);
+    if (tw && g_worker_key_ok) pthread_setspecific(g_worker_key, tw);
+#ifdef NCC_TSAN
+    if (tw) tw->tsan_sched = __tsan_get_current_fiber();
+#endif
+  }
   return tw;
 }
 
 static void fiber_main(void *p);
+
+/* a (re)started fiber is a new one for ThreadSanitizer: an abandoned one's
+ * frames must not stay on its shadow stack */
+static void tsan_fiber_reset(fiber *f) {
+#ifdef NCC_TSAN
+  if (f->tsan) __tsan_destroy_fiber(f->tsan);
+  f->tsan = __tsan_create_fiber(0);
+#else
+  (void)f;
+#endif
+}
 
 #ifdef NCC_FIBER_ASM
 static void fiber_reset(fiber *f) {
@@ -314,6 +406,7 @@ static void fiber_reset(fiber *f) {
   sp[6] = (void *)ncc_fiber_entry;       /* return address */
   f->ctx = sp;
   f->fresh = 0;
+  tsan_fiber_reset(f);
 }
 #else
 static _Thread_local fiber *starting_fiber;   /* makecontext passes ints only */
@@ -326,6 +419,7 @@ static void fiber_reset(fiber *f) {
   f->ctx.uc_link = NULL;
   makecontext(&f->ctx, fiber_start_uc, 0);
   f->fresh = 0;
+  tsan_fiber_reset(f);
 }
 #endif
 
@@ -337,6 +431,7 @@ static void switch_to(fiber_ctx *from, fiber *g) {
     starting_fiber = g;
 #endif
   }
+  TSAN_SWITCH(g->tsan);   /* the last thing before the switch (the fiber API's rule) */
   CTX_SWITCH(from, &g->ctx);
 }
 
@@ -379,6 +474,7 @@ static void fiber_pass(worker *w, fiber *f) {
     threadIdx.z = g->tz;
     switch_to(&f->ctx, g);
   } else {
+    TSAN_SWITCH(w->tsan_sched);
     CTX_SWITCH(&f->ctx, &w->sched);
   }
 }
@@ -571,16 +667,18 @@ static void *pool_main(void *arg) {
 }
 
 int ncc_emu_threads(void) {
+  int n;
   pthread_mutex_lock(&pool.mu);
   if (!pool.nthreads) {
     const char *e = getenv("NCC_EMU_THREADS");
-    long n = e && *e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
-    if (n < 1) n = 1;
-    if (n > 256) n = 256;
-    pool.nthreads = (int)n;
+    long v = e && *e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    if (v < 1) v = 1;
+    if (v > 256) v = 256;
+    pool.nthreads = (int)v;
   }
+  n = pool.nthreads;   /* read under the lock: pool_start may lower it */
   pthread_mutex_unlock(&pool.mu);
-  return pool.nthreads;
+  return n;
 }
 
 /* A forked child has the caller's thread only: it starts a pool of its own. */
@@ -594,9 +692,10 @@ static void pool_after_fork(void) {
   pool.cur = NULL;
 }
 
-/* Starts the pool's threads (nthreads - 1 of them) once; 0 or an errno. */
+/* Starts the pool's threads (nthreads - 1 of them) once; returns how many OS
+ * threads run blocks (the caller included), read under the lock. */
 static int pool_start(void) {
-  int i, rc = 0;
+  int i, rc = 0, n;
   static int atfork_done;
   pthread_mutex_lock(&pool.mu);
   if (!atfork_done) {
@@ -615,8 +714,9 @@ static int pool_start(void) {
     }
     pool.started = 1;
   }
+  n = pool.nthreads;
   pthread_mutex_unlock(&pool.mu);
-  return 0;
+  return n;
 }
 
 static _Thread_local int last_threads;
@@ -658,8 +758,11 @@ int ncc_emu_launch(const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block, size_t sh
   j->use_fibers = (k->flags & NCC_KF_BARRIER) != 0;
   j->checked = ncc_emu_checked();
   j->dir = fiber_reverse() ? -1 : 1;
-  if (nt > 1 && j->nblocks > 1 && pool_start() == 0 && pool.nthreads > 1) {
-    pthread_mutex_lock(&pool.launch_mu);
+  /* The pool serves one launch at a time.  A launch that finds it busy (another
+   * application thread's, on another device or model instance) runs its blocks
+   * on its own thread instead of queueing: with several launching threads
+   * every core is busy anyway, and no thread waits behind another's kernel. */
+  if (nt > 1 && j->nblocks > 1 && pool_start() > 1 && pthread_mutex_trylock(&pool.launch_mu) == 0) {
     pthread_mutex_lock(&pool.mu);
     pool.cur = j;
     pool.running = pool.nthreads - 1;

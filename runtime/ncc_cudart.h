@@ -7,6 +7,10 @@
  * functions with libnccrt when the model is loaded.  Link such a model with
  * -lcudart -lcublas -lnccrt.  Every CUDA and cuBLAS call is checked and a
  * failure names file:line of the call.
+ * Each device (each model instance) has a non-blocking stream of its own:
+ * kernels, copies and cuBLAS go to it, and sync waits for it alone, so that
+ * instances driven from different threads overlap on the GPU.  Copies stay
+ * synchronous for the caller (async on the stream, then a wait for it).
  */
 #ifndef NCC_CUDART_H
 #define NCC_CUDART_H
@@ -18,8 +22,10 @@
 
 typedef struct ncc_cudart_state {
   int dev;
+  cudaStream_t stream;
   cublasHandle_t blas;
 } ncc_cudart_state;
+#define NCC_CUDART_STREAM(d) (((ncc_cudart_state *)ncc_dev_state(d))->stream)
 
 #define NCC_CUDART_CHECK(d, call)                                                                         \
   do {                                                                                                    \
@@ -44,6 +50,7 @@ static int ncc_cudart_open(ncc_dev *d, const char *src, const char *opts) {
   s = (ncc_cudart_state *)calloc(1, sizeof *s);
   if (!s) return ncc_dev_fail(d, NCC_EUSER, "out of memory");
   ncc_dev_set_state(d, s);
+  NCC_CUDART_CHECK(d, cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
   snprintf(nm, sizeof nm, "cuda: %s (sm_%d%d)", p.name, p.major, p.minor);
   ncc_dev_set_name(d, nm);
   return 0;
@@ -52,6 +59,7 @@ static void ncc_cudart_close(ncc_dev *d) {
   ncc_cudart_state *s = (ncc_cudart_state *)ncc_dev_state(d);
   if (!s) return;
   if (s->blas) cublasDestroy(s->blas);
+  if (s->stream) cudaStreamDestroy(s->stream);
   free(s);
 }
 static int ncc_cudart_malloc(ncc_dev *d, void **p, size_t n) {
@@ -71,24 +79,28 @@ static int ncc_cudart_host_free(ncc_dev *d, void *p) {
   return 0;
 }
 static int ncc_cudart_memcpy(ncc_dev *d, void *dst, const void *src, size_t n, int dir) {
-  if (n)
-    NCC_CUDART_CHECK(d, cudaMemcpy(dst, src, n, dir == 0 ? cudaMemcpyHostToDevice
-                                                : dir == 1 ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice));
+  cudaStream_t st = NCC_CUDART_STREAM(d);
+  if (!n) return 0;
+  NCC_CUDART_CHECK(d, cudaMemcpyAsync(dst, src, n, dir == 0 ? cudaMemcpyHostToDevice
+                                                   : dir == 1 ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice, st));
+  NCC_CUDART_CHECK(d, cudaStreamSynchronize(st));
   return 0;
 }
 static int ncc_cudart_memset(ncc_dev *d, void *p, int byte, size_t n) {
-  if (n) NCC_CUDART_CHECK(d, cudaMemset(p, byte, n));
+  if (n) NCC_CUDART_CHECK(d, cudaMemsetAsync(p, byte, n, NCC_CUDART_STREAM(d)));
   return 0;
 }
+/* this device's work only: other instances' streams run on */
 static int ncc_cudart_sync(ncc_dev *d) {
-  NCC_CUDART_CHECK(d, cudaDeviceSynchronize());
+  NCC_CUDART_CHECK(d, cudaStreamSynchronize(NCC_CUDART_STREAM(d)));
   return 0;
 }
 static int ncc_cudart_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 g, ncc_dim3 b, size_t shmem, void **args) {
   if (!k->cuda_fn) return ncc_dev_fail(d, NCC_EINTERNAL, "kernel %s has no GPU code in this build", k->name);
   if (shmem > 48 * 1024)   /* above 48 KiB a kernel must opt in */
     NCC_CUDART_CHECK(d, cudaFuncSetAttribute(k->cuda_fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shmem));
-  NCC_CUDART_CHECK(d, cudaLaunchKernel(k->cuda_fn, dim3(g.x, g.y, g.z), dim3(b.x, b.y, b.z), args, shmem, 0));
+  NCC_CUDART_CHECK(d, cudaLaunchKernel(k->cuda_fn, dim3(g.x, g.y, g.z), dim3(b.x, b.y, b.z), args, shmem,
+                                       NCC_CUDART_STREAM(d)));
   NCC_CUDART_CHECK(d, cudaGetLastError());
   return 0;
 }
@@ -97,8 +109,12 @@ static int ncc_cudart_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, flo
                             long long sc, int batch) {
   ncc_cudart_state *s = (ncc_cudart_state *)ncc_dev_state(d);
   cublasStatus_t st;
-  if (!s->blas && (st = cublasCreate(&s->blas)) != CUBLAS_STATUS_SUCCESS)
-    return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cublasCreate: status %d", __FILE__, __LINE__, (int)st);
+  if (!s->blas) {
+    if ((st = cublasCreate(&s->blas)) != CUBLAS_STATUS_SUCCESS)
+      return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cublasCreate: status %d", __FILE__, __LINE__, (int)st);
+    if ((st = cublasSetStream(s->blas, s->stream)) != CUBLAS_STATUS_SUCCESS)
+      return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cublasSetStream: status %d", __FILE__, __LINE__, (int)st);
+  }
   /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T */
   st = cublasSgemmStridedBatched(s->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
                                  &alpha, B, ldb, sb, A, lda, sa, &beta, C, ldc, sc, batch);

@@ -14,6 +14,8 @@ typedef unsigned long long CUdeviceptr;
 /* what the test reads back (dlsym through RTLD_NOLOAD) */
 char fake_last_kernel[256];
 unsigned fake_last_grid[3], fake_last_block[3], fake_last_shmem;
+void *fake_last_stream;           /* the stream of the last launch */
+int fake_streams;                 /* streams alive */
 int fake_last_arg_int;            /* the 4th argument's value, read as an int */
 int fake_module_loads, fake_func_attr_sets;
 
@@ -75,8 +77,8 @@ CUresult cuModuleGetFunction(void **f, void *m, const char *name) {
 CUresult cuFuncSetAttribute(void *f, int a, int v) { (void)f; (void)a; (void)v; fake_func_attr_sets++; return 0; }
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shmem, void *stream, void **args, void **extra) {
-  (void)stream;
   (void)extra;
+  fake_last_stream = stream;
   snprintf(fake_last_kernel, sizeof fake_last_kernel, "%s", ((function *)f)->name);
   fake_last_grid[0] = gx; fake_last_grid[1] = gy; fake_last_grid[2] = gz;
   fake_last_block[0] = bx; fake_last_block[1] = by; fake_last_block[2] = bz;
@@ -92,6 +94,14 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { memcpy((void 
 CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { memcpy(d, (void *)(size_t)s, n); return 0; }
 CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { memcpy((void *)(size_t)d, (void *)(size_t)s, n); return 0; }
 CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { memset((void *)(size_t)d, v, n); return 0; }
+/* streams: distinct handles, work done at once (so synchronising is a no-op) */
+CUresult cuStreamCreate(void **st, unsigned flags) { (void)flags; *st = malloc(1); fake_streams++; return *st ? 0 : 2; }
+CUresult cuStreamDestroy_v2(void *st) { free(st); fake_streams--; return 0; }
+CUresult cuStreamSynchronize(void *st) { (void)st; return 0; }
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, void *st) { (void)st; return cuMemcpyHtoD_v2(d, s, n); }
+CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, void *st) { (void)st; return cuMemcpyDtoH_v2(d, s, n); }
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, void *st) { (void)st; return cuMemcpyDtoD_v2(d, s, n); }
+CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, void *st) { (void)st; return cuMemsetD8_v2(d, v, n); }
 CUresult cuGetErrorString(CUresult r, const char **s) {
   *s = r == 200 ? "device kernel image is invalid" : r == 500 ? "named symbol not found" : "fake error";
   return 0;

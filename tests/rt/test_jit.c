@@ -108,6 +108,22 @@ int main(int argc, char **argv) {
           "geometry not passed");
     CHECK(*(int *)dlsym(fake, "fake_last_arg_int") == 12345, "arguments not passed");
     CHECK(*(int *)dlsym(fake, "fake_func_attr_sets") == 1, "64 KiB of shared memory without the opt-in");
+    {
+      /* every device has a stream of its own, and launches go to it, not to the
+       * legacy default stream that would serialise instances driven from
+       * different threads */
+      void *s1 = *(void **)dlsym(fake, "fake_last_stream");
+      ncc_dev *d2 = NULL;
+      CHECK(s1 != NULL, "launch on the legacy default stream");
+      rc = ncc_dev_open(&d2, NCC_DEV_CUDA, a, "-lineinfo");
+      CHECK(rc == 0 && *(int *)dlsym(fake, "fake_streams") == 2, "second device: %s", ncc_dev_error(d2));
+      rc = ncc_launch(d2, &k, d3(1, 1, 1), d3(32, 1, 1), 0, args);
+      CHECK(rc == 0 && *(void **)dlsym(fake, "fake_last_stream") != NULL &&
+                *(void **)dlsym(fake, "fake_last_stream") != s1,
+            "two devices launch on one stream: %s", ncc_dev_error(d2));
+      ncc_dev_close(d2);
+      CHECK(*(int *)dlsym(fake, "fake_streams") == 1, "closing a device leaves its stream");
+    }
     k.name = "no_such_kernel";
     rc = ncc_launch(d, &k, d3(1, 1, 1), d3(1, 1, 1), 0, args);
     CHECK(rc == NCC_EUSER && strstr(ncc_dev_error(d), "cuModuleGetFunction") && strstr(ncc_dev_error(d), "dev_cuda.c:") &&
