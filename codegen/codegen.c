@@ -435,6 +435,21 @@ int codegen_emit(Graph *g, const CodegenOpts *o, FILE *src, FILE *hdr) {
   return rc;
 }
 
+int codegen_memory(Graph *g, const CodegenOpts *o, CodegenMemory *m) {
+  Prepared p;
+  int rc = prepare(g, o, &p);
+  memset(m, 0, sizeof *m);
+  if (rc == 0) {
+    for (int i = 0; i < p.c.nbufs; i++)
+      if (p.c.bufs[i].offset + p.c.bufs[i].bytes > m->arena) m->arena = p.c.bufs[i].offset + p.c.bufs[i].bytes;
+    m->activations = p.c.act_bytes;
+    m->workspace = p.c.work_bytes;
+    m->weights = m->arena - m->activations - m->workspace;
+  }
+  prepared_free(&p);
+  return rc;
+}
+
 int codegen_emit_kernels(Graph *g, const CodegenOpts *o, FILE *f) {
   Prepared p;
   int rc = prepare(g, o, &p);

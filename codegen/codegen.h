@@ -27,7 +27,22 @@ typedef struct CodegenOpts {
   const unsigned char *frozen;
   size_t frozen_len;
   const char *frozen_name;
+  /* --max-memory's choices (driver/budget.c): */
+  size_t ws_limit;      /* bytes of im2col columns per chunk of images on the cuBLAS path; 0: 64 MiB */
+  int64_t api_batch;    /* > the graph's batch S (Graph.max_batch): the API takes up to api_batch rows
+                           and runs them through the graph in slices of S; 0: the graph's batch */
 } CodegenOpts;
+
+/* What the generated object allocates (M_info()->arena_bytes and its parts). */
+typedef struct CodegenMemory {
+  size_t arena;         /* everything: the sum of the parts below, with alignment */
+  size_t activations;   /* inputs and activations (the plan's region; the training step's too) */
+  size_t workspace;     /* the cuBLAS path's im2col columns */
+  size_t weights;       /* parameters, constants, load-time values, gradients, optimizer state */
+} CodegenMemory;
+/* Lays the model out as codegen_emit would, writing nothing. Returns 0, or
+ * -1 after a diag error. */
+int codegen_memory(Graph *g, const CodegenOpts *o, CodegenMemory *m);
 
 /* Writes MODEL.cu (or .c with jit) to `src` and MODEL.h to `hdr`. Returns 0,
  * or -1 after a diag error (an op the emitter cannot handle yet). */
@@ -37,4 +52,7 @@ int codegen_emit_kernels(Graph *g, const CodegenOpts *o, FILE *f);
 
 /* --emit=report: one row per layer/kernel and the final `total:` line. */
 void report_print(Graph *g, FILE *f, int train, const char *arch);
+/* The same with one more summary line, `# NOTE`, before `total:` (--max-memory's choice), and
+ * api_batch > g's batch when the API runs that many rows in slices of g's batch. */
+void report_print_note(Graph *g, FILE *f, int train, const char *arch, const char *note, int64_t api_batch);
 #endif

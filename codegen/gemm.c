@@ -316,15 +316,15 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
 }
 
 /* ---- the cuBLAS path ----------------------------------------------------- */
-#define WS_LIMIT ((int64_t)64 << 20)   /* bytes of im2col columns per chunk of images */
+#define WS_LIMIT ((int64_t)64 << 20)   /* bytes of im2col columns per chunk of images (CodegenOpts.ws_limit: less) */
 
 static int conv_is_1x1(const ConvDims *d) {
   return d->KH == 1 && d->KW == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 && d->pw == 0;
 }
 
-static int64_t conv_chunk(const ConvDims *d) {
+static int64_t conv_chunk(const Cg *c, const ConvDims *d) {
   int64_t per = d->Cin * d->KH * d->KW * d->OH * d->OW * 4;
-  int64_t ch = WS_LIMIT / per;
+  int64_t ch = (c->o->ws_limit ? (int64_t)c->o->ws_limit : WS_LIMIT) / per;
   if (ch < 1) ch = 1;
   if (ch > d->Nb) ch = d->Nb;
   return ch;
@@ -334,7 +334,7 @@ size_t gemm_workspace_bytes(const Cg *c, const Node *n) {
   if (!c->o->use_cublas || n->op != OP_CONV2D) return 0;
   ConvDims d = conv_dims(n);
   if (conv_is_1x1(&d) || d.Mg < 8) return 0;
-  return (size_t)(conv_chunk(&d) * d.Cin * d.KH * d.KW * d.OH * d.OW * 4);
+  return (size_t)(conv_chunk(c, &d) * d.Cin * d.KH * d.KW * d.OH * d.OW * 4);
 }
 
 /* y[i] = epilogue(y[i] + bias[(i / inner) % nb]) in place on the group's output */
@@ -410,7 +410,7 @@ static int conv_cublas(Cg *c, const KGroup *gr, const ConvDims *d) {
             d->Cin * OHW, Y, coff, OHW, d->Cout * OHW, nbs);
     }
   } else {
-    int64_t CH = conv_chunk(d), Kall = d->Cin * d->KH * d->KW;
+    int64_t CH = conv_chunk(c, d), Kall = d->Cin * d->KH * d->KW;
     int one = CH >= d->Nb;   /* every image in one chunk: no loop, no first-image argument */
     KParams p = {0};
     Buf b = {0};

@@ -24,16 +24,21 @@
 static const char *bk_name[] = {"param", "input", "activation", "const", "workspace", "load-time", "gradient",
                                 "range"};
 
-static void tensor_info(FILE *f, const char *name, const Value *v) {
+/* rows > 0: the first dimension as the API sees it (--max-memory's slices:
+ * the graph holds a slice of the batch, the API the whole batch) */
+static void tensor_info_rows(FILE *f, const char *name, const Value *v, int64_t rows) {
   fprintf(f, "  {\"");
   for (const char *p = name; *p; p++) {
     if (*p == '"' || *p == '\\') fputc('\\', f);
     fputc(*p, f);
   }
   fprintf(f, "\", %d, %d, {", (int)v->dtype, v->shape.rank);
-  for (int i = 0; i < 8; i++) fprintf(f, "%s%lld", i ? ", " : "", i < v->shape.rank ? LL(v->shape.d[i]) : 0LL);
+  for (int i = 0; i < 8; i++)
+    fprintf(f, "%s%lld", i ? ", " : "", i == 0 && rows > 0 && v->shape.rank > 0 ? LL(rows) : i < v->shape.rank ? LL(v->shape.d[i]) : 0LL);
   fprintf(f, "}},\n");
 }
+
+static void tensor_info(FILE *f, const char *name, const Value *v) { tensor_info_rows(f, name, v, 0); }
 
 typedef struct Io {
   int n;
@@ -82,9 +87,9 @@ static void io_free(Io *io) {
   free(io->b);
 }
 
-static void info_table(FILE *f, const char *M, const char *what, const Io *io) {
+static void info_table(FILE *f, const char *M, const char *what, const Io *io, int64_t rows) {
   fprintf(f, "static const ncc_tensor_info %s_%s_[] = {\n", M, what);
-  for (int i = 0; i < io->n; i++) tensor_info(f, io->name[i], io->v[i]);
+  for (int i = 0; i < io->n; i++) tensor_info_rows(f, io->name[i], io->v[i], rows);
   if (!io->n) fprintf(f, "  {\"\", 0, 0, {0, 0, 0, 0, 0, 0, 0, 0}},\n");
   fprintf(f, "};\n");
 }
@@ -444,14 +449,17 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
     for (int i = 0; i < c->nbufs; i++) fprintf(f, "%s%d", i ? ", " : "", c->bufs[i].span);
     fprintf(f, "};\n\n");
   }
-  info_table(f, M, "inputs", &in);
-  info_table(f, M, "outputs", &out);
-  info_table(f, M, "params", &par);
+  /* --max-memory may have compiled the graph for a slice of S rows of the
+   * batch N the API takes (CodegenOpts.api_batch): NMAX is N, SLICE is S */
+  int64_t slice = gi->max_batch > 0 && c->o->api_batch > gi->max_batch ? gi->max_batch : 0;
+  info_table(f, M, "inputs", &in, slice ? c->o->api_batch : 0);
+  info_table(f, M, "outputs", &out, slice ? c->o->api_batch : 0);
+  info_table(f, M, "params", &par, 0);
   buf_table(f, c, M, "inputs", &in);
   buf_table(f, c, M, "outputs", &out);
   buf_table(f, c, M, "params", &par);
   if (gt) {
-    info_table(f, M, "train_inputs", &tin);
+    info_table(f, M, "train_inputs", &tin, 0);
     buf_table(f, c, M, "train_inputs", &tin);
   }
   size_t arena = 0;
@@ -462,12 +470,15 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   else snprintf(tinfo, sizeof tinfo, "0, NULL");
   /* the compiled batch: every input's first dimension (the batch pass found them equal
    * when max_batch > 0); 1 for a model whose inputs have none */
-  int64_t nmax = gi->max_batch;
+  int64_t nmax = slice ? c->o->api_batch : gi->max_batch;
   for (int i = 0; i < gi->nnodes && nmax <= 0; i++)
     if (gi->nodes[i]->op == OP_INPUT && gi->nodes[i]->out->shape.rank > 0) nmax = gi->nodes[i]->out->shape.d[0];
   if (nmax <= 0) nmax = 1;
   fprintf(f, "#define %s_NMAX %lld   /* the compiled batch; %s */\n", M, (long long)nmax,
           gi->max_batch > 0 ? "any batch 1..NMAX runs from this build" : "the only batch this build runs");
+  if (slice)
+    fprintf(f, "#define %s_SLICE %lld   /* --max-memory: the kernels run the batch in slices of this many rows */\n",
+            M, (long long)slice);
   fprintf(f, "static const ncc_model_info %s_info_ = {\"%s\", %d, %s_inputs_, %d, %s_outputs_, %d, %s_params_, %zu, %s,\n"
              "                                      %s_NMAX, %d, \"%s\"};\n\n",
           M, M, in.n, M, out.n, M, par.n, M, arena, tinfo, M, gi->max_batch > 0, ir_prec_name(gi->precision));
@@ -626,18 +637,27 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
                "    return NCC_EUSER;\n  }\n", M, M, why, M);
   }
   char rows[64] = "";   /* the bytes of `batch` rows: every input and output has NMAX of them */
-  if (gi->max_batch > 0) snprintf(rows, sizeof rows, " / %s_NMAX * (size_t)batch", M);
+  if (gi->max_batch > 0) snprintf(rows, sizeof rows, " / %s_NMAX * (size_t)%s", M, slice ? "m->nb" : "batch");
+  /* the host rows of the slice: from row r0 */
+  char inrow[160] = "in[i]", outrow[160] = "out[i]";
+  if (slice) {
+    snprintf(inrow, sizeof inrow, "(const char *)in[i] + %s_bytes_(&%s_inputs_[i]) / %s_NMAX * (size_t)r0", M, M, M);
+    snprintf(outrow, sizeof outrow, "(char *)out[i] + %s_bytes_(&%s_outputs_[i]) / %s_NMAX * (size_t)r0", M, M, M);
+  }
+  if (slice)   /* each slice's rows through the same buffers */
+    fprintf(f, "  for (int r0 = 0; r0 < batch; r0 += %s_SLICE) {\n"
+               "  m->nb = batch - r0 < %s_SLICE ? batch - r0 : %s_SLICE;\n", M, M, M);
   fprintf(f,
-          "  m->nb = batch;\n"
+          "%s"
           "  for (int i = 0; i < %d; i++) {\n"
           "    char what[160];\n"
           "    if (!in[i]) {\n"
           "      snprintf(m->err, sizeof m->err, \"%s_infer: input %%d (%%s) is NULL\", i, %s_inputs_[i].name);\n"
           "      return NCC_EUSER;\n    }\n"
-          "    rc = ncc_memcpy_h2d(m->dev, m->bufs[%s_inputs_buf_[i]], in[i], %s_bytes_(&%s_inputs_[i])%s);\n"
+          "    rc = ncc_memcpy_h2d(m->dev, m->bufs[%s_inputs_buf_[i]], %s, %s_bytes_(&%s_inputs_[i])%s);\n"
           "    snprintf(what, sizeof what, \"%s_infer: copying input %%s\", %s_inputs_[i].name);\n"
           "    if (rc) return %s_fail(m, rc, what);\n  }\n",
-          in.n, M, M, M, M, M, rows, M, M, M);
+          slice ? "" : "  m->nb = batch;\n", in.n, M, M, M, inrow, M, M, rows, M, M, M);
   if (gt && prep)
     fprintf(f, "  if (m->stale) {   /* trained since: the folded values follow the new parameters */\n"
                "    rc = %s_prepare(m);\n    if (rc) return rc;\n    m->stale = 0;\n  }\n", M);
@@ -649,10 +669,11 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
           "    if (!out[i]) {\n"
           "      snprintf(m->err, sizeof m->err, \"%s_infer: output %%d (%%s) is NULL\", i, %s_outputs_[i].name);\n"
           "      return NCC_EUSER;\n    }\n"
-          "    rc = ncc_memcpy_d2h(m->dev, out[i], m->bufs[%s_outputs_buf_[i]], %s_bytes_(&%s_outputs_[i])%s);\n"
+          "    rc = ncc_memcpy_d2h(m->dev, %s, m->bufs[%s_outputs_buf_[i]], %s_bytes_(&%s_outputs_[i])%s);\n"
           "    snprintf(what, sizeof what, \"%s_infer: copying output %%s\", %s_outputs_[i].name);\n"
           "    if (rc) return %s_fail(m, rc, what);\n  }\n",
-          out.n, M, M, M, M, M, rows, M, M, M);
+          out.n, M, M, outrow, M, M, M, rows, M, M, M);
+  if (slice) fprintf(f, "  }\n");
   fprintf(f, "  return 0;\n}\n\n");
   fprintf(f, "int %s_infer_io(%s *m, const void *const *in, void *const *out) {\n"
              "  return %s_infer_io_batch(m, %s_NMAX, in, out);\n}\n\n", M, M, M, M);

@@ -215,7 +215,9 @@ static int group_nodes(const KGroup *gr, const Node ***buf, int *cap) {
   return k;
 }
 
-void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
+void report_print(Graph *g, FILE *f, int train, const char *arch_name) { report_print_note(g, f, train, arch_name, NULL, 0); }
+
+void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, const char *note, int64_t api_batch) {
   const Arch *arch = arch_lookup(arch_name);
   int nn = g->nnodes;
   Liveness lv;
@@ -355,11 +357,15 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) {
   if (load_kernels || load_bytes)
     fprintf(f, "# load-time: %d kernels, run once after the weights load, not per inference; %s kept for every inference\n", load_kernels,
             human(b1, sizeof b1, (double)load_bytes, "B"));
-  if (!train && g->max_batch > 0)
+  if (!train && g->max_batch > 0 && api_batch > g->max_batch)
+    fprintf(f, "# batch: any batch 1..%lld from this build (%s_infer_batch), run in slices of %lld rows: the figures above "
+               "are one slice's\n", (long long)api_batch, g->model, (long long)g->max_batch);
+  else if (!train && g->max_batch > 0)
     fprintf(f, "# batch: any batch 1..%lld from this build (%s_infer_batch): a call launches only the blocks its rows need\n",
             (long long)g->max_batch, g->model);
   else if (!train && g->batch_fixed)
     fprintf(f, "# batch: %lld only: %s\n", (long long)batch, g->batch_fixed);
+  if (note && *note) fprintf(f, "# %s\n", note);
   fprintf(f, "total: params=%lld flops=%lld launches=%d bytes=%lld peak_memory=%lld naive_memory=%lld\n",
           (long long)params, (long long)flops, launches, (long long)bytes, (long long)peak, (long long)naive);
   group_free(&gl);

@@ -205,6 +205,8 @@ void build_release(Model *M) {
   init_plan_free(M->init);
   M->init = NULL;
   if (M->g) ir_graph_free(M->g);
+  if (M->gsliced) ir_graph_free(M->gsliced);
+  M->gsliced = NULL;
   if (M->gt) ir_graph_free(M->gt);
   M->gt = NULL;
   M->g = NULL;
@@ -279,6 +281,18 @@ static int build_graph(const Options *o, Model *M) {
     M->gt = train_graph_load(o);
     if (!M->gt) return 1;
   }
+  /* --max-memory: smaller workspaces, or the batch in slices (budget.c) */
+  if (o->max_memory) {
+    CodegenOpts co;
+    memset(&co, 0, sizeof co);
+    co.use_cublas = o->cublas;
+    co.jit = M->jit;
+    co.train = M->gt;
+    char note[512];
+    if (budget_fit(o, g, &co, &M->gsliced, note, sizeof note)) return 1;
+    M->ws_limit = co.ws_limit;
+    M->api_batch = co.api_batch;
+  }
   /* Inputs read only by the loss (labels) may still be listed by M_info;
    * `ncc run` must not insist on a file for them. */
   M->live_inputs = (const char **)calloc((size_t)g->nnodes + 1, sizeof *M->live_inputs);
@@ -316,6 +330,8 @@ static int generate(const Options *o, Model *M, char *src, size_t srcn, char *hd
   co.jit = M->jit;
   co.header = hname;
   co.train = M->gt;
+  co.ws_limit = M->ws_limit;
+  co.api_batch = M->api_batch;
   unsigned char *frozen = NULL;
   if (o->freeze) {   /* the weights inside: create loads them */
     if (frozen_weights(o, M->g, &frozen, &co.frozen_len)) {
@@ -326,7 +342,7 @@ static int generate(const Options *o, Model *M, char *src, size_t srcn, char *hd
     co.frozen = frozen;
     co.frozen_name = o->weights;
   }
-  int rc = codegen_emit(M->g, &co, fs, fh);
+  int rc = codegen_emit(M->gsliced ? M->gsliced : M->g, &co, fs, fh);
   free(frozen);
   int werr = ferror(fs) | ferror(fh);
   werr |= fclose(fs) != 0;

@@ -170,6 +170,8 @@ Graph *train_graph_load(const Options *o) {
   return gt;
 }
 
+static int emit_graph(const Options *o, Graph *g, Graph *gt, CodegenOpts *co, int printing, const char *note);
+
 static int emit(const Options *o, Graph *g) {
   /* ir and params show the graph as written unless passes are asked for; dot
    * shows the kernel groups of the -O level */
@@ -193,6 +195,30 @@ static int emit(const Options *o, Graph *g) {
 #endif
     if (passes_run(g, &pc, o->passes) != 0 || diag_errors()) return 1;
   }
+  /* --max-memory: the object's layout measured, and g replaced by a graph for
+   * slices of the batch when that is what fits (budget.c) */
+  CodegenOpts co = {0};
+  co.jit = o->jit;
+  co.use_cublas = o->cublas;
+  Graph *gt = NULL, *sliced = NULL;
+  char note[512] = "";
+  int emits_cu = !printing && strcmp(o->emit, "dot") && strcmp(o->emit, "report") && strcmp(o->emit, "ptx");
+  if (g->train.present && !o->freeze && emits_cu) {   /* MODEL.cu holds the training step too */
+    gt = train_graph_load(o);
+    if (!gt) return 1;
+  }
+  co.train = gt;
+  if (o->max_memory && !(o->train && inspect)) {
+    if (budget_fit(o, g, &co, &sliced, note, sizeof note)) { ir_graph_free(gt); return 1; }
+    if (sliced) g = sliced;
+  }
+  int rc = emit_graph(o, g, gt, &co, printing, note);
+  ir_graph_free(sliced);
+  ir_graph_free(gt);
+  return rc;
+}
+
+static int emit_graph(const Options *o, Graph *g, Graph *gt, CodegenOpts *co, int printing, const char *note) {
   if (printing || !strcmp(o->emit, "dot") || !strcmp(o->emit, "report")) {
     FILE *f = stdout;
     OutFile of = {0};
@@ -200,7 +226,7 @@ static int emit(const Options *o, Graph *g) {
     if (!strcmp(o->emit, "ir")) ir_print(g, f);
     else if (!strcmp(o->emit, "dot")) ir_print_dot(g, f);
     else if (!strcmp(o->emit, "params")) emit_params(g, f);
-    else report_print(g, f, o->train, o->arch ? o->arch : "sm_90");
+    else report_print_note(g, f, o->train, o->arch ? o->arch : "sm_90", note, co->api_batch);
     return o->out ? out_close(&of, 1) != 0 : (fflush(stdout) != 0);
   }
   if (!strcmp(o->emit, "ptx")) return emit_ptx(g, o);
@@ -213,28 +239,20 @@ static int emit(const Options *o, Graph *g) {
     free(hpath);
     return 1;
   }
-  CodegenOpts co = {0};
-  co.jit = o->jit;
-  co.use_cublas = o->cublas;
-  co.header = hbase;
+  co->header = hbase;
+  co->command = drv_command_line();   /* the banner says how MODEL.cu was made */
   unsigned char *frozen = NULL;
   if (o->freeze) {
-    if (frozen_weights(o, g, &frozen, &co.frozen_len)) { free(hpath); return 1; }
-    co.frozen = frozen;
-    co.frozen_name = o->weights;
+    if (frozen_weights(o, g, &frozen, &co->frozen_len)) { free(hpath); return 1; }
+    co->frozen = frozen;
+    co->frozen_name = o->weights;
   }
-  /* a model with a train block gets its training step in the same file (not a frozen one) */
-  Graph *gt = NULL;
-  if (g->train.present && !o->freeze) {
-    gt = train_graph_load(o);
-    if (!gt) { free(hpath); free(frozen); return 1; }
-  }
-  co.train = gt;
+  /* a model with a train block gets its training step in the same file (not a frozen one): gt */
   OutFile src, hdr;
   int rc = 1;
   if (out_open(&src, o->out) == 0) {
     if (out_open(&hdr, hpath) == 0) {
-      int ok = codegen_emit(g, &co, src.f, hdr.f) == 0 && diag_errors() == 0;
+      int ok = codegen_emit(g, co, src.f, hdr.f) == 0 && diag_errors() == 0;
       /* commit both or neither */
       int e1 = out_close(&src, ok), e2 = out_close(&hdr, ok && e1 == 0);
       rc = !(ok && e1 == 0 && e2 == 0);
@@ -245,7 +263,6 @@ static int emit(const Options *o, Graph *g) {
   if (rc == 0) drv_log(o, "wrote %s and %s", o->out, hpath);
   free(hpath);
   free(frozen);
-  ir_graph_free(gt);
   return rc;
 }
 

@@ -24,12 +24,14 @@
 #include "../ir/ir.h"
 #include "ncc_rt.h"
 #include "options.h"
+#include "../codegen/codegen.h"
 
 /* ---- messages (main.c): "ncc run: error: ..." on stderr ---- */
 int drv_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));      /* returns 1 */
 int drv_internal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));   /* returns 2 */
 void drv_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));      /* always printed */
 void drv_log(const Options *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));  /* with -v */
+const char *drv_command_line(void);   /* "ncc examples/lenet.net -o lenet.cu", shell-quoted */
 const char *drv_cmd(void);            /* "run", "bench", or "" when compiling */
 void drv_set_cmd(Command c);
 /* `msg` about `path`, as "PATH: ..." exactly once: the runtime's messages
@@ -50,6 +52,10 @@ typedef struct Model {
   const char *name;         /* the model's name, the generated symbols' prefix */
   Graph *g;                 /* after the passes; owns the strings below */
   Graph *gt;                /* the training step (ncc train, bench --train), or NULL */
+  Graph *gsliced;           /* --max-memory: the inference graph for slices of the batch, emitted
+                               instead of g (NULL: none); ws_limit and api_batch go with it */
+  size_t ws_limit;
+  int64_t api_batch;
   const char **live_inputs; /* graph inputs that inference reads (labels are not) */
   int nlive;
   InitPlan *init;           /* read from the graph before the passes */
@@ -75,6 +81,13 @@ Graph *train_graph_load(const Options *o);
  * parameters as the generated loader will check them (names, shapes,
  * dtypes; int8 with scales accepted); 0, or 1 after a message. */
 int frozen_weights(const Options *o, Graph *g, unsigned char **bytes, size_t *n);
+/* budget.c: --max-memory.  Measures what codegen would allocate for g (with
+ * co's options and training graph) and, when over o->max_memory, chooses
+ * smaller cuBLAS workspaces (co->ws_limit) and then slices of the batch: a
+ * graph compiled for fewer rows (*sliced, the caller's to free and to emit
+ * instead of g; co->api_batch set).  note gets the line the report prints.
+ * Returns 0, or 1 after a message (nothing fits: the smallest reachable). */
+int budget_fit(const Options *o, Graph *g, CodegenOpts *co, Graph **sliced, char *note, size_t noten);
 /* build.c: compiles o->model into M->so_path.  Returns 0 or an exit status. */
 int model_build(const Options *o, Model *M);
 /* build.c's part of model_close: the temporary folder, the graph, the plan */

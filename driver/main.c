@@ -63,8 +63,29 @@ const char *with_path(char *buf, size_t n, const char *path, const char *msg) {
   return buf;
 }
 
+/* The command line, for the banner of a compiled MODEL.cu: words with
+ * characters a shell would read apart are single-quoted. */
+static char g_cmdline[4096];
+const char *drv_command_line(void) { return g_cmdline; }
+
+static void keep_command_line(int argc, char **argv) {
+  size_t k = 0;
+  for (int i = 0; i < argc && k + 4 < sizeof g_cmdline; i++) {
+    const char *w = i == 0 ? "ncc" : argv[i];
+    int quote = !*w || strpbrk(w, " \t'\"$`\\*?;&|<>()") != NULL;
+    k += (size_t)snprintf(g_cmdline + k, sizeof g_cmdline - k, "%s%s", i ? " " : "", quote ? "'" : "");
+    for (const char *c = w; *c && k + 6 < sizeof g_cmdline; c++) {
+      if (*c == '\'' && quote) k += (size_t)snprintf(g_cmdline + k, sizeof g_cmdline - k, "'\\''");
+      else g_cmdline[k++] = *c;
+    }
+    if (quote && k + 2 < sizeof g_cmdline) g_cmdline[k++] = '\'';
+    g_cmdline[k] = 0;
+  }
+}
+
 int main(int argc, char **argv) {
   Command cmd = CMD_COMPILE;
+  keep_command_line(argc, argv);
   if (argc >= 2 && !strcmp(argv[1], "run")) cmd = CMD_RUN;
   else if (argc >= 2 && !strcmp(argv[1], "bench")) cmd = CMD_BENCH;
   else if (argc >= 2 && !strcmp(argv[1], "train")) cmd = CMD_TRAIN;

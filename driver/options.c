@@ -28,7 +28,7 @@ typedef enum {
   O_HELP, O_VERSION, O_LIST_OPTIONS,
   O_OUT, O_EMIT, O_JIT, O_ARCH, O_TRAIN, O_FREEZE,
   O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_CALIBRATE, O_VERBOSE,
-  O_WEIGHTS, O_DEVICE, O_CHECK, O_SEED, O_INPUT, O_OUTPUT,
+  O_MAX_MEMORY, O_WEIGHTS, O_DEVICE, O_CHECK, O_SEED, O_INPUT, O_OUTPUT,
   O_PRINT_OBJECT, O_ITERS, O_WARMUP, O_COMPARE,
   O_DATA, O_EPOCHS, O_STEPS, O_NO_SHUFFLE, O_CHECKPOINT, O_RESUME, O_LOG, O_SAVE_GRADS,
 } OptId;
@@ -75,6 +75,9 @@ static const OptSpec opts[] = {
    "carry the --weights inside the generated code (int8 ones from `ncc quantize` too): create loads them, "
    "no weight file is needed at run time; the training step is left out"},
   {O_WEIGHTS, "--weights", NULL, "FILE", CMD_COMPILE, 0, "with --freeze: the safetensors file MODEL.cu carries"},
+  {O_MAX_MEMORY, "--max-memory", NULL, "=BYTES", CMD_COMPILE | CMD_RUN | CMD_BENCH, 0,
+   "a budget for the device memory the model allocates (M_info()->arena_bytes; K, M, G: 2^10, 2^20, 2^30 bytes): "
+   "smaller cuBLAS workspaces, then the batch in slices; an error naming the smallest reachable when nothing fits"},
   {O_WEIGHTS, "--weights", NULL, "FILE", RUNS, 0,
    "parameters from a safetensors file (PyTorch state_dict names); without it, PyTorch's default init from --seed"},
   {O_INPUT, "--input", NULL, "NAME=X.npy", CMD_RUN, 0, "the model's input NAME (NAME= may be left out for a model's only input)"},
@@ -464,6 +467,19 @@ static int apply(Options *o, const OptSpec *s, const char *v) {
   case O_VERBOSE: o->verbose = 1; return 0;
   case O_WEIGHTS: o->weights = v; return 0;
   case O_FREEZE: o->freeze = 1; return 0;
+  case O_MAX_MEMORY: {
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    int shift = 0;
+    if (*end == 'K' || *end == 'k') shift = 10, end++;
+    else if (*end == 'M' || *end == 'm') shift = 20, end++;
+    else if (*end == 'G' || *end == 'g') shift = 30, end++;
+    if (end == v || !(v[0] >= '0' && v[0] <= '9') || *end || errno || n == 0 || n > (ULLONG_MAX >> 1 >> shift))
+      return oerr("--max-memory=%s: expected a positive number of bytes, optionally with K, M or G (e.g. 64M)", v);
+    o->max_memory = (int64_t)(n << shift);
+    return 0;
+  }
   case O_DEVICE:
     if (!strcmp(v, "auto")) o->device = DEVICE_AUTO;
     else if (!strcmp(v, "cuda")) o->device = DEVICE_CUDA;

@@ -58,6 +58,7 @@ typedef struct Options {
   int nin, nout;
   int iters, warmup, compare;   /* bench */
   int freeze;                   /* --freeze: the weights inside the generated code */
+  int64_t max_memory;           /* --max-memory: bytes the model may allocate (0: no budget; driver/budget.c) */
   int print_object;             /* run --print-object: build, print the object's path, run nothing */
   /* training */
   const char *data, *checkpoint, *log, *save_grads;

@@ -142,6 +142,7 @@ typedef struct Elab {
   Loc *outlocs;
   int train_seen;
   Loc train_loc;
+  int inputs_seen;      /* Graph.batch_const is decided by the first input, kept while the others agree */
 } Elab;
 
 /* "in the call of 'basic' here" for each enclosing call, innermost first;
@@ -1496,6 +1497,15 @@ static void exec_input(Elab *E, Stmt *s) {
     sh.d[i] = d;
   }
   sh.rank = s->nitems <= NCC_MAX_RANK ? s->nitems : 0;
+  /* the const every input's first dimension names (`f32[N, ...]`): --max-memory
+   * may compile the model for fewer rows by setting it */
+  const char *bc = NULL;
+  if (s->nitems > 0 && s->items[0]->kind == E_NAME) {
+    Bind *b = lookup(E, s->items[0]->sval);
+    if (b && b->is_const) bc = s->items[0]->sval;
+  }
+  if (!E->inputs_seen++) E->g->batch_const = bc ? arena_strdup(E->ar, bc) : NULL;
+  else if (!bc || !E->g->batch_const || strcmp(bc, E->g->batch_const)) E->g->batch_const = NULL;
   Bind *ib = scope_put(E->ar, &E->inputs, s->name);
   ib->loc = s->nameloc;
   if (bad) { bind(E, s->name, POISON, s->nameloc); return; }

@@ -212,6 +212,8 @@ typedef struct Graph {
                               1..max_batch from one build (every output in VB_ROWS); 0: the
                               compiled batch only, batch_fixed says why (NULL: pass not run) */
   const char *batch_fixed; Loc batch_loc;
+  const char *batch_const; /* set by the frontend: the `const` that every input's first dimension
+                              names (`input x: f32[N, ...]`), or NULL */
   int training;            /* set by passes_run from PassCtx.train: the losses and
                               the minimised value are roots too (ir_needed) */
 } Graph;

@@ -458,6 +458,55 @@ def _precision(ctx):
     ], out)
 
 
+@case("max_memory")
+def _max_memory(ctx):
+    """--max-memory: a generous budget compiles as before; a budget below the
+    model's arena processes the batch in slices and the report says so (the
+    figures are one slice's, the total line stays the last); one below what
+    ncc can reach, a softmax over the batch that cannot be sliced, and a
+    budget that does not parse are refused: status 1, the smallest arena in
+    the message, no output."""
+    net = ctx.write("mlp.net", "model m\nconst N = 8\ninput x: f32[N, 64]\n"
+                               "y = linear(relu(linear(x, 256, name=\"fc1\")), 10, name=\"fc2\")\noutput y\n")
+    mix = ctx.write("mix.net", "model mix\nconst N = 8\ninput x: f32[N, 64]\n"
+                               "y = softmax(linear(x, 256, name=\"fc1\"), axis=0)\noutput y\n")
+    out = ctx.path("m.cu")
+    def report(*flags):
+        p = ctx.ncc_cmd([net, "--emit=report"] + list(flags))
+        show(p)
+        if p.returncode != 0:
+            raise Failure("--emit=report %s failed" % " ".join(flags))
+        lines = p.stdout.strip().splitlines()
+        if not lines[-1].startswith("total: "):
+            raise Failure("the total: line is not the last")
+        return p.stdout, dict(kv.split("=") for kv in lines[-1].split()[1:])
+    text, full = report()
+    text, big = report("--max-memory=1G")
+    if big != full or "memory budget 1.00 GiB" not in text or "slices" in text:
+        raise Failure("a generous budget should leave the plan as it is and say the budget")
+    # weights 75 KiB, 1.3 KiB of activations per row: 80 KiB needs slices of a few rows
+    text, small = report("--max-memory=80K")
+    if "runs in slices of" not in text or "any batch 1..8" not in text or int(small["peak_memory"]) >= int(full["peak_memory"]):
+        raise Failure("--max-memory=80K: expected slices of the batch and a smaller peak (%s vs %s)"
+                      % (small["peak_memory"], full["peak_memory"]))
+    p = ctx.ncc_cmd([net, "--max-memory=80K", "-o", out])
+    show(p)
+    if p.returncode != 0 or not os.path.exists(out):
+        raise Failure("--max-memory=80K -o should compile")
+    src = open(out).read()
+    if "_SLICE" not in src or "--max-memory=80K" not in src:
+        raise Failure("the generated file should slice the batch and name its command")
+    os.unlink(out)
+    os.unlink(out[:-3] + ".h")
+    expect_refused(ctx, [
+        ([net, "--max-memory=10K", "-o", out], ["--max-memory=10240", "smallest arena", "bytes"]),
+        ([mix, "--max-memory=40K", "-o", out], ["cannot be processed in slices", "softmax"]),
+        ([net, "--max-memory=12Q", "-o", out], ["--max-memory=12Q", "K, M or G"]),
+        ([net, "--max-memory=0", "-o", out], ["positive"]),
+        ([net, "--max-memory=-5M", "-o", out], ["positive"]),
+    ], out)
+
+
 @case("quantize")
 def _quantize(ctx):
     """`ncc quantize`: a weight file it writes loads in `ncc run` (dequantized);

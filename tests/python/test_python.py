@@ -182,6 +182,35 @@ def _tf32(ctx):
     close_to("logits (tf32)", m(x), torch_ref(t, x), rtol=RTOL_TF32)
 
 
+@case("max_memory")
+def _max_memory(ctx):
+    """--max-memory below the unconstrained arena: LeNet at N=16 fits the budget
+    (M_info()->arena_bytes) by running the batch in slices, and by smaller
+    im2col chunks on the cuBLAS path, and still equals PyTorch at full and
+    partial batches; an impossible budget is an ncc.Error naming the smallest
+    arena ncc reaches."""
+    need_torch()
+    import ncc
+    t = lenet(8)
+    x = images(16, seed=8)
+    ref = torch_ref(t, x)
+    for flags in ([], ["--cublas"]):
+        full = ncc.compile(net("lenet.net"), "--set", "N=16", *flags).arena_bytes
+        budgets = [int(full * 0.6)] + ([full - 1] if flags else [])
+        for budget in budgets:
+            m = ncc.compile(net("lenet.net"), "--set", "N=16", "--max-memory=%d" % budget, *flags,
+                            weights=t.state_dict())
+            print("%s budget %d (unconstrained %d): arena %d" % (" ".join(flags) or "tiled", budget, full, m.arena_bytes))
+            if not m.arena_bytes <= budget < full:
+                raise Failure("arena %d bytes for a budget of %d (unconstrained: %d)" % (m.arena_bytes, budget, full))
+            if m.max_batch != 16:
+                raise Failure("the API should still take 16 rows, not %d" % m.max_batch)
+            close_to("logits, budget %d" % budget, m(x), ref)
+            close_to("logits, 11 rows", m(x[:11]), ref[:11])
+    raises("impossible budget", ["--max-memory=4096", "smallest arena"],
+           ncc.compile, net("lenet.net"), "--set", "N=16", "--max-memory=4K")
+
+
 @case("batch")
 def _batch(ctx):
     """Which batches go, decided in one place (Model._batch): with
