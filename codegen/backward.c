@@ -84,23 +84,23 @@ int emit_bn_stats(Cg *c, const KGroup *gr) {
   KParams p = {0};
   Buf b = {0};
   const char *x = kp_value(c, &p, n->in[0], 0, "x");
-  char ml[40];
-  cg_flit(ml, (double)M);
+  /* the step's batch (m->nb, 1..N): the statistics of its rows alone */
+  const char *nb = kp_int(&p, "nb", "m->nb");
   buf_printf(&b, "  %s float red[%d];\n", D_SHARED, T);
-  buf_printf(&b, "  int ch = %s, t = %s;\n", D_BID_X, D_TID_X);
+  buf_printf(&b, "  int ch = %s, t = %s, m = %s * %lld;\n", D_BID_X, D_TID_X, nb, LL(HW));
   buf_printf(&b, "  const float *xc = %s + ch * %lld;\n", x, LL(HW));
   /* element j of the channel: image j / HW, position j % HW */
   char ej[96];
   snprintf(ej, sizeof ej, "xc[(j / %lld) * %lld + j %% %lld]", LL(HW), LL(C * HW), LL(HW));
-  buf_printf(&b, "  float acc = 0.0f;\n  for (int j = t; j < %lld; j += %d) acc = acc + %s;\n", LL(M), T, ej);
+  buf_printf(&b, "  float acc = 0.0f;\n  for (int j = t; j < m; j += %d) acc = acc + %s;\n", T, ej);
   cg_block_reduce(&b, "red", "acc", T, 0, 1);
-  buf_printf(&b, "  float mean = acc / %s;\n  acc = 0.0f;\n", ml);
-  buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n    float d = %s - mean;\n    acc = fmaf(d, d, acc);\n  }\n",
-             LL(M), T, ej);
+  buf_puts(&b, "  float mean = acc / (float)m;\n  acc = 0.0f;\n");
+  buf_printf(&b, "  for (int j = t; j < m; j += %d) {\n    float d = %s - mean;\n    acc = fmaf(d, d, acc);\n  }\n",
+             T, ej);
   cg_block_reduce(&b, "red", "acc", T, 0, 1);
   NCC_ASSERT(gr->nepi == 0);   /* two rows of different meaning: no elementwise epilogue */
   const char *y = kp_value(c, &p, group_out(gr), 1, "y");
-  buf_printf(&b, "  if (t == 0) {\n    float var = acc / %s;\n    %s[ch] = mean;\n    %s[%lld + ch] = var;\n", ml, y, y,
+  buf_printf(&b, "  if (t == 0) {\n    float var = acc / (float)m;\n    %s[ch] = mean;\n    %s[%lld + ch] = var;\n", y, y,
              LL(C));
   for (int s = 0; s < gr->nside; s++) {   /* bn_running (bn-sums): this block has the channel's statistics */
     NCC_ASSERT(gr->side[s]->op == OP_BN_RUNNING);
@@ -140,15 +140,21 @@ static void bn_running_stmts(Cg *c, KParams *p, Buf *b, const Node *n, const cha
   Value *stats = n->in[0];
   NCC_ASSERT(stats->def && stats->def->nin >= 1);
   const Shape *xs = &stats->def->in[0]->shape;
-  int64_t cnt = xs->d[0] * xs->d[2] * xs->d[3];
+  int64_t HW = xs->d[2] * xs->d[3];
   const char *rm = kp_value(c, p, n->in[1], 1, "running_mean");
   const char *rv = kp_value(c, p, n->in[2], 1, "running_var");
-  char m[40], m1[40], unb[40];
+  /* n = nb * H * W, the step's count (a parameter: the enclosing kernel may have it) */
+  int have = 0;
+  for (int i = 0; i < p->n; i++) have |= !strcmp(strrchr(p->decl[i], ' ') + 1, "nb");
+  const char *nb = have ? "nb" : kp_int(p, "nb", "m->nb");
+  char m[40], m1[40];
   cg_flit(m, n->a.momentum);
   cg_flit(m1, 1.0 - n->a.momentum);
-  cg_flit(unb, cnt > 1 ? (double)cnt / (double)(cnt - 1) : 1.0);
   buf_printf(b, "    %s[%s] = %s * %s + %s * %s[%s];\n", rm, idx, m, mean, m1, rm, idx);
-  buf_printf(b, "    %s[%s] = %s * (%s * %s) + %s * %s[%s];\n", rv, idx, m, var, unb, m1, rv, idx);
+  /* the unbiased variance: times n / (n - 1), rounded from double as a literal would be */
+  buf_printf(b, "    {\n      long long cnt = (long long)%s * %lld;\n"
+                "      float unb = cnt > 1 ? (float)((double)cnt / (double)(cnt - 1)) : 1.0f;\n"
+                "      %s[%s] = %s * (%s * unb) + %s * %s[%s];\n    }\n", nb, LL(HW), rv, idx, m, var, m1, rv, idx);
 }
 
 /* bn_running(stats, running_mean, running_var): the update in its own
@@ -504,20 +510,26 @@ int emit_loss_bwd(Cg *c, const KGroup *gr) {
   Buf b = {0};
   char lit[40];
   const char *dl = kp_value(c, &p, n->in[0], 0, "dloss");
+  (void)lit;
+  /* the loss is a mean over the step's nb rows (m->nb, 1..N): rows past
+   * them get a zero gradient, so that every weight gradient (a sum over the
+   * batch) and every batchnorm sum downstream counts the nb rows alone */
+  const char *nb = kp_int(&p, "nb", "m->nb");
   if (n->op == OP_MSE_LOSS_BWD) {
     const char *x = kp_value(c, &p, n->in[1], 0, "a"), *y = kp_value(c, &p, n->in[2], 0, "b");
+    int64_t per = xs->rank ? total / xs->d[0] : 1;
     cg_flat_head(&b, total);
-    buf_printf(&b, "    float v = %s * (%s[i] - %s[i]) * %s[0];\n", cg_flit(lit, 2.0 / (double)total), x, y, dl);
+    buf_printf(&b, "    int live = %s * %lld;\n", xs->rank ? nb : "1", LL(per));
+    buf_printf(&b, "    float v = i < live ? (float)(2.0 / (double)live) * (%s[i] - %s[i]) * %s[0] : 0.0f;\n", x, y, dl);
     return cg_flat_finish(c, gr, &p, &b, total);
   }
   int64_t N = xs->d[0], C = xs->d[1];
-  char nl[40];
-  cg_flit(nl, (double)N);
   if (n->op == OP_NLL_LOSS_BWD) {
     const char *lb = kp_value(c, &p, n->in[2], 0, "labels");
     cg_flat_head(&b, total);
-    buf_printf(&b, "    int label = %s[i / %lld], j = i %% %lld;\n", lb, LL(C), LL(C));
-    buf_printf(&b, "    float v = (label < 0 || label >= %lld) ? NAN : label == j ? -(%s[0] / %s) : 0.0f;\n", LL(C), dl, nl);
+    buf_printf(&b, "    int row = i / %lld, label = %s[row], j = i %% %lld;\n", LL(C), lb, LL(C));
+    buf_printf(&b, "    float v = row >= %s ? 0.0f : (label < 0 || label >= %lld) ? NAN : label == j ? -(%s[0] / (float)%s) : 0.0f;\n",
+               nb, LL(C), dl, nb);
     return cg_flat_finish(c, gr, &p, &b, total);
   }
   /* cross entropy: the row's softmax as emit_softmax computes it */
@@ -531,10 +543,10 @@ int emit_loss_bwd(Cg *c, const KGroup *gr) {
   cg_block_reduce(&b, "red", "mx", T, 1, 1);
   buf_printf(&b, "  float acc = 0.0f;\n  for (int j = t; j < %lld; j += %d) acc = acc + expf(xr[j] - mx);\n", LL(C), T);
   cg_block_reduce(&b, "red", "acc", T, 0, 1);
-  buf_printf(&b, "  float scale = %s[0] / %s;\n", dl, nl);
+  buf_printf(&b, "  float scale = %s[0] / (float)%s;\n", dl, nb);
   buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n    int i = row * %lld + j;\n", LL(C), T, LL(C));
-  buf_printf(&b, "    float v = (label < 0 || label >= %lld) ? NAN : (expf(xr[j] - mx) / acc - (j == label ? 1.0f : 0.0f)) * scale;\n",
-             LL(C));
+  buf_printf(&b, "    float v = row >= %s ? 0.0f : (label < 0 || label >= %lld) ? NAN : (expf(xr[j] - mx) / acc - (j == label ? 1.0f : 0.0f)) * scale;\n",
+             nb, LL(C));
   return cg_row_finish(c, gr, &p, &b, N, T);
 }
 
@@ -625,12 +637,16 @@ int emit_bn_bwd(Cg *c, const KGroup *gr) {
     return rc;
   }
   const char *w = kp_value(c, &p, n->in[2], 0, "weight"), *st = kp_value(c, &p, n->in[3], 0, "stats");
+  /* the step's nb rows (m->nb): the sums cover them (dy is zero past them,
+   * the loss's gradient saw to it), the means divide by their count, and dx
+   * is zero past them, which keeps that so upstream */
+  const char *nb = kp_int(&p, "nb", "m->nb");
   int T = cg_reduce_threads(M);
   Buf b = {0};
   buf_printf(&b, "  %s float red[%d];\n", D_SHARED, T);
-  buf_printf(&b, "  int ch = %s, t = %s;\n", D_BID_X, D_TID_X);
+  buf_printf(&b, "  int ch = %s, t = %s, m = %s * %lld;\n", D_BID_X, D_TID_X, nb, LL(HW));
   buf_printf(&b, "  float mean = %s[ch], rstd = 1.0f / sqrtf(%s[%lld + ch] + %s);\n", st, st, LL(C), el);
-  buf_printf(&b, "  float sd = 0.0f, sdx = 0.0f;\n  for (int j = t; j < %lld; j += %d) {\n    int i = %s;\n", LL(M), T, ej);
+  buf_printf(&b, "  float sd = 0.0f, sdx = 0.0f;\n  for (int j = t; j < m; j += %d) {\n    int i = %s;\n", T, ej);
   buf_printf(&b, "    sd = sd + %s[i];\n    sdx = fmaf(%s[i], %s[i] - mean, sdx);\n  }\n", dy, dy, x);
   cg_block_reduce(&b, "red", "sd", T, 0, 1);
   cg_block_reduce(&b, "red", "sdx", T, 0, 1);
@@ -646,9 +662,10 @@ int emit_bn_bwd(Cg *c, const KGroup *gr) {
     }
     buf_puts(&b, "  }\n");
   }
-  buf_printf(&b, "  float mdy = sd / %s, proj = sdx / %s * rstd * rstd, scale = rstd * %s[ch];\n", ml, ml, w);
+  buf_puts(&b, "  float mdy = sd / (float)m, proj = sdx / (float)m * rstd * rstd, scale = rstd * ");
+  buf_printf(&b, "%s[ch];\n", w);
   buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n    int i = %s;\n", LL(M), T, ej);
-  buf_printf(&b, "    float v = (%s[i] - mdy - (%s[i] - mean) * proj) * scale;\n", dy, x);
+  buf_printf(&b, "    float v = j < m ? (%s[i] - mdy - (%s[i] - mean) * proj) * scale : 0.0f;\n", dy, x);
   return cg_row_finish(c, gr, &p, &b, C, T);
 }
 

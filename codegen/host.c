@@ -165,6 +165,9 @@ void host_header(Cg *c, FILE *h) {
             " * schedule's position beside the parameters; %s_load restores them when present. */\n"
             "/* Host pointers in the order of %s_info()->train_inputs (e.g. x, then the labels). */\n"
             "int %s_train_step_io(%s *m, const void *const *inputs, float *loss);\n"
+            "/* A step on 1..N rows (the last, partial batch of an epoch): batch statistics, the loss\n"
+            " * and the gradients over those rows alone (N only where the forward mixes rows). */\n"
+            "int %s_train_step_io_batch(%s *m, int batch, const void *const *inputs, float *loss);\n"
             "/* For models trained on one float input and one label tensor. */\n"
             "int %s_train_step(%s *m, const float *x, const int32_t *labels, float *loss);\n"
             "int %s_schedule_step(%s *m);       /* the end of an epoch: the lr schedule moves on */\n"
@@ -175,7 +178,7 @@ void host_header(Cg *c, FILE *h) {
             "void %s_set_seed(%s *m, uint64_t seed);   /* dropout's masks: (seed, step, layer, element) */\n"
             "/* The gradients of the last step, by parameter name, as safetensors. */\n"
             "int %s_save_grads(%s *m, const char *path);\n\n",
-            M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
+            M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
   fprintf(h, "#ifdef __cplusplus\n}\n#endif\n#endif\n");
 }
 
@@ -309,6 +312,17 @@ static void host_train_checkpoint(Cg *c, FILE *f, const Io *par, int prep) {
           M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
 }
 
+/* Whether the training step takes 1..N rows: its forward keeps rows apart
+ * (the inference graph's batch pass; batch statistics and losses take the
+ * step's rows through m->nb), and every training input has the same N rows. */
+static int train_batch_variable(const Cg *c, const Io *tin) {
+  if (c->gi->max_batch <= 0 || !tin->n) return 0;
+  int64_t tn = tin->v[0]->shape.rank ? tin->v[0]->shape.d[0] : -1;
+  int ok = tn > 0;
+  for (int i = 0; i < tin->n; i++) ok &= tin->v[i]->shape.rank > 0 && tin->v[i]->shape.d[0] == tn;
+  return ok;
+}
+
 static void host_train_api(Cg *c, FILE *f, const Io *tin, const Io *par) {
   const char *M = c->model;
   const TrainCfg *t = &c->gt->train;
@@ -330,19 +344,41 @@ static void host_train_api(Cg *c, FILE *f, const Io *tin, const Io *par) {
                "  m->cur_lr = m->base_lr * (1.0 + cos(3.14159265358979323846 * (double)m->epoch / %lld.0)) / 2.0;\n}\n\n",
             (long long)t->total, M, M, (long long)t->total);
   else fprintf(f, "constant */\nstatic void %s_schedule_(%s *m) {\n  m->cur_lr = m->base_lr;\n}\n\n", M, M);
+  /* a step of batch 1..TN (docs/generated-code.md "Batches 1..N"): when the
+   * forward keeps rows apart (the inference graph's batch pass) and every
+   * training input has TN rows, the batch statistics, the loss and its
+   * gradient cover the step's rows alone (m->nb); the rows past them are
+   * zeroed, and their gradients are zero */
+  int64_t tn = tin->n && tin->v[0]->shape.rank ? tin->v[0]->shape.d[0] : 1;
+  int tvar = train_batch_variable(c, tin);
+  fprintf(f, "#define %s_TRAIN_NMAX %lld   /* the training step's batch; %s */\n", M, LL(tn),
+          tvar ? "any batch 1..TRAIN_NMAX runs" : "the only batch it runs");
   fprintf(f,
-          "int %s_train_step_io(%s *m, const void *const *in, float *loss) {\n  int rc;\n  float l = 0.0f;\n"
+          "int %s_train_step_io_batch(%s *m, int batch, const void *const *in, float *loss) {\n  int rc;\n  float l = 0.0f;\n"
           "  if (!m || !m->dev) return %s_user_error(m, \"%s_train_step: no model\");\n"
-          "  if (!in) return %s_user_error(m, \"%s_train_step: no input array\");\n"
+          "  if (!in) return %s_user_error(m, \"%s_train_step: no input array\");\n",
+          M, M, M, M, M, M);
+  if (tvar)
+    fprintf(f, "  if (batch < 1 || batch > %s_TRAIN_NMAX) {\n"
+               "    snprintf(m->err, sizeof m->err, \"%s_train_step: batch %%d is outside 1..%%d (the compiled batch)\", batch, %s_TRAIN_NMAX);\n"
+               "    return NCC_EUSER;\n  }\n", M, M, M);
+  else
+    fprintf(f, "  if (batch != %s_TRAIN_NMAX) {\n"
+               "    snprintf(m->err, sizeof m->err, \"%s_train_step: batch %%d: this build trains on batches of %%d only\", batch, %s_TRAIN_NMAX);\n"
+               "    return NCC_EUSER;\n  }\n", M, M, M);
+  fprintf(f,
           "  for (int i = 0; i < %d; i++) {\n"
           "    char what[160];\n"
+          "    size_t all = %s_bytes_(&%s_train_inputs_[i]), rows = all / %s_TRAIN_NMAX * (size_t)batch;\n"
           "    if (!in[i]) {\n"
           "      snprintf(m->err, sizeof m->err, \"%s_train_step: input %%d (%%s) is NULL\", i, %s_train_inputs_[i].name);\n"
           "      return NCC_EUSER;\n    }\n"
-          "    rc = ncc_memcpy_h2d(m->dev, m->bufs[%s_train_inputs_buf_[i]], in[i], %s_bytes_(&%s_train_inputs_[i]));\n"
+          "    rc = ncc_memcpy_h2d(m->dev, m->bufs[%s_train_inputs_buf_[i]], in[i], rows);\n"
+          "    if (!rc && rows < all) rc = ncc_memset(m->dev, (char *)m->bufs[%s_train_inputs_buf_[i]] + rows, 0, all - rows);\n"
           "    snprintf(what, sizeof what, \"%s_train_step: copying input %%s\", %s_train_inputs_[i].name);\n"
-          "    if (rc) return %s_fail(m, rc, what);\n  }\n",
-          M, M, M, M, M, M, tin->n, M, M, M, M, M, M, M, M);
+          "    if (rc) return %s_fail(m, rc, what);\n  }\n"
+          "  m->nb = batch;\n",
+          tin->n, M, M, M, M, M, M, M, M, M, M);
   fprintf(f,
           "  m->step++;\n  m->step32 = (int)m->step;\n  m->seed32 = (int)(m->seed ^ (m->seed >> 32));\n"
           "  m->lr = (float)m->cur_lr;\n"
@@ -353,8 +389,11 @@ static void host_train_api(Cg *c, FILE *f, const Io *tin, const Io *par) {
           "  rc = ncc_sync(m->dev);\n  if (rc) return %s_fail(m, rc, \"%s_train_step: running the kernels\");\n"
           "  rc = ncc_memcpy_d2h(m->dev, &l, m->bufs[%s], sizeof l);\n"
           "  if (rc) return %s_fail(m, rc, \"%s_train_step: reading the loss\");\n"
-          "  if (loss != NULL) *loss = l;\n  return 0;\n}\n\n",
-          t->opt == OPT_SGD ? 0.0 : t->beta1, t->opt == OPT_SGD ? 0.0 : t->beta2, M, M, M, cg_buf_name(c, lb), M, M);
+          "  if (loss != NULL) *loss = l;\n  return 0;\n}\n\n"
+          "int %s_train_step_io(%s *m, const void *const *in, float *loss) {\n"
+          "  return %s_train_step_io_batch(m, %s_TRAIN_NMAX, in, loss);\n}\n\n",
+          t->opt == OPT_SGD ? 0.0 : t->beta1, t->opt == OPT_SGD ? 0.0 : t->beta2, M, M, M, cg_buf_name(c, lb), M, M,
+          M, M, M, M);
   fprintf(f, "int %s_train_step(%s *m, const float *x, const int32_t *y, float *loss) {\n", M, M);
   if (tin->n == 2)
     fprintf(f, "  const void *in[2];\n  in[0] = x;\n  in[1] = y;\n  return %s_train_step_io(m, in, loss);\n}\n\n", M);
@@ -479,9 +518,10 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   if (slice)
     fprintf(f, "#define %s_SLICE %lld   /* --max-memory: the kernels run the batch in slices of this many rows */\n",
             M, (long long)slice);
+  int tvar = gt && train_batch_variable(c, &tin);
   fprintf(f, "static const ncc_model_info %s_info_ = {\"%s\", %d, %s_inputs_, %d, %s_outputs_, %d, %s_params_, %zu, %s,\n"
-             "                                      %s_NMAX, %d, \"%s\"};\n\n",
-          M, M, in.n, M, out.n, M, par.n, M, arena, tinfo, M, gi->max_batch > 0, ir_prec_name(gi->precision));
+             "                                      %s_NMAX, %d, \"%s\", %d};\n\n",
+          M, M, in.n, M, out.n, M, par.n, M, arena, tinfo, M, gi->max_batch > 0, ir_prec_name(gi->precision), tvar);
   fprintf(f, "struct %s {\n  ncc_dev *dev;\n  void *arena;\n  void *bufs[%s_NBUFS];\n  char err[512];\n"
              "  int nb;   /* the batch of the inference running: the grids that follow the batch read it */\n", M, M);
   if (gt)

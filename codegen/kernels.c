@@ -240,17 +240,20 @@ int emit_loss(Cg *c, const KGroup *gr) {
   char r0[32], r1[32];   /* logits, labels; logp, labels; a, b */
   const char *x = kp_value(c, &p, n->in[0], 0, cg_arg_role(n, 0, r0));
   const char *y = kp_value(c, &p, n->in[1], 0, cg_arg_role(n, 1, r1));
-  char lit[40];
+  /* the mean over the rows of the call's batch (nb: m->nb, 1..N; the
+   * training step's, or inference's) */
+  const char *nb = kp_int(&p, "nb", "m->nb");
   buf_printf(&b, "  %s float red[256];\n  int t = %s;\n  float acc = 0.0f;\n", D_SHARED, D_TID_X);
   if (n->op == OP_MSE_LOSS) {
-    int64_t total = shape_numel(xs);
-    buf_printf(&b, "  for (int j = t; j < %lld; j += 256) {\n    float d = %s[j] - %s[j];\n    acc = fmaf(d, d, acc);\n  }\n",
-               LL(total), x, y);
+    int64_t per = xs->rank ? shape_numel(xs) / xs->d[0] : 1;
+    buf_printf(&b, "  int total = %s * %lld;\n", xs->rank ? nb : "1", LL(per));
+    buf_printf(&b, "  for (int j = t; j < total; j += 256) {\n    float d = %s[j] - %s[j];\n    acc = fmaf(d, d, acc);\n  }\n",
+               x, y);
     cg_block_reduce(&b, "red", "acc", 256, 0, 1);
-    buf_printf(&b, "  float v = acc / %s;\n", cg_flit(lit, (double)total));
+    buf_puts(&b, "  float v = acc / (float)total;\n");
   } else {
-    int64_t N = xs->d[0], C = xs->d[1];
-    buf_printf(&b, "  for (int r = t; r < %lld; r += 256) {\n", LL(N));
+    int64_t C = xs->d[1];
+    buf_printf(&b, "  for (int r = t; r < %s; r += 256) {\n", nb);
     buf_printf(&b, "    const float *xr = %s + r * %lld;\n    int label = %s[r];\n", x, LL(C), y);
     /* a label out of range gives NaN, where torch raises */
     buf_printf(&b, "    float picked = NAN;\n    if (label >= 0 && label < %lld) picked = xr[label];\n", LL(C));
@@ -264,7 +267,7 @@ int emit_loss(Cg *c, const KGroup *gr) {
       buf_puts(&b, "    acc = acc - picked;\n  }\n");
     }
     cg_block_reduce(&b, "red", "acc", 256, 0, 1);
-    buf_printf(&b, "  float v = acc / %s;\n", cg_flit(lit, (double)N));
+    buf_printf(&b, "  float v = acc / (float)%s;\n", nb);
   }
   buf_puts(&b, "  if (t == 0) {\n");
   if (cg_epilogue(c, gr, &p, &b, "v", "0", 2)) goto fail;

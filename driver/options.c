@@ -30,7 +30,7 @@ typedef enum {
   O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_CALIBRATE, O_VERBOSE,
   O_MAX_MEMORY, O_WEIGHTS, O_DEVICE, O_CHECK, O_SEED, O_INPUT, O_OUTPUT,
   O_PRINT_OBJECT, O_ITERS, O_WARMUP, O_COMPARE,
-  O_DATA, O_EPOCHS, O_STEPS, O_NO_SHUFFLE, O_CHECKPOINT, O_RESUME, O_LOG, O_SAVE_GRADS,
+  O_DATA, O_EPOCHS, O_STEPS, O_NO_SHUFFLE, O_KEEP_LAST, O_CHECKPOINT, O_RESUME, O_LOG, O_SAVE_GRADS,
 } OptId;
 
 enum {
@@ -102,6 +102,9 @@ static const OptSpec opts[] = {
   {O_EPOCHS, "--epochs", NULL, "E", CMD_TRAIN, 0, "passes over the training set (default 1)"},
   {O_STEPS, "--steps", NULL, "K", CMD_TRAIN, 0, "stop after K optimizer steps in all (instead of --epochs; may end mid-epoch)"},
   {O_NO_SHUFFLE, "--no-shuffle", NULL, NULL, CMD_TRAIN, 0, "visit the samples in file order"},
+  {O_KEEP_LAST, "--keep-last", NULL, NULL, CMD_TRAIN, 0,
+   "train on the last, partial batch of every epoch too (DataLoader's drop_last=False): batch statistics, "
+   "loss and gradients over its rows alone; by default it is dropped"},
   {O_CHECKPOINT, "--checkpoint", NULL, "FILE", CMD_TRAIN, 0,
    "safetensors checkpoint (parameters, optimizer state, step) written after every epoch and at the end"},
   {O_RESUME, "--resume", NULL, NULL, CMD_TRAIN, 0, "continue from --checkpoint, which must exist"},
@@ -512,6 +515,7 @@ static int apply(Options *o, const OptSpec *s, const char *v) {
   case O_EPOCHS: return parse_int("--epochs", v, 1, 1000000000, &o->epochs);
   case O_STEPS: return parse_int("--steps", v, 1, INT64_MAX, &o->steps);
   case O_NO_SHUFFLE: o->no_shuffle = 1; return 0;
+  case O_KEEP_LAST: o->keep_last = 1; return 0;
   case O_CHECKPOINT: o->checkpoint = v; return 0;
   case O_RESUME: o->resume = 1; return 0;
   case O_LOG: o->log = v; return 0;

@@ -64,6 +64,7 @@ typedef struct Options {
   const char *data, *checkpoint, *log, *save_grads;
   long long epochs, steps;
   int no_shuffle, resume;
+  int keep_last;                /* ncc train --keep-last: the last partial batch of an epoch is a step too */
 } Options;
 
 /* Parses argv[1..argc-1] (argv[0] is the program or the command word) for

@@ -177,6 +177,7 @@ typedef struct TrainApi {
   double (*lr)(const void *m);
   int64_t (*step)(const void *m);
   void (*set_seed)(void *m, uint64_t seed);
+  int (*step_io_batch)(void *m, int batch, const void *const *in, float *loss);   /* optional */
   int (*save)(void *m, const char *path);
   int (*save_grads)(void *m, const char *path);
   int (*host_alloc)(void *m, void **p, size_t bytes);   /* optional: page-locked batches */
@@ -192,6 +193,8 @@ static int train_api(const Model *M, TrainApi *A) {
     if (!A->field) return drv_internal("the compiled model lacks %s (docs/generated-code.md)", sym);   \
   } while (0)
   LOOKUP(step_io, "train_step_io");
+  snprintf(sym, sizeof sym, "%s_train_step_io_batch", M->name);   /* --keep-last's partial batches */
+  *(void **)&A->step_io_batch = dlsym(M->so, sym);
   LOOKUP(schedule_step, "schedule_step");
   LOOKUP(lr, "lr");
   LOOKUP(step, "step");
@@ -428,7 +431,10 @@ static int loop(Run *R) {
     in[R->yi] = L.y[b];
     double lr = R->A.lr(R->M.m);
     float loss = 0;
-    if (R->A.step_io(R->M.m, in, &loss) != 0) {
+    int64_t rows = L.rows[b];
+    int src = rows < R->N && R->A.step_io_batch ? R->A.step_io_batch(R->M.m, (int)rows, in, &loss)
+                                                : R->A.step_io(R->M.m, in, &loss);
+    if (src != 0) {
       rc = drv_error("step %lld failed on %s: %s", (long long)(k + 1), R->M.devdesc, merr(&R->M));
       break;
     }
@@ -550,12 +556,16 @@ int train_main(const Options *o) {
     }
   }
   if (!rc) {
-    R.spe = R.tr.n / R.N;
+    R.spe = o->keep_last ? (R.tr.n + R.N - 1) / R.N : R.tr.n / R.N;
     if (R.spe == 0)
       rc = drv_error("%s: %lld samples, fewer than one batch of %lld (--set N=... makes the batch smaller)",
                      R.tr.xpath, (long long)R.tr.n, (long long)R.N);
   }
   if (!rc) rc = train_api(&R.M, &R.A);
+  if (!rc && o->keep_last && R.tr.n % R.N && (!R.A.step_io_batch || !R.M.inf->train_batch_variable))
+    rc = drv_error("--keep-last: this model's training step runs whole batches of %lld only (its forward mixes the "
+                   "rows of a batch; --emit=report's batch line says where); leave --keep-last out to drop the last "
+                   "%lld samples", (long long)R.N, (long long)(R.tr.n % R.N));
   if (!rc) rc = model_create(o, &R.M);
   if (!rc) {
     if (o->resume) {
@@ -572,9 +582,10 @@ int train_main(const Options *o) {
     R.start = R.A.step(R.M.m);
     R.total = o->steps ? o->steps : (o->epochs ? o->epochs : 1) * R.spe;
     printf("device: %s\n", R.M.devdesc);
-    printf("training %s: %lld samples, batch %lld, %lld steps per epoch (%lld samples dropped), %lld steps",
-           o->model, (long long)R.tr.n, (long long)R.N, (long long)R.spe, (long long)(R.tr.n - R.spe * R.N),
-           (long long)R.total);
+    int64_t last = R.tr.n - (R.tr.n / R.N) * R.N;   /* the samples past the whole batches */
+    printf("training %s: %lld samples, batch %lld, %lld steps per epoch (%lld samples %s), %lld steps",
+           o->model, (long long)R.tr.n, (long long)R.N, (long long)R.spe, (long long)last,
+           o->keep_last ? "in the last, partial batch" : "dropped", (long long)R.total);
     if (R.have_test) printf("; test set: %lld samples", (long long)R.te.n);
     printf("\n");
     if (o->resume)

@@ -40,7 +40,9 @@ static void gather(Loader *L, int64_t step, int b) {
     L->perm_epoch = e;
   }
   const char *src = (const char *)L->tr->x.data;
-  for (int64_t i = 0; i < L->N; i++) {
+  int64_t rows = L->tr->n - at < L->N ? L->tr->n - at : L->N;   /* the last batch of --keep-last: fewer */
+  L->rows[b] = rows;
+  for (int64_t i = 0; i < rows; i++) {
     int64_t k = L->perm[at + i];
     memcpy((char *)L->x[b] + (size_t)i * L->tr->row, src + (size_t)k * L->tr->row, L->tr->row);
     if (L->tr->yfloat)

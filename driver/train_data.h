@@ -38,7 +38,8 @@ typedef struct HostMem {
 typedef struct Loader {
   const Split *tr;
   HostMem mem;
-  int64_t N, spe;          /* batch, steps per epoch */
+  int64_t N, spe;          /* batch, steps per epoch (the last may hold fewer rows: --keep-last) */
+  int64_t rows[2];         /* the rows gathered into each buffer: N, or fewer for the last batch */
   uint64_t seed;
   int shuffle;
   float *x[2];

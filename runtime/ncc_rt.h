@@ -62,6 +62,7 @@ typedef struct ncc_model_info {
   int max_batch;          /* the compiled batch N (the inputs' first dimension; 1 without one) */
   int batch_variable;     /* 1: M_infer_io_batch takes any batch 1..N; 0: N only */
   const char *precision;  /* "fp32", "tf32": the --precision it was compiled with */
+  int train_batch_variable;   /* 1: M_train_step_io_batch takes 1..N rows; 0: N only (or no training step) */
 #define NCC_HAVE_BATCH_INFO 1
 } ncc_model_info;
 

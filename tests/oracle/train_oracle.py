@@ -204,12 +204,13 @@ class Net:
     random (float64 values that are exactly float32), under the names the
     model gives them."""
 
-    def __init__(self, batch, x_shape, samples=None, classes=5, y_float=None, seed=1, x_lo=-2.0, x_hi=2.0):
+    def __init__(self, batch, x_shape, samples=None, classes=5, y_float=None, seed=1, x_lo=-2.0, x_hi=2.0,
+                 partial=False):
         import torch
         O.seed(seed)
         self.batch = batch
         self.samples = samples or batch
-        if self.samples % batch:
+        if self.samples % batch and not partial:   # partial: --keep-last's cases
             raise ValueError("samples must be a multiple of the batch")
         self.x_all = O.as64(O.rand(self.samples, *x_shape, lo=x_lo, hi=x_hi))
         if y_float is not None:
@@ -406,10 +407,12 @@ class Spec:
     def __init__(self, model, text, params, trainable, forward, x_all, y_all, batch, opt):
         self.model, self.text, self.params, self.trainable = model, text, params, trainable
         self.forward, self.x_all, self.y_all, self.batch, self.opt = forward, x_all, y_all, batch, opt
+        self.keep_last = False   # ncc train --keep-last: the last partial batch is a step (drop_last=False)
 
     @property
     def steps_per_epoch(self):
-        return self.x_all.shape[0] // self.batch
+        n = self.x_all.shape[0]
+        return -(-n // self.batch) if self.keep_last else n // self.batch
 
 
 def spec_of(model, net):
@@ -672,7 +675,7 @@ def train_run(ctx, spec, K):
     ref = torch_train(spec, K)
     net, data, w0 = write_inputs(ctx, spec)
     C, L = ctx.path("C.safetensors"), ctx.path("log.csv")
-    run_train(ctx, net, data, K, weights=w0, checkpoint=C, log=L)
+    run_train(ctx, net, data, K, weights=w0, checkpoint=C, log=L, extra=["--keep-last"] if spec.keep_last else [])
     bad = check_log(L, ref, K)
     bad += check_checkpoint(C, spec, ref, K)
     finish(bad)
@@ -1051,11 +1054,11 @@ def _tour():
 
 
 # ---------------------------------------------------------------- optimizer cases
-def small_cnn(name, opt, samples=12, batch=4, seed=30):
+def small_cnn(name, opt, samples=12, batch=4, seed=30, partial=False):
     """conv-bn-relu-pool, conv-bn-relu, global pool, linear: 3 steps per epoch.
     The convolutions before batchnorm have no bias: its gradient is zero up
     to rounding, and Adam would turn rounding noise into full-size steps."""
-    net = Net(batch, (3, 8, 8), samples=samples, seed=seed)
+    net = Net(batch, (3, 8, 8), samples=samples, seed=seed, partial=partial)
     h = net.act("relu", net.batchnorm2d(net.conv2d(net.x, 8, 3, pad=1, bias=False, name="conv1"), name="bn1"))
     h = net.pool("maxpool2d", h, 2)
     h = net.act("relu", net.batchnorm2d(net.conv2d(h, 12, 3, pad=1, bias=False, name="conv2"), name="bn2"))
@@ -1081,6 +1084,23 @@ TRAIN = {}     # name -> (function() -> Spec, K)
 for _n, (_o, _k) in OPTS.items():
     TRAIN[_n] = (lambda n=_n, o=_o: small_cnn(n, o), _k)
     CASES[_n] = (lambda ctx, n=_n: train_run(ctx, TRAIN[n][0](), TRAIN[n][1]), ("optim",))
+
+
+# ---------------------------------------------------------------- the last, partial batch
+# --keep-last: 10 samples in batches of 4 are steps of 4, 4 and 2 rows (the
+# model compiled for 4; M_train_step_io_batch on 2).  Batchnorm's statistics
+# (and the running variance's n / (n - 1)), the loss's mean and every
+# gradient cover the step's rows alone, as in PyTorch with drop_last=False.
+def keep_last_spec(name, opt):
+    s = small_cnn(name, opt, samples=10, batch=4, seed=31, partial=True)
+    s.keep_last = True
+    return s
+
+
+for _n, _o, _k in (("keep_last_sgd", Opt("sgd", lr=0.1, momentum=0.9), 6),
+                   ("keep_last_adam", Opt("adam", ("step", {"every": 1, "gamma": 0.5}), lr=2e-3), 6)):
+    TRAIN[_n] = (lambda n=_n, o=_o: keep_last_spec(n, o), _k)
+    CASES[_n] = (lambda ctx, n=_n: train_run(ctx, TRAIN[n][0](), TRAIN[n][1]), ("optim", "batch"))
 
 
 # ---------------------------------------------------------------- resume
