@@ -16,7 +16,8 @@
  * test_x.npy, test_y.npy;
  * memory-mapped, never read whole.  The batch is the model's N; an epoch is
  * floor(n / N) steps (the last partial batch is dropped, DataLoader's
- * drop_last=True).  The order of epoch e (counted from 0 inside) is a
+ * drop_last=True), or with --keep-last ceil(n / N), the last step running
+ * M_train_step_io_batch on the rows left (drop_last=False).  The order of epoch e (counted from 0 inside) is a
  * Fisher-Yates permutation drawn from splitmix64 seeded by (--seed, e), so
  * the batch of step k depends on k alone: a run resumed from a checkpoint
  * draws exactly the batches an unbroken run draws.

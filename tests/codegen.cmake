@@ -16,6 +16,7 @@
 #   codegen.example.NAME   examples/*.net through ncc: every compiler, cleanly
 #   codegen.bad.NAME       tests/cg/bad/*.net: refused with exit 1, a message, no output
 #   codegen.readable       names by role and by buffer, no arithmetic noise, kernels still shared
+#   codegen.batch_grids    every inference launch of every example follows the call's batch (m->nb)
 # Working files under build/tests/cg go when a test passes (NCC_KEEP_WORK=1
 # keeps them); a test whose compiler is missing reports itself skipped.
 
@@ -155,3 +156,10 @@ add_test(NAME codegen.run.train_optimizer
          COMMAND ${NCC_PYTHON} ${NCC_CG_DIR}/check_train_optimizer.py $<TARGET_FILE:cg_train_optimizer> ${NCC_CG_RT}
                  $<TARGET_FILE_DIR:nccrt> ${NCC_CG_OUT}/train_optimizer)
 set_tests_properties(codegen.run.train_optimizer PROPERTIES ENVIRONMENT "${cg_train_env}")
+
+# a smaller batch launches less: every launch of every example's inference
+# follows the call's batch (m->nb), at -O0/-O2/-O3 and on the cuBLAS path
+add_test(NAME codegen.batch_grids
+         COMMAND ${NCC_PYTHON} ${NCC_CG_DIR}/check_batch_grids.py $<TARGET_FILE:ncc>
+                 ${CMAKE_CURRENT_SOURCE_DIR}/../examples ${NCC_CG_OUT}/batch_grids)
+set_tests_properties(codegen.batch_grids PROPERTIES LABELS "codegen;batch" TIMEOUT 300)
