@@ -55,3 +55,9 @@ foreach(m lenet mlp resnet18 resnet50 mobilenet_v2 vgg16)
            COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/passes/check_plan.py $<TARGET_FILE:ncc>
                    ${CMAKE_CURRENT_SOURCE_DIR}/../examples/${m}.net ${CMAKE_CURRENT_BINARY_DIR}/plan-work/${m})
 endforeach()
+
+# the batch pass's verdicts on small models: 1..N from one build, or N only
+# naming the node that mixed rows (passes/batch.c)
+add_test(NAME passes.batch COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/passes/check_batch.py
+                                   $<TARGET_FILE:ncc> ${CMAKE_CURRENT_BINARY_DIR}/passes-work/batch)
+set_tests_properties(passes.batch PROPERTIES LABELS "passes" TIMEOUT 120)
