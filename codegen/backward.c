@@ -508,9 +508,7 @@ int emit_loss_bwd(Cg *c, const KGroup *gr) {
   int64_t total = shape_numel(xs);
   KParams p = {0};
   Buf b = {0};
-  char lit[40];
   const char *dl = kp_value(c, &p, n->in[0], 0, "dloss");
-  (void)lit;
   /* the loss is a mean over the step's nb rows (m->nb, 1..N): rows past
    * them get a zero gradient, so that every weight gradient (a sum over the
    * batch) and every batchnorm sum downstream counts the nb rows alone */
@@ -619,9 +617,8 @@ int emit_bn_bwd(Cg *c, const KGroup *gr) {
   Node *n = gr->main;
   const Shape *xs = &n->in[1]->shape;
   int64_t N = xs->d[0], C = xs->d[1], HW = xs->d[2] * xs->d[3], M = N * HW;
-  char el[40], ml[40];
+  char el[40];
   cg_flit(el, n->a.eps);
-  cg_flit(ml, (double)M);
   KParams p = {0};
   const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *x = kp_value(c, &p, n->in[1], 0, "x");
   char ej[96];   /* offset of element j of channel ch */
