@@ -48,12 +48,8 @@ static Graph *graph_rows(const Options *o, const char *bconst, int64_t rows) {
   sets[n++].value = val;
   Graph *g = frontend_load(o->model, sets, n);
   if (!g || diag_errors()) { ir_graph_free(g); return NULL; }
-  PassCtx pc;
-  memset(&pc, 0, sizeof pc);
-  pc.opt_level = o->opt_level;
-  pc.cublas = o->cublas;
-  pc.precision = o->precision;
-  pc.verify = 1;
+  PassCtx pc = drv_pass_ctx(o, 0, 1);
+  pc.print_after = NULL, pc.verbose = 0;   /* one of several trial graphs: quietly */
   if (passes_run(g, &pc, o->passes) != 0 || diag_errors()) { ir_graph_free(g); return NULL; }
   return g;
 }

@@ -262,15 +262,7 @@ static int build_graph(const Options *o, Model *M) {
   Graph *g = M->g = frontend_load(o->model, o->sets, o->nsets);
   if (!g || diag_errors()) return 1;
   if (!o->weights) M->init = init_plan(g);
-  PassCtx pc;
-  memset(&pc, 0, sizeof pc);
-  pc.train = 0;
-  pc.opt_level = o->opt_level;
-  pc.print_after = o->print_after;
-  pc.verbose = o->verbose;
-  pc.cublas = o->cublas;
-  pc.precision = o->precision;
-  pc.verify = 1;      /* cheap next to compiling C, and a broken pass fails loudly */
+  PassCtx pc = drv_pass_ctx(o, 0, 1);   /* verify: cheap next to compiling C, and a broken pass fails loudly */
   if (passes_run(g, &pc, o->passes) != 0 || diag_errors()) return 1;
   M->name = strdup(g->model && *g->model ? g->model : "model");
   /* training: the step too, in the same generated file */

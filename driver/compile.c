@@ -151,6 +151,19 @@ int frozen_weights(const Options *o, Graph *g, unsigned char **bytes, size_t *le
   return 0;
 }
 
+PassCtx drv_pass_ctx(const Options *o, int train, int verify) {
+  PassCtx pc;
+  memset(&pc, 0, sizeof pc);
+  pc.train = train;
+  pc.opt_level = o->opt_level;
+  pc.print_after = o->print_after;
+  pc.verbose = o->verbose;
+  pc.cublas = o->cublas;
+  pc.precision = o->precision;   /* the training pipelines have no precision pass */
+  pc.verify = verify;
+  return pc;
+}
+
 Graph *train_graph_load(const Options *o) {
   Graph *gt = frontend_load(o->model, o->sets, o->nsets);
   if (!gt || diag_errors()) { ir_graph_free(gt); return NULL; }
@@ -159,13 +172,7 @@ Graph *train_graph_load(const Options *o) {
     ir_graph_free(gt);
     return NULL;
   }
-  PassCtx pc = {0};
-  pc.train = 1;
-  pc.opt_level = o->opt_level;
-  pc.print_after = o->print_after;
-  pc.verbose = o->verbose;
-  pc.cublas = o->cublas;
-  pc.verify = 1;
+  PassCtx pc = drv_pass_ctx(o, 1, 1);
   if (passes_run(gt, &pc, o->passes) != 0 || diag_errors()) { ir_graph_free(gt); return NULL; }
   return gt;
 }
@@ -183,15 +190,10 @@ static int emit(const Options *o, Graph *g) {
   if (o->train && !g->train.present)
     return drv_error("%s: --train: the model has no train block (`train { optimizer ...; minimize LOSS }`)", o->model);
   if (!printing || o->passes || o->print_after) {
-    PassCtx pc = {0};
-    pc.train = o->train && inspect;
-    pc.opt_level = o->opt_level;
-    pc.print_after = o->print_after;
-    pc.verbose = o->verbose;
-    pc.cublas = o->cublas;
-    pc.precision = o->precision;
 #ifndef NDEBUG
-    pc.verify = 1;
+    PassCtx pc = drv_pass_ctx(o, o->train && inspect, 1);
+#else
+    PassCtx pc = drv_pass_ctx(o, o->train && inspect, 0);
 #endif
     if (passes_run(g, &pc, o->passes) != 0 || diag_errors()) return 1;
   }

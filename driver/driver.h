@@ -81,6 +81,9 @@ Graph *train_graph_load(const Options *o);
  * parameters as the generated loader will check them (names, shapes,
  * dtypes; int8 with scales accepted); 0, or 1 after a message. */
 int frozen_weights(const Options *o, Graph *g, unsigned char **bytes, size_t *n);
+/* compile.c: the passes' context from the options (-O, --cublas, --precision,
+ * -v, --print-after), for the inference (train 0) or the training pipelines. */
+struct PassCtx drv_pass_ctx(const Options *o, int train, int verify);
 /* budget.c: --max-memory.  Measures what codegen would allocate for g (with
  * co's options and training graph) and, when over o->max_memory, chooses
  * smaller cuBLAS workspaces (co->ws_limit) and then slices of the batch: a
