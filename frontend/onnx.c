@@ -349,6 +349,40 @@ static int op_leaky(Imp *I) {
   return set_out(I, mk(I, OP_LEAKY_RELU, &x, 1, &a));
 }
 
+/* HardSigmoid(x) = clip(alpha x + beta, 0, 1) = relu6(6 alpha x + 6 beta) / 6:
+ * torch exports hardswish as x * HardSigmoid(x) (alpha 1/6, beta 1/2) */
+static int op_hardsigmoid(Imp *I) {
+  double al = attr_f(I, "alpha", 0.2), be = attr_f(I, "beta", 0.5);
+  Value *x = in_val(I, 0, PK_NONE);
+  if (!x) return -1;
+  Attrs c;
+  ir_attrs_init(&c);
+  if (fabs(6 * al - 1) > 1e-6) {
+    c.fval = 6 * al;
+    Value *in[2] = {x, ir_node(I->g, OP_CONST, NULL, 0, &c, NULL, NULL, I->loc)};
+    x = mk(I, OP_MUL, in, 2, NULL);
+  }
+  c.fval = 6 * be;
+  Value *in[2] = {x, ir_node(I->g, OP_CONST, NULL, 0, &c, NULL, NULL, I->loc)};
+  x = mk(I, OP_ADD, in, 2, NULL);
+  x = mk(I, OP_RELU6, &x, 1, NULL);
+  c.fval = 1.0 / 6.0;
+  Value *in2[2] = {x, ir_node(I->g, OP_CONST, NULL, 0, &c, NULL, NULL, I->loc)};
+  return set_out(I, mk(I, OP_MUL, in2, 2, NULL));
+}
+
+/* Pad: torch exports avg_pool2d as a Pad (zeros for count_include_pad)
+ * before AveragePool, often with all pads 0: an identity then. */
+static int op_pad(Imp *I) {
+  if (!attr_is_str(I, "mode", "constant")) return fail(I, "only constant padding is supported");
+  Tens *p = in_const(I, 1, "pads");
+  if (!p) return -1;
+  if (p->type != T_I64) return fail(I, "pads must be int64");
+  for (int64_t k = 0; k < p->n; k++)
+    if (p->i[k]) return fail(I, "padding by a separate Pad node is not supported (pads are not all 0)");
+  return op_identity(I);
+}
+
 /* Clip(0, 6) is relu6 and Clip(0, none) relu; other bounds have no IR op. */
 static int op_clip(Imp *I) {
   double lo = -INFINITY, hi = INFINITY;
@@ -802,6 +836,8 @@ static int w_unary(Imp *I, OpKind op) { return op_unary(I, op); }
 static int w_identity(Imp *I, OpKind op) { (void)op; return op_identity(I); }
 static int w_leaky(Imp *I, OpKind op) { (void)op; return op_leaky(I); }
 static int w_clip(Imp *I, OpKind op) { (void)op; return op_clip(I); }
+static int w_pad(Imp *I, OpKind op) { (void)op; return op_pad(I); }
+static int w_hsig(Imp *I, OpKind op) { (void)op; return op_hardsigmoid(I); }
 static int w_conv(Imp *I, OpKind op) { (void)op; return op_conv(I); }
 static int w_gemm(Imp *I, OpKind op) { (void)op; return op_gemm(I); }
 static int w_matmul(Imp *I, OpKind op) { (void)op; return op_matmul(I); }
@@ -823,13 +859,13 @@ static const OpRow op_table[] = {
   {"BatchNormalization", w_bn, 0},
   {"Relu", w_unary, OP_RELU}, {"Sigmoid", w_unary, OP_SIGMOID}, {"Tanh", w_unary, OP_TANH},
   {"HardSwish", w_unary, OP_HARDSWISH}, {"Sqrt", w_unary, OP_SQRT}, {"LeakyRelu", w_leaky, 0},
-  {"Clip", w_clip, 0},
+  {"Clip", w_clip, 0}, {"HardSigmoid", w_hsig, 0},
   {"Add", op_binary, OP_ADD}, {"Sub", op_binary, OP_SUB}, {"Mul", op_binary, OP_MUL}, {"Div", op_binary, OP_DIV},
   {"MaxPool", op_pool, OP_MAXPOOL2D}, {"AveragePool", op_pool, OP_AVGPOOL2D},
   {"GlobalAveragePool", w_unary, OP_GAVGPOOL2D},
   {"Softmax", op_softmax, OP_SOFTMAX}, {"LogSoftmax", op_softmax, OP_LOG_SOFTMAX},
   {"Flatten", w_flatten, 0}, {"Reshape", w_reshape, 0}, {"Transpose", w_transpose, 0}, {"Concat", w_concat, 0},
-  {"Identity", w_identity, 0}, {"Dropout", w_identity, 0},
+  {"Identity", w_identity, 0}, {"Pad", w_pad, 0}, {"Dropout", w_identity, 0},
   {"Constant", w_const, 0}, {"Shape", w_shape, 0}, {"Gather", w_gather, 0},
   {"Unsqueeze", w_unsq, 0}, {"Squeeze", w_sq, 0}, {"Cast", w_cast, 0},
 };

@@ -56,11 +56,11 @@ def small(name):
     if name == "matmul":
         return Fn(lambda m, x: m.l(x), l=nn.Linear(6, 5, bias=False)), (N, 4, 6)
     if name == "pools":
-        return Fn(lambda m, x: torch.cat([F.max_pool2d(x, 3, 2, 1), F.avg_pool2d(x, 2, 2)[:, :, :4, :4] * 0 + F.avg_pool2d(x, 3, 2, 1)], 1)), (N, 3, 8, 8)
+        return Fn(lambda m, x: torch.cat([F.max_pool2d(x, 3, 2, 1), F.avg_pool2d(x, 2), F.max_pool2d(x, 2)], 1)), (N, 3, 8, 8)
     if name == "global_pool":
         return Fn(lambda m, x: torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)), (N, 5, 6, 6)
     if name == "add_broadcast":
-        return Fn(lambda m, x: (x + m.b) * m.s - x[:, :1] / 2.0, b=nn.Parameter(torch.randn(4, 1, 1)), s=nn.Parameter(torch.randn(1, 5))), (N, 4, 3, 5)
+        return Fn(lambda m, x: (x + m.b) * m.s - x / 2.0, b=nn.Parameter(torch.randn(4, 1, 1)), s=nn.Parameter(torch.randn(1, 5))), (N, 4, 3, 5)
     if name == "concat":
         return Fn(lambda m, x: torch.cat([torch.relu(x), torch.sigmoid(x), torch.tanh(x)], 1)), (N, 3, 4, 4)
     if name == "softmax":
@@ -93,11 +93,15 @@ def build(name):
     return build_module(name, num_classes=10, size=32), (1, 3, 32, 32)
 
 
-def export(mod, shape, path, opset=13):
+def export(mod, shape, path, opset=13, keep_bn=False):
+    """TrainingMode.EVAL folds each batchnorm into the conv before it (torch
+    1.13 does even with do_constant_folding=False); PRESERVE on a module in
+    eval mode keeps BatchNormalization nodes and the state_dict's parameters."""
     x = torch.randn(*shape)
+    mode = torch.onnx.TrainingMode.PRESERVE if keep_bn else torch.onnx.TrainingMode.EVAL
     with torch.no_grad():
         torch.onnx.export(mod.eval(), x, path, opset_version=opset, do_constant_folding=False,
-                          training=torch.onnx.TrainingMode.EVAL, input_names=["x"], output_names=["y"])
+                          training=mode, input_names=["x"], output_names=["y"])
         y = mod(x)
     return x.numpy(), y.numpy()
 
@@ -107,10 +111,10 @@ def run(cmd):
     return p.returncode, p.stdout + p.stderr
 
 
-def check_run(ncc, name, d):
+def check_run(ncc, name, d, keep_bn=False):
     mod, shape = build(name)
     path = os.path.join(d, name + ".onnx")
-    x, ref = export(mod, shape, path)
+    x, ref = export(mod, shape, path, keep_bn=keep_bn)
     np.save(os.path.join(d, "x.npy"), x)
     t = time.time()
     rc, out = run([ncc, "run", path, "--input", "x=" + os.path.join(d, "x.npy"), "--output", "y=" + os.path.join(d, "y.npy")])
@@ -134,7 +138,7 @@ def check_run(ncc, name, d):
 def check_params(ncc, name, d):
     mod, shape = build(name)
     path = os.path.join(d, name + ".onnx")
-    export(mod, shape, path)
+    export(mod, shape, path, keep_bn=True)
     want = sum(p.numel() for p in mod.parameters())
     rc, out = run([ncc, path, "--emit=report"])
     m = re.search(r"params=(\d+)", out)
@@ -235,13 +239,14 @@ def main():
     ap.add_argument("--ncc", required=True)
     ap.add_argument("--params", action="store_true")
     ap.add_argument("--bad", action="store_true")
+    ap.add_argument("--keep-bn", action="store_true", help="export BatchNormalization nodes (TrainingMode.PRESERVE)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         if a.bad:
             return check_bad(a.ncc, a.case, d)
         if a.params:
             return check_params(a.ncc, a.case, d)
-        return check_run(a.ncc, a.case, d)
+        return check_run(a.ncc, a.case, d, a.keep_bn)
 
 
 if __name__ == "__main__":
