@@ -128,7 +128,12 @@ def check_run(ncc, name, d, keep_bn=False):
         return 1
     err = float(np.max(np.abs(got - ref))) if ref.size else 0.0
     tol = 1e-4 * max(1.0, float(np.max(np.abs(ref))))
-    print("%s: max |ncc - torch| = %.3g (tolerance %.3g), ncc run %.1f s" % (name, err, tol, time.time() - t))
+    amp = float(np.max(np.abs(ref))) if ref.size else 0.0
+    print("%s: max |ncc - torch| = %.3g (tolerance %.3g, max |torch| %.3g), ncc run %.1f s"
+          % (name, err, tol, amp, time.time() - t))
+    if not amp > 1e-6:   # an all-zero reference would prove nothing
+        print("FAIL %s: PyTorch's output is all zeros" % name)
+        return 1
     if not err <= tol:
         print("FAIL %s" % name)
         return 1

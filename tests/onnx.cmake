@@ -1,0 +1,33 @@
+# ONNX import (frontend/onnx.c, docs/onnx.md), label onnx: models exported by
+# torch.onnx and run by ncc against PyTorch, parameter counts, bad input.
+# A build without ONNX support (no protobuf-c or onnx.proto, see the top
+# CMakeLists.txt) registers the same names as skipped tests.
+set(NCC_ONNX_PY ${CMAKE_CURRENT_SOURCE_DIR}/onnx/onnx_check.py)
+set(NCC_ONNX_RUN conv conv_groups_dilation conv_depthwise gemm matmul pools global_pool add_broadcast
+    concat softmax flatten_reshape relu6 hardswish leaky_relu batchnorm mobilenet_v2 vgg11)
+set(NCC_ONNX_BAD truncated garbage empty opset99 unsupported_op asym_pads dynamic_dim)
+set(NCC_ONNX_PARAMS resnet18 mobilenet_v2 vgg11)
+set(_onnx_tests)
+foreach(c ${NCC_ONNX_RUN})
+  list(APPEND _onnx_tests "onnx.run.${c}|${c}")
+endforeach()
+# resnet18 with BatchNormalization nodes kept (TrainingMode.PRESERVE)
+list(APPEND _onnx_tests "onnx.run.resnet18_bn|resnet18;--keep-bn")
+foreach(c ${NCC_ONNX_PARAMS})
+  list(APPEND _onnx_tests "onnx.params.${c}|${c};--params")
+endforeach()
+foreach(c ${NCC_ONNX_BAD})
+  list(APPEND _onnx_tests "onnx.bad.${c}|${c};--bad")
+endforeach()
+foreach(t ${_onnx_tests})
+  string(REPLACE "|" ";" _p "${t}")
+  list(GET _p 0 _name)
+  list(SUBLIST _p 1 -1 _args)
+  if(NCC_HAVE_ONNX)
+    add_test(NAME ${_name} COMMAND ${NCC_PYTHON} ${NCC_ONNX_PY} ${_args} --ncc $<TARGET_FILE:ncc>)
+    set_tests_properties(${_name} PROPERTIES LABELS onnx SKIP_RETURN_CODE ${NCC_SKIP_CODE} TIMEOUT 600)
+  else()
+    ncc_skipped_test(${_name} "ncc was built without ONNX support (protobuf-c, onnx.proto)")
+    set_tests_properties(${_name} PROPERTIES LABELS onnx)
+  endif()
+endforeach()
