@@ -262,6 +262,13 @@ static int emit_graph(const Options *o, Graph *g, Graph *gt, CodegenOpts *co, in
       out_close(&src, 0);
     }
   }
+  if (rc == 0) {   /* an ONNX model's weights beside: M.safetensors */
+    char *wpath = NULL;
+    rc = onnx_weights_beside(o, g, o->out, &wpath);
+    if (rc) { unlink(o->out); unlink(hpath); }   /* all or nothing */
+    else if (wpath) drv_log(o, "wrote %s", wpath);
+    free(wpath);
+  }
   if (rc == 0) drv_log(o, "wrote %s and %s", o->out, hpath);
   free(hpath);
   free(frozen);

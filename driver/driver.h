@@ -114,6 +114,13 @@ void model_close(Model *M);                      /* everything build/load/create
 /* parameters: --weights, or init.c's initialisation */
 int model_weights(const Options *o, Model *M);
 
+/* onnx_weights.c: an ONNX model's initializers as safetensors.  _beside:
+ * OUT with its extension replaced by .safetensors, the parameters of g (*written:
+ * the path, malloc'ed; NULL for a model that is not ONNX).  _load: loads them
+ * into M; -1 when the model is not ONNX. Both 0, or 1 after a message. */
+int onnx_weights_beside(const Options *o, const Graph *g, const char *out, char **written);
+int onnx_weights_load(const Options *o, Model *M);
+
 /* init.c */
 InitPlan *init_plan(const Graph *g);             /* before the passes rewrite consumers */
 void init_plan_free(InitPlan *p);

@@ -129,7 +129,10 @@ int model_weights(const Options *o, Model *M) {
     drv_log(o, "weights: carried by the model (--freeze, %s)", o->weights);
     return 0;
   }
-  if (!o->weights) return init_weights(o, M);
+  if (!o->weights) {
+    int rc = onnx_weights_load(o, M);   /* an ONNX model carries its weights */
+    return rc >= 0 ? rc : init_weights(o, M);
+  }
   if (access(o->weights, R_OK) != 0)
     return drv_error("cannot read weights '%s': %s", o->weights, strerror(errno));
   if (M->load(M->m, o->weights) != 0) {

@@ -155,5 +155,6 @@ Graph *frontend_load(const char *path, const SetOpt *sets, int nsets) {
   }
   kept = xrealloc(kept, sizeof(char *) * (size_t)(nkept + 1));
   kept[nkept++] = buf;
+  if (frontend_is_onnx(path, buf, len)) return frontend_load_onnx(path, buf, len, sets, nsets);
   return frontend_load_text(path, buf, len, sets, nsets);
 }

@@ -14,7 +14,25 @@ typedef struct SetOpt { const char *name, *value; } SetOpt;
  * diagnostics. A `--set` naming no const is an error. */
 Graph *frontend_load_text(const char *path, const char *text, size_t len,
                           const SetOpt *sets, int nsets);
-/* Reads `path` (an unreadable file is an error naming it) and calls the above.
+/* Reads `path` (an unreadable file is an error naming it) and calls the above,
+ * or frontend_load_onnx for an ONNX model (frontend_is_onnx).
  * The text is kept alive until exit for diagnostics. */
 Graph *frontend_load(const char *path, const SetOpt *sets, int nsets);
+
+/* ---- ONNX (onnx.c, docs/onnx.md) ---- */
+/* Is this an ONNX model rather than .net text?  A name ending in .onnx, or a
+ * first byte 0x08 (a ModelProto's ir_version tag; no text starts with it). */
+int frontend_is_onnx(const char *path, const char *bytes, size_t len);
+/* Imports a serialized ModelProto.  `--set NAME=N` gives symbolic input
+ * dimensions.  NULL after errors (a build without protobuf-c says so). */
+Graph *frontend_load_onnx(const char *path, const char *bytes, size_t len, const SetOpt *sets, int nsets);
+/* The initializers the last ONNX load of `path` made parameters, f32 by
+ * name and shape (the data of the model's parameters); 0 for anything else. */
+typedef struct FrontendWeight {
+  const char *name;
+  int rank;
+  int64_t shape[NCC_MAX_RANK];
+  const float *data;
+} FrontendWeight;
+int frontend_weights(const char *path, const FrontendWeight **w);
 #endif

@@ -4,7 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build flex bison pkg-config clang libclang-rt-14-dev
       libopenblas-dev libcjson-dev python3-numpy python3-torch
-      python3-sklearn)   # sklearn: the digits data set (examples/make_digits.py)
+      python3-sklearn      # sklearn: the digits data set (examples/make_digits.py)
+      libprotobuf-c-dev protobuf-c-compiler python3-onnx)   # ONNX import (docs/onnx.md)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

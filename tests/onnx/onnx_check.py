@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""ONNX import against PyTorch (docs/onnx.md): a torch.nn model exported with
+torch.onnx.export (opset 13 unless the case says, eval mode, parameters kept
+under their state_dict names), run by `ncc run MODEL.onnx` with the weights
+the file carries, compared with PyTorch's output within the oracle's
+tolerance 1e-4 * max(1, max|ref|).  `--params` cases check instead that
+`ncc MODEL.onnx --emit=report` counts the torch model's parameters; `--bad`
+cases that a broken or unsupported file is refused with exit 1 and a message.
+
+  onnx_check.py CASE --ncc PATH/ncc
+Exit 0: passed; 1: failed; 77: skipped (no onnx/torch module)."""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "oracle"))
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    import onnx  # noqa: F401  (torch.onnx.export needs it)
+except ImportError as e:
+    print("skipped: %s" % e)
+    sys.exit(77)
+
+
+class Fn(nn.Module):
+    def __init__(self, f, **mods):
+        super().__init__()
+        for k, v in mods.items():
+            setattr(self, k, v)
+        self.f = f
+
+    def forward(self, x):
+        return self.f(self, x)
+
+
+def small(name):
+    """Single-op models: (module, input shape)."""
+    N = 2
+    if name == "conv":
+        return Fn(lambda m, x: m.c(x), c=nn.Conv2d(3, 8, 3, padding=1)), (N, 3, 9, 9)
+    if name == "conv_groups_dilation":
+        return Fn(lambda m, x: m.c(x), c=nn.Conv2d(8, 16, 3, stride=2, padding=2, dilation=2, groups=4, bias=False)), (N, 8, 11, 11)
+    if name == "conv_depthwise":
+        return Fn(lambda m, x: m.c(x), c=nn.Conv2d(6, 6, 3, padding=1, groups=6)), (N, 6, 8, 8)
+    if name == "gemm":
+        return Fn(lambda m, x: m.l(x), l=nn.Linear(20, 7)), (N, 20)
+    if name == "matmul":
+        return Fn(lambda m, x: m.l(x), l=nn.Linear(6, 5, bias=False)), (N, 4, 6)
+    if name == "pools":
+        return Fn(lambda m, x: torch.cat([F.max_pool2d(x, 3, 2, 1), F.avg_pool2d(x, 2), F.max_pool2d(x, 2)], 1)), (N, 3, 8, 8)
+    if name == "global_pool":
+        return Fn(lambda m, x: torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)), (N, 5, 6, 6)
+    if name == "add_broadcast":
+        return Fn(lambda m, x: (x + m.b) * m.s - x / 2.0, b=nn.Parameter(torch.randn(4, 1, 1)), s=nn.Parameter(torch.randn(1, 5))), (N, 4, 3, 5)
+    if name == "concat":
+        return Fn(lambda m, x: torch.cat([torch.relu(x), torch.sigmoid(x), torch.tanh(x)], 1)), (N, 3, 4, 4)
+    if name == "softmax":
+        return Fn(lambda m, x: torch.cat([F.softmax(x, -1), F.log_softmax(x, 1)], 0)), (N, 10)
+    if name == "flatten_reshape":
+        return Fn(lambda m, x: m.l(x.view(x.size(0), -1)).reshape(-1, 2, 3).transpose(1, 2)), (N, 2, 3, 4)
+    if name == "relu6":
+        return Fn(lambda m, x: F.relu6(x * 4)), (N, 3, 5, 5)
+    if name == "hardswish":
+        return Fn(lambda m, x: F.hardswish(x * 4)), (N, 3, 5, 5)
+    if name == "leaky_relu":
+        return Fn(lambda m, x: F.leaky_relu(x, 0.2)), (N, 3, 5, 5)
+    if name == "batchnorm":
+        bn = nn.BatchNorm2d(4)
+        bn.running_mean.uniform_(-1, 1)
+        bn.running_var.uniform_(0.5, 2)
+        return Fn(lambda m, x: m.bn(x), bn=bn), (N, 4, 5, 5)
+    return None
+
+
+def build(name):
+    torch.manual_seed(0)
+    m = small(name)
+    if m is not None:
+        mod, shape = m
+        if name == "flatten_reshape":
+            mod.l = nn.Linear(24, 6)
+        return mod, shape
+    from oracle import build_module
+    return build_module(name, num_classes=10, size=32), (1, 3, 32, 32)
+
+
+def export(mod, shape, path, opset=13, keep_bn=False):
+    """TrainingMode.EVAL folds each batchnorm into the conv before it (torch
+    1.13 does even with do_constant_folding=False); PRESERVE on a module in
+    eval mode keeps BatchNormalization nodes and the state_dict's parameters."""
+    x = torch.randn(*shape)
+    mode = torch.onnx.TrainingMode.PRESERVE if keep_bn else torch.onnx.TrainingMode.EVAL
+    with torch.no_grad():
+        torch.onnx.export(mod.eval(), x, path, opset_version=opset, do_constant_folding=False,
+                          training=mode, input_names=["x"], output_names=["y"])
+        y = mod(x)
+    return x.numpy(), y.numpy()
+
+
+def run(cmd):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return p.returncode, p.stdout + p.stderr
+
+
+def check_run(ncc, name, d, keep_bn=False):
+    mod, shape = build(name)
+    path = os.path.join(d, name + ".onnx")
+    x, ref = export(mod, shape, path, keep_bn=keep_bn)
+    np.save(os.path.join(d, "x.npy"), x)
+    t = time.time()
+    rc, out = run([ncc, "run", path, "--input", "x=" + os.path.join(d, "x.npy"), "--output", "y=" + os.path.join(d, "y.npy")])
+    if rc != 0:
+        print(out)
+        print("FAIL %s: ncc run exited %d" % (name, rc))
+        return 1
+    got = np.load(os.path.join(d, "y.npy"))
+    if got.shape != ref.shape:
+        print("FAIL %s: shape %s, PyTorch %s" % (name, got.shape, ref.shape))
+        return 1
+    err = float(np.max(np.abs(got - ref))) if ref.size else 0.0
+    tol = 1e-4 * max(1.0, float(np.max(np.abs(ref))))
+    amp = float(np.max(np.abs(ref))) if ref.size else 0.0
+    print("%s: max |ncc - torch| = %.3g (tolerance %.3g, max |torch| %.3g), ncc run %.1f s"
+          % (name, err, tol, amp, time.time() - t))
+    if not amp > 1e-6:   # an all-zero reference would prove nothing
+        print("FAIL %s: PyTorch's output is all zeros" % name)
+        return 1
+    if not err <= tol:
+        print("FAIL %s" % name)
+        return 1
+    return 0
+
+
+def check_params(ncc, name, d):
+    mod, shape = build(name)
+    path = os.path.join(d, name + ".onnx")
+    export(mod, shape, path, keep_bn=True)
+    want = sum(p.numel() for p in mod.parameters())
+    rc, out = run([ncc, path, "--emit=report"])
+    m = re.search(r"params=(\d+)", out)
+    if rc != 0 or not m:
+        print(out)
+        print("FAIL %s: ncc --emit=report exited %d" % (name, rc))
+        return 1
+    got = int(m.group(1))
+    print("%s: params=%d, torch %d" % (name, got, want))
+    if got != want:
+        print("FAIL %s" % name)
+        return 1
+    # -o writes the weights beside the generated source
+    cu = os.path.join(d, name + ".cu")
+    rc, out = run([ncc, path, "-o", cu])
+    st = os.path.join(d, name + ".safetensors")
+    if rc != 0 or not os.path.exists(st):
+        print(out)
+        print("FAIL %s: ncc -o %s exited %d, %s %s" % (name, cu, rc, st, "exists" if os.path.exists(st) else "missing"))
+        return 1
+    print("%s: -o wrote %s (%d bytes)" % (name, os.path.basename(st), os.path.getsize(st)))
+    return 0
+
+
+def bad_model(kind, d):
+    """A file for a --bad case and the message it must give."""
+    path = os.path.join(d, kind + ".onnx")
+    if kind in ("truncated", "opset99", "unsupported_op", "asym_pads"):
+        mod = Fn(lambda m, x: torch.relu(m.c(x)), c=nn.Conv2d(3, 4, 3, padding=1))
+        export(mod, (1, 3, 6, 6), path)
+        import onnx
+        from onnx import helper
+        if kind == "truncated":
+            data = open(path, "rb").read()
+            open(path, "wb").write(data[: len(data) // 2])
+            return path, r"not a valid ONNX model: the %d bytes" % (len(data) // 2)
+        mp = onnx.load(path)
+        if kind == "opset99":
+            mp.opset_import[0].version = 99
+            onnx.save(mp, path)
+            return path, r"opset 99; ncc supports opsets 11 to 17"
+        if kind == "unsupported_op":
+            node = mp.graph.node[-1]
+            n2 = helper.make_node("NonZero", [node.output[0]], ["nz"], name="my_nonzero")
+            mp.graph.node.append(n2)
+            onnx.save(mp, path)
+            return path, r"node 'my_nonzero' \(NonZero\): unsupported operator NonZero"
+        if kind == "asym_pads":
+            for n in mp.graph.node:
+                if n.op_type == "Conv":
+                    for a in n.attribute:
+                        if a.name == "pads":
+                            a.ints[:] = [1, 1, 0, 0]
+                    conv = n.name
+            onnx.save(mp, path)
+            return path, r"node '%s' \(Conv\): asymmetric pads" % re.escape(conv)
+    if kind == "garbage":
+        open(path, "wb").write(bytes(range(256)) * 3)
+        return path, r"not a valid ONNX model: the 768 bytes"
+    if kind == "empty":
+        open(path, "wb").write(b"")
+        return path, r"not a valid ONNX model: the 0 bytes"
+    if kind == "dynamic_dim":
+        mod = Fn(lambda m, x: torch.relu(x))
+        x = torch.randn(2, 3)
+        torch.onnx.export(mod.eval(), x, path, opset_version=13, input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+        return path, r"graph input 'x': dimension 0 is 'batch'; give it with --set batch=N"
+    raise SystemExit("unknown bad case " + kind)
+
+
+def check_bad(ncc, kind, d):
+    path, want = bad_model(kind, d)
+    cu = os.path.join(d, "out.cu")
+    rc, out = run([ncc, path, "-o", cu])
+    ok = rc == 1 and re.search(want, out) and not os.path.exists(cu) and "Segmentation" not in out
+    print("%s: exit %d: %s" % (kind, rc, out.strip().splitlines()[0] if out.strip() else "(no message)"))
+    if not ok:
+        print(out)
+        print("FAIL %s: wanted exit 1, /%s/ and no %s" % (kind, want, cu))
+        return 1
+    if kind == "dynamic_dim":   # --set closes it, and the result runs
+        x = np.random.RandomState(0).randn(3, 3).astype(np.float32)
+        np.save(os.path.join(d, "x.npy"), x)
+        rc, out = run([ncc, "run", path, "--set", "batch=3", "--input", "x=" + os.path.join(d, "x.npy"),
+                       "--output", "y=" + os.path.join(d, "y.npy")])
+        if rc != 0 or not np.allclose(np.load(os.path.join(d, "y.npy")), np.maximum(x, 0)):
+            print(out)
+            print("FAIL dynamic_dim with --set batch=3 (exit %d)" % rc)
+            return 1
+        print("dynamic_dim: --set batch=3 runs, relu matches")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case")
+    ap.add_argument("--ncc", required=True)
+    ap.add_argument("--params", action="store_true")
+    ap.add_argument("--bad", action="store_true")
+    ap.add_argument("--keep-bn", action="store_true", help="export BatchNormalization nodes (TrainingMode.PRESERVE)")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        if a.bad:
+            return check_bad(a.ncc, a.case, d)
+        if a.params:
+            return check_params(a.ncc, a.case, d)
+        return check_run(a.ncc, a.case, d, a.keep_bn)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
