@@ -570,8 +570,8 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   }
 
   /* create */
-  fprintf(f, "int %s_create_on(%s **pm, int kind) {\n  int rc;\n  %s *m;\n", M, M, M);
-  fprintf(f, "  if (!pm) return NCC_EUSER;\n  m = (%s *)calloc(1, sizeof *m);\n  *pm = m;\n  if (!m) return NCC_EINTERNAL;\n", M);
+  fprintf(f, "int %s_create_on(%s **pm, int kind) {\n  int rc;\n  struct %s *m;\n", M, M, M);
+  fprintf(f, "  if (!pm) return NCC_EUSER;\n  m = (struct %s *)calloc(1, sizeof *m);\n  *pm = m;\n  if (!m) return NCC_EINTERNAL;\n", M);
   if (c->o->jit) {
     fprintf(f, "  if (kind == NCC_DEV_EMU)\n    return %s_user_error(m, \"%s_create: a --jit build runs on a GPU only; "
                "emit CUDA C (ncc -o %s.cu) for the CPU emulation\");\n", M, M, M);

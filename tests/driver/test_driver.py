@@ -458,6 +458,22 @@ def _precision(ctx):
     ], out)
 
 
+@case("model_names")
+def _model_names(ctx):
+    """A model may be named like the generated code's own variables (m, rc,
+    pm, batch, loss): the generated file still compiles and runs."""
+    import numpy as np
+    x = ctx.path("x.npy")
+    np.save(x, np.array([[-1, 2, 3], [4, -5, 6]], "float32"))
+    for name in ("m", "rc", "pm", "batch", "loss"):
+        net = ctx.write(name + ".net", "model %s\nconst N = 2\ninput x: f32[N, 3]\ny = relu(x)\noutput y\n" % name)
+        out = ctx.path(name + "_y.npy")
+        p = ctx.ncc_cmd(["run", net, "--input", "x=" + x, "--output", "y=" + out])
+        show(p)
+        if p.returncode != 0 or not np.array_equal(np.load(out), np.maximum(np.load(x), 0)):
+            raise Failure("a model named %s should compile and run" % name)
+
+
 @case("max_memory")
 def _max_memory(ctx):
     """--max-memory: a generous budget compiles as before; a budget below the
