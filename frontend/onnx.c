@@ -186,7 +186,19 @@ static Tens *tensor_of(Imp *I, const Onnx__TensorProto *t) {
     }
     return c;
   }
-  fail(I, "tensor '%s' has dtype %s; ncc imports float tensors (and int64/int32 shape constants)", nm, dtype_str(dt));
+  if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL) {   /* flags such as Dropout's training_mode: 0 or 1 */
+    c->type = T_I64;
+    c->i = ARENA_ARRAY(I->ar, int64_t, c->n ? c->n : 1);
+    if (t->has_raw_data && raw == (size_t)c->n) {
+      for (int64_t k = 0; k < c->n; k++) c->i[k] = t->raw_data.data[k] != 0;
+    } else if (!t->has_raw_data && t->n_int32_data == (size_t)c->n) {
+      for (int64_t k = 0; k < c->n; k++) c->i[k] = t->int32_data[k] != 0;
+    } else {
+      goto short_data;
+    }
+    return c;
+  }
+  fail(I, "tensor '%s' has dtype %s; ncc imports float tensors (and int64/int32/bool constants)", nm, dtype_str(dt));
   return NULL;
 short_data:
   fail(I, "tensor '%s' holds the wrong amount of data for its %lld elements", nm, (long long)c->n);
@@ -399,12 +411,34 @@ static int op_clip(Imp *I) {
       else hi = c->f[0];
     }
   }
-  OpKind op;
-  if (lo == 0 && hi == 6) op = OP_RELU6;
-  else if (lo == 0 && hi == INFINITY) op = OP_RELU;
-  else return fail(I, "Clip(%g, %g) is not supported; ncc maps Clip(0, 6) to relu6 and Clip(0) to relu", lo, hi);
   Value *x = in_val(I, 0, PK_NONE);
-  return set_out(I, mk(I, op, &x, 1, NULL));
+  if (!x) return -1;
+  if (lo == 0 && hi == 6) return set_out(I, mk(I, OP_RELU6, &x, 1, NULL));
+  if (lo == 0 && hi == INFINITY) return set_out(I, mk(I, OP_RELU, &x, 1, NULL));
+  if (isnan(lo) || isnan(hi) || lo > hi) return fail(I, "Clip(%g, %g) is not supported (min above max)", lo, hi);
+  /* min(max(x, lo), hi) = lo + relu(x - lo) - relu(x - hi), an infinite
+   * bound's term left out */
+  Value *y = x;
+  Attrs c;
+  ir_attrs_init(&c);
+  if (lo != -INFINITY) {
+    c.fval = lo;
+    Value *in[2] = {x, ir_node(I->g, OP_CONST, NULL, 0, &c, NULL, NULL, I->loc)};
+    Value *r = mk(I, OP_SUB, in, 2, NULL);
+    r = mk(I, OP_RELU, &r, 1, NULL);
+    Value *in2[2] = {r, ir_node(I->g, OP_CONST, NULL, 0, &c, NULL, NULL, I->loc)};
+    y = mk(I, OP_ADD, in2, 2, NULL);
+  }
+  if (hi != INFINITY) {
+    c.fval = hi;
+    Value *in[2] = {x, ir_node(I->g, OP_CONST, NULL, 0, &c, NULL, NULL, I->loc)};
+    Value *r = mk(I, OP_SUB, in, 2, NULL);
+    r = mk(I, OP_RELU, &r, 1, NULL);
+    Value *in2[2] = {y, r};
+    y = mk(I, OP_SUB, in2, 2, NULL);
+  }
+  if (y == x) return op_identity(I);
+  return set_out(I, y);
 }
 
 /* Add/Sub/Mul/Div: NumPy broadcasting as ONNX's; a one-element constant
@@ -449,7 +483,7 @@ static int window_attrs(Imp *I, Attrs *a, int kernel_from_attr) {
   if (kernel_from_attr) {
     int n = attr_ints(I, "kernel_shape", v, 8);
     if (n == -2) return -1;
-    if (n != 2) return fail(I, "kernel_shape must have 2 values (2-D pooling), got %d", n);
+    if (n != 2) return fail(I, "%d-D pooling is not supported (kernel_shape has %d values; ncc pools in 2-D)", n, n);
     a->kernel[0] = (int)v[0], a->kernel[1] = (int)v[1];
   }
   int n = attr_ints(I, "strides", v, 8);
@@ -496,15 +530,23 @@ static int op_conv(Imp *I) {
 
 /* Gemm: Y = alpha * A' B' + beta * C.  transB=1 with a constant B is torch's
  * nn.Linear: linear with weight B [out, in]; otherwise matmul (+ add). */
+static Value *scaled(Imp *I, Value *x, double f) {
+  if (!x || f == 1.0) return x;
+  Attrs c;
+  ir_attrs_init(&c);
+  c.fval = f;
+  Value *in[2] = {x, ir_node(I->g, OP_CONST, NULL, 0, &c, NULL, NULL, I->loc)};
+  return mk(I, OP_MUL, in, 2, NULL);
+}
+
 static int op_gemm(Imp *I) {
-  if (attr_f(I, "alpha", 1.0) != 1.0 || attr_f(I, "beta", 1.0) != 1.0)
-    return fail(I, "alpha and beta other than 1 are not supported");
-  if (attr_i(I, "transA", 0)) return fail(I, "transA=1 is not supported");
+  double alpha = attr_f(I, "alpha", 1.0), beta = attr_f(I, "beta", 1.0);
+  int ta = (int)attr_i(I, "transA", 0);
   int tb = (int)attr_i(I, "transB", 0);
   Ent *eb = in_ent(I, 1);
   if (!eb) return -1;
   int bias = nin_given(I) >= 3;
-  if (tb && eb->c && eb->c->rank == 2) {
+  if (!ta && alpha == 1.0 && beta == 1.0 && tb && eb->c && eb->c->rank == 2) {
     Ent *ec = bias ? in_ent(I, 2) : NULL;
     if (bias && !ec) return -1;
     if (bias && !(ec->c && ec->c->n == eb->c->d[0] && (ec->c->rank == 1 || (ec->c->rank == 2 && ec->c->d[0] == 1))))
@@ -522,17 +564,19 @@ static int op_gemm(Imp *I) {
     }
     return set_out(I, y);
   }
-  Value *b = value_of(I, eb, PK_NONE);
-  if (tb && b) {
-    Attrs t;
-    ir_attrs_init(&t);
-    t.nlist = 2, t.list[0] = 1, t.list[1] = 0;
-    b = mk(I, OP_TRANSPOSE, &b, 1, &t);
-  }
-  Value *ab[2] = {in_val(I, 0, PK_NONE), b};
-  Value *y = mk(I, OP_MATMUL, ab, 2, NULL);
-  if (bias && y) {
-    Value *yc[2] = {y, in_val(I, 2, PK_NONE)};
+  /* the general form: matmul of the (transposed) operands, scaled, plus beta C */
+  Value *a = in_val(I, 0, PK_NONE), *b = value_of(I, eb, PK_NONE);
+  if (!a || !b) return -1;
+  if (a->shape.rank != 2 || b->shape.rank != 2) return fail(I, "only 2-D operands are supported");
+  Attrs t;
+  ir_attrs_init(&t);
+  t.nlist = 2, t.list[0] = 1, t.list[1] = 0;
+  if (ta) a = mk(I, OP_TRANSPOSE, &a, 1, &t);
+  if (tb) b = mk(I, OP_TRANSPOSE, &b, 1, &t);
+  Value *ab[2] = {a, b};
+  Value *y = scaled(I, mk(I, OP_MATMUL, ab, 2, NULL), alpha);
+  if (bias && y && beta != 0.0) {
+    Value *yc[2] = {y, scaled(I, in_val(I, 2, PK_NONE), beta)};
     y = mk(I, OP_ADD, yc, 2, NULL);
   }
   return set_out(I, y);
@@ -573,6 +617,10 @@ static int op_pool(Imp *I, OpKind op) {
                 "torch's default count_include_pad=True)");
   if (op == OP_AVGPOOL2D && (a.dilation[0] != 1 || a.dilation[1] != 1)) return fail(I, "dilations are not supported");
   if (attr_i(I, "storage_order", 0)) return fail(I, "storage_order=1 is not supported");
+  for (int k = 0; k < 2; k++)
+    if (2 * a.pad[k] > a.kernel[k])
+      return fail(I, "pads of %d with a kernel of %d are not supported (ncc pools as PyTorch does: a pad at most half "
+                  "the kernel)", a.pad[k], a.kernel[k]);
   Value *x = in_val(I, 0, PK_NONE);
   return set_out(I, mk(I, op, &x, 1, &a));
 }
@@ -806,6 +854,31 @@ static int op_constant(Imp *I) {
   return fail(I, "only value, value_float, value_int and value_ints constants are supported");
 }
 
+/* Dropout in inference: the input itself.  Training mode (input 2, or
+ * opset < 12's is_test=0) with a ratio above 0 drops at random, and the mask
+ * output has no IR op: both refused. */
+static int op_dropout(Imp *I) {
+  if (I->node->n_output > 1 && *I->node->output[1]) return fail(I, "the mask output is not supported");
+  int training = 0;
+  if (nin_given(I) >= 3) {
+    Tens *t = in_const(I, 2, "training_mode");
+    if (!t) return -1;
+    if (t->n != 1) return fail(I, "training_mode must be one value");
+    training = t->type == T_I64 ? t->i[0] != 0 : t->f[0] != 0;
+  }
+  if (training) {
+    float ratio = 0.5f;
+    if (nin_given(I) >= 2) {
+      Tens *r = in_const(I, 1, "ratio");
+      if (!r) return -1;
+      if (r->n != 1 || r->type != T_F32) return fail(I, "ratio must be one float");
+      ratio = r->f[0];
+    }
+    if (ratio != 0) return fail(I, "training_mode=1 (random dropping) is not supported");
+  }
+  return op_identity(I);
+}
+
 static int op_cast(Imp *I) {
   Ent *e = in_ent(I, 0);
   if (!e) return -1;
@@ -852,6 +925,7 @@ static int w_unsq(Imp *I, OpKind op) { (void)op; return op_squeeze(I, 1); }
 static int w_sq(Imp *I, OpKind op) { (void)op; return op_squeeze(I, 0); }
 static int w_const(Imp *I, OpKind op) { (void)op; return op_constant(I); }
 static int w_cast(Imp *I, OpKind op) { (void)op; return op_cast(I); }
+static int w_dropout(Imp *I, OpKind op) { (void)op; return op_dropout(I); }
 
 /* docs/onnx.md lists these; keep the two in step */
 static const OpRow op_table[] = {
@@ -865,18 +939,32 @@ static const OpRow op_table[] = {
   {"GlobalAveragePool", w_unary, OP_GAVGPOOL2D},
   {"Softmax", op_softmax, OP_SOFTMAX}, {"LogSoftmax", op_softmax, OP_LOG_SOFTMAX},
   {"Flatten", w_flatten, 0}, {"Reshape", w_reshape, 0}, {"Transpose", w_transpose, 0}, {"Concat", w_concat, 0},
-  {"Identity", w_identity, 0}, {"Pad", w_pad, 0}, {"Dropout", w_identity, 0},
+  {"Identity", w_identity, 0}, {"Pad", w_pad, 0}, {"Dropout", w_dropout, 0},
   {"Constant", w_const, 0}, {"Shape", w_shape, 0}, {"Gather", w_gather, 0},
   {"Unsqueeze", w_unsq, 0}, {"Squeeze", w_sq, 0}, {"Cast", w_cast, 0},
 };
 
 /* ---- the graph ------------------------------------------------------------- */
 
+/* C's keywords (C11, and C++'s that CUDA C rejects): a graph or a name
+ * spelled so ("case", "int") would not compile as an identifier */
+static int c_keyword(const char *s) {
+  static const char *kw[] = {"auto", "bool", "break", "case", "char", "class", "const", "continue", "default",
+                             "delete", "do", "double", "else", "enum", "extern", "false", "float", "for", "goto",
+                             "if", "inline", "int", "long", "new", "operator", "private", "protected", "public",
+                             "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct",
+                             "switch", "template", "this", "throw", "true", "try", "typedef", "typename", "union",
+                             "unsigned", "using", "virtual", "void", "volatile", "while"};
+  for (size_t k = 0; k < sizeof kw / sizeof *kw; k++)
+    if (!strcmp(s, kw[k])) return 1;
+  return 0;
+}
+
 static const char *ident(Imp *I, const char *s) {
   char *r = arena_strdup(I->ar, *s ? s : "x");
   for (char *p = r; *p; p++)
     if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_')) *p = '_';
-  if (*r >= '0' && *r <= '9') r = arena_printf(I->ar, "t_%s", r);
+  if ((*r >= '0' && *r <= '9') || c_keyword(r)) r = arena_printf(I->ar, "t_%s", r);
   return r;
 }
 
@@ -897,6 +985,8 @@ static int graph_input(Imp *I, const Onnx__ValueInfoProto *vi, const SetOpt *set
       s.d[k] = d->dim_value;
       continue;
     }
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value == 0)
+      return fail(I, "graph input '%s': dimension %d is 0; empty tensors are not supported", nm, k);
     const char *sym = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ? d->dim_param : NULL;
     int found = 0;
     for (int j = 0; sym && j < nsets; j++)
@@ -984,7 +1074,7 @@ static const char *model_name(Arena *ar, const char *path) {
   char *s = arena_strndup(ar, b, n);
   for (char *p = s; *p; p++)
     if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_')) *p = '_';
-  if (!*s || (*s >= '0' && *s <= '9')) return arena_printf(ar, "m_%s", s);
+  if (!*s || (*s >= '0' && *s <= '9') || c_keyword(s)) return arena_printf(ar, "m_%s", s);
   return s;
 }
 
