@@ -84,8 +84,9 @@ int emit_bn_stats(Cg *c, const KGroup *gr) {
   KParams p = {0};
   Buf b = {0};
   const char *x = kp_value(c, &p, n->in[0], 0, "x");
-  /* the step's batch (m->nb, 1..N): the statistics of its rows alone */
-  const char *nb = kp_int(&p, "nb", "m->nb");
+  /* the step's batch (m->nb, 1..N; cg_step_rows): the statistics of its rows alone */
+  char nbuf[32];
+  const char *nb = cg_step_rows(c, &p, N, nbuf, sizeof nbuf);
   buf_printf(&b, "  %s float red[%d];\n", D_SHARED, T);
   buf_printf(&b, "  int ch = %s, t = %s, m = %s * %lld;\n", D_BID_X, D_TID_X, nb, LL(HW));
   buf_printf(&b, "  const float *xc = %s + ch * %lld;\n", x, LL(HW));
@@ -144,9 +145,8 @@ static void bn_running_stmts(Cg *c, KParams *p, Buf *b, const Node *n, const cha
   const char *rm = kp_value(c, p, n->in[1], 1, "running_mean");
   const char *rv = kp_value(c, p, n->in[2], 1, "running_var");
   /* n = nb * H * W, the step's count (a parameter: the enclosing kernel may have it) */
-  int have = 0;
-  for (int i = 0; i < p->n; i++) have |= !strcmp(strrchr(p->decl[i], ' ') + 1, "nb");
-  const char *nb = have ? "nb" : kp_int(p, "nb", "m->nb");
+  char nbuf[32];
+  const char *nb = cg_step_rows(c, p, xs->d[0], nbuf, sizeof nbuf);
   char m[40], m1[40];
   cg_flit(m, n->a.momentum);
   cg_flit(m1, 1.0 - n->a.momentum);
@@ -512,7 +512,8 @@ int emit_loss_bwd(Cg *c, const KGroup *gr) {
   /* the loss is a mean over the step's nb rows (m->nb, 1..N): rows past
    * them get a zero gradient, so that every weight gradient (a sum over the
    * batch) and every batchnorm sum downstream counts the nb rows alone */
-  const char *nb = kp_int(&p, "nb", "m->nb");
+  char nbuf[32];
+  const char *nb = cg_step_rows(c, &p, xs->rank ? xs->d[0] : 1, nbuf, sizeof nbuf);
   if (n->op == OP_MSE_LOSS_BWD) {
     const char *x = kp_value(c, &p, n->in[1], 0, "a"), *y = kp_value(c, &p, n->in[2], 0, "b");
     int64_t per = xs->rank ? total / xs->d[0] : 1;
@@ -637,7 +638,8 @@ int emit_bn_bwd(Cg *c, const KGroup *gr) {
   /* the step's nb rows (m->nb): the sums cover them (dy is zero past them,
    * the loss's gradient saw to it), the means divide by their count, and dx
    * is zero past them, which keeps that so upstream */
-  const char *nb = kp_int(&p, "nb", "m->nb");
+  char nbuf[32];
+  const char *nb = cg_step_rows(c, &p, N, nbuf, sizeof nbuf);
   int T = cg_reduce_threads(M);
   Buf b = {0};
   buf_printf(&b, "  %s float red[%d];\n", D_SHARED, T);

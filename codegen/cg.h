@@ -160,6 +160,7 @@ typedef struct Cg {
    * m->seed32 (int: the dropout seed). */
   int train;
   int nbatched, nlaunch;     /* launches of <model>_run() whose grid follows the batch, and all */
+  int64_t step_rows;         /* > 0: the training step takes 1..step_rows rows (cg_train_batch) */
   int opt_buf[4];
   int64_t opt_count;
 } Cg;
@@ -190,6 +191,15 @@ typedef struct CgBatch {
  * is the element count along the grid axis, whose index the emitter knows to
  * have the batch outermost; it must be a multiple of N.  Else NULL. */
 const CgBatch *cg_batch_grid(const Cg *c, const KGroup *gr, int axis, int64_t extent, int64_t tile, CgBatch *bg);
+/* The training step's batch N when it may run 1..N rows (M_train_step_io_batch):
+ * the inference graph keeps rows apart (its batch pass) and every input of
+ * the training graph has N rows; else 0. */
+int64_t cg_train_batch(const Graph *gi, const Graph *gt);
+/* The rows a training kernel that mixes rows covers (batchnorm statistics,
+ * losses): "nb", an int parameter added to p with the step's batch (m->nb),
+ * when the step may run fewer rows than compiled and d0, the op's first
+ * dimension, is that batch; else d0 as a literal (the kernel as before). */
+const char *cg_step_rows(Cg *c, KParams *p, int64_t d0, char *buf, size_t n);
 /* cg_launch whose grid follows the batch along bg's axis (bg NULL: fixed). */
 void cg_launch_b(Cg *c, const char *name, const KParams *p, long long gx, long long gy, long long gz, int bx, int by,
                  size_t shmem, const CgBatch *bg);

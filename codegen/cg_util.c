@@ -112,6 +112,40 @@ const CgBatch *cg_batch_grid(const Cg *c, const KGroup *gr, int axis, int64_t ex
   return bg;
 }
 
+int64_t cg_train_batch(const Graph *gi, const Graph *gt) {
+  if (!gt || gi->max_batch <= 0) return 0;
+  int64_t n = -1;
+  for (int i = 0; i < gt->nnodes; i++) {
+    const Node *nd = gt->nodes[i];
+    if (nd->dead || nd->op != OP_INPUT) continue;
+    if (nd->out->shape.rank < 1 || (n >= 0 && nd->out->shape.d[0] != n)) return 0;
+    n = nd->out->shape.d[0];
+  }
+  /* every kernel that mixes rows must see the batch as its first axis, or
+   * it could not count the step's rows alone (cg_step_rows) */
+  for (int i = 0; n > 0 && i < gt->nnodes; i++) {
+    const Node *nd = gt->nodes[i];
+    int x = -1;
+    switch (nd->op) {
+    case OP_BN_STATS: case OP_CROSS_ENTROPY: case OP_NLL_LOSS: case OP_MSE_LOSS: x = 0; break;
+    case OP_CROSS_ENTROPY_BWD: case OP_NLL_LOSS_BWD: case OP_MSE_LOSS_BWD: case OP_BN_BWD_DATA: x = 1; break;
+    default: break;
+    }
+    if (!nd->dead && x >= 0 && (nd->in[x]->shape.rank < 1 || nd->in[x]->shape.d[0] != n)) return 0;
+  }
+  return n > 0 ? n : 0;
+}
+
+const char *cg_step_rows(Cg *c, KParams *p, int64_t d0, char *buf, size_t n) {
+  if (c->train && c->step_rows > 0 && d0 == c->step_rows) {
+    for (int i = 0; i < p->n; i++)   /* already a parameter of this kernel (a side node's statements) */
+      if (!strcmp(strrchr(p->decl[i], ' ') + 1, "nb")) return "nb";
+    return kp_int(p, "nb", "m->nb");
+  }
+  snprintf(buf, n, "%lld", (long long)d0);
+  return buf;
+}
+
 const char *cg_batch_count(const Cg *c, const KGroup *gr, int64_t k, int64_t full, char *dst, size_t n) {
   CgBatch bg;
   if (cg_batch_grid(c, gr, 0, c->g->max_batch, 1, &bg) && full == k * c->g->max_batch) {

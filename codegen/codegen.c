@@ -234,6 +234,7 @@ static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) {
   Graph *gt = o->train;
   c->g = c->gi = g;
   c->gt = gt;
+  c->step_rows = gt ? cg_train_batch(g, gt) : 0;
   c->o = o;
   c->model = g->model;
   c->work = -1;

@@ -316,11 +316,7 @@ static void host_train_checkpoint(Cg *c, FILE *f, const Io *par, int prep) {
  * (the inference graph's batch pass; batch statistics and losses take the
  * step's rows through m->nb), and every training input has the same N rows. */
 static int train_batch_variable(const Cg *c, const Io *tin) {
-  if (c->gi->max_batch <= 0 || !tin->n) return 0;
-  int64_t tn = tin->v[0]->shape.rank ? tin->v[0]->shape.d[0] : -1;
-  int ok = tn > 0;
-  for (int i = 0; i < tin->n; i++) ok &= tin->v[i]->shape.rank > 0 && tin->v[i]->shape.d[0] == tn;
-  return ok;
+  return tin->n && c->step_rows > 0 && tin->v[0]->shape.rank && tin->v[0]->shape.d[0] == c->step_rows;
 }
 
 static void host_train_api(Cg *c, FILE *f, const Io *tin, const Io *par) {

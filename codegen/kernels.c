@@ -242,7 +242,8 @@ int emit_loss(Cg *c, const KGroup *gr) {
   const char *y = kp_value(c, &p, n->in[1], 0, cg_arg_role(n, 1, r1));
   /* the mean over the rows of the call's batch (nb: m->nb, 1..N; the
    * training step's, or inference's) */
-  const char *nb = kp_int(&p, "nb", "m->nb");
+  char nbuf[32];
+  const char *nb = cg_step_rows(c, &p, xs->rank ? xs->d[0] : 1, nbuf, sizeof nbuf);
   buf_printf(&b, "  %s float red[256];\n  int t = %s;\n  float acc = 0.0f;\n", D_SHARED, D_TID_X);
   if (n->op == OP_MSE_LOSS) {
     int64_t per = xs->rank ? shape_numel(xs) / xs->d[0] : 1;
