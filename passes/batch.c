@@ -112,9 +112,11 @@ int pass_batch(Graph *g, PassCtx *c) {
     Node *nd = g->nodes[i];
     if (nd->op != OP_INPUT) continue;
     const Shape *s = &nd->out->shape;
-    if (s->rank < 1 && !g->batch_fixed) {
-      g->batch_fixed = arena_printf(g->arena, "input %s has no batch axis (a scalar)", nd->name);
-      g->batch_loc = nd->loc;
+    if (s->rank < 1) {
+      if (!g->batch_fixed) {
+        g->batch_fixed = arena_printf(g->arena, "input %s has no batch axis (a scalar)", nd->name);
+        g->batch_loc = nd->loc;
+      }
     } else if (n < 0) {
       n = s->d[0], in0 = nd;
     } else if (s->d[0] != n && !g->batch_fixed) {
