@@ -348,8 +348,9 @@ static int op_unary(Imp *I, OpKind op) {
 static int op_identity(Imp *I) {
   Ent *e = in_ent(I, 0);
   if (!e) return -1;
+  Ent src = *e;   /* put() may move the table e points into */
   Ent *o = put(I, I->node->output[0]);
-  o->v = e->v, o->c = e->c;
+  o->v = src.v, o->c = src.c;
   return 0;
 }
 
