@@ -680,9 +680,19 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
     snprintf(inrow, sizeof inrow, "(const char *)in[i] + %s_bytes_(&%s_inputs_[i]) / %s_NMAX * (size_t)r0", M, M, M);
     snprintf(outrow, sizeof outrow, "(char *)out[i] + %s_bytes_(&%s_outputs_[i]) / %s_NMAX * (size_t)r0", M, M, M);
   }
-  if (slice)   /* each slice's rows through the same buffers */
-    fprintf(f, "  for (int r0 = 0; r0 < batch; r0 += %s_SLICE) {\n"
-               "  m->nb = batch - r0 < %s_SLICE ? batch - r0 : %s_SLICE;\n", M, M, M);
+  /* with slices, the body below goes into a loop over them, indented one
+   * level more (written to a memory stream first) */
+  FILE *body = f;
+  char *btext = NULL;
+  size_t blen = 0;
+  if (slice) {   /* each slice's rows through the same buffers */
+    fprintf(f, "  for (int r0 = 0; r0 < batch; r0 += %s_SLICE) {\n", M);
+    body = open_memstream(&btext, &blen);
+    if (!body) ncc_die("out of memory");
+    fprintf(body, "  m->nb = batch - r0 < %s_SLICE ? batch - r0 : %s_SLICE;\n", M, M);
+  }
+  FILE *outer = f;
+  f = body;
   fprintf(f,
           "%s"
           "  for (int i = 0; i < %d; i++) {\n"
@@ -709,7 +719,18 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
           "    snprintf(what, sizeof what, \"%s_infer: copying output %%s\", %s_outputs_[i].name);\n"
           "    if (rc) return %s_fail(m, rc, what);\n  }\n",
           out.n, M, M, outrow, M, M, M, rows, M, M, M);
-  if (slice) fprintf(f, "  }\n");
+  f = outer;
+  if (slice) {
+    fclose(body);
+    for (const char *l = btext; l && *l;) {   /* each line two spaces deeper */
+      const char *e = strchr(l, '\n');
+      size_t n = e ? (size_t)(e - l) + 1 : strlen(l);
+      fprintf(f, "%s%.*s", n > 1 ? "  " : "", (int)n, l);
+      l += n;
+    }
+    free(btext);
+    fprintf(f, "  }\n");
+  }
   fprintf(f, "  return 0;\n}\n\n");
   fprintf(f, "int %s_infer_io(%s *m, const void *const *in, void *const *out) {\n"
              "  return %s_infer_io_batch(m, %s_NMAX, in, out);\n}\n\n", M, M, M, M);

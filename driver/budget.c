@@ -135,9 +135,11 @@ int budget_fit(const Options *o, Graph *g, CodegenOpts *co, Graph **sliced, char
                        mib(b2, sizeof b2, m.weights), mib(b3, sizeof b3, m.activations), mib(b4, sizeof b4, m.workspace),
                        why);
     return drv_error("--max-memory=%lld: nothing ncc can do fits: the smallest arena it reaches is %s (%lld bytes: "
-                     "weights %s, activations %s for one row at a time, workspace %s)",
+                     "weights %s, activations %s for one row at a time, workspace %s)%s",
                      (long long)o->max_memory, mib(b1, sizeof b1, m.arena), (long long)m.arena,
-                     mib(b2, sizeof b2, m.weights), mib(b3, sizeof b3, m.activations), mib(b4, sizeof b4, m.workspace));
+                     mib(b2, sizeof b2, m.weights), mib(b3, sizeof b3, m.activations), mib(b4, sizeof b4, m.workspace),
+                     co->train ? "; the training step in the same object keeps its batch and its state "
+                                 "(--freeze leaves it out)" : "");
   }
   co->ws_limit = ws_best;
   co->api_batch = N;
