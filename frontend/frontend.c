@@ -14,16 +14,31 @@
 
 #include "ast.h"
 
-/* "path/to/lenet.net" -> "lenet", made a C identifier: the model name when
- * the file has no `model` statement. */
-static char *stem_name(Arena *ar, const char *path) {
+/* C's keywords (C11, and C++'s that CUDA C rejects): a graph or a name
+ * spelled so ("case", "int") would not compile as an identifier */
+int frontend_c_keyword(const char *s) {
+  static const char *kw[] = {"auto", "bool", "break", "case", "char", "class", "const", "continue", "default",
+                             "delete", "do", "double", "else", "enum", "extern", "false", "float", "for", "goto",
+                             "if", "inline", "int", "long", "new", "operator", "private", "protected", "public",
+                             "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct",
+                             "switch", "template", "this", "throw", "true", "try", "typedef", "typename", "union",
+                             "unsigned", "using", "virtual", "void", "volatile", "while"};
+  for (size_t k = 0; k < sizeof kw / sizeof *kw; k++)
+    if (!strcmp(s, kw[k])) return 1;
+  return 0;
+}
+
+/* "path/to/lenet.net" -> "lenet", made a C identifier (a keyword or a
+ * leading digit gets "m_"): the model name when the file has no `model`
+ * statement, and an ONNX model's. */
+char *frontend_stem_name(Arena *ar, const char *path) {
   const char *b = strrchr(path, '/');
   b = b ? b + 1 : path;
   size_t n = strcspn(b, ".");
   char *s = arena_strndup(ar, b, n);
   for (char *p = s; *p; p++)
     if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_')) *p = '_';
-  if (!*s || (*s >= '0' && *s <= '9')) return arena_printf(ar, "m_%s", s);
+  if (!*s || (*s >= '0' && *s <= '9') || frontend_c_keyword(s)) return arena_printf(ar, "m_%s", s);
   return s;
 }
 
@@ -109,7 +124,7 @@ Graph *frontend_load_text(const char *path, const char *text, size_t len, const 
   if (diag_errors() == errors0) {
     const char *model = NULL;
     if (top.n > 0 && top.s[0]->kind == S_MODEL) model = top.s[0]->name;
-    g = ir_graph_new(model ? model : stem_name(ar, path));
+    g = ir_graph_new(model ? model : frontend_stem_name(ar, path));
     memset(used, 0, sizeof(int) * (size_t)(nsets > 0 ? nsets : 1));
     elaborate(g, &top, sets, nsets, used);
     if (diag_errors() != errors0) {

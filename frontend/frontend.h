@@ -18,6 +18,10 @@ Graph *frontend_load_text(const char *path, const char *text, size_t len,
  * or frontend_load_onnx for an ONNX model (frontend_is_onnx).
  * The text is kept alive until exit for diagnostics. */
 Graph *frontend_load(const char *path, const SetOpt *sets, int nsets);
+/* For both readers: "dir/lenet.net" -> "lenet" as a C identifier, and
+ * whether a name is a C (or CUDA C++) keyword that cannot be an identifier. */
+char *frontend_stem_name(Arena *ar, const char *path);
+int frontend_c_keyword(const char *s);
 
 /* ---- ONNX (onnx.c, docs/onnx.md) ---- */
 /* Is this an ONNX model rather than .net text?  A name ending in .onnx, or a

@@ -947,25 +947,11 @@ static const OpRow op_table[] = {
 
 /* ---- the graph ------------------------------------------------------------- */
 
-/* C's keywords (C11, and C++'s that CUDA C rejects): a graph or a name
- * spelled so ("case", "int") would not compile as an identifier */
-static int c_keyword(const char *s) {
-  static const char *kw[] = {"auto", "bool", "break", "case", "char", "class", "const", "continue", "default",
-                             "delete", "do", "double", "else", "enum", "extern", "false", "float", "for", "goto",
-                             "if", "inline", "int", "long", "new", "operator", "private", "protected", "public",
-                             "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct",
-                             "switch", "template", "this", "throw", "true", "try", "typedef", "typename", "union",
-                             "unsigned", "using", "virtual", "void", "volatile", "while"};
-  for (size_t k = 0; k < sizeof kw / sizeof *kw; k++)
-    if (!strcmp(s, kw[k])) return 1;
-  return 0;
-}
-
 static const char *ident(Imp *I, const char *s) {
   char *r = arena_strdup(I->ar, *s ? s : "x");
   for (char *p = r; *p; p++)
     if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_')) *p = '_';
-  if ((*r >= '0' && *r <= '9') || c_keyword(r)) r = arena_printf(I->ar, "t_%s", r);
+  if ((*r >= '0' && *r <= '9') || frontend_c_keyword(r)) r = arena_printf(I->ar, "t_%s", r);
   return r;
 }
 
@@ -1068,17 +1054,6 @@ static int import_graph(Imp *I, const Onnx__GraphProto *G, const SetOpt *sets, i
   return 0;
 }
 
-static const char *model_name(Arena *ar, const char *path) {
-  const char *b = strrchr(path, '/');
-  b = b ? b + 1 : path;
-  size_t n = strcspn(b, ".");
-  char *s = arena_strndup(ar, b, n);
-  for (char *p = s; *p; p++)
-    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_')) *p = '_';
-  if (!*s || (*s >= '0' && *s <= '9') || c_keyword(s)) return arena_printf(ar, "m_%s", s);
-  return s;
-}
-
 Graph *frontend_load_onnx(const char *path, const char *bytes, size_t len, const SetOpt *sets, int nsets) {
   Loc at = {path, 1, 1};
   Onnx__ModelProto *m = len ? onnx__model_proto__unpack(NULL, len, (const uint8_t *)bytes) : NULL;
@@ -1100,7 +1075,7 @@ Graph *frontend_load_onnx(const char *path, const char *bytes, size_t len, const
     return NULL;
   }
   Graph *g = ir_graph_new(NULL);
-  g->model = model_name(g->arena, path);
+  g->model = frontend_stem_name(g->arena, path);
   Imp I = {.g = g, .path = arena_strdup(g->arena, path), .ar = g->arena, .opset = opset, .loc = at};
   forget_weights();
   int errs = diag_errors();
