@@ -179,7 +179,54 @@ Graph *train_graph_load(const Options *o) {
 
 static int emit_graph(const Options *o, Graph *g, Graph *gt, CodegenOpts *co, int printing, const char *note);
 
+/* Is the model file an ONNX model (its name, or its first byte)? */
+static int source_is_onnx(const char *path) {
+  char b[1] = {0};
+  FILE *f = fopen(path, "rb");
+  size_t n = f ? fread(b, 1, 1, f) : 0;
+  if (f) fclose(f);
+  return frontend_is_onnx(path, b, n);
+}
+
+/* --emit=net: the model as .net source (frontend/emit_net.c).  With -o
+ * FILE.net an ONNX model's weights go beside it as FILE.safetensors, under
+ * the names the .net gives them; both files or neither. */
+static int emit_net(const Options *o, Graph *g) {
+  int onnx = source_is_onnx(o->model);
+  char *banner = NULL;
+  size_t blen = 0;
+  FILE *bf = open_memstream(&banner, &blen);
+  if (!bf) return drv_internal("out of memory");
+  fprintf(bf, "# %s.net: %s as .net source, written by `%s`\n", g->model, o->model, drv_command_line());
+  if (onnx)
+    fprintf(bf, "# its weights: %s\n", o->out ? "the .safetensors file written beside this one"
+                                               : "write them with -o FILE.net (FILE.safetensors, under these names)");
+  fclose(bf);
+  NetOpts no = {banner, !onnx};
+  NetRename *ren = NULL;
+  int nren = 0, rc;
+  if (!o->out) {
+    rc = frontend_emit_net(g, &no, stdout, &ren, &nren) != 0 || fflush(stdout) != 0;
+  } else {
+    OutFile of;
+    rc = out_open(&of, o->out);
+    if (!rc) {
+      int ok = frontend_emit_net(g, &no, of.f, &ren, &nren) == 0;
+      char *wpath = NULL;
+      if (ok && onnx) ok = onnx_weights_beside(o, g, o->out, ren, nren, &wpath) == 0;
+      rc = out_close(&of, ok) != 0 || !ok;
+      if (rc && wpath) unlink(wpath);   /* all or nothing */
+      else if (wpath) drv_log(o, "wrote %s and %s", o->out, wpath);
+      free(wpath);
+    }
+  }
+  free(ren);
+  free(banner);
+  return rc;
+}
+
 static int emit(const Options *o, Graph *g) {
+  if (!strcmp(o->emit, "net")) return emit_net(o, g);
   /* ir and params show the graph as written unless passes are asked for; dot
    * shows the kernel groups of the -O level */
   int printing = !strcmp(o->emit, "ir") || !strcmp(o->emit, "params");
@@ -264,7 +311,7 @@ static int emit_graph(const Options *o, Graph *g, Graph *gt, CodegenOpts *co, in
   }
   if (rc == 0) {   /* an ONNX model's weights beside: M.safetensors */
     char *wpath = NULL;
-    rc = onnx_weights_beside(o, g, o->out, &wpath);
+    rc = onnx_weights_beside(o, g, o->out, NULL, 0, &wpath);
     if (rc) { unlink(o->out); unlink(hpath); }   /* all or nothing */
     else if (wpath) drv_log(o, "wrote %s", wpath);
     free(wpath);

@@ -25,6 +25,7 @@
 #include "ncc_rt.h"
 #include "options.h"
 #include "../codegen/codegen.h"
+#include "../frontend/frontend.h"
 
 /* ---- messages (main.c): "ncc run: error: ..." on stderr ---- */
 int drv_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));      /* returns 1 */
@@ -115,10 +116,12 @@ void model_close(Model *M);                      /* everything build/load/create
 int model_weights(const Options *o, Model *M);
 
 /* onnx_weights.c: an ONNX model's initializers as safetensors.  _beside:
- * OUT with its extension replaced by .safetensors, the parameters of g (*written:
+ * OUT with its extension replaced by .safetensors, the parameters of g, each
+ * renamed as `ren` says (nren entries; --emit=net) (*written:
  * the path, malloc'ed; NULL for a model that is not ONNX).  _load: loads them
  * into M; -1 when the model is not ONNX. Both 0, or 1 after a message. */
-int onnx_weights_beside(const Options *o, const Graph *g, const char *out, char **written);
+int onnx_weights_beside(const Options *o, const Graph *g, const char *out, const NetRename *ren, int nren,
+                        char **written);
 int onnx_weights_load(const Options *o, Model *M);
 
 /* init.c */

@@ -62,7 +62,8 @@ static const OptSpec opts[] = {
    "output file: MODEL.cu (MODEL.h is written beside it), or the --emit text (default: stdout)"},
   {O_OUT, "-o", NULL, "FILE", CMD_QUANTIZE, 0, "the weight-quantized safetensors file to write (atomically)"},
   {O_EMIT, "--emit", NULL, "=KIND", CMD_COMPILE, 0,
-   "what to write: cu (default), ir, dot, report (per-kernel FLOPs, bytes, memory), params, ptx"},
+   "what to write: cu (default), ir, dot, report (per-kernel FLOPs, bytes, memory), params, ptx, "
+   "net (the model as .net source; an ONNX model's weights beside -o FILE.net as FILE.safetensors)"},
   {O_JIT, "--jit", NULL, NULL, CMD_COMPILE, 0,
    "write host C (-o MODEL.c) whose kernels NVRTC compiles when the model is created"},
   {O_ARCH, "--arch", NULL, "=SM", CMD_COMPILE, 0,
@@ -219,7 +220,7 @@ void opts_help(Command cmd, FILE *f) {
   switch (cmd) {
   case CMD_COMPILE:
     fputs("usage: ncc MODEL.net -o MODEL.cu                  CUDA C + MODEL.h (inference)\n"
-          "       ncc MODEL.net --emit=ir|dot|report|params|cu|ptx [-o FILE]\n"
+          "       ncc MODEL.net --emit=ir|dot|report|params|cu|ptx|net [-o FILE]\n"
           "       ncc MODEL.net --jit -o MODEL.c            host C; NVRTC compiles the kernels at load time\n"
           "       ncc run   MODEL.net --input x=X.npy ...   compile, load and run on .npy inputs\n"
           "       ncc run   MODEL.net --print-object        build it into the compile cache, print the object's path\n"
@@ -435,10 +436,10 @@ static int apply(Options *o, const OptSpec *s, const char *v) {
     return OPTS_DONE;
   case O_OUT: o->out = v; return 0;
   case O_EMIT: {
-    static const char *const kinds[] = {"ir", "dot", "report", "params", "cu", "ptx"};
+    static const char *const kinds[] = {"ir", "dot", "report", "params", "cu", "ptx", "net"};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
       if (!strcmp(v, kinds[k])) { o->emit = v; return 0; }
-    return oerr("--emit=%s: expected one of ir, dot, report, params, cu, ptx", v);
+    return oerr("--emit=%s: expected one of ir, dot, report, params, cu, ptx, net", v);
   }
   case O_JIT: o->jit = 1; return 0;
   case O_ARCH:
@@ -536,6 +537,10 @@ static int check(Options *o) {
   if (o->cmd == CMD_COMPILE) {
     if (!o->emit) o->emit = "cu";
     if (o->jit && strcmp(o->emit, "cu")) return oerr("--jit goes with the default --emit=cu, not --emit=%s", o->emit);
+    if (!strcmp(o->emit, "net") && (o->train || o->passes || o->print_after || o->max_memory || o->freeze))
+      return oerr("--emit=net writes the model as written; it does not go with %s",
+                  o->train ? "--train (the train block is part of the .net)" : o->passes ? "--passes"
+                  : o->print_after ? "--print-after" : o->max_memory ? "--max-memory" : "--freeze");
     if (!strcmp(o->emit, "cu") && !o->out)
       return oerr("no output file: use -o MODEL.cu (or --emit=ir|dot|report to inspect)");
   }

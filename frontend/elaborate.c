@@ -350,9 +350,8 @@ static const char *layer_name(Elab *E, int op, const char *given) {
   return scoped(E, arena_printf(E->ar, "%s%d", ncc_ops[op].name, k));
 }
 
-/* Parameter with a duplicate check that shows both places. */
-static Value *param(Elab *E, const char *layer, const char *suffix, int kind, Shape s, Loc loc) {
-  const char *name = arena_printf(E->ar, "%s.%s", layer, suffix);
+/* Parameter named `name`, with a duplicate check that shows both places. */
+static Value *param_named(Elab *E, const char *name, const char *layer, int kind, Shape s, Loc loc) {
   Bind *b = scope_find(&E->params, name);
   if (b) {
     diag_error(loc, "two parameters are named '%s'; give the layers distinct name= values", name);
@@ -381,6 +380,11 @@ static Value *param(Elab *E, const char *layer, const char *suffix, int kind, Sh
     b->v.f0 = E->fr->call;
   }
   return v;
+}
+
+/* A layer's parameter: "conv1" + "." + "weight". */
+static Value *param(Elab *E, const char *layer, const char *suffix, int kind, Shape s, Loc loc) {
+  return param_named(E, arena_printf(E->ar, "%s.%s", layer, suffix), layer, kind, s, loc);
 }
 
 static Val eval(Elab *E, Expr *e);
@@ -1113,6 +1117,48 @@ static Val call_builtin(Elab *E, Expr *c) {
   return vint((int64_t)v.f);
 }
 
+/* ---- parameter(shape): a learned tensor read as data ----
+ * `scale = parameter([8, 1, 1], name="scale")` makes the parameter `scale`
+ * (with the def prefix, as layers get theirs): an ONNX initializer that a mul
+ * or a matmul reads (ncc --emit=net writes them so).  Without name= it is
+ * parameter1, parameter2, ... like other unnamed layers. */
+static const char PARAMETER_FN[] = "parameter";
+
+static Val call_parameter(Elab *E, Expr *c) {
+  CallArgs ca;
+  if (eval_args(E, c, &ca)) return POISON;
+  Loc loc = c->loc;
+  if (ca.poison) return POISON;
+  if (ca.n != 1 || (ca.kw[0] && strcmp(ca.kw[0], "shape") != 0)) {
+    err(E, ca.n > 1 ? ca.loc[1] : ca.n == 1 ? ca.kwloc[0] : loc,
+        "parameter takes one argument, its shape (and name=): parameter([8, 1, 1], name=\"scale\")");
+    return POISON;
+  }
+  Val v = ca.v[0];
+  if (v.k != V_LIST) {
+    err(E, ca.loc[0], "parameter: the shape must be a list of dimensions, got %s", describe(E, v));
+    return POISON;
+  }
+  if (v.n > NCC_MAX_RANK) {
+    err(E, ca.loc[0], "parameter: the shape has %d dimensions; at most %d are supported", v.n, NCC_MAX_RANK);
+    return POISON;
+  }
+  Shape s = {v.n, {0}};
+  for (int i = 0; i < v.n; i++)
+  {
+    if (to_int(E, v.items[i], ca.loc[0], "parameter: a dimension", &s.d[i])) return POISON;
+    if (s.d[i] < 1) {
+      err(E, ca.loc[0], "parameter: dimension %d must be positive, got %lld", i, (long long)s.d[i]);
+      return POISON;
+    }
+  }
+  const char *name = ca.name ? scoped(E, ca.name)
+                             : scoped(E, arena_printf(E->ar, "%s%d", PARAMETER_FN, ++E->fr->counts[OP_PARAM]));
+  const char *dot = strrchr(name, '.');
+  const char *layer = dot ? arena_strndup(E->ar, name, (size_t)(dot - name)) : NULL;
+  return vtensor(param_named(E, name, layer, PK_NONE, s, loc));
+}
+
 /* ---- def calls ---- */
 static Val call_def(Elab *E, Stmt *d, Expr *c) {
   CallArgs ca;
@@ -1199,7 +1245,9 @@ static Val eval_call(Elab *E, Expr *c) {
   const OpSpec *sp = find_op(c->sval);
   if (sp) return call_op(E, sp, c);
   if (is_builtin_fn(c->sval)) return call_builtin(E, c);
+  if (strcmp(c->sval, PARAMETER_FN) == 0) return call_parameter(E, c);
   Suggest s = {0};
+  suggest(&s, c->sval, PARAMETER_FN);
   for (int i = 0; i < OP__COUNT; i++)
     if (!(ncc_ops[i].flags & (OPF_SOURCE | OPF_INTERNAL))) suggest(&s, c->sval, ncc_ops[i].name);
   for (int i = 0; i < E->defs.cap; i++)
@@ -1847,7 +1895,7 @@ static void exec_block(Elab *E, Block *b) {
   for (int i = 0; i < b->n && !E->abort && !E->fr->returned; i++) exec_stmt(E, b->s[i]);
 }
 
-static int is_reserved_fn(const char *n) { return find_op(n) || is_builtin_fn(n); }
+static int is_reserved_fn(const char *n) { return find_op(n) || is_builtin_fn(n) || strcmp(n, PARAMETER_FN) == 0; }
 
 void elaborate(Graph *g, Block *top, const SetOpt *sets, int nsets, int *set_used) {
   Elab E;

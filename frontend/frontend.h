@@ -23,6 +23,21 @@ Graph *frontend_load(const char *path, const SetOpt *sets, int nsets);
 char *frontend_stem_name(Arena *ar, const char *path);
 int frontend_c_keyword(const char *s);
 
+/* ---- --emit=net (emit_net.c): a graph written back as .net source ---- */
+typedef struct NetOpts {
+  const char *banner;      /* comment lines written first, or NULL */
+  int keep_names;          /* write name= of ops without parameters where .net would name them
+                              otherwise (a .net source); 0: .net's names (an ONNX model's) */
+} NetOpts;
+/* A parameter the .net text names otherwise than the graph (an ONNX
+ * initializer "onnx::Conv_193" becomes "Conv_0.weight"). */
+typedef struct NetRename { const char *from, *to; } NetRename;
+/* Writes g (as a frontend built it: no pass has run) to f.  *ren (malloc'd,
+ * *nren entries; both may be NULL) lists the renamed parameters, whose
+ * strings live in g's arena.  Returns 0, or -1 after errors that name the
+ * node .net cannot write. */
+int frontend_emit_net(Graph *g, const NetOpts *no, FILE *f, NetRename **ren, int *nren);
+
 /* ---- ONNX (onnx.c, docs/onnx.md) ---- */
 /* Is this an ONNX model rather than .net text?  A name ending in .onnx, or a
  * first byte 0x08 (a ModelProto's ir_version tag; no text starts with it). */

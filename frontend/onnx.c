@@ -261,9 +261,23 @@ static int64_t attr_i(Imp *I, const char *name, int64_t def) {
   const Onnx__AttributeProto *a = attr(I, name);
   return a && a->has_i ? a->i : def;
 }
+/* A float32 number as the shortest decimal that reads back as the same
+ * float (ONNX's 1e-5f is 1e-5, not 9.999999747378752e-06): the same float
+ * in every kernel, and the number --emit=net writes is the one the model
+ * was made with. */
+static double f32_decimal(double x) {
+  float f = (float)x;
+  if (!isfinite(f)) return x;
+  char buf[32];
+  for (int p = 1; p <= 9; p++) {
+    snprintf(buf, sizeof buf, "%.*g", p, (double)f);
+    if (strtof(buf, NULL) == f) break;
+  }
+  return strtod(buf, NULL);
+}
 static double attr_f(Imp *I, const char *name, double def) {
   const Onnx__AttributeProto *a = attr(I, name);
-  return a && a->has_f ? a->f : def;
+  return a && a->has_f ? f32_decimal(a->f) : def;
 }
 /* ints attribute; returns its count, -1 when absent */
 static int attr_ints(Imp *I, const char *name, int64_t *out, int max) {
@@ -467,7 +481,7 @@ static int op_binary(Imp *I, OpKind op) {
     if (!e->v && e->c->type == T_F32 && e->c->n == 1 && e->c->rank <= other_rank && (other->v || !other->c)) {
       Attrs a;
       ir_attrs_init(&a);
-      a.fval = e->c->f[0];
+      a.fval = f32_decimal(e->c->f[0]);
       in[k] = ir_node(I->g, OP_CONST, NULL, 0, &a, NULL, NULL, I->loc);
     } else {
       in[k] = value_of(I, e, PK_NONE);
@@ -595,7 +609,7 @@ static int op_batchnorm(Imp *I) {
   Attrs a;
   ir_attrs_init(&a);
   a.eps = attr_f(I, "epsilon", 1e-5);
-  a.momentum = 1.0 - attr_f(I, "momentum", 0.9);   /* ONNX: running = running*m + batch*(1-m); torch the other way */
+  a.momentum = f32_decimal(1.0 - attr_f(I, "momentum", 0.9));   /* ONNX: running = running*m + batch*(1-m); torch the other way */
   static const int kinds[5] = {PK_NONE, PK_WEIGHT, PK_BIAS, PK_RUNNING_MEAN, PK_RUNNING_VAR};
   Value *in[5];
   for (int k = 0; k < 5; k++) {
