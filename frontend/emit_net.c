@@ -54,6 +54,8 @@ typedef struct W {
   const NetOpts *no;
   const char **var;        /* by value id: the variable (or literal, or inline call) that holds it */
   unsigned char *pinned;   /* by value id: its variable is never rebound (an input, an output, ...) */
+  unsigned char *inl;      /* by value id: 1 its expression waits to be written inside a later one, 2 it was */
+  int npending;            /* values with inl 1 */
   const char **pname;      /* by node id (PARAM): the parameter's name in the .net */
   Node **owner;            /* by node id (PARAM): the layer whose call makes it, or NULL */
   const char **lname;      /* by node id (layers): name= of the call */
@@ -381,6 +383,7 @@ static const char *operand(W *w, const Node *n, int k) {
     werr(w, n, "operand %d (%%%d) has no .net variable", k, v->id);
     return "?";
   }
+  if (w->inl[v->id] == 1) w->inl[v->id] = 2, w->npending--;   /* written inside this call */
   return w->var[v->id];
 }
 
@@ -476,10 +479,11 @@ int frontend_emit_net(Graph *g, const NetOpts *no, FILE *f, NetRename **ren, int
   for (int i = 0; i < g->nnodes; i++) nn = g->nodes[i]->id + 1 > nn ? g->nodes[i]->id + 1 : nn;
   w.var = calloc((size_t)nv, sizeof *w.var);
   w.pinned = calloc((size_t)nv, 1);
+  w.inl = calloc((size_t)nv, 1);
   w.pname = calloc((size_t)nn + 1, sizeof *w.pname);
   w.owner = calloc((size_t)nn + 1, sizeof *w.owner);
   w.lname = calloc((size_t)nn + 1, sizeof *w.lname);
-  if (!w.var || !w.pinned || !w.pname || !w.owner || !w.lname) ncc_die("out of memory");
+  if (!w.var || !w.pinned || !w.inl || !w.pname || !w.owner || !w.lname) ncc_die("out of memory");
   if (ren) *ren = NULL;
   if (nren) *nren = 0;
 
@@ -498,6 +502,17 @@ int frontend_emit_net(Graph *g, const NetOpts *no, FILE *f, NetRename **ren, int
     if (g->nodes[i]->op == OP_INPUT) strs_add(&w.taken_vars, g->nodes[i]->name);
   for (int i = 0; i < g->noutputs; i++) strs_add(&w.taken_vars, g->outputs[i].name);
   for (int i = 0; i < g->nlosses; i++) strs_add(&w.taken_vars, g->losses[i].name);
+  /* outputs and losses under names .net reads (an ONNX output "output" is output_) */
+  NamedValue *outs = ARENA_ARRAY(w.ar, NamedValue, g->noutputs + 1), *losses = ARENA_ARRAY(w.ar, NamedValue, g->nlosses + 1);
+  int renamed_outs = 0;
+  for (int i = 0; i < g->noutputs; i++) {
+    outs[i] = g->outputs[i];
+    if (!ident_ok(outs[i].name)) outs[i].name = fresh_var(&w, arena_printf(w.ar, "%s_", outs[i].name)), renamed_outs = 1;
+  }
+  for (int i = 0; i < g->nlosses; i++) {
+    losses[i] = g->losses[i];
+    if (!ident_ok(losses[i].name)) losses[i].name = fresh_var(&w, arena_printf(w.ar, "%s_", losses[i].name));
+  }
 
   const char *model = ident_ok(g->model) ? g->model : arena_printf(w.ar, "m_%s", g->model);
   if (no && no->banner) fputs(no->banner, f);
@@ -510,7 +525,7 @@ int frontend_emit_net(Graph *g, const NetOpts *no, FILE *f, NetRename **ren, int
             g->batch_const);
     w.batch = batch;
   }
-  int blank_after_inputs = 0;
+  int blank_after_inputs = 0, deferring = 0;
   for (int i = 0; i < g->nnodes && !w.errors; i++) {
     Node *n = g->nodes[i];
     Value *v = n->out;
@@ -557,8 +572,8 @@ int frontend_emit_net(Graph *g, const NetOpts *no, FILE *f, NetRename **ren, int
     }
     /* the variable */
     const char *out_name = NULL, *loss_name = NULL;
-    int is_out = is_named(g->outputs, g->noutputs, v, &out_name);
-    int is_loss = is_named(g->losses, g->nlosses, v, &loss_name);
+    int is_out = is_named(outs, g->noutputs, v, &out_name);
+    int is_loss = is_named(losses, g->nlosses, v, &loss_name);
     const char *var = NULL;
     if (is_loss) var = loss_name;
     else if (is_out) var = out_name;
@@ -569,11 +584,22 @@ int frontend_emit_net(Graph *g, const NetOpts *no, FILE *f, NetRename **ren, int
         clash = g->nodes[j]->op == OP_INPUT && !strcmp(g->nodes[j]->name, var);
       if (clash) var = NULL;
     }
-    if (!var && n->op != OP_PARAM && (ncc_ops[n->op].flags & OPF_LOSS) && v->nuses == 1) {
-      w.var[v->id] = expr;   /* an unnamed loss is written inline: a variable would name it a loss */
+    /* An unnamed loss is written inside the expression that reads it (a
+     * variable would make it a named loss), and so is every single-use value
+     * after it up to that expression's own statement: nested calls build
+     * their nodes operands first, left to right, the graph's order here
+     * (`loss = cross_entropy(h, y) + (0.5 * mse_loss(h, t))`). */
+    if (!var && n->op != OP_PARAM && v->nuses == 1 && (deferring || (ncc_ops[n->op].flags & OPF_LOSS))) {
+      size_t ol = strlen(ncc_ops[n->op].name);
+      int op_form = (ncc_ops[n->op].flags & OPF_BINARY) && (strncmp(expr, ncc_ops[n->op].name, ol) || expr[ol] != '(');
+      w.var[v->id] = op_form ? arena_printf(w.ar, "(%s)", expr) : expr;   /* a + b inside c * (a + b) */
+      w.npending++;
       w.pinned[v->id] = 1;
+      w.inl[v->id] = 1;
+      deferring = 1;
       continue;
     }
+    deferring = 0;
     if (!var && n->op != OP_PARAM && n->nin > 0 && n->in[0]->def->op != OP_CONST) {
       Value *x = n->in[0];
       if (x->nuses == 1 && !w.pinned[x->id] && x->def->op != OP_PARAM) var = w.var[x->id];   /* h = relu(h) */
@@ -581,18 +607,24 @@ int frontend_emit_net(Graph *g, const NetOpts *no, FILE *f, NetRename **ren, int
     if (!var) var = n->op == OP_PARAM ? fresh_var(&w, sanitize_ident(&w, w.pname[n->id])) : fresh_h(&w);
     if (is_out || is_loss || n->op == OP_PARAM) w.pinned[v->id] = 1;
     w.var[v->id] = var;
+    if (w.npending)
+      werr(&w, n, "a value meant to be written inside this expression is not read by it; .net cannot keep the graph's order");
     if (note) fprintf(f, "%s = %s   # %s\n", var, expr, note);
     else fprintf(f, "%s = %s\n", var, expr);
   }
   if (w.errors) goto done;
   /* outputs and losses whose variable is another name */
   for (int i = 0; i < g->nlosses; i++)
-    if (strcmp(w.var[g->losses[i].v->id], g->losses[i].name)) fprintf(f, "%s = %s\n", g->losses[i].name, w.var[g->losses[i].v->id]);
+    if (strcmp(w.var[losses[i].v->id], losses[i].name)) fprintf(f, "%s = %s\n", losses[i].name, w.var[losses[i].v->id]);
   for (int i = 0; i < g->noutputs; i++)
-    if (strcmp(w.var[g->outputs[i].v->id], g->outputs[i].name)) fprintf(f, "%s = %s\n", g->outputs[i].name, w.var[g->outputs[i].v->id]);
+    if (strcmp(w.var[outs[i].v->id], outs[i].name)) fprintf(f, "%s = %s\n", outs[i].name, w.var[outs[i].v->id]);
   if (g->noutputs) {
     fprintf(f, "\noutput ");
-    for (int i = 0; i < g->noutputs; i++) fprintf(f, "%s%s", i ? ", " : "", g->outputs[i].name);
+    for (int i = 0; i < g->noutputs; i++) fprintf(f, "%s%s", i ? ", " : "", outs[i].name);
+    if (renamed_outs) {
+      fputs("   # in the source:", f);
+      for (int i = 0; i < g->noutputs; i++) fprintf(f, "%s %s", i ? "," : "", g->outputs[i].name);
+    }
     fputc('\n', f);
   }
   if (g->train.present) {
@@ -610,6 +642,7 @@ int frontend_emit_net(Graph *g, const NetOpts *no, FILE *f, NetRename **ren, int
 done:
   free(w.var);
   free(w.pinned);
+  free(w.inl);
   free(w.pname);
   free(w.owner);
   free(w.lname);

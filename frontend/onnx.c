@@ -92,6 +92,8 @@ typedef struct Imp {
   int opset;
   const Onnx__NodeProto *node;  /* the node being imported, for messages */
   Loc loc;
+  const char *batch_sym;     /* the symbolic first dimension of the graph inputs so far */
+  int ninputs;
 } Imp;
 
 static int fail(Imp *I, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -998,10 +1000,17 @@ static int graph_input(Imp *I, const Onnx__ValueInfoProto *vi, const SetOpt *set
           return fail(I, "--set %s=%s: a dimension must be a positive integer", sym, sets[j].value ? sets[j].value : "");
         s.d[k] = v, used[j] = 1, found = 1;
       }
+    /* every input's first dimension the same symbol given by --set: the
+     * batch const (Graph.batch_const; --max-memory, --emit=net) */
+    if (k == 0 && found && !I->ninputs) I->batch_sym = sym;
+    else if (k == 0 && (!found || !I->batch_sym || strcmp(I->batch_sym, sym))) I->batch_sym = NULL;
     if (!found)
       return sym ? fail(I, "graph input '%s': dimension %d is '%s'; give it with --set %s=N", nm, k, sym, sym)
                  : fail(I, "graph input '%s': dimension %d has no size", nm, k);
   }
+  if (s.rank == 0 || !(tt->shape->dim[0]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM))
+    I->batch_sym = NULL;
+  I->ninputs++;
   Value *v = ir_input(I->g, ident(I, nm), DT_F32, &s, I->loc);
   if (!v) return -1;
   put(I, nm)->v = v;
@@ -1031,6 +1040,8 @@ static int import_graph(Imp *I, const Onnx__GraphProto *G, const SetOpt *sets, i
       rc = fail(I, "--set %s=%s: no graph input has a dimension named '%s'", sets[j].name ? sets[j].name : "",
                 sets[j].value ? sets[j].value : "", sets[j].name ? sets[j].name : "");
   free(used);
+  if (I->batch_sym && !strcmp(ident(I, I->batch_sym), I->batch_sym) && !frontend_c_keyword(I->batch_sym))
+    I->g->batch_const = arena_strdup(I->ar, I->batch_sym);
   for (size_t k = 0; k < G->n_node && !rc; k++) {
     I->node = G->node[k];
     I->loc = (Loc){I->path, (int)k + 1, 1};

@@ -4,6 +4,9 @@
 #   frontend.bad.*     tests/bad/*.net: malformed models exit 1 with
 #                      file:line:col and the stated message, no output file,
 #                      no signal, within seconds; see run_bad.sh
+#   frontend.net.*     --emit=net of every example and golden model compiles
+#                      to the same IR and translates to itself; see
+#                      run_net_roundtrip.sh
 #   frontend.dot       --emit=dot of an example is a Graphviz digraph
 #   fuzz_frontend      libFuzzer target, only with -DNCC_FUZZ=ON and clang
 #                      (tests/fuzz/run_fuzz.sh builds and runs it)
@@ -24,6 +27,17 @@ foreach(f ${NCC_BAD})
   add_test(NAME frontend.bad.${n}
            COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_bad.sh $<TARGET_FILE:ncc> ${base}
            WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/bad)
+endforeach()
+
+# frontend.net.*: `--emit=net` of every example and golden model compiles to
+# the same IR and translates to itself (run_net_roundtrip.sh)
+file(GLOB NCC_NET_RT CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/examples/*.net ${CMAKE_CURRENT_SOURCE_DIR}/golden/*.net
+     ${CMAKE_CURRENT_SOURCE_DIR}/golden/passes/*.net ${CMAKE_CURRENT_SOURCE_DIR}/passes/autodiff/*.net)
+foreach(f ${NCC_NET_RT})
+  get_filename_component(n ${f} NAME_WE)
+  get_filename_component(dir ${f} DIRECTORY)
+  get_filename_component(dir ${dir} NAME)
+  add_test(NAME frontend.net.${dir}.${n} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_net_roundtrip.sh $<TARGET_FILE:ncc> ${f})
 endforeach()
 
 add_test(NAME frontend.dot

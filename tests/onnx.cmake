@@ -21,6 +21,12 @@ foreach(c ${NCC_ONNX_RUN})
 endforeach()
 # resnet18 with BatchNormalization nodes kept (TrainingMode.PRESERVE)
 ncc_onnx_test(onnx.run.resnet18_bn resnet18 --keep-bn)
+# --emit=net: each model's .net translation and the weights written beside it
+# give the ONNX model's bits, build its graph, and translate to themselves
+foreach(c ${NCC_ONNX_RUN} resnet18)
+  ncc_onnx_test(onnx.net.${c} ${c} --net)
+endforeach()
+ncc_onnx_test(onnx.net.resnet18_bn resnet18 --keep-bn --net)
 foreach(c ${NCC_ONNX_PARAMS})
   ncc_onnx_test(onnx.params.${c} ${c} --params)
 endforeach()

@@ -168,6 +168,71 @@ def check_params(ncc, name, d):
     return 0
 
 
+def ir_shape_only(text):
+    """--emit=ir with the names left out (quoted names, trailing comments):
+    what an ONNX model and its .net translation must share."""
+    out = []
+    for line in text.splitlines():
+        line = re.sub(r'"[^"]*"', '""', line.split("  #")[0])
+        out.append(re.sub(r"^(output|loss) \S+", r"\1", line))
+    return out
+
+
+def check_net(ncc, name, d, keep_bn=False):
+    """--emit=net of the exported model: the .net and the weights written
+    beside it compute the same bits as the ONNX model (and PyTorch's result
+    within the tolerance), build the same graph but for names, and
+    translating the translation changes nothing."""
+    mod, shape = build(name)
+    path = os.path.join(d, name + ".onnx")
+    x, ref = export(mod, shape, path, keep_bn=keep_bn)
+    xs = os.path.join(d, "x.npy")
+    np.save(xs, x)
+    net = os.path.join(d, name + ".net")
+    rc, out = run([ncc, path, "--emit=net", "-o", net])
+    st = os.path.join(d, name + ".safetensors")
+    has_params = bool(run([ncc, path, "--emit=params"])[1].strip())   # a file beside when it has weights
+    if rc != 0 or os.path.exists(st) != has_params:
+        print(out)
+        print("FAIL %s: --emit=net -o exited %d, %s %s" % (name, rc, st, "exists" if os.path.exists(st) else "missing"))
+        return 1
+    ya, yb = os.path.join(d, "ya.npy"), os.path.join(d, "yb.npy")
+    rc1, out1 = run([ncc, "run", path, "--input", "x=" + xs, "--output", "y=" + ya])
+    rc2, out2 = run([ncc, "run", net] + (["--weights", st] if has_params else []) +
+                    ["--input", "x=" + xs, "--output", "y=" + yb])
+    if rc1 != 0 or rc2 != 0:
+        print(out1 + out2)
+        print("FAIL %s: ncc run exited %d (ONNX), %d (.net)" % (name, rc1, rc2))
+        return 1
+    a, b = np.load(ya), np.load(yb)
+    err = float(np.max(np.abs(b - ref)))
+    tol = 1e-4 * max(1.0, float(np.max(np.abs(ref))))
+    same = a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))
+    print("%s: %d lines of .net; outputs %s the ONNX model's; max |net - torch| = %.3g (tolerance %.3g)"
+          % (name, sum(1 for _ in open(net)), "bit-equal to" if same else "DIFFERENT from", err, tol))
+    if not same or not err <= tol:
+        print("FAIL %s" % name)
+        return 1
+    rc1, ir1 = run([ncc, path, "--emit=ir"])
+    rc2, ir2 = run([ncc, net, "--emit=ir"])
+    g1, g2 = ir_shape_only(ir1), ir_shape_only(ir2)
+    if rc1 or rc2 or g1 != g2:
+        for k, (l1, l2) in enumerate(zip(g1 + [""] * len(g2), g2 + [""] * len(g1))):
+            if l1 != l2:
+                print("first difference at line %d:\n  ONNX: %s\n  .net: %s" % (k + 1, l1, l2))
+                break
+        print("FAIL %s: the translation's graph differs from the ONNX model's (names aside)" % name)
+        return 1
+    rc, again = run([ncc, net, "--emit=net"])
+    body = lambda t: [re.sub(r"   # .*$", "", l) for l in t.splitlines() if not l.startswith("#")]
+    if rc != 0 or body(again) != body(open(net).read()):
+        print(again)
+        print("FAIL %s: translating the translation changes it" % name)
+        return 1
+    print("%s: %d nodes, the same graph; the translation translates to itself" % (name, len(g1)))
+    return 0
+
+
 def bad_model(kind, d):
     """A file for a --bad case and the message it must give."""
     path = os.path.join(d, kind + ".onnx")
@@ -244,6 +309,7 @@ def main():
     ap.add_argument("--ncc", required=True)
     ap.add_argument("--params", action="store_true")
     ap.add_argument("--bad", action="store_true")
+    ap.add_argument("--net", action="store_true", help="check --emit=net's translation")
     ap.add_argument("--keep-bn", action="store_true", help="export BatchNormalization nodes (TrainingMode.PRESERVE)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
@@ -251,6 +317,8 @@ def main():
             return check_bad(a.ncc, a.case, d)
         if a.params:
             return check_params(a.ncc, a.case, d)
+        if a.net:
+            return check_net(a.ncc, a.case, d, a.keep_bn)
         return check_run(a.ncc, a.case, d, a.keep_bn)
 
 
