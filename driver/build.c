@@ -267,6 +267,11 @@ static int build_graph(const Options *o, Model *M) {
   M->name = strdup(g->model && *g->model ? g->model : "model");
   /* training: the step too, in the same generated file */
   if (!o->freeze && (!strcmp(drv_cmd(), "train") || o->train)) {
+    if (!g->train.present && drv_model_is_onnx(o->model))   /* docs/onnx.md, "Training" */
+      return drv_error("%s: an ONNX model has no loss and no optimizer to train with: translate it "
+                       "(`ncc %s --emit=net -o MODEL.net` writes MODEL.safetensors beside), add a labels input, "
+                       "a loss and a train block to MODEL.net, and train that with --weights MODEL.safetensors",
+                       o->model, o->model);
     if (!g->train.present)
       return drv_error("%s: the model has no train block (`train { optimizer ...; minimize LOSS }`): "
                        "there is nothing to train", o->model);

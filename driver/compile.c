@@ -179,20 +179,11 @@ Graph *train_graph_load(const Options *o) {
 
 static int emit_graph(const Options *o, Graph *g, Graph *gt, CodegenOpts *co, int printing, const char *note);
 
-/* Is the model file an ONNX model (its name, or its first byte)? */
-static int source_is_onnx(const char *path) {
-  char b[1] = {0};
-  FILE *f = fopen(path, "rb");
-  size_t n = f ? fread(b, 1, 1, f) : 0;
-  if (f) fclose(f);
-  return frontend_is_onnx(path, b, n);
-}
-
 /* --emit=net: the model as .net source (frontend/emit_net.c).  With -o
  * FILE.net an ONNX model's weights go beside it as FILE.safetensors, under
  * the names the .net gives them; both files or neither. */
 static int emit_net(const Options *o, Graph *g) {
-  int onnx = source_is_onnx(o->model);
+  int onnx = drv_model_is_onnx(o->model);
   char *banner = NULL;
   size_t blen = 0;
   FILE *bf = open_memstream(&banner, &blen);

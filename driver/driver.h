@@ -32,6 +32,7 @@ int drv_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));      
 int drv_internal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));   /* returns 2 */
 void drv_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));      /* always printed */
 void drv_log(const Options *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));  /* with -v */
+int drv_model_is_onnx(const char *path);   /* an ONNX model (its name, or its first byte)? */
 const char *drv_command_line(void);   /* "ncc examples/lenet.net -o lenet.cu", shell-quoted */
 const char *drv_cmd(void);            /* "run", "bench", or "" when compiling */
 void drv_set_cmd(Command c);

@@ -125,3 +125,11 @@ int cache_dir_path(char *out, size_t n) {
   else return -1;
   return 0;
 }
+
+int drv_model_is_onnx(const char *path) {
+  char b[1] = {0};
+  FILE *f = fopen(path, "rb");
+  size_t n = f ? fread(b, 1, 1, f) : 0;
+  if (f) fclose(f);
+  return frontend_is_onnx(path, b, n);
+}

@@ -233,6 +233,67 @@ def check_net(ncc, name, d, keep_bn=False):
     return 0
 
 
+TRAIN_BLOCK = """
+input labels: i32[%d]
+loss = cross_entropy(y, labels)
+
+train {
+  optimizer sgd(lr=0.05, momentum=0.9)
+  minimize loss
+}
+"""
+
+
+def check_train(ncc, name, d):
+    """Training an imported model (docs/onnx.md, "Training"): `ncc train` on
+    the ONNX file says how; its .net translation with a loss and a train
+    block added trains from the exported weights.  The first step's loss
+    equals PyTorch's on the same weights and batch; the loss falls."""
+    torch.manual_seed(0)
+    B, F_IN, C = 8, 12, 3
+    mod = Fn(lambda m, x: m.l2(torch.relu(m.l1(x))), l1=nn.Linear(F_IN, 16), l2=nn.Linear(16, C))
+    path = os.path.join(d, name + ".onnx")
+    export(mod, (B, F_IN), path)
+    rng = np.random.RandomState(0)
+    centers = rng.randn(C, F_IN).astype(np.float32) * 2
+    labels = rng.randint(0, C, 64).astype(np.int32)
+    xs = (centers[labels] + rng.randn(64, F_IN).astype(np.float32) * 0.5).astype(np.float32)
+    data = os.path.join(d, "data")
+    os.makedirs(data)
+    np.save(os.path.join(data, "x.npy"), xs)
+    np.save(os.path.join(data, "y.npy"), labels)
+    rc, out = run([ncc, "train", path, "--data", data, "--steps", "2"])
+    if rc != 1 or "--emit=net" not in out:
+        print(out)
+        print("FAIL %s: ncc train MODEL.onnx exited %d without pointing at --emit=net" % (name, rc))
+        return 1
+    print("%s: ncc train MODEL.onnx: %s" % (name, out.strip().splitlines()[0][:120]))
+    net = os.path.join(d, name + ".net")
+    rc, out = run([ncc, path, "--emit=net", "-o", net])
+    if rc != 0:
+        print(out)
+        return 1
+    with open(net, "a") as f:
+        f.write(TRAIN_BLOCK % B)
+    log = os.path.join(d, "log.csv")
+    rc, out = run([ncc, "train", net, "--data", data, "--weights", os.path.join(d, name + ".safetensors"),
+                   "--steps", "16", "--no-shuffle", "--log", log])
+    if rc != 0:
+        print(out)
+        print(open(net).read())
+        print("FAIL %s: ncc train MODEL.net exited %d" % (name, rc))
+        return 1
+    rows = [l.split(",") for l in open(log).read().splitlines()[1:]]
+    losses = [float(r[2]) for r in rows]
+    with torch.no_grad():
+        want = float(F.cross_entropy(mod(torch.from_numpy(xs[:B])), torch.from_numpy(labels[:B]).long()))
+    print("%s: trained the translation 16 steps: loss %.5f -> %.5f; step 1 PyTorch %.5f" % (name, losses[0], losses[-1], want))
+    if len(losses) != 16 or not abs(losses[0] - want) <= 1e-4 * max(1.0, abs(want)) or not losses[-1] < 0.5 * losses[0]:
+        print("FAIL %s" % name)
+        return 1
+    return 0
+
+
 def bad_model(kind, d):
     """A file for a --bad case and the message it must give."""
     path = os.path.join(d, kind + ".onnx")
@@ -310,6 +371,7 @@ def main():
     ap.add_argument("--params", action="store_true")
     ap.add_argument("--bad", action="store_true")
     ap.add_argument("--net", action="store_true", help="check --emit=net's translation")
+    ap.add_argument("--train", action="store_true", help="train the translation of an imported classifier")
     ap.add_argument("--keep-bn", action="store_true", help="export BatchNormalization nodes (TrainingMode.PRESERVE)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
@@ -317,6 +379,8 @@ def main():
             return check_bad(a.ncc, a.case, d)
         if a.params:
             return check_params(a.ncc, a.case, d)
+        if a.train:
+            return check_train(a.ncc, a.case, d)
         if a.net:
             return check_net(a.ncc, a.case, d, a.keep_bn)
         return check_run(a.ncc, a.case, d, a.keep_bn)
