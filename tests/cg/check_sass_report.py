@@ -112,16 +112,24 @@ def parse_tests():
     check(o and o["ins"] == 8 and o["ldg"] == 1 and o["sts"] == 1, f"k_unrolled outer loop: {o}")
 
     src = """
+static int net_run(net *m) {
     ncc_dim3 g_ = {(unsigned)m->nb, 4u, 1u}, b_ = {16u, 16u, 1u};
     rc = ncc_launch(m->dev, &net_k0_conv2d_desc, g_, b_, 0, a_);
     ncc_dim3 g_ = {7u, 1u, 1u}, b_ = {256u, 1u, 1u};
     rc = ncc_launch(m->dev, &net_k1_relu_desc, g_, b_, 0, a_);
+}
+static int net_train_run(net *m) {
     ncc_dim3 g_ = {1u, 1u, 1u}, b_ = {32u, 1u, 1u};
     rc = ncc_launch(m->dev, &net_k1_relu_desc, g_, b_, 512, a_);
+}
+static int net_prepare(net *m) {
+    ncc_dim3 g_ = {1u, 1u, 1u}, b_ = {256u, 1u, 1u};
+    rc = ncc_launch(m->dev, &net_prep2_mul_desc, g_, b_, 0, a_);
 """
     geo = sr.launch_geometry(src)
-    check(geo == {"net_k0_conv2d": {"threads": {256}, "dyn_smem": {0}},
-                  "net_k1_relu": {"threads": {256, 32}, "dyn_smem": {0, 512}}}, f"launch geometry: {geo}")
+    check(geo == {"net_k0_conv2d": {"threads": {256}, "dyn_smem": {0}, "uses": {"infer"}},
+                  "net_k1_relu": {"threads": {256, 32}, "dyn_smem": {0, 512}, "uses": {"infer", "train"}},
+                  "net_prep2_mul": {"threads": {256}, "dyn_smem": {0}, "uses": {"load"}}}, f"launch geometry: {geo}")
 
     # (arch, threads, regs, smem) -> (blocks, warps, limit), by hand:
     #  48 regs: 1536 per warp, 16384 / 1536 = 10 warps per sub-partition, 40 per SM, 5 blocks of 8 warps;
@@ -170,6 +178,7 @@ def report_tests(ncc, nvcc, net, work):
         for k in rep["kernels"]:
             n = f"{arch} {k['name']}"
             check(k["regs"] > 0, f"{n}: no register count")
+            check(k["uses"] and set(k["uses"]) <= {"infer", "train", "load"}, f"{n}: launched by {k['uses']}")
             check(k["threads"] and k["threads"] % 32 == 0 or k["threads"] in (1, 2, 4, 8, 16), f"{n}: block {k['threads']}")
             o = k["occupancy"]
             check(o and 1 <= o["blocks"] <= 32 and 0 < o["warps"] <= 64 and o["limit"], f"{n}: occupancy {o}")
@@ -195,6 +204,10 @@ def report_tests(ncc, nvcc, net, work):
         check(s["kernels"] == len(names) and s["gemm_loops"] >= len(gemms), f"{arch}: summary {s}")
         check(s["gemm_ffma_share"] and 0 < s["gemm_ffma_share"][0] <= s["gemm_ffma_share"][2] <= 100,
               f"{arch}: FFMA share {s['gemm_ffma_share']}")
+    r = subprocess.run(tool + ["--json", "--arch", "sm_90", "--use", "infer", cu], capture_output=True, text=True)
+    inf = json.loads(r.stdout)["reports"][0]["kernels"] if r.returncode == 0 else []
+    check(gemms and all("infer" in k["uses"] for k in inf) and set(gemms) <= {k["name"] for k in inf}
+          and len(inf) < len(names), f"--use infer: {[k['name'] for k in inf]}")
     r = subprocess.run(tool + ["--arch", "sm_90", cu], capture_output=True, text=True)
     check(r.returncode == 0, f"sass_report.py (text) exited {r.returncode}: {r.stderr}")
     lines = r.stdout.splitlines()

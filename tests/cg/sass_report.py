@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """sass_report.py — kernel quality of a generated model, read from its SASS.
 
-Usage: sass_report.py [--arch sm_80,sm_90] [--json] [--summary] [--venv DIR]
-                      [--nvcc NVCC] [-I DIR]... FILE.cu...
+Usage: sass_report.py [--arch sm_80,sm_90] [--json] [--summary] [--use PHASE]
+                      [--venv DIR] [--nvcc NVCC] [-I DIR]... FILE.cu...
 
 Compiles each generated FILE.cu (`ncc MODEL.net -o FILE.cu`) with
 `nvcc -arch=ARCH -cubin -Xptxas -v` (ptxas_report.py's compile and parser),
@@ -10,6 +10,9 @@ disassembles the cubin (nvdisasm, else cuobjdump -sass) and prints, for each
 file and architecture, one table with a row per kernel of the model (the
 kernels with an NCC_KERNEL_DESC descriptor, in the file's order):
 
+  use      where the host code launches it: inf (MODEL_run, inference),
+           trn (the training step), load (MODEL_prepare: the folded
+           parameters, once per load); --use infer|train|load keeps those alone
   thr      threads per block, from the file's launches (`b_ = {X, Y, 1u}`
            before `ncc_launch(..., &K_desc, ...)`); "?" when never launched
   regs, spill (stores/loads, bytes), smem (static shared memory, bytes): ptxas -v
@@ -142,22 +145,37 @@ def disassemble(cubin, tools):
 
 # ---------------------------------------------------------------- parsing
 
+def phase(fn):
+    """What a host function of the generated code runs: infer (MODEL_run),
+    train (MODEL_train_run), load (MODEL_prepare, the folded parameters)."""
+    for suffix, name in (("_train_run", "train"), ("_prepare", "load"), ("_run", "infer")):
+        if fn.endswith(suffix):
+            return name
+    return fn
+
+
 def launch_geometry(src):
-    """{kernel: {"threads": {..}, "dyn_smem": {..}}} from the generated host
-    code: every launch is `ncc_dim3 g_ = {..}, b_ = {X, Y, Z};` followed by
-    `ncc_launch(m->dev, &K_desc, g_, b_, DYN_SMEM, a_)` (codegen/cg_util.c)."""
+    """{kernel: {"threads": {..}, "dyn_smem": {..}, "uses": {..}}} from the
+    generated host code: every launch is `ncc_dim3 g_ = {..}, b_ = {X, Y, Z};`
+    followed by `ncc_launch(m->dev, &K_desc, g_, b_, DYN_SMEM, a_)`
+    (codegen/cg_util.c), inside a host function that tells its phase."""
     geo = {}
-    block = None
+    block, fn = None, ""
     for line in src.splitlines():
+        m = re.match(r"(?:static )?(?:int|void) (\w+)\(", line)
+        if m:
+            fn = m.group(1)
+            continue
         m = re.search(r"\bb_ = \{(\d+)u, (\d+)u, (\d+)u\}", line)
         if m:
             block = int(m.group(1)) * int(m.group(2)) * int(m.group(3))
             continue
         m = re.search(r"ncc_launch\([^,]+, &(\w+)_desc, g_, b_, (\d+)", line)
         if m and block is not None:
-            g = geo.setdefault(m.group(1), {"threads": set(), "dyn_smem": set()})
+            g = geo.setdefault(m.group(1), {"threads": set(), "dyn_smem": set(), "uses": set()})
             g["threads"].add(block)
             g["dyn_smem"].add(int(m.group(2)))
+            g["uses"].add(phase(fn))
             block = None
     return geo
 
@@ -342,7 +360,7 @@ def occupancy(arch, threads, regs, smem, dyn_smem=0):
 
 # ---------------------------------------------------------------- report
 
-def report_file(path, arch, nvcc, tools, incs):
+def report_file(path, arch, nvcc, tools, incs, use=None):
     """One file at one architecture -> {"file", "arch", "kernels": [...], "summary"} or raises RuntimeError."""
     src = open(path).read()
     flags = kernel_flags(src)
@@ -368,14 +386,18 @@ def report_file(path, arch, nvcc, tools, incs):
         threads = max(g["threads"]) if g else None
         dyn = max(g["dyn_smem"]) if g else 0
         loop, outer = main_loop(insts)
+        uses = sorted(g["uses"], key=lambda u: ("load", "infer", "train").index(u) if u in ("load", "infer", "train")
+                      else 3) if g else []
+        if use and use not in uses:
+            continue
         kernels.append({
-            "name": k, "flags": flags[k], "threads": threads,
+            "name": k, "flags": flags[k], "uses": uses, "threads": threads,
             "block_sizes": sorted(g["threads"]) if g else [],
             "regs": p["regs"], "spill_st": p["st"], "spill_ld": p["ld"], "smem": p["smem"], "dyn_smem": dyn,
             "barriers": p["bar"],
             "occupancy": occupancy(arch, threads, p["regs"], p["smem"], dyn) if threads else None,
             "loop": loop, "outer_loop": outer, "total": mix(insts)})
-    return {"file": path, "arch": arch, "kernels": kernels, "summary": summary(kernels)}
+    return {"file": path, "arch": arch, "use": use, "kernels": kernels, "summary": summary(kernels)}
 
 
 def median(xs):
@@ -413,31 +435,37 @@ def summary_line(rep):
 
     def rng(v, f):
         return "-" if v is None else f"{f(v[1])} (median; {f(v[0])}..{f(v[2])})"
-    return (f"{os.path.basename(rep['file'])} {rep['arch']}: {s['kernels']} kernels, {s['gemm_loops']} GEMM main loops; "
+    what = f"{rep['use']} kernels" if rep["use"] else "kernels"
+    return (f"{os.path.basename(rep['file'])} {rep['arch']}: {s['kernels']} {what}, {s['gemm_loops']} GEMM main loops; "
             f"spilling kernels {s['spilling']}; tensor-core instructions {s['mma']}; async copies {s['async_copies']}; "
             f"GEMM loops: FFMA share {rng(s['gemm_ffma_share'], lambda x: f'{x:.0f}%')}, "
             f"shared loads per FFMA {rng(s['gemm_lds_per_ffma'], lambda x: f'{x:.2f}')}, "
             f"occupancy {rng(s['gemm_occupancy'], lambda x: f'{x:.0f}%')}")
 
 
-COLS = [("thr", 4), ("regs", 4), ("spill", 7), ("smem", 6), ("blk", 3), ("warps", 5), ("occ", 4), ("lim", 3),
+COLS = [("use", 3), ("thr", 4), ("regs", 4), ("spill", 7), ("smem", 6), ("blk", 3), ("warps", 5), ("occ", 4), ("lim", 3),
         ("|", 1), ("dep", 3), ("ins", 4), ("ffma", 4), ("ffma%", 5), ("mma", 4), ("lds", 4), ("l128", 4),
         ("lds/f", 5), ("lds/m", 5), ("ldg", 3), ("async", 5), ("idiv", 4), ("cdiv", 4),
         ("|", 1), ("ins", 4), ("ldg", 3), ("async", 5), ("sts", 3), ("bar", 3)]
 
 
+def use_of(k):
+    return "+".join({"infer": "inf", "train": "trn"}.get(u, u) for u in k["uses"]) or "-"
+
+
 def print_table(rep):
     ks = rep["kernels"]
     w = max([len("kernel")] + [len(k["name"]) for k in ks])
-    print(f"== {rep['file']} ({rep['arch']})")
-    group = f"{'':{w}} {'':{sum(c[1] + 1 for c in COLS[:8]) - 1}} | {'main loop':{sum(c[1] + 1 for c in COLS[9:22]) - 1}} | outer loop"
+    cols = [("use", max([3] + [len(use_of(k)) for k in ks]))] + COLS[1:]
+    print(f"== {rep['file']} ({rep['arch']}{', ' + rep['use'] + ' kernels' if rep['use'] else ''})")
+    group = f"{'':{w}} {'':{sum(c[1] + 1 for c in cols[:9]) - 1}} | {'main loop':{sum(c[1] + 1 for c in cols[10:23]) - 1}} | outer loop"
     print(group)
-    print(f"{'kernel':{w}} " + " ".join(f"{n:>{cw}}" for n, cw in COLS))
+    print(f"{'kernel':{w}} " + " ".join(f"{n:>{cw}}" for n, cw in cols))
     for k in ks:
         o = k["occupancy"]
         lp, t = k["loop"], k["outer_loop"]
         spill = "0" if not (k["spill_st"] or k["spill_ld"]) else f"{k['spill_st']}/{k['spill_ld']}"
-        v = [k["threads"] or "?", k["regs"], spill, k["smem"] + k["dyn_smem"]]
+        v = [use_of(k), k["threads"] or "?", k["regs"], spill, k["smem"] + k["dyn_smem"]]
         v += [o["blocks"], o["warps"], f"{o['percent']:.0f}%", o["limit"]] if o else ["?"] * 4
         v.append("|")
         if lp:
@@ -448,16 +476,16 @@ def print_table(rep):
             v += ["-"] * 13
         v.append("|")
         v += [t["ins"], t["ldg"], t["async"], t["sts"], t["bar"]] if t else ["-"] * 5
-        print(f"{k['name']:{w}} " + " ".join(f"{str(x):>{cw}}" for x, (_, cw) in zip(v, COLS)))
+        print(f"{k['name']:{w}} " + " ".join(f"{str(x):>{cw}}" for x, (_, cw) in zip(v, cols)))
     print(summary_line(rep))
 
 
 def main(argv):
-    archs, as_json, only_summary, venv, nvcc, incs, files = [], False, False, None, None, [], []
+    archs, as_json, only_summary, venv, nvcc, incs, files, use = [], False, False, None, None, [], [], None
     i = 0
     while i < len(argv):
         a = argv[i]
-        if a in ("--arch", "--venv", "--nvcc", "-I") and i + 1 >= len(argv):
+        if a in ("--arch", "--venv", "--nvcc", "-I", "--use") and i + 1 >= len(argv):
             print(f"sass_report.py: {a} needs a value", file=sys.stderr)
             return 2
         if a == "--arch":
@@ -466,6 +494,8 @@ def main(argv):
             venv = argv[i + 1]; i += 2; continue
         if a == "--nvcc":
             nvcc = argv[i + 1]; i += 2; continue
+        if a == "--use":
+            use = argv[i + 1]; i += 2; continue
         if a == "-I":
             incs += ["-I", argv[i + 1]]; i += 2; continue
         if a == "--json":
@@ -500,7 +530,7 @@ def main(argv):
     for f in files:
         for arch in archs:
             try:
-                rep = report_file(f, arch, nvcc, tools, incs)
+                rep = report_file(f, arch, nvcc, tools, incs, use)
             except (RuntimeError, OSError) as e:
                 print(e, file=sys.stderr)
                 rc = 1
