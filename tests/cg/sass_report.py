@@ -118,7 +118,7 @@ def find_tool(name, dirs):
 
 def find_nvcc(given):
     if given:
-        return given if os.path.isfile(given) or not shutil.which(given) else shutil.which(given)
+        return shutil.which(given) or given
     for d in ([os.path.join(os.environ["CUDA_HOME"], "bin")] if os.environ.get("CUDA_HOME") else []) + \
             ["/usr/local/cuda/bin"]:
         if os.access(os.path.join(d, "nvcc"), os.X_OK):
