@@ -110,6 +110,13 @@ def parse_tests():
     want = {"ins": 5, "ffma": 1, "mma": 1, "lds": 1, "ldg": 0, "depth": 1, "innermost": False, "head": 0}
     check(m and all(m[k] == v for k, v in want.items()), f"k_unrolled main loop: {m}")
     check(o and o["ins"] == 8 and o["ldg"] == 1 and o["sts"] == 1, f"k_unrolled outer loop: {o}")
+    k = {"name": "k_unrolled", "uses": ["infer"], "regs": 40, "spill_st": 0, "spill_ld": 0, "loop": m,
+         "occupancy": sr.occupancy("sm_90", 128, 40, 0), "total": sr.mix(f["k_unrolled"])}
+    s = sr.summary([k])
+    check(s["gemm_loops"] == 1 and s["mma"] == 1 and s["gemm_mma_share"] == [20.0] * 3
+          and s["gemm_lds_per_mma"] == [1.0] * 3 and s["gemm_lds_per_ffma"] == [1.0] * 3, f"summary: {s}")
+    line = sr.summary_line({"file": "k.cu", "arch": "sm_90", "use": None, "kernels": [k], "summary": s})
+    check("tensor-core share 20%" in line and "tensor-core instructions 1;" in line, f"summary line: {line}")
 
     src = """
 static int net_run(net *m) {

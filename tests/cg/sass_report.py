@@ -420,7 +420,11 @@ def summary(kernels):
     share = [100.0 * k["loop"]["ffma"] / k["loop"]["ins"] for k in gemm]
     per = [k["loop"]["lds"] / k["loop"]["ffma"] for k in gemm if k["loop"]["ffma"]]
     gocc = [k["occupancy"]["percent"] for k in gemm if k["occupancy"]]
+    mshare = [100.0 * k["loop"]["mma"] / k["loop"]["ins"] for k in gemm if k["loop"]["mma"]]
+    mper = [k["loop"]["lds"] / k["loop"]["mma"] for k in gemm if k["loop"]["mma"]]
     s["gemm_ffma_share"] = [min(share), median(share), max(share)] if share else None
+    s["gemm_mma_share"] = [min(mshare), median(mshare), max(mshare)] if mshare else None
+    s["gemm_lds_per_mma"] = [min(mper), median(mper), max(mper)] if mper else None
     s["gemm_lds_per_ffma"] = [min(per), median(per), max(per)] if per else None
     s["gemm_occupancy"] = [min(gocc), median(gocc), max(gocc)] if gocc else None
     return s
@@ -435,12 +439,21 @@ def summary_line(rep):
 
     def rng(v, f):
         return "-" if v is None else f"{f(v[1])} (median; {f(v[0])}..{f(v[2])})"
+
+    def pct(x):
+        return f"{x:.0f}%"
+
+    def two(x):
+        return f"{x:.2f}"
     what = f"{rep['use']} kernels" if rep["use"] else "kernels"
-    return (f"{os.path.basename(rep['file'])} {rep['arch']}: {s['kernels']} {what}, {s['gemm_loops']} GEMM main loops; "
+    line = (f"{os.path.basename(rep['file'])} {rep['arch']}: {s['kernels']} {what}, {s['gemm_loops']} GEMM main loops; "
             f"spilling kernels {s['spilling']}; tensor-core instructions {s['mma']}; async copies {s['async_copies']}; "
-            f"GEMM loops: FFMA share {rng(s['gemm_ffma_share'], lambda x: f'{x:.0f}%')}, "
-            f"shared loads per FFMA {rng(s['gemm_lds_per_ffma'], lambda x: f'{x:.2f}')}, "
-            f"occupancy {rng(s['gemm_occupancy'], lambda x: f'{x:.0f}%')}")
+            f"GEMM loops: FFMA share {rng(s['gemm_ffma_share'], pct)}, "
+            f"shared loads per FFMA {rng(s['gemm_lds_per_ffma'], two)}, ")
+    if s["gemm_mma_share"]:
+        line += (f"tensor-core share {rng(s['gemm_mma_share'], pct)}, "
+                 f"shared loads per MMA {rng(s['gemm_lds_per_mma'], two)}, ")
+    return line + f"occupancy {rng(s['gemm_occupancy'], pct)}"
 
 
 COLS = [("use", 3), ("thr", 4), ("regs", 4), ("spill", 7), ("smem", 6), ("blk", 3), ("warps", 5), ("occ", 4), ("lim", 3),
