@@ -11,12 +11,56 @@ whether ptxas saw a barrier.  With --check it fails when
     with ptxas's barrier count (docs/emulator.md: a barrier-free kernel runs as a
     plain loop under emulation; a kernel with a barrier flagged 0 would be
     wrong there, one flagged needlessly only slow).
+
+The compile and the parsing of ptxas's report are functions that
+sass_report.py (the kernel-quality report from the SASS) shares.
 """
 import os
 import re
 import subprocess
 import sys
 import tempfile
+
+
+def kernel_flags(src):
+    """{kernel name: its NCC_KERNEL_DESC flags} of a generated MODEL.cu: the
+    model's kernels (helpers have no descriptor)."""
+    return dict(re.findall(r"NCC_KERNEL_DESC\((\w+), (\w+),", src))
+
+
+def compile_cubin(nvcc, arch, incs, src, cubin):
+    """nvcc -arch=ARCH -cubin -Xptxas -v, warnings as errors: the
+    CompletedProcess, ptxas's report in its stderr."""
+    return subprocess.run([nvcc, f"-arch={arch}", "-cubin", "-Xptxas", "-v", "--Werror", "all-warnings", *incs,
+                           "-x", "cu", src, "-o", cubin], capture_output=True, text=True)
+
+
+def parse_ptxas(text):
+    """ptxas -v's report -> {function: {regs, st, ld, smem, bar}} (spill
+    stores and loads, static shared memory in bytes, barriers)."""
+    cur = None
+    rows = {}
+    for line in text.splitlines():
+        m = re.search(r"Compiling entry function '(\w+)'", line) or re.search(r"Function properties for (\w+)", line)
+        if m:
+            cur = m.group(1)
+            rows.setdefault(cur, {"regs": 0, "st": 0, "ld": 0, "smem": 0, "bar": 0})
+            continue
+        if cur is None:
+            continue
+        m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m:
+            rows[cur]["st"], rows[cur]["ld"] = int(m.group(1)), int(m.group(2))
+        m = re.search(r"Used (\d+) registers", line)
+        if m:
+            rows[cur]["regs"] = int(m.group(1))
+        m = re.search(r"used (\d+) barriers", line)
+        if m:
+            rows[cur]["bar"] = int(m.group(1))
+        m = re.search(r"(\d+) bytes smem", line)
+        if m:
+            rows[cur]["smem"] = int(m.group(1))
+    return rows
 
 
 def main():
@@ -39,37 +83,14 @@ def main():
     bad = 0
     print(f"{'kernel':48} {'regs':>5} {'spill st':>9} {'spill ld':>9} {'smem':>6} barrier flag")
     for f in files:
-        src = open(f).read()
-        flags = dict(re.findall(r"NCC_KERNEL_DESC\((\w+), (\w+),", src))
+        flags = kernel_flags(open(f).read())
         with tempfile.TemporaryDirectory() as td:
-            r = subprocess.run([nvcc, f"-arch={arch}", "-cubin", "-Xptxas", "-v", "--Werror", "all-warnings", *incs,
-                                "-x", "cu", f, "-o", os.path.join(td, "k.cubin")], capture_output=True, text=True)
+            r = compile_cubin(nvcc, arch, incs, f, os.path.join(td, "k.cubin"))
         if r.returncode:
             print(f"{f}: nvcc failed\n{r.stderr}")
             bad += 1
             continue
-        cur = None
-        rows = {}
-        for line in r.stderr.splitlines():
-            m = re.search(r"Compiling entry function '(\w+)'", line) or re.search(r"Function properties for (\w+)", line)
-            if m:
-                cur = m.group(1)
-                rows.setdefault(cur, {"regs": 0, "st": 0, "ld": 0, "smem": 0, "bar": 0})
-                continue
-            if cur is None:
-                continue
-            m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
-            if m:
-                rows[cur]["st"], rows[cur]["ld"] = int(m.group(1)), int(m.group(2))
-            m = re.search(r"Used (\d+) registers", line)
-            if m:
-                rows[cur]["regs"] = int(m.group(1))
-            m = re.search(r"used (\d+) barriers", line)
-            if m:
-                rows[cur]["bar"] = int(m.group(1))
-            m = re.search(r"(\d+) bytes smem", line)
-            if m:
-                rows[cur]["smem"] = int(m.group(1))
+        rows = parse_ptxas(r.stderr)
         for k, v in rows.items():
             flag = flags.get(k)
             if flag is None:   # not a kernel of the model (helpers have no descriptor)

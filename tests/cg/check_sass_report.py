@@ -1,0 +1,250 @@
+#!/usr/bin/python3
+"""check_sass_report.py — tests of sass_report.py (the kernel-quality report).
+
+  check_sass_report.py --parse
+      no tool needed: the SASS parser on hand-written listings in both
+      disassemblers' formats (loops, nesting, the main loop, the instruction
+      mix), the launch-geometry parser, and the occupancy rules on cases
+      worked out by hand from cuda_occupancy.h.
+  check_sass_report.py --report NCC NVCC MODEL.net WORKDIR
+      the report on a real model: ncc MODEL.net -O3, then sass_report.py for
+      sm_80 and sm_90.  Every kernel of the model has a row with a register
+      count, a block size and an occupancy; every forward convolution and
+      linear layer (a tiled GEMM: NCC_KF_BARRIER) has a main loop with FFMAs
+      and shared loads inside a loop over K tiles with global loads and
+      barriers; the text table has one row per kernel and a summary line.
+      Exits 77 (skipped) when sass_report.py finds no nvcc or disassembler.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import sass_report as sr  # noqa: E402
+
+fails = []
+
+
+def check(cond, what):
+    if not cond:
+        fails.append(what)
+        print("FAIL", what)
+
+
+NVDISASM = """
+//--------------------- .text.k_gemm --------------------------
+\t.section\t.text.k_gemm,"ax",@progbits
+        .global         k_gemm
+k_gemm:
+.text.k_gemm:
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+.L_x_1:
+        /*0010*/                   LDG.E R2, desc[UR4][R4.64] ;
+        /*0020*/                   STS [R3], R2 ;
+        /*0030*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+.L_x_0:
+        /*0040*/                   LDS.128 R8, [R3] ;
+        /*0050*/                   LDS R12, [R3+0x40] ;
+        /*0060*/                   FFMA R16, R8, R12, R16 ;
+        /*0070*/                   FFMA R17, R9, R12, R17 ;
+        /*0080*/                   HFMA2.MMA R20, -RZ, RZ, 0, 0 ;
+        /*0090*/                   ISETP.NE.AND P0, PT, R5, 0x10, PT ;
+        /*00a0*/               @P0 BRA `(.L_x_0) ;
+        /*00b0*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*00c0*/                   I2F.U32.RP R6, R7 ;
+        /*00d0*/                   IMAD.HI R6, R7, 0x55555556, RZ ;
+        /*00e0*/              @!P1 BRA `(.L_x_1) ;
+        /*00f0*/                   EXIT ;
+.L_x_2:
+        /*0100*/                   BRA `(.L_x_2);
+//--------------------- .text.k_flat --------------------------
+.text.k_flat:
+        /*0000*/                   FFMA R1, R2, R3, R4 ;
+        /*0010*/                   EXIT ;
+.L_x_3:
+        /*0020*/                   BRA `(.L_x_3);
+"""
+
+CUOBJDUMP = """
+\tcode for sm_90
+\t\tFunction : k_unrolled
+\t.headerflags\t@"EF_CUDA_SM90 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
+        /*0000*/                   MOV R1, c[0x0][0x28] ;                  /* 0x00000a00ff017b82 */
+                                                                           /* 0x000fe20000000800 */
+        /*0010*/                   LDG.E R2, desc[UR4][R4.64] ;            /* 0x0000000000097919 */
+        /*0020*/                   STS [R3], R2 ;                          /* 0x0000000000097919 */
+        /*0030*/              @P0 BRA 0x10 ;                               /* 0x0000000000097919 */
+        /*0040*/                   LDS R8, [R3] ;                          /* 0x0000000000097919 */
+        /*0050*/                   FFMA R16, R8, R8, R16 ;                 /* 0x0000000000097919 */
+        /*0060*/                   HMMA.16816.F32.TF32 R20, R4, R8, R20 ;  /* 0x0000000000097919 */
+        /*0070*/              @P1 BRA 0x0 ;                                /* 0x0000000000097919 */
+        /*0080*/                   EXIT ;                                  /* 0x0000000000097919 */
+        /*0090*/                   BRA 0x90;                               /* 0x0000000000097919 */
+"""
+
+
+def parse_tests():
+    f = sr.parse_sass(NVDISASM)
+    check(sorted(f) == ["k_flat", "k_gemm"], f"nvdisasm functions: {sorted(f)}")
+    g = f["k_gemm"]
+    check(len(g) == 17, f"k_gemm: {len(g)} instructions, not 17")
+    loops = sr.find_loops(g)
+    check([(lp["head"], lp["tail"], lp["depth"], lp["innermost"]) for lp in loops] ==
+          [(0x10, 0xe0, 1, False), (0x40, 0xa0, 2, True)], f"k_gemm loops: {loops}")
+    m, o = sr.main_loop(g)
+    want = {"ins": 7, "ffma": 2, "fma": 2, "mma": 0, "lds": 2, "l128": 1, "ldg": 0, "async": 0, "bar": 0,
+            "idiv": 0, "cdiv": 0, "depth": 2, "head": 0x40}
+    check(m and all(m[k] == v for k, v in want.items()), f"k_gemm main loop: {m}")
+    want = {"ins": 14, "ldg": 1, "sts": 1, "bar": 2, "idiv": 1, "cdiv": 1, "ffma": 2, "head": 0x10}
+    check(o and all(o[k] == v for k, v in want.items()), f"k_gemm outer loop: {o}")
+    check(sr.main_loop(f["k_flat"]) == (None, None), "k_flat: no loop (the trap after EXIT is none)")
+
+    f = sr.parse_sass(CUOBJDUMP)
+    check(list(f) == ["k_unrolled"], f"cuobjdump functions: {list(f)}")
+    m, o = sr.main_loop(f["k_unrolled"])
+    # the MMA sits in the outer loop's own body: the inner loop only loads
+    want = {"ins": 5, "ffma": 1, "mma": 1, "lds": 1, "ldg": 0, "depth": 1, "innermost": False, "head": 0}
+    check(m and all(m[k] == v for k, v in want.items()), f"k_unrolled main loop: {m}")
+    check(o and o["ins"] == 8 and o["ldg"] == 1 and o["sts"] == 1, f"k_unrolled outer loop: {o}")
+    k = {"name": "k_unrolled", "uses": ["infer"], "regs": 40, "spill_st": 0, "spill_ld": 0, "loop": m,
+         "occupancy": sr.occupancy("sm_90", 128, 40, 0), "total": sr.mix(f["k_unrolled"])}
+    s = sr.summary([k])
+    check(s["gemm_loops"] == 1 and s["mma"] == 1 and s["gemm_mma_share"] == [20.0] * 3
+          and s["gemm_lds_per_mma"] == [1.0] * 3 and s["gemm_lds_per_ffma"] == [1.0] * 3, f"summary: {s}")
+    line = sr.summary_line({"file": "k.cu", "arch": "sm_90", "use": None, "kernels": [k], "summary": s})
+    check("tensor-core share 20%" in line and "tensor-core instructions 1;" in line, f"summary line: {line}")
+
+    src = """
+static int net_run(net *m) {
+    ncc_dim3 g_ = {(unsigned)m->nb, 4u, 1u}, b_ = {16u, 16u, 1u};
+    rc = ncc_launch(m->dev, &net_k0_conv2d_desc, g_, b_, 0, a_);
+    ncc_dim3 g_ = {7u, 1u, 1u}, b_ = {256u, 1u, 1u};
+    rc = ncc_launch(m->dev, &net_k1_relu_desc, g_, b_, 0, a_);
+}
+static int net_train_run(net *m) {
+    ncc_dim3 g_ = {1u, 1u, 1u}, b_ = {32u, 1u, 1u};
+    rc = ncc_launch(m->dev, &net_k1_relu_desc, g_, b_, 512, a_);
+}
+static int net_prepare(net *m) {
+    ncc_dim3 g_ = {1u, 1u, 1u}, b_ = {256u, 1u, 1u};
+    rc = ncc_launch(m->dev, &net_prep2_mul_desc, g_, b_, 0, a_);
+"""
+    geo = sr.launch_geometry(src)
+    check(geo == {"net_k0_conv2d": {"threads": {256}, "dyn_smem": {0}, "uses": {"infer"}},
+                  "net_k1_relu": {"threads": {256, 32}, "dyn_smem": {0, 512}, "uses": {"infer", "train"}},
+                  "net_prep2_mul": {"threads": {256}, "dyn_smem": {0}, "uses": {"load"}}}, f"launch geometry: {geo}")
+
+    # (arch, threads, regs, smem) -> (blocks, warps, limit), by hand:
+    #  48 regs: 1536 per warp, 16384 / 1536 = 10 warps per sub-partition, 40 per SM, 5 blocks of 8 warps;
+    #  8320 + 1024 bytes = 9344 per block: 167936 / 9344 = 17, 233472 / 9344 = 24
+    #  40000 + 1024 -> 41088 (128-byte units): 167936 / 41088 = 4 blocks, 233472 / 41088 = 5
+    #  13 regs -> 512 per warp: 32 warps per sub-partition, the 64-warp limit binds
+    #  32 threads, 16 regs: the 32-block limit binds (32 warps)
+    #  255 regs -> 8192 per warp: 2 warps per sub-partition, 8 per SM: one block of 8 warps
+    cases = [("sm_80", 256, 48, 8320, (5, 40, "r")), ("sm_90", 256, 48, 8320, (5, 40, "r")),
+             ("sm_80", 128, 32, 40000, (4, 16, "s")), ("sm_90", 128, 32, 40000, (5, 20, "s")),
+             ("sm_90", 256, 13, 0, (8, 64, "w")), ("sm_80", 32, 16, 0, (32, 32, "b")),
+             ("sm_80", 256, 255, 0, (1, 8, "r")), ("sm_90", 256, 64, 0, (4, 32, "r")),
+             ("sm_80", 256, 16, 48 * 1024 + 1, (0, 0, "s"))]
+    for arch, thr, regs, smem, (b, w, lim) in cases:
+        o = sr.occupancy(arch, thr, regs, smem)
+        check((o["blocks"], o["warps"], o["limit"]) == (b, w, lim) and abs(o["percent"] - 100.0 * w / 64) < 1e-9,
+              f"occupancy {arch} {thr} threads {regs} regs {smem} B: {o}, want {(b, w, lim)}")
+
+
+def report_tests(ncc, nvcc, net, work):
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    name = os.path.splitext(os.path.basename(net))[0]
+    cu = os.path.join(work, name + ".cu")
+    subprocess.run([ncc, net, "-O3", "-o", cu], check=True)
+    tool = [sys.executable, os.path.join(HERE, "sass_report.py"), "--nvcc", nvcc]
+    r = subprocess.run(tool + ["--json", "--arch", "sm_80,sm_90", cu], capture_output=True, text=True)
+    if r.returncode == sr.SKIP:
+        print(r.stdout.strip())
+        return sr.SKIP
+    check(r.returncode == 0, f"sass_report.py --json exited {r.returncode}: {r.stderr}")
+    if r.returncode:
+        return 1
+    data = json.loads(r.stdout)
+    print("tools:", data["tools"])
+    src = open(cu).read()
+    names = re.findall(r"NCC_KERNEL_DESC\((\w+), (\w+),", src)
+    gemms = [k for k, fl in names if re.search(r"_(conv2d|linear)(_|$)", k) and "_bwd" not in k
+             and fl == "NCC_KF_BARRIER"]
+    check(len(gemms) >= 2, f"{name}: only {gemms} as forward GEMM kernels")
+    check([r["arch"] for r in data["reports"]] == ["sm_80", "sm_90"], "one report per architecture")
+    for rep in data["reports"]:
+        arch = rep["arch"]
+        ks = {k["name"]: k for k in rep["kernels"]}
+        check([k["name"] for k in rep["kernels"]] == [k for k, _ in names], f"{arch}: the kernels, in order")
+        for k in rep["kernels"]:
+            n = f"{arch} {k['name']}"
+            check(k["regs"] > 0, f"{n}: no register count")
+            check(k["uses"] and set(k["uses"]) <= {"infer", "train", "load"}, f"{n}: launched by {k['uses']}")
+            check(k["threads"] and k["threads"] % 32 == 0 or k["threads"] in (1, 2, 4, 8, 16), f"{n}: block {k['threads']}")
+            o = k["occupancy"]
+            check(o and 1 <= o["blocks"] <= 32 and 0 < o["warps"] <= 64 and o["limit"], f"{n}: occupancy {o}")
+            check(k["spill_st"] >= 0 and k["spill_ld"] >= 0 and k["smem"] >= 0, f"{n}: ptxas figures")
+            check(k["total"]["ins"] > 0, f"{n}: no SASS")
+            lp = k["loop"]
+            if lp:
+                check(0 < lp["ins"] <= k["total"]["ins"] and lp["depth"] >= 1, f"{n}: main loop {lp}")
+                check(k["outer_loop"] and k["outer_loop"]["ins"] >= lp["ins"], f"{n}: outer loop")
+        for g in gemms:
+            k = ks.get(g)
+            lp = k and k["loop"]
+            n = f"{arch} {g}"
+            check(bool(lp), f"{n}: a tiled GEMM without a main loop")
+            if not lp:
+                continue
+            check(lp["ffma"] + lp["mma"] > 0 and lp["lds"] > 0, f"{n}: main loop without FMAs or shared loads: {lp}")
+            check(0 < lp["ffma"] <= lp["ins"] and 0 < lp["lds"] / max(lp["ffma"], 1) <= 4, f"{n}: FFMA/LDS {lp}")
+            o = k["outer_loop"]
+            check(o["ldg"] + o["async"] > 0 and o["bar"] > 0 and o["sts"] + o["async"] > 0, f"{n}: K loop {o}")
+            check(k["smem"] > 0 and k["barriers"] > 0, f"{n}: no shared memory or barrier")
+        s = rep["summary"]
+        check(s["kernels"] == len(names) and s["gemm_loops"] >= len(gemms), f"{arch}: summary {s}")
+        check(s["gemm_ffma_share"] and 0 < s["gemm_ffma_share"][0] <= s["gemm_ffma_share"][2] <= 100,
+              f"{arch}: FFMA share {s['gemm_ffma_share']}")
+    r = subprocess.run(tool + ["--json", "--arch", "sm_90", "--use", "infer", cu], capture_output=True, text=True)
+    inf = json.loads(r.stdout)["reports"][0]["kernels"] if r.returncode == 0 else []
+    check(gemms and all("infer" in k["uses"] for k in inf) and set(gemms) <= {k["name"] for k in inf}
+          and len(inf) < len(names), f"--use infer: {[k['name'] for k in inf]}")
+    r = subprocess.run(tool + ["--arch", "sm_90", cu], capture_output=True, text=True)
+    check(r.returncode == 0, f"sass_report.py (text) exited {r.returncode}: {r.stderr}")
+    lines = r.stdout.splitlines()
+    rows = [ln for ln in lines if ln.split() and ln.split()[0] in dict(names)]
+    check(len(rows) == len(names), f"text table: {len(rows)} rows for {len(names)} kernels")
+    check(all(len(ln) == len(rows[0]) for ln in rows), "text table: fixed columns")
+    check(any(ln.startswith(f"{name}.cu sm_90: {len(names)} kernels") for ln in lines), "text table: summary line")
+    print("\n".join(lines[:6] + ["..."] + lines[-2:]))
+    if not fails and os.environ.get("NCC_KEEP_WORK", "0") != "1":
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def main(argv):
+    if argv[:1] == ["--parse"]:
+        parse_tests()
+        rc = 0
+    elif argv[:1] == ["--report"] and len(argv) == 5:
+        rc = report_tests(*argv[1:])
+        if rc == sr.SKIP and not fails:
+            return rc
+    else:
+        print(__doc__)
+        return 2
+    if fails:
+        print(f"{len(fails)} checks failed")
+        return 1
+    print("ok")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,23 @@
+# sass.cmake — the kernel-quality report from the SASS (tests/cg/sass_report.py,
+# docs/gpu.md) (owner: codegen).
+#   sass.parse    the report's parsers on hand-written SASS in nvdisasm's and
+#                 cuobjdump's formats (loops, the main loop, the instruction
+#                 mix), the launch-geometry parser and the occupancy rules; no
+#                 tool needed
+#   sass.report   the report on examples/lenet.net at -O3, sm_80 and sm_90:
+#                 every kernel has a register count, a block size and an
+#                 occupancy, every forward convolution and linear layer a main
+#                 loop with FFMAs and shared loads.  Needs nvcc and nvdisasm or
+#                 cuobjdump (the pip wheels in the venv tests/install-deps.sh
+#                 makes, ~/.cache/ncc/sass-venv, or $NCC_SASS_VENV): skipped
+#                 without them.
+add_test(NAME sass.parse COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cg/check_sass_report.py --parse)
+if(NCC_NVCC)
+  add_test(NAME sass.report
+           COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cg/check_sass_report.py --report $<TARGET_FILE:ncc>
+                   ${NCC_NVCC} ${CMAKE_CURRENT_SOURCE_DIR}/../examples/lenet.net ${CMAKE_CURRENT_BINARY_DIR}/cg/sass_report)
+  set_tests_properties(sass.report PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE})
+else()
+  ncc_skipped_test(sass.report "nvcc not found (CUDA_HOME=${NCC_CUDA_HOME}, PATH)")
+endif()
+set_tests_properties(sass.parse sass.report PROPERTIES LABELS "sass;codegen")
