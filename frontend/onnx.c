@@ -160,11 +160,18 @@ static Tens *tensor_of(Imp *I, const Onnx__TensorProto *t) {
   }
   int dt = t->has_data_type ? t->data_type : 0;
   size_t raw = t->has_raw_data ? t->raw_data.len : 0;
+  /* the data must be there before the elements are allocated: a few bytes
+   * may claim dims of 2^40 elements */
+  size_t have = t->has_raw_data ? raw : t->n_float_data + t->n_int64_data + t->n_int32_data;
+  if ((dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ||
+       dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 || dt == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL) &&
+      (uint64_t)c->n > have)
+    goto short_data;
   if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
     c->type = T_F32;
     c->f = ARENA_ARRAY(I->ar, float, c->n ? c->n : 1);
     if (t->has_raw_data && raw == (size_t)c->n * 4) memcpy(c->f, t->raw_data.data, raw);   /* little-endian, as x86/arm64 */
-    else if (!t->has_raw_data && t->n_float_data == (size_t)c->n) memcpy(c->f, t->float_data, raw = (size_t)c->n * 4);
+    else if (!t->has_raw_data && t->n_float_data == (size_t)c->n) { if (c->n) memcpy(c->f, t->float_data, (size_t)c->n * 4); }
     else goto short_data;
     return c;
   }
@@ -178,7 +185,7 @@ static Tens *tensor_of(Imp *I, const Onnx__TensorProto *t) {
         else { int32_t v; memcpy(&v, t->raw_data.data + k * 4, 4); c->i[k] = v; }
       }
     } else if (!t->has_raw_data && w == 8 && t->n_int64_data == (size_t)c->n) {
-      memcpy(c->i, t->int64_data, (size_t)c->n * 8);
+      if (c->n) memcpy(c->i, t->int64_data, (size_t)c->n * 8);   /* int64_data is NULL when empty */
     } else if (!t->has_raw_data && w == 4 && t->n_int32_data == (size_t)c->n) {
       for (int64_t k = 0; k < c->n; k++) c->i[k] = t->int32_data[k];
     } else {
@@ -455,7 +462,11 @@ static int op_binary(Imp *I, OpKind op) {
     for (int64_t k = 0; k < r->n; k++) {
       int64_t a = ea->c->i[k], b = eb->c->i[eb->c->n == 1 ? 0 : k];
       if (op == OP_DIV && b == 0) return fail(I, "division by zero in a shape computation");
-      r->i[k] = op == OP_ADD ? a + b : op == OP_SUB ? a - b : op == OP_MUL ? a * b : a / b;
+      int64_t v;
+      int over = op == OP_ADD ? __builtin_add_overflow(a, b, &v) : op == OP_SUB ? __builtin_sub_overflow(a, b, &v)
+               : op == OP_MUL ? __builtin_mul_overflow(a, b, &v) : (a == INT64_MIN && b == -1) || (v = a / b, 0);
+      if (over) return fail(I, "integer overflow in a shape computation");
+      r->i[k] = v;
     }
     return set_out_const(I, r);
   }
@@ -660,8 +671,16 @@ static int op_reshape(Imp *I) {
     *c = *e->c;
     int64_t known = 1;
     int hole = -1;
-    for (int k = 0; k < s->n; k++) d[k] == -1 ? (hole = k) : (known *= d[k]);
+    for (int k = 0; k < s->n; k++) {
+      if (d[k] < -1 || (d[k] == -1 && hole >= 0))
+        return fail(I, "bad target shape: dimension %d is %lld", k, (long long)d[k]);
+      if (d[k] == -1) hole = k;
+      else if (__builtin_mul_overflow(known, d[k], &known) || known > c->n)
+        return fail(I, "the target shape has more elements than the input's %lld", (long long)c->n);
+    }
     if (hole >= 0 && known) d[hole] = c->n / known;
+    if ((hole >= 0 ? known * d[hole] : known) != c->n)
+      return fail(I, "cannot reshape %lld elements to the target shape", (long long)c->n);
     c->rank = (int)s->n;
     memcpy(c->d, d, sizeof(int64_t) * (size_t)s->n);
     return set_out_const(I, c);
@@ -892,7 +911,11 @@ static int op_cast(Imp *I) {
       for (int64_t k = 0; k < c->n; k++) c->f[k] = (float)e->c->i[k];
     } else if (to == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 && c->type == T_F32) {
       c->type = T_I64, c->i = ARENA_ARRAY(I->ar, int64_t, c->n ? c->n : 1);
-      for (int64_t k = 0; k < c->n; k++) c->i[k] = (int64_t)e->c->f[k];
+      for (int64_t k = 0; k < c->n; k++) {
+        float f = e->c->f[k];
+        if (!(f > -9.2e18f && f < 9.2e18f)) return fail(I, "a cast of %g to int64 is out of range", f);
+        c->i[k] = (int64_t)f;
+      }
     } else if (!((to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && c->type == T_F32) ||
                  (to == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 && c->type == T_I64))) {
       return fail(I, "a cast to %s is not supported", dtype_str((int)to));

@@ -5,7 +5,7 @@
 set(NCC_ONNX_PY ${CMAKE_CURRENT_SOURCE_DIR}/onnx/onnx_check.py)
 set(NCC_ONNX_RUN conv conv_groups_dilation conv_depthwise gemm matmul pools global_pool add_broadcast
     concat softmax flatten_reshape relu6 hardswish leaky_relu batchnorm mobilenet_v2 vgg11)
-set(NCC_ONNX_BAD truncated garbage empty opset99 unsupported_op asym_pads dynamic_dim)
+set(NCC_ONNX_BAD truncated garbage empty opset99 unsupported_op asym_pads dynamic_dim fuzz_findings)
 set(NCC_ONNX_PARAMS resnet18 mobilenet_v2 vgg11)
 function(ncc_onnx_test name)
   if(NCC_HAVE_ONNX)
@@ -46,3 +46,13 @@ foreach(row ${_onnx_rows})
   endif()
   set_tests_properties(${name} PROPERTIES LABELS "onnx;conformance")
 endforeach()
+
+# fuzz_onnx: libFuzzer target for the importer, only with -DNCC_FUZZ=ON, clang
+# and ONNX support (tests/fuzz/run_fuzz_onnx.sh builds, seeds and runs it);
+# frontend.cmake instruments ncccore for it
+if(NCC_FUZZ AND NCC_HAVE_ONNX)
+  add_executable(fuzz_onnx ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_onnx.c)
+  target_compile_options(fuzz_onnx PRIVATE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
+  target_link_options(fuzz_onnx PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(fuzz_onnx PRIVATE ncccore)
+endif()

@@ -215,7 +215,28 @@ def bad_model(kind, d):
     raise SystemExit("unknown bad case " + kind)
 
 
+def check_fuzz_findings(ncc, d):
+    """Every input the fuzzer once crashed the importer with
+    (tests/fuzz/onnx_findings/): refused with exit 1 and a message at the file."""
+    fd = os.path.join(HERE, "..", "fuzz", "onnx_findings")
+    bad = 0
+    for f in sorted(os.listdir(fd)):
+        path = os.path.join(d, f)
+        open(path, "wb").write(open(os.path.join(fd, f), "rb").read())
+        cu = os.path.join(d, "out.cu")
+        rc, out = run([ncc, path, "-o", cu])
+        first = out.strip().splitlines()[0] if out.strip() else "(no message)"
+        print("%s: exit %d: %s" % (f, rc, first))
+        if rc != 1 or not first.startswith(path + ":") or os.path.exists(cu):
+            print(out)
+            print("FAIL %s: wanted exit 1 and a message located at the file" % f)
+            bad = 1
+    return bad
+
+
 def check_bad(ncc, kind, d):
+    if kind == "fuzz_findings":
+        return check_fuzz_findings(ncc, d)
     path, want = bad_model(kind, d)
     cu = os.path.join(d, "out.cu")
     rc, out = run([ncc, path, "-o", cu])
