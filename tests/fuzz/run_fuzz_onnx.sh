@@ -24,7 +24,7 @@ mkdir -p "$seeds" "$corpus"
 /usr/bin/python3 "$top/tests/fuzz/onnx_seeds.py" "$seeds"
 cd "$bdir"
 echo "fuzzing the ONNX importer for $secs s"
-"$bdir/tests/fuzz_onnx" "$corpus" "$seeds" -max_total_time="$secs" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+"$bdir/tests/fuzz_onnx" "$corpus" "$seeds" "$top/tests/fuzz/onnx_findings" -max_total_time="$secs" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
   -dict="$top/tests/fuzz/onnx.dict" -print_final_stats=1 -close_fd_mask=2
 # -close_fd_mask=2 silences the importer's diagnostics; libFuzzer still
 # reports findings (it hands the sanitizers a duplicate of stderr)
