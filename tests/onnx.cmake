@@ -57,3 +57,15 @@ if(NCC_FUZZ AND NCC_HAVE_ONNX)
   target_link_options(fuzz_onnx PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_libraries(fuzz_onnx PRIVATE ncccore)
 endif()
+
+# onnx.bench_import: ResNet-50 exported by torch.onnx, `ncc resnet50.onnx -o
+# r.cu` and `--emit=ir` timed (tests/onnx/bench_import.py prints the figures
+# docs/onnx.md quotes); fails only past a sanity bound of 5 s
+set(NCC_ONNX_BENCH_PY ${CMAKE_CURRENT_SOURCE_DIR}/onnx/bench_import.py)
+if(NCC_HAVE_ONNX)
+  add_test(NAME onnx.bench_import COMMAND ${NCC_PYTHON} ${NCC_ONNX_BENCH_PY} --ncc $<TARGET_FILE:ncc>)
+  set_tests_properties(onnx.bench_import PROPERTIES LABELS onnx SKIP_RETURN_CODE ${NCC_SKIP_CODE} TIMEOUT 600 RUN_SERIAL TRUE)
+else()
+  ncc_skipped_test(onnx.bench_import "ncc was built without ONNX support (protobuf-c, onnx.proto)")
+  set_tests_properties(onnx.bench_import PROPERTIES LABELS onnx)
+endif()
