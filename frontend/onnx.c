@@ -162,11 +162,18 @@ static Tens *tensor_of(Imp *I, const Onnx__TensorProto *t) {
   }
   int dt = t->has_data_type ? t->data_type : 0;
   size_t raw = t->has_raw_data ? t->raw_data.len : 0;
+  /* the data must be there before the elements are allocated: a few bytes
+   * may claim dims of 2^40 elements */
+  size_t have = t->has_raw_data ? raw : t->n_float_data + t->n_int64_data + t->n_int32_data;
+  if ((dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ||
+       dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 || dt == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL) &&
+      (uint64_t)c->n > have)
+    goto short_data;
   if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
     c->type = T_F32;
     c->f = ARENA_ARRAY(I->ar, float, c->n ? c->n : 1);
     if (t->has_raw_data && raw == (size_t)c->n * 4) memcpy(c->f, t->raw_data.data, raw);   /* little-endian, as x86/arm64 */
-    else if (!t->has_raw_data && t->n_float_data == (size_t)c->n) memcpy(c->f, t->float_data, raw = (size_t)c->n * 4);
+    else if (!t->has_raw_data && t->n_float_data == (size_t)c->n) { if (c->n) memcpy(c->f, t->float_data, (size_t)c->n * 4); }
     else goto short_data;
     return c;
   }
@@ -180,7 +187,7 @@ static Tens *tensor_of(Imp *I, const Onnx__TensorProto *t) {
         else { int32_t v; memcpy(&v, t->raw_data.data + k * 4, 4); c->i[k] = v; }
       }
     } else if (!t->has_raw_data && w == 8 && t->n_int64_data == (size_t)c->n) {
-      memcpy(c->i, t->int64_data, (size_t)c->n * 8);
+      if (c->n) memcpy(c->i, t->int64_data, (size_t)c->n * 8);   /* int64_data is NULL when empty */
     } else if (!t->has_raw_data && w == 4 && t->n_int32_data == (size_t)c->n) {
       for (int64_t k = 0; k < c->n; k++) c->i[k] = t->int32_data[k];
     } else {
@@ -471,7 +478,11 @@ static int op_binary(Imp *I, OpKind op) {
     for (int64_t k = 0; k < r->n; k++) {
       int64_t a = ea->c->i[k], b = eb->c->i[eb->c->n == 1 ? 0 : k];
       if (op == OP_DIV && b == 0) return fail(I, "division by zero in a shape computation");
-      r->i[k] = op == OP_ADD ? a + b : op == OP_SUB ? a - b : op == OP_MUL ? a * b : a / b;
+      int64_t v;
+      int over = op == OP_ADD ? __builtin_add_overflow(a, b, &v) : op == OP_SUB ? __builtin_sub_overflow(a, b, &v)
+               : op == OP_MUL ? __builtin_mul_overflow(a, b, &v) : (a == INT64_MIN && b == -1) || (v = a / b, 0);
+      if (over) return fail(I, "integer overflow in a shape computation");
+      r->i[k] = v;
     }
     return set_out_const(I, r);
   }
@@ -492,35 +503,70 @@ static int op_binary(Imp *I, OpKind op) {
   return set_out(I, mk(I, op, in, 2, NULL));
 }
 
-/* symmetric pads [top, left, bottom, right] -> pad[2]; auto_pad NOTSET/VALID */
-static int window_attrs(Imp *I, Attrs *a, int kernel_from_attr) {
+/* The window of a Conv or pool (x its input, a->kernel already set for a
+ * Conv): strides, dilations, and symmetric pads [top, left, bottom, right]
+ * -> pad[2].  auto_pad VALID pads nothing; SAME_UPPER/SAME_LOWER pad so that
+ * the output has ceil(in / stride) rows and columns, and are taken when that
+ * padding splits evenly (the two modes differ only in where an odd one's
+ * extra row goes). */
+static int window_attrs(Imp *I, Attrs *a, int kernel_from_attr, const Value *x) {
   int64_t v[8];
-  if (!attr_is_str(I, "auto_pad", "NOTSET") && !attr_is_str(I, "auto_pad", "VALID"))
-    return fail(I, "auto_pad SAME_UPPER/SAME_LOWER is not supported; export with explicit pads");
+  static const char *modes[] = {"NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"};
+  int mode = 0;
+  const Onnx__AttributeProto *ap = attr(I, "auto_pad");
+  if (ap && ap->has_s) {
+    for (mode = 0; mode < 4; mode++)
+      if (ap->s.len == strlen(modes[mode]) && !memcmp(ap->s.data, modes[mode], ap->s.len)) break;
+    if (mode == 4) return fail(I, "auto_pad '%.*s' is not NOTSET, VALID, SAME_UPPER or SAME_LOWER", (int)ap->s.len, ap->s.data);
+  }
   if (kernel_from_attr) {
     int n = attr_ints(I, "kernel_shape", v, 8);
     if (n == -2) return -1;
     if (n != 2) return fail(I, "%d-D pooling is not supported (kernel_shape has %d values; ncc pools in 2-D)", n, n);
+    if (v[0] < 1 || v[1] < 1 || v[0] > 65536 || v[1] > 65536)
+      return fail(I, "kernel_shape [%lld, %lld] is out of range", (long long)v[0], (long long)v[1]);
     a->kernel[0] = (int)v[0], a->kernel[1] = (int)v[1];
   }
   int n = attr_ints(I, "strides", v, 8);
   if (n == -2) return -1;
   a->stride[0] = a->stride[1] = 1;   /* ONNX's default, not the kernel as in torch */
   if (n >= 0 && n != 2) return fail(I, "strides must have 2 values, got %d", n);
+  if (n == 2 && (v[0] < 1 || v[1] < 1 || v[0] > 65536 || v[1] > 65536))
+    return fail(I, "strides [%lld, %lld] are out of range", (long long)v[0], (long long)v[1]);
   if (n == 2) a->stride[0] = (int)v[0], a->stride[1] = (int)v[1];
   n = attr_ints(I, "pads", v, 8);
   if (n == -2) return -1;
   if (n >= 0 && n != 4) return fail(I, "pads must have 4 values, got %d", n);
-  if (n == 4) {
+  if (n == 4 && mode == 0) {
     if (v[0] != v[2] || v[1] != v[3])
       return fail(I, "asymmetric pads [%lld, %lld, %lld, %lld] are not supported", (long long)v[0], (long long)v[1],
+                  (long long)v[2], (long long)v[3]);
+    if (v[0] < 0 || v[1] < 0 || v[0] > 65536 || v[1] > 65536)
+      return fail(I, "pads [%lld, %lld, %lld, %lld] are out of range", (long long)v[0], (long long)v[1],
                   (long long)v[2], (long long)v[3]);
     a->pad[0] = (int)v[0], a->pad[1] = (int)v[1];
   }
   n = attr_ints(I, "dilations", v, 8);
   if (n == -2) return -1;
   if (n >= 0 && n != 2) return fail(I, "dilations must have 2 values, got %d", n);
+  if (n == 2 && (v[0] < 1 || v[1] < 1 || v[0] > 65536 || v[1] > 65536))
+    return fail(I, "dilations [%lld, %lld] are out of range", (long long)v[0], (long long)v[1]);
   if (n == 2) a->dilation[0] = (int)v[0], a->dilation[1] = (int)v[1];
+  if (mode >= 2) {   /* SAME_UPPER / SAME_LOWER: ONNX's padding, when even */
+    if (!x || x->shape.rank != 4) return fail(I, "auto_pad %s needs a 4-D input", modes[mode]);
+    for (int k = 0; k < 2; k++) {
+      int64_t in = x->shape.d[2 + k], s = a->stride[k];
+      int64_t eff = (int64_t)(a->kernel[k] - 1) * a->dilation[k] + 1;
+      int64_t total = ((in + s - 1) / s - 1) * s + eff - in;
+      if (total < 0) total = 0;
+      if (total % 2)
+        return fail(I, "auto_pad %s pads the %s by %lld, %lld before and %lld after: uneven padding is not "
+                    "supported (ncc pads both sides alike)", modes[mode], k ? "width" : "height", (long long)total,
+                    (long long)(mode == 2 ? total / 2 : total - total / 2), (long long)(mode == 2 ? total - total / 2 : total / 2));
+      if (total / 2 > 65536) return fail(I, "auto_pad %s pads by %lld, out of range", modes[mode], (long long)total);
+      a->pad[k] = (int)(total / 2);
+    }
+  }
   return 0;
 }
 
@@ -531,13 +577,15 @@ static int op_conv(Imp *I) {
   Tens *w = in_const(I, 1, "the weight");
   if (!x || !w) return -1;
   if (x->shape.rank != 4 || w->rank != 4) return fail(I, "only 2-D convolutions (4-D input and weight) are supported");
-  if (window_attrs(I, &a, 0)) return -1;
   int64_t ks[8];
   int nk = attr_ints(I, "kernel_shape", ks, 8);
   if (nk == -2) return -1;
   if (nk >= 0 && (nk != 2 || ks[0] != w->d[2] || ks[1] != w->d[3]))
     return fail(I, "kernel_shape does not match the weight's shape");
+  if (w->d[2] < 1 || w->d[3] < 1 || w->d[2] > 65536 || w->d[3] > 65536)
+    return fail(I, "the weight's kernel %lldx%lld is out of range", (long long)w->d[2], (long long)w->d[3]);
   a.kernel[0] = (int)w->d[2], a.kernel[1] = (int)w->d[3];
+  if (window_attrs(I, &a, 0, x)) return -1;
   a.groups = (int)attr_i(I, "group", 1);
   a.out = w->d[0];
   a.has_bias = nin_given(I) >= 3;
@@ -625,8 +673,20 @@ static int op_batchnorm(Imp *I) {
 static int op_pool(Imp *I, OpKind op) {
   Attrs a;
   ir_attrs_init(&a);
-  if (window_attrs(I, &a, 1)) return -1;
-  if (attr_i(I, "ceil_mode", 0)) return fail(I, "ceil_mode=1 is not supported");
+  Value *x = in_val(I, 0, PK_NONE);
+  if (!x) return -1;
+  if (window_attrs(I, &a, 1, x)) return -1;
+  if (attr_i(I, "ceil_mode", 0) && x->shape.rank == 4) {
+    /* ceil mode rounds the output size up; taken where that is floor mode's */
+    for (int k = 0; k < 2; k++) {
+      int64_t span = x->shape.d[2 + k] + 2 * a.pad[k] - (int64_t)(a.kernel[k] - 1) * a.dilation[k] - 1;
+      if (span >= 0 && span % a.stride[k])
+        return fail(I, "ceil_mode=1 where it rounds the output %s up (floor mode gives %lld) is not supported "
+                    "(ncc pools in floor mode)", k ? "width" : "height", (long long)(span / a.stride[k] + 1));
+    }
+  } else if (attr_i(I, "ceil_mode", 0)) {
+    return fail(I, "ceil_mode=1 is not supported with a %d-D input", x->shape.rank);
+  }
   if (op == OP_MAXPOOL2D && I->node->n_output > 1 && *I->node->output[1])
     return fail(I, "the indices output is not supported");
   if (op == OP_AVGPOOL2D && (a.pad[0] || a.pad[1]) && !attr_i(I, "count_include_pad", 0))
@@ -638,7 +698,6 @@ static int op_pool(Imp *I, OpKind op) {
     if (2 * a.pad[k] > a.kernel[k])
       return fail(I, "pads of %d with a kernel of %d are not supported (ncc pools as PyTorch does: a pad at most half "
                   "the kernel)", a.pad[k], a.kernel[k]);
-  Value *x = in_val(I, 0, PK_NONE);
   return set_out(I, mk(I, op, &x, 1, &a));
 }
 
@@ -676,8 +735,16 @@ static int op_reshape(Imp *I) {
     *c = *e->c;
     int64_t known = 1;
     int hole = -1;
-    for (int k = 0; k < s->n; k++) d[k] == -1 ? (hole = k) : (known *= d[k]);
+    for (int k = 0; k < s->n; k++) {
+      if (d[k] < -1 || (d[k] == -1 && hole >= 0))
+        return fail(I, "bad target shape: dimension %d is %lld", k, (long long)d[k]);
+      if (d[k] == -1) hole = k;
+      else if (__builtin_mul_overflow(known, d[k], &known) || known > c->n)
+        return fail(I, "the target shape has more elements than the input's %lld", (long long)c->n);
+    }
     if (hole >= 0 && known) d[hole] = c->n / known;
+    if ((hole >= 0 ? known * d[hole] : known) != c->n)
+      return fail(I, "cannot reshape %lld elements to the target shape", (long long)c->n);
     c->rank = (int)s->n;
     memcpy(c->d, d, sizeof(int64_t) * (size_t)s->n);
     return set_out_const(I, c);
@@ -908,7 +975,11 @@ static int op_cast(Imp *I) {
       for (int64_t k = 0; k < c->n; k++) c->f[k] = (float)e->c->i[k];
     } else if (to == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 && c->type == T_F32) {
       c->type = T_I64, c->i = ARENA_ARRAY(I->ar, int64_t, c->n ? c->n : 1);
-      for (int64_t k = 0; k < c->n; k++) c->i[k] = (int64_t)e->c->f[k];
+      for (int64_t k = 0; k < c->n; k++) {
+        float f = e->c->f[k];
+        if (!(f > -9.2e18f && f < 9.2e18f)) return fail(I, "a cast of %g to int64 is out of range", f);
+        c->i[k] = (int64_t)f;
+      }
     } else if (!((to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && c->type == T_F32) ||
                  (to == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 && c->type == T_I64))) {
       return fail(I, "a cast to %s is not supported", dtype_str((int)to));
@@ -921,7 +992,15 @@ static int op_cast(Imp *I) {
 
 /* ---- the op table --------------------------------------------------------- */
 
-typedef struct OpRow { const char *onnx; int (*fn)(Imp *, OpKind); OpKind op; } OpRow;
+/* since: the oldest opset whose form of the operator ncc's mapping is right
+ * for (its attributes and semantics unchanged from then to opset 17, but for
+ * what the mapping reads by opset: Clip's bounds, Softmax's axis, Squeeze's
+ * axes).  Checked against ONNX's operator changelog, e.g. Add before 7 took
+ * a `broadcast` attribute, Dropout before 7 an is_test flag defaulting to
+ * training, Concat before 4 a default axis of 1, Pad before 11 its pads as an
+ * attribute.  A model below opset 11 imports when every node's operator has
+ * had its form since that opset; opsets 11 to 17 take the whole table. */
+typedef struct OpRow { const char *onnx; int (*fn)(Imp *, OpKind); OpKind op; int since; } OpRow;
 static int w_unary(Imp *I, OpKind op) { return op_unary(I, op); }
 static int w_identity(Imp *I, OpKind op) { (void)op; return op_identity(I); }
 static int w_leaky(Imp *I, OpKind op) { (void)op; return op_leaky(I); }
@@ -946,19 +1025,19 @@ static int w_dropout(Imp *I, OpKind op) { (void)op; return op_dropout(I); }
 
 /* docs/onnx.md lists these; keep the two in step */
 static const OpRow op_table[] = {
-  {"Conv", w_conv, 0}, {"Gemm", w_gemm, 0}, {"MatMul", w_matmul, 0},
-  {"BatchNormalization", w_bn, 0},
-  {"Relu", w_unary, OP_RELU}, {"Sigmoid", w_unary, OP_SIGMOID}, {"Tanh", w_unary, OP_TANH},
-  {"HardSwish", w_unary, OP_HARDSWISH}, {"Sqrt", w_unary, OP_SQRT}, {"LeakyRelu", w_leaky, 0},
-  {"Clip", w_clip, 0}, {"HardSigmoid", w_hsig, 0},
-  {"Add", op_binary, OP_ADD}, {"Sub", op_binary, OP_SUB}, {"Mul", op_binary, OP_MUL}, {"Div", op_binary, OP_DIV},
-  {"MaxPool", op_pool, OP_MAXPOOL2D}, {"AveragePool", op_pool, OP_AVGPOOL2D},
-  {"GlobalAveragePool", w_unary, OP_GAVGPOOL2D},
-  {"Softmax", op_softmax, OP_SOFTMAX}, {"LogSoftmax", op_softmax, OP_LOG_SOFTMAX},
-  {"Flatten", w_flatten, 0}, {"Reshape", w_reshape, 0}, {"Transpose", w_transpose, 0}, {"Concat", w_concat, 0},
-  {"Identity", w_identity, 0}, {"Pad", w_pad, 0}, {"Dropout", w_dropout, 0},
-  {"Constant", w_const, 0}, {"Shape", w_shape, 0}, {"Gather", w_gather, 0},
-  {"Unsqueeze", w_unsq, 0}, {"Squeeze", w_sq, 0}, {"Cast", w_cast, 0},
+  {"Conv", w_conv, 0, 1}, {"Gemm", w_gemm, 0, 7}, {"MatMul", w_matmul, 0, 1},
+  {"BatchNormalization", w_bn, 0, 9},
+  {"Relu", w_unary, OP_RELU, 6}, {"Sigmoid", w_unary, OP_SIGMOID, 6}, {"Tanh", w_unary, OP_TANH, 6},
+  {"HardSwish", w_unary, OP_HARDSWISH, 14}, {"Sqrt", w_unary, OP_SQRT, 6}, {"LeakyRelu", w_leaky, 0, 6},
+  {"Clip", w_clip, 0, 6}, {"HardSigmoid", w_hsig, 0, 6},
+  {"Add", op_binary, OP_ADD, 7}, {"Sub", op_binary, OP_SUB, 7}, {"Mul", op_binary, OP_MUL, 7}, {"Div", op_binary, OP_DIV, 7},
+  {"MaxPool", op_pool, OP_MAXPOOL2D, 1}, {"AveragePool", op_pool, OP_AVGPOOL2D, 7},
+  {"GlobalAveragePool", w_unary, OP_GAVGPOOL2D, 1},
+  {"Softmax", op_softmax, OP_SOFTMAX, 1}, {"LogSoftmax", op_softmax, OP_LOG_SOFTMAX, 1},
+  {"Flatten", w_flatten, 0, 1}, {"Reshape", w_reshape, 0, 5}, {"Transpose", w_transpose, 0, 1}, {"Concat", w_concat, 0, 4},
+  {"Identity", w_identity, 0, 1}, {"Pad", w_pad, 0, 11}, {"Dropout", w_dropout, 0, 7},
+  {"Constant", w_const, 0, 1}, {"Shape", w_shape, 0, 1}, {"Gather", w_gather, 0, 1},
+  {"Unsqueeze", w_unsq, 0, 1}, {"Squeeze", w_sq, 0, 1}, {"Cast", w_cast, 0, 6},
 };
 
 /* ---- the graph ------------------------------------------------------------- */
@@ -1057,6 +1136,11 @@ static int import_graph(Imp *I, const Onnx__GraphProto *G, const SetOpt *sets, i
       rc = fail(I, "unsupported operator %s (docs/onnx.md lists the supported ones)", ot);
       break;
     }
+    if (I->opset < 11 && I->opset < row->since) {
+      rc = fail(I, "%s at opset %d is not supported: ncc imports %s as defined since opset %d (re-export with "
+                "opset_version=13)", ot, I->opset, ot, row->since);
+      break;
+    }
     if (I->node->n_output < 1) { rc = fail(I, "the node has no output"); break; }
     int errs = diag_errors();
     rc = row->fn(I, row->op);
@@ -1093,9 +1177,11 @@ Graph *frontend_load_onnx(const char *path, const char *bytes, size_t len, const
     const Onnx__OperatorSetIdProto *o = m->opset_import[k];
     if (!o->domain || !*o->domain || !strcmp(o->domain, "ai.onnx")) opset = o->has_version ? (int)o->version : 0;
   }
-  if (opset < 11 || opset > 17) {
+  /* below 11, each node's operator is checked against op_table's since */
+  if (opset < 1 || opset > 17) {
     if (opset < 0) diag_error(at, "the ONNX model imports no default-domain opset; ncc supports opsets 11 to 17");
-    else diag_error(at, "the ONNX model uses opset %d; ncc supports opsets 11 to 17 (re-export with opset_version=13)", opset);
+    else diag_error(at, "the ONNX model uses opset %d; ncc supports opsets 11 to 17 (and older ones for the "
+                    "operators unchanged since: docs/onnx.md; re-export with opset_version=13)", opset);
     onnx__model_proto__free_unpacked(m, NULL);
     return NULL;
   }

@@ -5,7 +5,8 @@
 set(NCC_ONNX_PY ${CMAKE_CURRENT_SOURCE_DIR}/onnx/onnx_check.py)
 set(NCC_ONNX_RUN conv conv_groups_dilation conv_depthwise gemm matmul pools global_pool add_broadcast
     concat softmax flatten_reshape relu6 hardswish leaky_relu batchnorm mobilenet_v2 vgg11)
-set(NCC_ONNX_BAD truncated garbage empty opset99 unsupported_op asym_pads dynamic_dim)
+set(NCC_ONNX_BAD truncated garbage empty opset99 unsupported_op asym_pads dynamic_dim fuzz_findings auto_pad_uneven
+    ceil_mode old_opset_op)
 set(NCC_ONNX_PARAMS resnet18 mobilenet_v2 vgg11)
 function(ncc_onnx_test name)
   if(NCC_HAVE_ONNX)
@@ -54,3 +55,25 @@ foreach(row ${_onnx_rows})
   endif()
   set_tests_properties(${name} PROPERTIES LABELS "onnx;conformance")
 endforeach()
+
+# fuzz_onnx: libFuzzer target for the importer, only with -DNCC_FUZZ=ON, clang
+# and ONNX support (tests/fuzz/run_fuzz_onnx.sh builds, seeds and runs it);
+# frontend.cmake instruments ncccore for it
+if(NCC_FUZZ AND NCC_HAVE_ONNX)
+  add_executable(fuzz_onnx ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_onnx.c)
+  target_compile_options(fuzz_onnx PRIVATE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
+  target_link_options(fuzz_onnx PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(fuzz_onnx PRIVATE ncccore)
+endif()
+
+# onnx.bench_import: ResNet-50 exported by torch.onnx, `ncc resnet50.onnx -o
+# r.cu` and `--emit=ir` timed (tests/onnx/bench_import.py prints the figures
+# docs/onnx.md quotes); fails only past a sanity bound of 5 s
+set(NCC_ONNX_BENCH_PY ${CMAKE_CURRENT_SOURCE_DIR}/onnx/bench_import.py)
+if(NCC_HAVE_ONNX)
+  add_test(NAME onnx.bench_import COMMAND ${NCC_PYTHON} ${NCC_ONNX_BENCH_PY} --ncc $<TARGET_FILE:ncc>)
+  set_tests_properties(onnx.bench_import PROPERTIES LABELS onnx SKIP_RETURN_CODE ${NCC_SKIP_CODE} TIMEOUT 600 RUN_SERIAL TRUE)
+else()
+  ncc_skipped_test(onnx.bench_import "ncc was built without ONNX support (protobuf-c, onnx.proto)")
+  set_tests_properties(onnx.bench_import PROPERTIES LABELS onnx)
+endif()

@@ -326,6 +326,27 @@ def bad_model(kind, d):
                     conv = n.name
             onnx.save(mp, path)
             return path, r"node '%s' \(Conv\): asymmetric pads" % re.escape(conv)
+    if kind in ("auto_pad_uneven", "ceil_mode", "old_opset_op"):
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+        f32 = TensorProto.FLOAT
+        w = numpy_helper.from_array(np.ones((2, 2, 2, 2), np.float32), "w")
+        if kind == "auto_pad_uneven":   # a 2x2 kernel: SAME pads by 1, unevenly
+            nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="same_conv", auto_pad="SAME_UPPER")]
+            inits, opset = [w], 13
+            want = r"same_conv' \(Conv\): auto_pad SAME_UPPER pads the height by 1, 0 before and 1 after: uneven padding is not supported"
+        elif kind == "ceil_mode":       # 6 rows, kernel 3, stride 2: ceil mode gives 3 rows, floor mode 2
+            nodes = [helper.make_node("MaxPool", ["x"], ["y"], name="ceil_pool", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)]
+            inits, opset = [], 13
+            want = r"ceil_pool' \(MaxPool\): ceil_mode=1 where it rounds the output height up \(floor mode gives 2\) is not supported"
+        else:                           # Add before opset 7 broadcast by attribute
+            nodes = [helper.make_node("HardSigmoid", ["x"], ["h"], name="hs"), helper.make_node("Add", ["h", "x"], ["y"], name="old_add")]
+            inits, opset = [], 6
+            want = r":2:1: .*old_add' \(Add\): Add at opset 6 is not supported: ncc imports Add as defined since opset 7"
+        g = helper.make_graph(nodes, kind, [helper.make_tensor_value_info("x", f32, [1, 2, 6, 6])],
+                              [helper.make_tensor_value_info("y", f32, None)], inits)
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]), path)
+        return path, want
     if kind == "garbage":
         open(path, "wb").write(bytes(range(256)) * 3)
         return path, r"not a valid ONNX model: the 768 bytes"
@@ -341,7 +362,28 @@ def bad_model(kind, d):
     raise SystemExit("unknown bad case " + kind)
 
 
+def check_fuzz_findings(ncc, d):
+    """Every input the fuzzer once crashed the importer with
+    (tests/fuzz/onnx_findings/): refused with exit 1 and a message at the file."""
+    fd = os.path.join(HERE, "..", "fuzz", "onnx_findings")
+    bad = 0
+    for f in sorted(os.listdir(fd)):
+        path = os.path.join(d, f)
+        open(path, "wb").write(open(os.path.join(fd, f), "rb").read())
+        cu = os.path.join(d, "out.cu")
+        rc, out = run([ncc, path, "-o", cu])
+        first = out.strip().splitlines()[0] if out.strip() else "(no message)"
+        print("%s: exit %d: %s" % (f, rc, first))
+        if rc != 1 or not first.startswith(path + ":") or os.path.exists(cu):
+            print(out)
+            print("FAIL %s: wanted exit 1 and a message located at the file" % f)
+            bad = 1
+    return bad
+
+
 def check_bad(ncc, kind, d):
+    if kind == "fuzz_findings":
+        return check_fuzz_findings(ncc, d)
     path, want = bad_model(kind, d)
     cu = os.path.join(d, "out.cu")
     rc, out = run([ncc, path, "-o", cu])
