@@ -92,6 +92,8 @@ typedef struct Imp {
   int opset;
   const Onnx__NodeProto *node;  /* the node being imported, for messages */
   Loc loc;
+  const Onnx__GraphProto *G; /* the graph being imported (patterns look ahead in it) */
+  unsigned char *skip;       /* by node index: imported as part of a pattern (gelu, layernorm) */
   const char *batch_sym;     /* the symbolic first dimension of the graph inputs so far */
   int ninputs;
 } Imp;
@@ -1023,6 +1025,161 @@ static int w_const(Imp *I, OpKind op) { (void)op; return op_constant(I); }
 static int w_cast(Imp *I, OpKind op) { (void)op; return op_cast(I); }
 static int w_dropout(Imp *I, OpKind op) { (void)op; return op_dropout(I); }
 
+static int op_layernorm(Imp *I) {
+  Ent *ex = in_ent(I, 0);
+  if (!ex) return -1;
+  Value *x = value_of(I, ex, PK_NONE);
+  if (!x) return -1;
+  int64_t axis = attr_i(I, "axis", -1);
+  if (axis != -1 && axis != x->shape.rank - 1)
+    return fail(I, "axis=%lld is not supported: ncc normalises over the last axis only (axis=-1)", (long long)axis);
+  if (attr_i(I, "stash_type", 1) != 1) return fail(I, "stash_type other than float is not supported");
+  for (size_t k = 1; k < I->node->n_output; k++)
+    if (*I->node->output[k]) return fail(I, "the Mean and InvStdDev outputs are not supported");
+  if (nin_given(I) < 3) return fail(I, "a LayerNormalization without a bias input (B) is not supported");
+  if (!in_const(I, 1, "the scale") || !in_const(I, 2, "the bias")) return -1;
+  Attrs a;
+  ir_attrs_init(&a);
+  a.eps = attr_f(I, "epsilon", 1e-5);
+  Value *in[3] = {x, in_val(I, 1, PK_WEIGHT), in_val(I, 2, PK_BIAS)};
+  return set_out(I, mk(I, OP_LAYERNORM, in, 3, &a));
+}
+static int w_layernorm(Imp *I, OpKind op) { (void)op; return op_layernorm(I); }
+
+/* ---- patterns: one IR op that torch.onnx writes as several nodes -----------
+ * Matched at their first node by looking ahead in the graph: every value
+ * inside the pattern read by the next node of the pattern alone, the
+ * constants the right numbers.  The nodes a match covers are skipped
+ * (Imp.skip) and the last one's output is the IR op's value.  Any other form
+ * imports node by node (and an operator ncc lacks, Erf or ReduceMean, is then
+ * the usual error). */
+
+/* The nodes reading tensor `name` (a node reading it twice counts twice), up
+ * to 2 of them in r[]; a graph output reading it makes the count 3 (no match). */
+static int readers(Imp *I, const char *name, const Onnx__NodeProto **r, size_t *at) {
+  int n = 0;
+  for (size_t k = 0; k < I->G->n_output; k++)
+    if (I->G->output[k]->name && !strcmp(I->G->output[k]->name, name)) return 3;
+  for (size_t k = 0; k < I->G->n_node && n < 3; k++)
+    for (size_t j = 0; j < I->G->node[k]->n_input; j++)
+      if (!strcmp(I->G->node[k]->input[j], name) && n++ < 2) r[n - 1] = I->G->node[k], at[n - 1] = k;
+  return n;
+}
+static int is_op(const Onnx__NodeProto *n, const char *op, size_t nin) {
+  return n && n->op_type && !strcmp(n->op_type, op) && (!n->domain || !*n->domain) && n->n_input == nin &&
+         n->n_output >= 1;
+}
+/* The one node reading `name`, if it is an `op` with nin inputs. */
+static const Onnx__NodeProto *sole_reader(Imp *I, const char *name, const char *op, size_t nin, size_t *at) {
+  const Onnx__NodeProto *r[2];
+  size_t k[2];
+  if (readers(I, name, r, k) != 1 || !is_op(r[0], op, nin)) return NULL;
+  *at = k[0];
+  return r[0];
+}
+/* Input j of n other than `name` (n has two inputs, one of them `name`). */
+static const char *other_input(const Onnx__NodeProto *n, const char *name) {
+  return !strcmp(n->input[0], name) ? n->input[1] : !strcmp(n->input[1], name) ? n->input[0] : NULL;
+}
+/* A constant tensor by name: known already, or made by a Constant node the
+ * import has not reached yet; NULL when it is not a float or int64 constant. */
+static Tens *const_ahead(Imp *I, const char *name) {
+  if (!name) return NULL;
+  Ent *e = find(I, name);
+  if (e) return e->c;
+  for (size_t k = 0; k < I->G->n_node; k++) {
+    const Onnx__NodeProto *n = I->G->node[k];
+    if (!is_op(n, "Constant", 0) || strcmp(n->output[0], name)) continue;
+    for (size_t j = 0; j < n->n_attribute; j++) {
+      const Onnx__AttributeProto *a = n->attribute[j];
+      if (a->name && !strcmp(a->name, "value") && a->t &&
+          (a->t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || a->t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64))
+        return tensor_of(I, a->t);
+    }
+  }
+  return NULL;
+}
+static int scalar_ahead(Imp *I, const char *name, double *v) {
+  Tens *c = const_ahead(I, name);
+  if (!c || c->n != 1) return 0;
+  *v = c->type == T_F32 ? (double)c->f[0] : (double)c->i[0];
+  return 1;
+}
+
+/* gelu: Div(x, sqrt(2)) -> Erf -> Add(., 1) -> Mul(x, .) -> Mul(., 0.5), torch's
+ * export of F.gelu (the exact form). */
+static int try_gelu(Imp *I, size_t k) {
+  const Onnx__NodeProto *d = I->G->node[k], *e, *a, *m1, *m2;
+  size_t ke, ka, k1, k2;
+  double c;
+  Ent *x = is_op(d, "Div", 2) ? find(I, d->input[0]) : NULL;
+  if (!x || !x->v || !scalar_ahead(I, d->input[1], &c) || fabs(c - 1.4142135623730951) > 1e-6) return 0;
+  if (!(e = sole_reader(I, d->output[0], "Erf", 1, &ke)) || !(a = sole_reader(I, e->output[0], "Add", 2, &ka)) ||
+      !scalar_ahead(I, other_input(a, e->output[0]), &c) || c != 1.0 ||
+      !(m1 = sole_reader(I, a->output[0], "Mul", 2, &k1)) || !other_input(m1, a->output[0]) ||
+      strcmp(other_input(m1, a->output[0]), d->input[0]) ||
+      !(m2 = sole_reader(I, m1->output[0], "Mul", 2, &k2)) || !scalar_ahead(I, other_input(m2, m1->output[0]), &c) ||
+      c != 0.5)
+    return 0;
+  I->node = m2;
+  Value *v = mk(I, OP_GELU, &x->v, 1, NULL);
+  if (!v) return -1;
+  put(I, m2->output[0])->v = v;
+  I->skip[ke] = I->skip[ka] = I->skip[k1] = I->skip[k2] = 1;
+  return 1;
+}
+
+/* The ReduceMean over the last axis (keepdims) of a rank-r tensor? */
+static int mean_last(const Onnx__NodeProto *n, int rank) {
+  int axes = 0, ok = 1;
+  for (size_t j = 0; j < n->n_attribute; j++) {
+    const Onnx__AttributeProto *a = n->attribute[j];
+    if (!a->name) continue;
+    if (!strcmp(a->name, "keepdims") && a->has_i && a->i != 1) ok = 0;
+    if (!strcmp(a->name, "axes")) axes = a->n_ints == 1 && (a->ints[0] == -1 || a->ints[0] == rank - 1);
+  }
+  return ok && axes;
+}
+
+/* layernorm, as torch exports nn.LayerNorm below opset 17:
+ * m = ReduceMean(x), s = Sub(x, m), v = ReduceMean(Pow(s, 2)),
+ * Div(s, Sqrt(Add(v, eps))), Mul by the weight, Add the bias. */
+static int try_layernorm(Imp *I, size_t k) {
+  const Onnx__NodeProto *r1 = I->G->node[k], *sub, *pw, *r2, *ad, *sq, *dv, *mu, *bi, *rd[2];
+  size_t ks, kp, kr, ka, kq, kd, km, kb, at[2];
+  double c;
+  Ent *x = is_op(r1, "ReduceMean", 1) ? find(I, r1->input[0]) : NULL;
+  if (!x || !x->v || !mean_last(r1, x->v->shape.rank) || !(sub = sole_reader(I, r1->output[0], "Sub", 2, &ks)) ||
+      strcmp(sub->input[0], r1->input[0]) || strcmp(sub->input[1], r1->output[0]))
+    return 0;
+  if (readers(I, sub->output[0], rd, at) != 2) return 0;
+  int p = is_op(rd[0], "Pow", 2) ? 0 : 1;
+  pw = rd[p], kp = at[p], dv = rd[1 - p], kd = at[1 - p];
+  if (!is_op(pw, "Pow", 2) || strcmp(pw->input[0], sub->output[0]) || !scalar_ahead(I, pw->input[1], &c) || c != 2 ||
+      !is_op(dv, "Div", 2) || strcmp(dv->input[0], sub->output[0]) ||
+      !(r2 = sole_reader(I, pw->output[0], "ReduceMean", 1, &kr)) || !mean_last(r2, x->v->shape.rank) ||
+      !(ad = sole_reader(I, r2->output[0], "Add", 2, &ka)) || !scalar_ahead(I, other_input(ad, r2->output[0]), &c) ||
+      !(sq = sole_reader(I, ad->output[0], "Sqrt", 1, &kq)) || sole_reader(I, sq->output[0], "Div", 2, &kd) != dv ||
+      strcmp(dv->input[1], sq->output[0]) || !(mu = sole_reader(I, dv->output[0], "Mul", 2, &km)) ||
+      !(bi = sole_reader(I, mu->output[0], "Add", 2, &kb)))
+    return 0;
+  Ent *w = find(I, other_input(mu, dv->output[0])), *b = find(I, other_input(bi, mu->output[0]));
+  int64_t D = x->v->shape.d[x->v->shape.rank - 1];
+  if (!w || !b || !w->c || !b->c || w->c->type != T_F32 || b->c->type != T_F32 || w->c->rank != 1 || b->c->rank != 1 ||
+      w->c->d[0] != D || b->c->d[0] != D)
+    return 0;
+  Attrs a;
+  ir_attrs_init(&a);
+  a.eps = f32_decimal(c);
+  I->node = bi;
+  Value *in[3] = {x->v, value_of(I, w, PK_WEIGHT), value_of(I, b, PK_BIAS)};
+  Value *v = mk(I, OP_LAYERNORM, in, 3, &a);
+  if (!v) return -1;
+  put(I, bi->output[0])->v = v;
+  I->skip[ks] = I->skip[kp] = I->skip[kr] = I->skip[ka] = I->skip[kq] = I->skip[kd] = I->skip[km] = I->skip[kb] = 1;
+  return 1;
+}
+
 /* docs/onnx.md lists these; keep the two in step */
 static const OpRow op_table[] = {
   {"Conv", w_conv, 0, 1}, {"Gemm", w_gemm, 0, 7}, {"MatMul", w_matmul, 0, 1},
@@ -1038,6 +1195,7 @@ static const OpRow op_table[] = {
   {"Identity", w_identity, 0, 1}, {"Pad", w_pad, 0, 11}, {"Dropout", w_dropout, 0, 7},
   {"Constant", w_const, 0, 1}, {"Shape", w_shape, 0, 1}, {"Gather", w_gather, 0, 1},
   {"Unsqueeze", w_unsq, 0, 1}, {"Squeeze", w_sq, 0, 1}, {"Cast", w_cast, 0, 6},
+  {"LayerNormalization", w_layernorm, 0, 17},
 };
 
 /* ---- the graph ------------------------------------------------------------- */
@@ -1097,6 +1255,9 @@ static int graph_input(Imp *I, const Onnx__ValueInfoProto *vi, const SetOpt *set
 }
 
 static int import_graph(Imp *I, const Onnx__GraphProto *G, const SetOpt *sets, int nsets) {
+  I->G = G;
+  I->skip = ARENA_ARRAY(I->ar, unsigned char, G->n_node + 1);
+  memset(I->skip, 0, G->n_node + 1);
   int *used = xmalloc(sizeof(int) * (size_t)(nsets + 1));
   memset(used, 0, sizeof(int) * (size_t)(nsets + 1));
   int rc = 0;
@@ -1125,9 +1286,17 @@ static int import_graph(Imp *I, const Onnx__GraphProto *G, const SetOpt *sets, i
     I->node = G->node[k];
     I->loc = (Loc){I->path, (int)k + 1, 1};
     const char *ot = I->node->op_type ? I->node->op_type : "";
+    if (I->skip[k]) continue;   /* imported by a pattern */
     if (I->node->domain && *I->node->domain && strcmp(I->node->domain, "ai.onnx")) {
       rc = fail(I, "operators of domain '%s' are not supported", I->node->domain);
       break;
+    }
+    if (!strcmp(ot, "Div") || !strcmp(ot, "ReduceMean")) {
+      int errs = diag_errors();
+      int m = !strcmp(ot, "Div") ? try_gelu(I, k) : try_layernorm(I, k);
+      I->node = G->node[k];
+      if (m < 0 || diag_errors() != errs) { rc = -1; break; }
+      if (m > 0) continue;
     }
     const OpRow *row = NULL;
     for (size_t j = 0; j < sizeof op_table / sizeof *op_table; j++)

@@ -4,7 +4,7 @@
 # CMakeLists.txt) registers the same names as skipped tests.
 set(NCC_ONNX_PY ${CMAKE_CURRENT_SOURCE_DIR}/onnx/onnx_check.py)
 set(NCC_ONNX_RUN conv conv_groups_dilation conv_depthwise gemm matmul pools global_pool add_broadcast
-    concat softmax flatten_reshape relu6 hardswish leaky_relu batchnorm mobilenet_v2 vgg11)
+    concat softmax flatten_reshape relu6 hardswish leaky_relu batchnorm gelu_layernorm gelu_layernorm17 mobilenet_v2 vgg11)
 set(NCC_ONNX_BAD truncated garbage empty opset99 unsupported_op asym_pads dynamic_dim fuzz_findings auto_pad_uneven
     ceil_mode old_opset_op)
 set(NCC_ONNX_PARAMS resnet18 mobilenet_v2 vgg11)

@@ -73,6 +73,12 @@ def small(name):
         return Fn(lambda m, x: F.hardswish(x * 4)), (N, 3, 5, 5)
     if name == "leaky_relu":
         return Fn(lambda m, x: F.leaky_relu(x, 0.2)), (N, 3, 5, 5)
+    if name in ("gelu_layernorm", "gelu_layernorm17"):   # opset 13: the Erf and ReduceMean patterns; 17: LayerNormalization
+        ln = nn.LayerNorm(12)
+        with torch.no_grad():
+            ln.weight.uniform_(0.5, 1.5)
+            ln.bias.uniform_(-0.5, 0.5)
+        return Fn(lambda m, x: m.ln2(F.gelu(m.ln(F.gelu(x * 3))) + x), ln=ln, ln2=nn.LayerNorm(12, eps=1e-6)), (N, 5, 12)
     if name == "batchnorm":
         bn = nn.BatchNorm2d(4)
         bn.running_mean.uniform_(-1, 1)
@@ -93,10 +99,12 @@ def build(name):
     return build_module(name, num_classes=10, size=32), (1, 3, 32, 32)
 
 
-def export(mod, shape, path, opset=13, keep_bn=False):
+def export(mod, shape, path, opset=None, keep_bn=False):
     """TrainingMode.EVAL folds each batchnorm into the conv before it (torch
     1.13 does even with do_constant_folding=False); PRESERVE on a module in
     eval mode keeps BatchNormalization nodes and the state_dict's parameters."""
+    if opset is None:
+        opset = 17 if os.path.basename(path).split(".")[0].endswith("17") else 13
     x = torch.randn(*shape)
     mode = torch.onnx.TrainingMode.PRESERVE if keep_bn else torch.onnx.TrainingMode.EVAL
     with torch.no_grad():
