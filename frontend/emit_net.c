@@ -600,9 +600,9 @@ int frontend_emit_net(Graph *g, const NetOpts *no, FILE *f, NetRename **ren, int
       continue;
     }
     deferring = 0;
-    if (!var && n->op != OP_PARAM && n->nin > 0 && n->in[0]->def->op != OP_CONST) {
-      Value *x = n->in[0];
-      if (x->nuses == 1 && !w.pinned[x->id] && x->def->op != OP_PARAM) var = w.var[x->id];   /* h = relu(h) */
+    for (int k = 0; !var && n->op != OP_PARAM && k < n->nin; k++) {   /* h = relu(h), h = b + h */
+      Value *x = n->in[k];
+      if (x->nuses == 1 && !w.pinned[x->id] && x->def->op != OP_PARAM && x->def->op != OP_CONST) var = w.var[x->id];
     }
     if (!var) var = n->op == OP_PARAM ? fresh_var(&w, sanitize_ident(&w, w.pname[n->id])) : fresh_h(&w);
     if (is_out || is_loss || n->op == OP_PARAM) w.pinned[v->id] = 1;
