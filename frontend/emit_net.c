@@ -469,7 +469,41 @@ static const char *opt_text(W *w, const TrainCfg *t, const Node *where) {
   return arena_strdup(w->ar, b);
 }
 
-int frontend_emit_net(Graph *g, const NetOpts *no, FILE *f, NetRename **ren, int *nren) {
+/* The translation compiled back must be the graph it was written from, node
+ * for node: op, attributes, operands, dtype and shape (names aside: an ONNX
+ * model's change); and the same outputs, losses and train block.  A
+ * difference is an attribute this writer has no spelling for (ncc's gap,
+ * reported at the node), never a silently different model. */
+static int same_graph(W *w, Graph *a, const Graph *b) {
+  for (int i = 0; i < a->nnodes; i++) {
+    Node *x = a->nodes[i], *y = i < b->nnodes ? b->nodes[i] : NULL;
+    int same = y && x->op == y->op && x->nin == y->nin && x->out->dtype == y->out->dtype &&
+               x->out->shape.rank == y->out->shape.rank && !memcmp(&x->a, &y->a, sizeof x->a) &&
+               !memcmp(x->out->shape.d, y->out->shape.d, sizeof(int64_t) * (size_t)x->out->shape.rank);
+    for (int k = 0; same && k < x->nin; k++) same = x->in[k]->def->id == y->in[k]->def->id;
+    if (!same) return werr(w, x, "the .net written for it compiles to another node (%s): .net has no spelling for "
+                           "some of its attributes", y ? ncc_ops[y->op].name : "none");
+  }
+  int same = a->nnodes == b->nnodes && a->noutputs == b->noutputs && a->nlosses == b->nlosses &&
+             a->train.present == b->train.present;
+  for (int i = 0; same && i < a->noutputs; i++) same = a->outputs[i].v->id == b->outputs[i].v->id;
+  for (int i = 0; same && i < a->nlosses; i++) same = a->losses[i].v->id == b->losses[i].v->id;
+  if (same && a->train.present) {
+    const TrainCfg *s = &a->train, *t = &b->train;
+    same = s->opt == t->opt && s->lr == t->lr && s->momentum == t->momentum && s->weight_decay == t->weight_decay &&
+           s->beta1 == t->beta1 && s->beta2 == t->beta2 && s->eps == t->eps && s->nesterov == t->nesterov &&
+           s->sched == t->sched && s->every == t->every && s->total == t->total && s->gamma == t->gamma &&
+           s->minimize && t->minimize && s->minimize->id == t->minimize->id;
+  }
+  if (!same) return werr(w, a->nodes[0], "the .net written compiles to another model (its outputs, losses or train block differ)");
+  return 0;
+}
+
+int frontend_emit_net(Graph *g, const NetOpts *no, FILE *out, NetRename **ren, int *nren) {
+  char *text = NULL;
+  size_t tlen = 0;
+  FILE *f = open_memstream(&text, &tlen);
+  if (!f) ncc_die("out of memory");
   W w;
   memset(&w, 0, sizeof w);
   w.g = g;
@@ -640,6 +674,18 @@ int frontend_emit_net(Graph *g, const NetOpts *no, FILE *f, NetRename **ren, int
     else fprintf(f, "  minimize %s\n}\n", m);
   }
 done:
+  fclose(f);
+  if (!w.errors) {   /* compiled back: the same graph, or an error */
+    const char *src = arena_printf(w.ar, "%s.net (--emit=net)", g->model);
+    char *keep = arena_strndup(w.ar, text, tlen);   /* diagnostics may quote it */
+    int errs = diag_errors();
+    Graph *back = frontend_load_text(src, keep, tlen, NULL, 0);
+    if (!back || diag_errors() != errs) werr(&w, g->nodes[0], "the .net written does not compile back (ncc's bug)");
+    else same_graph(&w, g, back);
+    ir_graph_free(back);
+  }
+  if (!w.errors && (fwrite(text, 1, tlen, out) != tlen)) w.errors++;
+  free(text);
   free(w.var);
   free(w.pinned);
   free(w.inl);

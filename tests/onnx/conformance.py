@@ -157,6 +157,8 @@ def run_case(ncc, t, d, consts):
         p = subprocess.run([ncc, "run", path] + keep, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            universal_newlines=True, errors="replace", timeout=300)
         msg = p.stdout.strip()
+        args = keep
+        args = keep
     if p.returncode == 1:
         errs = [ln for ln in msg.split("\n") if "error:" in ln]
         if errs and all(REFUSAL.search(ln) for ln in errs):
@@ -179,6 +181,43 @@ def run_case(ncc, t, d, consts):
         if not ok:
             return "FAIL", "output %s differs: max |ncc - onnx| = %.3g (rtol %g, atol %g)" % (
                 g.output[k].name, err, RTOL, ATOL)
+    return check_translation(ncc, path, args, outs, d, getattr(t, "name", "?"))
+
+
+NET_REFUSED = []   # passed cases whose --emit=net translation ncc refuses (an attribute .net cannot spell)
+NET_REFUSED = []   # passed cases whose --emit=net translation ncc refuses (an attribute .net cannot spell)
+NET_KEYWORDS = set("model const input output def return if else for in train and or not true false".split())
+
+
+def check_translation(ncc, path, args, outs, d, case):
+    """A passed case's --emit=net translation (with the weights written
+    beside it) must give the very bits the ONNX model gave."""
+    net, st = os.path.join(d, "case.net"), os.path.join(d, "case.safetensors")
+    for f in (net, st):
+        if os.path.exists(f):
+            os.remove(f)
+    p = subprocess.run([ncc, path, "--emit=net", "-o", net], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True, errors="replace", timeout=300)
+    if p.returncode == 1 and "has no spelling" in p.stdout:
+        NET_REFUSED.append((case, p.stdout.strip().splitlines()[-1].split("error: ")[-1]))
+        return "pass", ""
+    if p.returncode == 1 and "has no spelling" in p.stdout:
+        NET_REFUSED.append((os.path.basename(path), p.stdout.strip().splitlines()[-1]))
+        return "pass", ""
+    if p.returncode != 0:
+        return "FAIL", "--emit=net exited %d:\n%s" % (p.returncode, p.stdout)
+    nargs = ["--weights", st] if os.path.exists(st) else []
+    for k in range(0, len(args), 2):   # a name .net reserves gets a trailing _
+        name, f = args[k + 1].split("=", 1)
+        nargs += [args[k], "%s%s=%s" % (name, "_" if name in NET_KEYWORDS else "", f + ".net.npy" if args[k] == "--output" else f)]
+    p = subprocess.run([ncc, "run", net] + nargs, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True, errors="replace", timeout=300)
+    if p.returncode != 0:
+        return "FAIL", "the --emit=net translation exited %d:\n%s\n%s" % (p.returncode, p.stdout, open(net).read())
+    for p_out in outs:
+        a, b = np.load(p_out), np.load(p_out + ".net.npy")
+        if a.shape != b.shape or a.tobytes() != b.tobytes():
+            return "FAIL", "the --emit=net translation gives other bits for %s" % os.path.basename(p_out)
     return "pass", ""
 
 
@@ -233,6 +272,10 @@ def main():
     tot = [sum(r[k] for r in table) for k in range(1, 6)]
     print("%-*s %5d %6d %8d %7d %6d" % ((w, "total") + tuple(tot)))
     print("tolerance: rtol %g, atol %g; onnx %s" % (RTOL, ATOL, onnx.__version__))
+    print("--emit=net: every passed case's translation gives the same bits, but %d that .net cannot write%s"
+          % (len(NET_REFUSED), "".join("\n  " + m for _, m in NET_REFUSED)))
+    print("--emit=net: every passed case's translation gives the same bits, but %d that .net cannot write%s"
+          % (len(NET_REFUSED), "".join("\n  %s: %s" % r for r in NET_REFUSED)))
     return 1 if failed else 0
 
 
