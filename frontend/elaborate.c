@@ -992,6 +992,7 @@ static Val call_op(Elab *E, const OpSpec *sp, Expr *c) {
     memcpy(a.kernel, ARG("kernel")->pair, sizeof a.kernel);
     memcpy(a.stride, ARG("stride")->pair, sizeof a.stride);
     memcpy(a.pad, ARG("pad")->pair, sizeof a.pad);
+    if (op == OP_MAXPOOL2D) memcpy(a.dilation, ARG("dilation")->pair, sizeof a.dilation);
     break;
   case OP_SOFTMAX: case OP_LOG_SOFTMAX: {
     Arg *ax = ARG("axis");

@@ -457,7 +457,7 @@ case("dropout_identity", ["op"])(
     lambda ctx: act_case(ctx, None, "dropout2d(dropout(x, 0.5), 0.3)", lambda F, x: x))
 
 
-def pool_case(ctx, kind, shape, k, s=None, p=None, env=None, lo=-2.0, hi=2.0):
+def pool_case(ctx, kind, shape, k, s=None, p=None, env=None, lo=-2.0, hi=2.0, d=None):
     import torch.nn.functional as F
     seed(7)
     x = as64(rand(*shape, lo=lo, hi=hi))
@@ -466,12 +466,14 @@ def pool_case(ctx, kind, shape, k, s=None, p=None, env=None, lo=-2.0, hi=2.0):
         extra += ", stride=%s" % pair(s)
     if p is not None:
         extra += ", pad=%s" % pair(p)
+    if d is not None:
+        extra += ", dilation=%s" % pair(d)
     net = ("model %s\ninput x: f32[%s]\ny = %s(x, %s%s)\noutput y\n"
            % (ctx.name, dims(shape), kind, pair(k), extra))
     stride = k if s is None else s
     pad = 0 if p is None else p
     if kind == "maxpool2d":
-        ref = F.max_pool2d(x, k, stride, pad)
+        ref = F.max_pool2d(x, k, stride, pad, 1 if d is None else d)
     else:   # PyTorch's default count_include_pad=True: padding zeros count in the mean
         ref = F.avg_pool2d(x, k, stride, pad)
     run_and_compare(ctx, net, None, {"x": f32np(x)}, {"y": ref.numpy()}, env=env)
@@ -490,6 +492,11 @@ for _k in ("maxpool2d", "avgpool2d"):
         case("%s_%s" % (_k, _v), ["op", "pool"])(
             lambda ctx, k=_k, v=_v: pool_case(ctx, k, *POOLS[v]))
 
+
+# dilated max pooling (nn.MaxPool2d's dilation)
+case("maxpool2d_dil2", ["op", "pool"])(lambda ctx: pool_case(ctx, "maxpool2d", (2, 3, 9, 10), 3, 1, 1, d=2))
+case("maxpool2d_dil_asym", ["op", "pool"])(
+    lambda ctx: pool_case(ctx, "maxpool2d", (1, 2, 11, 9), (2, 3), (2, 1), (1, 1), d=(3, 2)))
 
 # all inputs negative: padding must not take part in a max (PyTorch pads with -inf)
 case("maxpool2d_negative_pad", ["op", "pool"])(

@@ -317,13 +317,15 @@ class Net:
             return self.op(text, lambda P, a: F.leaky_relu(a, s), h)
         return self.op("%s({0})" % kind, lambda P, a: fns[kind](a), h)
 
-    def pool(self, kind, h, k, s=None, p=None):
+    def pool(self, kind, h, k, s=None, p=None, d=None):
         import torch.nn.functional as F
         extra = ("" if s is None else ", stride=%s" % O.pair(s)) + ("" if p is None else ", pad=%s" % O.pair(p))
+        extra += "" if d is None else ", dilation=%s" % O.pair(d)
         st = k if s is None else s
         pd = 0 if p is None else p
         if kind == "maxpool2d":
-            return self.op("maxpool2d({0}, %s%s)" % (O.pair(k), extra), lambda P, a: F.max_pool2d(a, k, st, pd), h)
+            return self.op("maxpool2d({0}, %s%s)" % (O.pair(k), extra),
+                           lambda P, a: F.max_pool2d(a, k, st, pd, 1 if d is None else d), h)
         return self.op("avgpool2d({0}, %s%s)" % (O.pair(k), extra),
                        lambda P, a: F.avg_pool2d(a, k, st, pd, count_include_pad=True), h)
 
@@ -875,6 +877,7 @@ POOLS = {   # kind, (k, stride, pad)
     "maxpool2d_k2": ("maxpool2d", (2, None, None)),
     "maxpool2d_k3_s2_p1": ("maxpool2d", (3, 2, 1)),
     "maxpool2d_k3_s1": ("maxpool2d", (3, 1, None)),
+    "maxpool2d_k3_d2": ("maxpool2d", (3, 1, 1, 2)),
     "avgpool2d_k2": ("avgpool2d", (2, None, None)),
     "avgpool2d_k3_s2_p1": ("avgpool2d", (3, 2, 1)),
     "avgpool2d_asym": ("avgpool2d", ((2, 3), (2, 1), (1, 1))),
@@ -882,10 +885,10 @@ POOLS = {   # kind, (k, stride, pad)
 
 
 def pool_spec(v):
-    kind, (k, s, p) = POOLS[v]
+    kind, args = POOLS[v]
     net = Net(2, (3, 9, 9), seed=8)
     h = net.conv2d(net.x, 4, 3, pad=1, name="conv")
-    net.head(net.pool(kind, h, k, s, p))
+    net.head(net.pool(kind, h, *args))
     return spec_of("grad_" + v, net)
 
 
