@@ -193,8 +193,7 @@ static const char *const *layer_slots(const Node *n) {
   }
 }
 
-static void rename_param(W *w, Node *p, const char *to, const char *why) {
-  (void)why;
+static void rename_param(W *w, Node *p, const char *to) {
   w->pname[p->id] = to;
   if (!strcmp(to, p->name)) return;
   if (w->nren == w->capren) {
@@ -253,11 +252,11 @@ static void plan_params(W *w) {
       size_t l = strlen(n->in[1]->def->name) - strlen(layer_slots(n)[1]) - 1;
       w->lname[n->id] = arena_strndup(w->ar, p, l);
       for (int k = 1; k < n->nin; k++) {
-        rename_param(w, n->in[k]->def, n->in[k]->def->name, NULL);
+        rename_param(w, n->in[k]->def, n->in[k]->def->name);
         strs_add(&w->taken_params, n->in[k]->def->name);
       }
     } else if (n->op == OP_PARAM && !w->owner[n->id] && name_ok(n->name) && !strs_has(&w->taken_params, n->name)) {
-      rename_param(w, n, n->name, NULL);
+      rename_param(w, n, n->name);
       strs_add(&w->taken_params, n->name);
     }
   }
@@ -280,13 +279,13 @@ static void plan_params(W *w) {
       w->lname[n->id] = l;
       for (int s = 1; s < n->nin; s++) {
         const char *nm = arena_printf(w->ar, "%s.%s", l, slot[s]);
-        rename_param(w, n->in[s]->def, nm, NULL);
+        rename_param(w, n->in[s]->def, nm);
         strs_add(&w->taken_params, nm);
       }
     } else if (n->op == OP_PARAM && !w->owner[n->id] && !w->pname[n->id]) {
       const char *base = sanitize_name(w->ar, n->name), *nm = *base ? base : "parameter";
       for (int k = 2; strs_has(&w->taken_params, nm); k++) nm = arena_printf(w->ar, "%s_%d", base, k);
-      rename_param(w, n, nm, NULL);
+      rename_param(w, n, nm);
       strs_add(&w->taken_params, nm);
     }
   }
@@ -316,20 +315,21 @@ static void pair_text(char *b, size_t n, const int *p) {
   else snprintf(b, n, "[%d, %d]", p[0], p[1]);
 }
 
+/* "[d0, d1, ...]", the first written as `first` when given */
+static const char *dims_text(W *w, const int64_t *d, int n, const char *first) {
+  const char *t = "[";
+  for (int i = 0; i < n; i++)
+    t = i == 0 && first ? arena_printf(w->ar, "%s%s", t, first)
+                        : arena_printf(w->ar, "%s%s%lld", t, i ? ", " : "", (long long)d[i]);
+  return arena_printf(w->ar, "%s]", t);
+}
+
+/* reshape's shape: the batch const where the reshape keeps the batch on the
+ * first axis, so that --set N=K still compiles the translation */
 static const char *list_text(W *w, const Node *n) {
-  char b[400];
-  size_t k = 0;
-  k += (size_t)snprintf(b + k, sizeof b - k, "[");
-  for (int i = 0; i < n->a.nlist; i++) {
-    int64_t d = n->a.list[i];
-    /* the batch const where the reshape keeps the batch on the first axis */
-    if (i == 0 && w->batch && d == w->batch && n->in[0]->shape.rank > 0 && n->in[0]->shape.d[0] == d)
-      k += (size_t)snprintf(b + k, sizeof b - k, "%s", w->g->batch_const);
-    else
-      k += (size_t)snprintf(b + k, sizeof b - k, "%s%lld", i ? ", " : "", (long long)d);
-  }
-  snprintf(b + k, sizeof b - k, "]");
-  return arena_strdup(w->ar, b);
+  int keeps = w->batch && n->a.nlist > 0 && n->a.list[0] == w->batch && n->in[0]->shape.rank > 0 &&
+              n->in[0]->shape.d[0] == w->batch;
+  return dims_text(w, n->a.list, n->a.nlist, keeps ? w->g->batch_const : NULL);
 }
 
 /* The text of argument `arg` (spec kind and default) of n's call, or NULL
@@ -360,14 +360,7 @@ static const char *arg_text(W *w, const Node *n, const char *arg, const char *de
     return def && a->axis == d ? NULL : arena_printf(w->ar, "%d", a->axis);
   }
   if (!strcmp(arg, "shape")) return list_text(w, n);
-  if (!strcmp(arg, "perm")) {
-    char lb[400];
-    size_t k = 0;
-    k += (size_t)snprintf(lb, sizeof lb, "[");
-    for (int i = 0; i < a->nlist; i++) k += (size_t)snprintf(lb + k, sizeof lb - k, "%s%lld", i ? ", " : "", (long long)a->list[i]);
-    snprintf(lb + k, sizeof lb - k, "]");
-    return arena_strdup(w->ar, lb);
-  }
+  if (!strcmp(arg, "perm")) return dims_text(w, a->list, a->nlist, NULL);
   werr(w, n, "argument '%s' has no .net spelling in this writer", arg);
   return NULL;
 }
@@ -387,27 +380,22 @@ static const char *operand(W *w, const Node *n, int k) {
   return w->var[v->id];
 }
 
-/* The call that makes node n, without a trailing newline. */
+/* The call that makes node n, without a trailing newline (strings grow in
+ * the graph's arena: a concat of 64 long names has no fixed bound). */
 static const char *call_text(W *w, Node *n) {
-  static char b[8192];
-  size_t k = 0;
   const OpInfo *oi = &ncc_ops[n->op];
+  char nm[300] = "";
+  size_t nk = 0;
   if (oi->flags & OPF_BINARY) {
     const char *l = operand(w, n, 0), *r = operand(w, n, 1);
     if (n->in[0]->def->op == OP_CONST && n->in[1]->def->op == OP_CONST)
       werr(w, n, "both operands are constants");
-    char nm[300] = "";
-    size_t nk = 0;
     name_arg(w, n, n->op, n->name, nm, sizeof nm, &nk);
-    if (!nk) {
-      static const char ops[] = {[OP_ADD] = '+', [OP_SUB] = '-', [OP_MUL] = '*', [OP_DIV] = '/'};
-      snprintf(b, sizeof b, "%s %c %s", l, ops[n->op], r);
-    } else {
-      snprintf(b, sizeof b, "%s(%s, %s%s)", oi->name, l, r, nm);
-    }
-    return arena_strdup(w->ar, b);
+    if (nk) return arena_printf(w->ar, "%s(%s, %s%s)", oi->name, l, r, nm);
+    static const char ops[] = {[OP_ADD] = '+', [OP_SUB] = '-', [OP_MUL] = '*', [OP_DIV] = '/'};
+    return arena_printf(w->ar, "%s %c %s", l, ops[n->op], r);
   }
-  k += (size_t)snprintf(b + k, sizeof b - k, "%s(", oi->name);
+  const char *b = arena_printf(w->ar, "%s(", oi->name);
   /* the spec: "x:tensor out:int kernel:int2 stride:int2=1 ..." */
   char spec[256];
   snprintf(spec, sizeof spec, "%s", oi->args);
@@ -419,12 +407,12 @@ static const char *call_text(W *w, Node *n) {
     char *def = strchr(kind, '=');
     if (def) *def++ = 0;
     if (!strcmp(kind, "tensors")) {   /* concat */
-      for (int i = 0; i < n->nin; i++) k += (size_t)snprintf(b + k, sizeof b - k, "%s%s", i ? ", " : "", operand(w, n, i));
+      for (int i = 0; i < n->nin; i++) b = arena_printf(w->ar, "%s%s%s", b, i ? ", " : "", operand(w, n, i));
       first = 0;
       continue;
     }
     if (!strcmp(kind, "tensor")) {
-      k += (size_t)snprintf(b + k, sizeof b - k, "%s%s", first ? "" : ", ", operand(w, n, ti++));
+      b = arena_printf(w->ar, "%s%s%s", b, first ? "" : ", ", operand(w, n, ti++));
       first = 0;
       continue;
     }
@@ -432,14 +420,12 @@ static const char *call_text(W *w, Node *n) {
     if (!t) { positional = 0; continue; }
     /* the first argument without a default by position (conv2d(x, 64, ...),
      * maxpool2d(h, 2)); the rest by keyword */
-    if (positional && !def) k += (size_t)snprintf(b + k, sizeof b - k, ", %s", t);
-    else k += (size_t)snprintf(b + k, sizeof b - k, ", %s=%s", tok, t);
+    if (positional && !def) b = arena_printf(w->ar, "%s, %s", b, t);
+    else b = arena_printf(w->ar, "%s, %s=%s", b, tok, t);
     positional = 0;
   }
-  if (k >= sizeof b - 300) werr(w, n, "the call is too long to write");
-  name_arg(w, n, n->op, layer_slots(n) ? w->lname[n->id] : n->name, b, sizeof b - 2, &k);
-  snprintf(b + k, sizeof b - k, ")");
-  return arena_strdup(w->ar, b);
+  name_arg(w, n, n->op, layer_slots(n) ? w->lname[n->id] : n->name, nm, sizeof nm, &nk);
+  return arena_printf(w->ar, "%s%s)", b, nm);
 }
 
 /* ---- the file ---- */
@@ -584,24 +570,18 @@ int frontend_emit_net(Graph *g, const NetOpts *no, FILE *out, NetRename **ren, i
     if (n->op == OP_PARAM && w.owner[n->id]) continue;   /* made by its layer's call */
     const char *expr, *note = NULL;
     if (n->op == OP_PARAM) {
-      char b[400];
-      size_t k = 0;
-      k += (size_t)snprintf(b, sizeof b, "parameter([");
-      for (int d = 0; d < v->shape.rank; d++) k += (size_t)snprintf(b + k, sizeof b - k, "%s%lld", d ? ", " : "", (long long)v->shape.d[d]);
-      k += (size_t)snprintf(b + k, sizeof b - k, "]");
-      name_arg(&w, n, OP_PARAM, w.pname[n->id], b, sizeof b - 2, &k);
-      snprintf(b + k, sizeof b - k, ")");
-      expr = arena_strdup(w.ar, b);
+      char nm[300] = "";
+      size_t nk = 0;
+      name_arg(&w, n, OP_PARAM, w.pname[n->id], nm, sizeof nm, &nk);
+      expr = arena_printf(w.ar, "parameter(%s%s)", dims_text(&w, v->shape.d, v->shape.rank, NULL), nm);
       if (strcmp(w.pname[n->id], n->name)) note = arena_printf(w.ar, "'%s' in the source", n->name);
     } else {
       expr = call_text(&w, n);
       const char *const *slot = layer_slots(n);
       if (slot && strcmp(w.pname[n->in[1]->def->id], n->in[1]->def->name)) {
-        char b[600];
-        size_t k = 0;
-        for (int s = 1; s < n->nin; s++)
-          k += (size_t)snprintf(b + k, k < sizeof b ? sizeof b - k : 0, "%s%s", s > 1 ? ", " : "", n->in[s]->def->name);
-        note = arena_printf(w.ar, "parameters %s in the source", b);
+        note = "parameters";
+        for (int s = 1; s < n->nin; s++) note = arena_printf(w.ar, "%s%s %s", note, s > 1 ? "," : "", n->in[s]->def->name);
+        note = arena_printf(w.ar, "%s in the source", note);
       }
     }
     /* the variable */
