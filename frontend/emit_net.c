@@ -62,7 +62,8 @@ typedef struct W {
   Strs taken_params, taken_vars;
   int counts[OP__COUNT];   /* .net's per-op counters for unnamed nodes */
   int nh;                  /* the last h<k> variable */
-  int64_t batch;           /* the batch const's value (Graph.batch_const), or 0 */
+  const char *bconst;      /* the batch const (Graph.batch_const) when .net can name it, or NULL */
+  int64_t batch;           /* its value, or 0 */
   NetRename *ren; int nren, capren;
   int errors;
 } W;
@@ -329,7 +330,7 @@ static const char *dims_text(W *w, const int64_t *d, int n, const char *first) {
 static const char *list_text(W *w, const Node *n) {
   int keeps = w->batch && n->a.nlist > 0 && n->a.list[0] == w->batch && n->in[0]->shape.rank > 0 &&
               n->in[0]->shape.d[0] == w->batch;
-  return dims_text(w, n->a.list, n->a.nlist, keeps ? w->g->batch_const : NULL);
+  return dims_text(w, n->a.list, n->a.nlist, keeps ? w->bconst : NULL);
 }
 
 /* The text of argument `arg` (spec kind and default) of n's call, or NULL
@@ -517,7 +518,8 @@ int frontend_emit_net(Graph *g, const NetOpts *no, FILE *out, NetRename **ren, i
   plan_params(&w);
 
   /* names variables must not take: inputs, outputs, losses, the batch const */
-  if (g->batch_const) strs_add(&w.taken_vars, g->batch_const);
+  w.bconst = g->batch_const && ident_ok(g->batch_const) ? g->batch_const : NULL;
+  if (w.bconst) strs_add(&w.taken_vars, w.bconst);
   for (int i = 0; i < g->nnodes; i++)
     if (g->nodes[i]->op == OP_INPUT) strs_add(&w.taken_vars, g->nodes[i]->name);
   for (int i = 0; i < g->noutputs; i++) strs_add(&w.taken_vars, g->outputs[i].name);
@@ -538,11 +540,11 @@ int frontend_emit_net(Graph *g, const NetOpts *no, FILE *out, NetRename **ren, i
   if (no && no->banner) fputs(no->banner, f);
   fprintf(f, "model %s\n", model);
   int64_t batch = 0;
-  if (g->batch_const) {
+  if (w.bconst) {
     for (int i = 0; i < g->nnodes && !batch; i++)
       if (g->nodes[i]->op == OP_INPUT && g->nodes[i]->out->shape.rank > 0) batch = g->nodes[i]->out->shape.d[0];
-    fprintf(f, "const %s = %lld   # the batch: --set %s=K compiles it for another\n", g->batch_const, (long long)batch,
-            g->batch_const);
+    fprintf(f, "const %s = %lld   # the batch: --set %s=K compiles it for another\n", w.bconst, (long long)batch,
+            w.bconst);
     w.batch = batch;
   }
   int blank_after_inputs = 0, deferring = 0;
@@ -558,7 +560,7 @@ int frontend_emit_net(Graph *g, const NetOpts *no, FILE *out, NetRename **ren, i
       w.pinned[v->id] = 1;
       fprintf(f, "input %s: %s[", nm, dtype_name(v->dtype));
       for (int d = 0; d < v->shape.rank; d++) {
-        if (d == 0 && g->batch_const) fprintf(f, "%s", g->batch_const);
+        if (d == 0 && w.bconst) fprintf(f, "%s", w.bconst);
         else fprintf(f, "%s%lld", d ? ", " : "", (long long)v->shape.d[d]);
       }
       fprintf(f, "]%s\n", strcmp(nm, n->name) ? arena_printf(w.ar, "   # '%s' in the source: a keyword of .net", n->name) : "");
@@ -593,7 +595,7 @@ int frontend_emit_net(Graph *g, const NetOpts *no, FILE *out, NetRename **ren, i
     else if (is_out) var = out_name;
     if (var) {
       /* an output named like an input (or the batch const) is bound at the end */
-      int clash = g->batch_const && !strcmp(var, g->batch_const);
+      int clash = w.bconst && !strcmp(var, w.bconst);
       for (int j = 0; j < g->nnodes && !clash; j++)
         clash = g->nodes[j]->op == OP_INPUT && !strcmp(g->nodes[j]->name, var);
       if (clash) var = NULL;
