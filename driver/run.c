@@ -174,6 +174,8 @@ static int check_files(const Options *o) {
  *   device: emu (2 threads)      what the object is built for (emu, cuda ...)
  *   model: lenet                 the prefix of the generated API's symbols
  *   object: /abs/path/lenet-....so
+ * and for an ONNX model, whose weights the file carries, a fourth:
+ *   weights: /abs/path/lenet-....safetensors   (its initializers, beside the object)
  * The object must outlive this process, so it must be in the cache. */
 static int print_object(const Options *o) {
   Model M;
@@ -182,12 +184,17 @@ static int print_object(const Options *o) {
   if (!rc && M.tmpdir[0] && !strncmp(M.so_path, M.tmpdir, strlen(M.tmpdir)))
     rc = drv_error("--print-object: no writable compile cache to keep the object in "
                    "(set NCC_CACHE_DIR to a writable folder)");
+  char *wpath = NULL;
+  if (!rc) rc = onnx_weights_beside(o, M.g, M.so_path, NULL, 0, &wpath);
   if (!rc) {
-    char *abs = realpath(M.so_path, NULL);
+    char *abs = realpath(M.so_path, NULL), *wabs = wpath ? realpath(wpath, NULL) : NULL;
     printf("device: %s\nmodel: %s\nobject: %s\n", M.devdesc, M.name, abs ? abs : M.so_path);
+    if (wpath) printf("weights: %s\n", wabs ? wabs : wpath);
     free(abs);
+    free(wabs);
     fflush(stdout);
   }
+  free(wpath);
   model_close(&M);
   return rc;
 }

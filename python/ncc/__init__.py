@@ -176,11 +176,11 @@ class Model:
 
         Model(net, *options, weights=None, device="auto")
 
-    net: a .net file.  options: ncc's command-line words for compiling
+    net: a .net file or an ONNX model.  options: ncc's command-line words for compiling
     (`"-O3"`, `"--cublas"`, `"--set", "N=8"`, `"--precision=tf32"` ...), as
     separate strings or one list.  weights: a safetensors file or a dict of
     arrays by state_dict name (see load); without weights the parameters are
-    zero.  device: "auto", "emu" or "cuda" (`ncc run --device`).
+    zero, but for an ONNX model, whose own weights (its initializers) load.  device: "auto", "emu" or "cuda" (`ncc run --device`).
 
     Attributes: name, inputs, outputs, params (lists of TensorInfo),
     max_batch (the compiled N: the first dimension of the inputs),
@@ -228,6 +228,8 @@ class Model:
                 self._destroy(m)
             raise Error("cannot create the model %s on %s: %s" % (self.name, self.device, msg))
         self._m = m
+        if weights is None and "weights" in lines:   # an ONNX model's initializers
+            weights = lines["weights"]
         if weights is not None:
             self.load(weights)
 

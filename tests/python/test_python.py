@@ -171,6 +171,30 @@ def _mlp(ctx):
     close_to("logits", m(x), torch_ref(t, x))
 
 
+@case("onnx")
+def _onnx(ctx):
+    """An ONNX model: its own weights (the initializers) load without
+    weights=, and the outputs equal PyTorch's."""
+    need_torch()
+    try:
+        import onnx  # noqa: F401  (torch.onnx.export needs it)
+    except ImportError as e:
+        raise Skip("%s" % e)
+    import torch
+    import ncc
+    t = lenet(6)
+    x = images(2, seed=6)
+    path = os.path.join(ctx.work, "lenet.onnx")
+    torch.onnx.export(t.eval(), torch.from_numpy(x), path, opset_version=13, input_names=["x"], output_names=["y"])
+    try:
+        m = ncc.compile(path)
+    except ncc.Error as e:
+        if "without ONNX support" in str(e):
+            raise Skip("ncc was built without ONNX support")
+        raise
+    close_to("y (the file's weights)", m(x), torch_ref(t, x))
+
+
 @case("tf32")
 def _tf32(ctx):
     """--precision=tf32: LeNet within the oracle's TF32 tolerance of fp32 PyTorch."""
