@@ -40,7 +40,7 @@ static int reduce_out(Cg *c, const KGroup *gr, KParams *p, const char *setup, co
   int T = block ? cg_reduce_threads(R) : 256;
   if (block) {
     /* the setup and the loop one level out: the reduction's barriers are reached by every thread */
-    buf_printf(&b, "  %s float red[%d];\n", D_SHARED, T);
+    cg_reduce_shared(&b, "red", T);
     buf_printf(&b, "  int o = %s, t = %s;\n", D_BID_X, D_TID_X);
     puts_dedent(&b, setup);
     buf_printf(&b, "  float acc = 0.0f;\n  for (int j = t; j < %lld; j += %d) {\n", LL(R), T);
@@ -87,7 +87,7 @@ int emit_bn_stats(Cg *c, const KGroup *gr) {
   /* the step's batch (m->nb, 1..N; cg_step_rows): the statistics of its rows alone */
   char nbuf[32];
   const char *nb = cg_step_rows(c, &p, N, nbuf, sizeof nbuf);
-  buf_printf(&b, "  %s float red[%d];\n", D_SHARED, T);
+  cg_reduce_shared(&b, "red", T);
   buf_printf(&b, "  int ch = %s, t = %s, m = %s * %lld;\n", D_BID_X, D_TID_X, nb, LL(HW));
   buf_printf(&b, "  const float *xc = %s + ch * %lld;\n", x, LL(HW));
   /* element j of the channel: image j / HW, position j % HW */
@@ -481,7 +481,7 @@ int emit_softmax_bwd(Cg *c, const KGroup *gr) {
   KParams p = {0};
   Buf b = {0};
   const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *y = kp_value(c, &p, n->in[1], 0, "y");
-  buf_printf(&b, "  %s float red[%d];\n", D_SHARED, T);
+  cg_reduce_shared(&b, "red", T);
   buf_printf(&b, "  int row = %s, t = %s;\n", D_BID_X, D_TID_X);
   if (inner == 1) buf_printf(&b, "  int base = row * %lld;\n", LL(D));
   else buf_printf(&b, "  int base = (row / %lld) * %lld + row %% %lld;\n", LL(inner), LL(D * inner), LL(inner));
@@ -534,7 +534,7 @@ int emit_loss_bwd(Cg *c, const KGroup *gr) {
   /* cross entropy: the row's softmax as emit_softmax computes it */
   const char *x = kp_value(c, &p, n->in[1], 0, "logits"), *lb = kp_value(c, &p, n->in[2], 0, "labels");
   int T = cg_reduce_threads(C);
-  buf_printf(&b, "  %s float red[%d];\n", D_SHARED, T);
+  cg_reduce_shared(&b, "red", T);
   buf_printf(&b, "  int row = %s, t = %s;\n", D_BID_X, D_TID_X);
   buf_printf(&b, "  const float *xr = %s + row * %lld;\n  int label = %s[row];\n", x, LL(C), lb);
   buf_printf(&b, "  float mx = %s;\n  for (int j = t; j < %lld; j += %d) {\n    float e = xr[j];\n"
@@ -593,7 +593,7 @@ int emit_layernorm_bwd(Cg *c, const KGroup *gr) {
   const char *w = kp_value(c, &p, n->in[2], 0, "weight");
   int T = cg_reduce_threads(D);
   Buf b = {0};
-  buf_printf(&b, "  %s float red[%d];\n", D_SHARED, T);
+  cg_reduce_shared(&b, "red", T);
   buf_printf(&b, "  int row = %s, t = %s;\n", D_BID_X, D_TID_X);
   buf_printf(&b, "  const float *xr = %s + row * %lld;\n  const float *dyr = %s + row * %lld;\n", x, LL(D), dy, LL(D));
   ln_row_stats(&b, "xr", D, T, n->a.eps);
@@ -642,7 +642,7 @@ int emit_bn_bwd(Cg *c, const KGroup *gr) {
   const char *nb = cg_step_rows(c, &p, N, nbuf, sizeof nbuf);
   int T = cg_reduce_threads(M);
   Buf b = {0};
-  buf_printf(&b, "  %s float red[%d];\n", D_SHARED, T);
+  cg_reduce_shared(&b, "red", T);
   buf_printf(&b, "  int ch = %s, t = %s, m = %s * %lld;\n", D_BID_X, D_TID_X, nb, LL(HW));
   buf_printf(&b, "  float mean = %s[ch], rstd = 1.0f / sqrtf(%s[%lld + ch] + %s);\n", st, st, LL(C), el);
   buf_printf(&b, "  float sd = 0.0f, sdx = 0.0f;\n  for (int j = t; j < m; j += %d) {\n    int i = %s;\n", T, ej);

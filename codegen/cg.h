@@ -107,12 +107,15 @@ typedef struct CgKernel {
   char *name;
   char *text;        /* full definition, the name spelled "@K@" */
   char *args;        /* NCC_ARG list for NCC_KERNEL_DESC, without parentheses */
-  int flags;         /* NCC_KF_BARRIER_ */
+  int flags;         /* NCC_KF_BARRIER_, NCC_KF_WARP_: set from the text by cg_kernel */
   uint64_t hash;     /* of text and args: dedupe compares strings only on a match */
   int load_time;     /* launched by M_prepare(), printed in the load-time part of the section */
 } CgKernel;
 
 #define NCC_KF_BARRIER_ 1   /* = NCC_KF_BARRIER of ncc_rt.h, which the compiler does not include */
+#define NCC_KF_WARP_ 2      /* = NCC_KF_WARP: the kernel uses warp collectives */
+/* The NCC_KERNEL_DESC spelling of a kernel's flags. */
+const char *cg_flags_name(int flags);
 
 /* Parameters of one kernel being built: declaration text and the host
  * expressions that point at the values (cudaLaunchKernel convention). */
@@ -173,6 +176,9 @@ const char *cg_kernel(Cg *c, const char *op, int flags, const KParams *p, const 
 const char *cg_opname(const KGroup *gr, const char *base, char out[96]);
 /* Wraps `body` into a kernel definition with the params' signature and registers it. */
 const char *cg_finish(Cg *c, const char *op, int flags, const KParams *p, const Buf *body);
+/* A warp-per-row kernel's end: rows of a group's value, per_block of them in a
+ * block of 256 threads (the body tests its own row and stores in an if). */
+int cg_rows_finish(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t total, int64_t per_block);
 /* Appends the host statements launching `name` with the params' host args. */
 void cg_launch(Cg *c, const char *name, const KParams *p, long long gx, long long gy, long long gz,
                int bx, int by, size_t shmem);
@@ -303,6 +309,8 @@ size_t gemm_workspace_bytes(const Cg *c, const Node *n);
 int cg_reduce_threads(int64_t d);
 /* Block-wide reduction of the float `var` over `nthr` threads in shared array
  * `red` (declared by the caller); leaves the result in var for every thread. */
+/* The shared array of cg_block_reduce with nthr threads (none for one warp). */
+void cg_reduce_shared(Buf *b, const char *red, int nthr);
 void cg_block_reduce(Buf *b, const char *red, const char *var, int nthr, int is_max, int ind);
 
 void cg_ind(Buf *b, int ind);

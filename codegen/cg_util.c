@@ -74,8 +74,20 @@ static uint64_t fnv1a(uint64_t h, const char *s) {
   return h;
 }
 
+const char *cg_flags_name(int flags) {
+  static const char *const nm[4] = {"0", "NCC_KF_BARRIER", "NCC_KF_WARP", "NCC_KF_BARRIER_WARP"};
+  return nm[flags & 3];
+}
+
 const char *cg_kernel(Cg *c, const char *op, int flags, const KParams *p, const char *text) {
   Buf args = {0};
+  /* the emulator's flags follow from the text, so that they cannot disagree
+   * with it (codegen.ptxas checks the barrier flag against ptxas again) */
+  flags &= ~(NCC_KF_BARRIER_ | NCC_KF_WARP_);
+  if (strstr(text, "__syncthreads()")) flags |= NCC_KF_BARRIER_;
+  if (strstr(text, "__shfl_") || strstr(text, "__syncwarp(") || strstr(text, "__ballot_sync(") ||
+      strstr(text, "__all_sync(") || strstr(text, "__any_sync(") || strstr(text, "__activemask("))
+    flags |= NCC_KF_WARP_;
   args_list(p, &args);
   uint64_t h = fnv1a(fnv1a(14695981039346656037ULL, text), args.s ? args.s : "");
   for (int i = 0; i < c->nk; i++)
@@ -457,26 +469,41 @@ int cg_reduce_threads(int64_t d) {
   return t;
 }
 
+void cg_reduce_shared(Buf *b, const char *red, int nthr) {
+  if (nthr > 32) buf_printf(b, "  %s float %s[%d];\n", D_SHARED, red, nthr / 32);
+}
+
 void cg_block_reduce(Buf *b, const char *red, const char *var, int nthr, int is_max, int ind) {
-  /* a tree in shared memory; every barrier is reached by all threads (the
-   * loops are block-uniform), and the final read is fenced before reuse */
+  /* each warp by shuffles (a butterfly: every lane ends with its warp's
+   * result), then the warps' results through red[0 .. nthr/32 - 1], combined
+   * in the same order by every thread; all threads reach the shuffles and
+   * barriers (block-uniform code, nthr a multiple of 32), and the last
+   * barrier fences the reads of red before its next use */
+  int nw = nthr / 32;
   cg_ind(b, ind);
-  buf_printf(b, "%s[t] = %s;\n", red, var);
-  cg_ind(b, ind);
-  buf_printf(b, "%s\n", D_BARRIER);
-  cg_ind(b, ind);
-  buf_printf(b, "for (int s = %d; s > 0; s >>= 1) {\n", nthr / 2);
+  buf_puts(b, "for (int ws = 16; ws > 0; ws >>= 1) {\n");
   cg_ind(b, ind + 1);
   /* the maximum propagates NaN, as PyTorch's max does (fmaxf would drop it) */
-  if (is_max) buf_printf(b, "if (t < s && (%s[t + s] > %s[t] || %s[t + s] != %s[t + s])) %s[t] = %s[t + s];\n", red, red,
-                         red, red, red, red);
-  else buf_printf(b, "if (t < s) %s[t] = %s[t] + %s[t + s];\n", red, red, red);
-  cg_ind(b, ind + 1);
-  buf_printf(b, "%s\n", D_BARRIER);
+  if (is_max) buf_printf(b, "float o = __shfl_xor_sync(0xffffffffu, %s, ws);\n", var);
+  else buf_printf(b, "%s = %s + __shfl_xor_sync(0xffffffffu, %s, ws);\n", var, var, var);
+  if (is_max) {
+    cg_ind(b, ind + 1);
+    buf_printf(b, "if (o > %s || o != o) %s = o;\n", var, var);
+  }
   cg_ind(b, ind);
   buf_puts(b, "}\n");
+  if (nw <= 1) return;
+  cg_ind(b, ind);
+  buf_printf(b, "if ((t & 31) == 0) %s[t >> 5] = %s;\n", red, var);
+  cg_ind(b, ind);
+  buf_printf(b, "%s\n", D_BARRIER);
   cg_ind(b, ind);
   buf_printf(b, "%s = %s[0];\n", var, red);
+  cg_ind(b, ind);
+  if (is_max)
+    buf_printf(b, "for (int wi = 1; wi < %d; wi++)\n", nw), cg_ind(b, ind + 1),
+        buf_printf(b, "if (%s[wi] > %s || %s[wi] != %s[wi]) %s = %s[wi];\n", red, var, red, red, var, red);
+  else buf_printf(b, "for (int wi = 1; wi < %d; wi++) %s = %s + %s[wi];\n", nw, var, var, red);
   cg_ind(b, ind);
   buf_printf(b, "%s\n", D_BARRIER);
 }
@@ -538,6 +565,13 @@ int cg_flat_finish(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t total) {
   CgBatch bg;
   const CgBatch *bp = total == shape_numel(&group_out(gr)->shape) ? cg_batch_grid(c, gr, 0, total, 256, &bg) : NULL;
   return finish_store(c, gr, p, b, 0, (total + 255) / 256, 256, bp);
+}
+
+int cg_rows_finish(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t total, int64_t per_block) {
+  CgBatch bg;
+  const CgBatch *bp =
+      total == shape_numel(&group_out(gr)->shape) ? cg_batch_grid(c, gr, 0, total, per_block, &bg) : NULL;
+  return finish_store(c, gr, p, b, 0, (total + per_block - 1) / per_block, 256, bp);
 }
 
 int cg_row_finish(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t rows, int T) {

@@ -452,7 +452,7 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   else fprintf(f, "#include \"%s.h\"\n\n", M);
 
   for (int i = 0; i < c->nk; i++)
-    fprintf(f, "NCC_KERNEL_DESC(%s, %s, (%s))\n", c->k[i].name, c->k[i].flags & NCC_KF_BARRIER_ ? "NCC_KF_BARRIER" : "0",
+    fprintf(f, "NCC_KERNEL_DESC(%s, %s, (%s))\n", c->k[i].name, cg_flags_name(c->k[i].flags),
             c->k[i].args);
   /* buffers by name: the host code below says m->bufs[BUF_conv1_weight], never a bare index */
   fprintf(f, "\n/* buffers: parameters (state_dict names), constants, inputs, activations (the layer that\n"

@@ -5,8 +5,9 @@
  * constants, so nvcc turns the divisions into multiplications and NVRTC
  * sees the same text.  Thread-per-output kernels use 256-thread blocks and
  * no barrier; row reductions (layernorm, softmax, losses) use one block per
- * row with a shared-memory tree and are flagged NCC_KF_BARRIER so that the
- * emulator runs them on fibers.  Each kernel applies its group's epilogue to
+ * row, reduce each warp by shuffles and the warps through shared memory
+ * (cg_block_reduce), and are flagged NCC_KF_WARP (and NCC_KF_BARRIER when a
+ * block has several warps) so that the emulator runs them on fibers.  Each kernel applies its group's epilogue to
  * the value just before the store. */
 #include <stdio.h>
 #include <string.h>
@@ -59,19 +60,33 @@ int emit_pool(Cg *c, const KGroup *gr) {
   return cg_flat_finish(c, gr, &p, &b, total);
 }
 
+/* Global average pooling: L lanes per (n, c) row (the power of two that
+ * covers H*W, at most a warp), reading consecutive elements, so that a warp
+ * reads contiguous memory; the lanes' sums meet by shuffles within their
+ * L-wide segment. */
 int emit_gavgpool(Cg *c, const KGroup *gr) {
   Node *n = gr->main;
   const Shape *xs = &n->in[0]->shape;
   int64_t HW = xs->d[2] * xs->d[3], total = xs->d[0] * xs->d[1];
+  int L = 1, lg = 0;
+  while (L < 32 && L < HW) L *= 2, lg++;
   KParams p = {0};
   Buf b = {0};
   const char *x = kp_value(c, &p, n->in[0], 0, "x");
   char lit[40];
-  cg_flat_head(&b, total);
-  buf_printf(&b, "    const float *xp = %s + i * %lld;\n    float v = 0.0f;\n", x, LL(HW));
-  buf_printf(&b, "    for (int j = 0; j < %lld; j++) v = v + xp[j];\n", LL(HW));
+  buf_printf(&b, "  int t = %s, i = %s * %d + (t >> %d);\n  float v = 0.0f;\n", D_TID_X, D_BID_X, 256 / L, lg);
+  if (L == 1) {
+    buf_printf(&b, "  if (i < %lld) v = %s[i];\n", LL(total), x);
+  } else {
+    buf_printf(&b, "  if (i < %lld) {\n    const float *xp = %s + i * %lld;\n", LL(total), x, LL(HW));
+    buf_printf(&b, "    for (int j = t & %d; j < %lld; j += %d) v = v + xp[j];\n  }\n", L - 1, LL(HW), L);
+    /* every lane of the block takes part (rows past the end add zeros) */
+    buf_printf(&b, "  for (int ws = %d; ws > 0; ws >>= 1) v = v + __shfl_xor_sync(0xffffffffu, v, ws, %d);\n", L / 2, L);
+  }
+  if (L > 1) buf_printf(&b, "  if (i < %lld && (t & %d) == 0) {\n", LL(total), L - 1);
+  else buf_printf(&b, "  if (i < %lld) {\n", LL(total));
   buf_printf(&b, "    v = v / %s;\n", cg_flit(lit, (double)HW));
-  return cg_flat_finish(c, gr, &p, &b, total);
+  return cg_rows_finish(c, gr, &p, &b, total, 256 / L);
 }
 
 int emit_batchnorm(Cg *c, const KGroup *gr) {
@@ -103,7 +118,7 @@ int emit_layernorm(Cg *c, const KGroup *gr) {
   const char *bb = kp_value(c, &p, n->in[2], 0, "bias");
   char lit[40], dl[40];
   cg_flit(dl, (double)D);
-  buf_printf(&b, "  %s float red[%d];\n", D_SHARED, T);
+  cg_reduce_shared(&b, "red", T);
   buf_printf(&b, "  int row = %s, t = %s;\n", D_BID_X, D_TID_X);
   buf_printf(&b, "  const float *xr = %s + row * %lld;\n", x, LL(D));
   buf_printf(&b, "  float acc = 0.0f;\n  for (int j = t; j < %lld; j += %d) acc = acc + xr[j];\n", LL(D), T);
@@ -131,7 +146,7 @@ int emit_softmax(Cg *c, const KGroup *gr) {
   KParams p = {0};
   Buf b = {0};
   const char *x = kp_value(c, &p, n->in[0], 0, "x");
-  buf_printf(&b, "  %s float red[%d];\n", D_SHARED, T);
+  cg_reduce_shared(&b, "red", T);
   buf_printf(&b, "  int row = %s, t = %s;\n", D_BID_X, D_TID_X);
   if (inner == 1) buf_printf(&b, "  int base = row * %lld;\n", LL(D));
   else buf_printf(&b, "  int base = (row / %lld) * %lld + row %% %lld;\n", LL(inner), LL(D * inner), LL(inner));
@@ -244,7 +259,8 @@ int emit_loss(Cg *c, const KGroup *gr) {
    * training step's, or inference's) */
   char nbuf[32];
   const char *nb = cg_step_rows(c, &p, xs->rank ? xs->d[0] : 1, nbuf, sizeof nbuf);
-  buf_printf(&b, "  %s float red[256];\n  int t = %s;\n  float acc = 0.0f;\n", D_SHARED, D_TID_X);
+  cg_reduce_shared(&b, "red", 256);
+  buf_printf(&b, "  int t = %s;\n  float acc = 0.0f;\n", D_TID_X);
   if (n->op == OP_MSE_LOSS) {
     int64_t per = xs->rank ? shape_numel(xs) / xs->d[0] : 1;
     buf_printf(&b, "  int total = %s * %lld;\n", xs->rank ? nb : "1", LL(per));

@@ -133,6 +133,11 @@ typedef struct fiber {
   unsigned tx, ty, tz;
   int nbar;             /* barriers passed in this block */
   int done;             /* finished this block's thread */
+  int wait;             /* W_RUN, or where it waits: W_BAR (__syncthreads), W_WARP (a warp collective) */
+  int wop;              /* the collective (NCC_EMU_SHFL_IDX...), its mask, operands and result */
+  unsigned wmask;
+  int wb, wwidth;
+  unsigned long long wval, wres;
   int fresh;            /* stack must be (re)initialised before the next switch */
   int colour;           /* cache colour of the stack top */
   struct worker *w;
@@ -140,18 +145,20 @@ typedef struct fiber {
 } fiber;
 
 enum { MODE_IDLE, MODE_BLOCK, MODE_FIBER, MODE_THREAD };
+enum { W_RUN, W_BAR, W_WARP };
 
 typedef struct worker {
   fiber **fib;
   int nfib;
   fiber_ctx sched;
   int cur, dir, nthreads;
+  int *run, nrun, runpos, caprun;   /* this round's runnable fibers, in run order */
   int mode;
   const ncc_kernel *k;
   void **args;
   char *dyn;
   size_t dyncap;
-  int misuse;           /* __syncthreads() outside a barrier kernel */
+  int misuse;           /* 1: __syncthreads() outside a barrier kernel; 2: a warp collective outside a warp kernel */
   void *altstack;
   int own_altstack;     /* altstack is ours to free (not the thread's own) */
   void *tsan_sched;     /* ThreadSanitizer's handle of the OS thread's own stack */
@@ -353,6 +360,7 @@ static void worker_free(void *p) {
     free(w->fib[i]);
   }
   free(w->fib);
+  free(w->run);
   free(w->dyn);
   if (w->own_altstack) {
     /* the kernel must stop using it before it goes back to malloc */
@@ -463,12 +471,14 @@ static int ensure_fibers(worker *w, int n, char *err, size_t errn) {
   return 0;
 }
 
-/* Passes control from fiber f to the next one of this phase, or to the scheduler. */
+/* Passes control from fiber f to the next runnable fiber of this round, or to
+ * the scheduler after the last one. */
 static void fiber_pass(worker *w, fiber *f) {
-  int n = w->cur + w->dir;
-  if (n >= 0 && n < w->nthreads) {
-    fiber *g = w->fib[n];
-    w->cur = n;
+  int p = w->runpos + 1;
+  if (p < w->nrun) {
+    fiber *g = w->fib[w->run[p]];
+    w->runpos = p;
+    w->cur = w->run[p];
     threadIdx.x = g->tx;
     threadIdx.y = g->ty;
     threadIdx.z = g->tz;
@@ -491,21 +501,200 @@ static void fiber_main(void *p) {
 
 void ncc_emu_syncthreads(void) {
   worker *w = tw;
-  if (!w || w->mode != MODE_FIBER) {
+  fiber *f;
+  if (!w || w->mode != MODE_FIBER || !(w->k->flags & NCC_KF_BARRIER)) {
     /* a kernel with a barrier that is not flagged NCC_KF_BARRIER: its threads run
      * one after another here, so the barrier cannot be honoured */
-    if (w) w->misuse = 1;
+    if (w) w->misuse |= 1;
     return;
   }
-  w->fib[w->cur]->nbar++;
-  fiber_pass(w, w->fib[w->cur]);
+  f = w->fib[w->cur];
+  f->nbar++;
+  f->wait = W_BAR;
+  fiber_pass(w, f);
 }
 
-static int run_block_fibers(worker *w, char *err, size_t errn) {
-  int n = w->nthreads, i, ndone, start;
+/* ---------------------------------------------------------------- warp collectives */
+/* A lane at a collective posts its operands and waits (like a barrier, but
+ * for its warp alone); when a round of the block's fibers is over, warp_resolve
+ * completes every collective whose lanes have all arrived.  Lanes are the
+ * block's threads in x-major order, 32 to a warp, the last warp partial when
+ * the block size is not a multiple of 32. */
+static const char *const wop_name[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
+                                       "__ballot_sync", "__all_sync", "__any_sync", "__syncwarp", "__activemask"};
+
+unsigned long long ncc_emu_warp(int op, unsigned mask, unsigned long long v, int b, int width) {
+  worker *w = tw;
+  fiber *f;
+  if (!w || w->mode != MODE_FIBER || !(w->k->flags & NCC_KF_WARP)) {
+    /* an unflagged kernel's threads run one after another: they cannot meet */
+    if (w) w->misuse |= 2;
+    return v;
+  }
+  f = w->fib[w->cur];
+  f->wait = W_WARP;
+  f->wop = op;
+  f->wmask = mask;
+  f->wval = v;
+  f->wb = b;
+  f->wwidth = width;
+  fiber_pass(w, f);
+  return f->wres;
+}
+
+/* The collective of lanes `part` of warp L (all waiting at the same one) completes.
+ * Shuffles follow PTX's shfl.sync: the source lane j, and lane's own value when j
+ * falls outside its width-wide segment.  A source lane outside `part` (not in the
+ * mask, or exited) gives CUDA an undefined value: the reader's own value here, or
+ * all-ones bits (NaN, -1) in checked mode, so that a kernel using it shows. */
+static void warp_complete(fiber **L, unsigned part, int op, int checked) {
+  unsigned ballot = 0;
+  int l;
+  for (l = 0; l < 32; l++)
+    if ((part >> l & 1) && L[l]->wval) ballot |= 1u << l;
+  for (l = 0; l < 32; l++) {
+    fiber *f;
+    if (!(part >> l & 1)) continue;
+    f = L[l];
+    switch (op) {
+    case NCC_EMU_BALLOT: f->wres = ballot; break;
+    case NCC_EMU_ALL: f->wres = ballot == part; break;
+    case NCC_EMU_ANY: f->wres = ballot != 0; break;
+    case NCC_EMU_SHFL_IDX: case NCC_EMU_SHFL_UP: case NCC_EMU_SHFL_DOWN: case NCC_EMU_SHFL_XOR: {
+      int seg = (32 - f->wwidth) & 31, bv = f->wb & 31;   /* PTX's segmask and b[4:0] */
+      int maxl = (l & seg) | ((op == NCC_EMU_SHFL_UP ? 0 : 31) & ~seg), j, ok;
+      if (op == NCC_EMU_SHFL_UP) j = l - bv, ok = j >= maxl;
+      else if (op == NCC_EMU_SHFL_DOWN) j = l + bv, ok = j <= maxl;
+      else if (op == NCC_EMU_SHFL_XOR) j = l ^ bv, ok = j <= maxl;
+      else j = (l & seg) | (bv & ~seg), ok = j <= maxl;
+      if (!ok) j = l;
+      f->wres = part >> j & 1 ? L[j]->wval : checked ? ~0ull : f->wval;
+      break;
+    }
+    default: f->wres = 0; break;   /* __syncwarp */
+    }
+    f->wait = W_RUN;
+  }
+}
+
+static void lane_where(const fiber *g, char *buf, size_t n) {
+  if (g->done) snprintf(buf, n, "has exited");
+  else if (g->wait == W_BAR) snprintf(buf, n, "waits at __syncthreads() (its barrier %d)", g->nbar);
+  else if (g->wait == W_WARP) snprintf(buf, n, "waits at %s (mask 0x%08x)", wop_name[g->wop], g->wmask);
+  else snprintf(buf, n, "runs");
+}
+
+static void warp_errf(worker *w, char *err, size_t errn, int base, int l, const char *what) {
+  const fiber *f = w->fib[base + l];
+  ncc_errf(err, errn, "emulator: kernel %s, block (%u,%u,%u), warp %d, lane %d (thread (%u,%u,%u)) %s", w->k->name,
+           blockIdx.x, blockIdx.y, blockIdx.z, base / 32, l, f->tx, f->ty, f->tz, what);
+}
+
+/* Completes every collective whose lanes have all arrived; returns how many,
+ * or -1 (err set) for a misuse that waiting cannot cure. */
+static int warp_resolve(worker *w, int checked, char *err, size_t errn) {
+  int n = w->nthreads, base, progress = 0;
+  char what[512];
+  for (base = 0; base < n; base += 32) {
+    int nl = n - base < 32 ? n - base : 32, l, b;
+    fiber **L = w->fib + base;
+    /* __activemask: the lanes that reached the same one (its source line, in b)
+     * in this round */
+    for (l = 0; l < nl; l++)
+      if (!L[l]->done && L[l]->wait == W_WARP && L[l]->wop == NCC_EMU_ACTIVEMASK) {
+        unsigned am = 0;
+        for (b = l; b < nl; b++)
+          if (!L[b]->done && L[b]->wait == W_WARP && L[b]->wop == NCC_EMU_ACTIVEMASK && L[b]->wb == L[l]->wb)
+            am |= 1u << b;
+        for (b = l; b < nl; b++)
+          if (am >> b & 1) L[b]->wres = am, L[b]->wait = W_RUN;
+        progress++;
+      }
+    for (l = 0; l < nl; l++) {
+      fiber *f = L[l];
+      unsigned m, part = 0;
+      int ready = 1;
+      if (f->done || f->wait != W_WARP) continue;
+      m = f->wmask;
+      if (!(m >> l & 1)) {
+        snprintf(what, sizeof what, "calls %s with mask 0x%08x, which does not name the lane itself", wop_name[f->wop], m);
+        warp_errf(w, err, errn, base, l, what);
+        return -1;
+      }
+      if (f->wop <= NCC_EMU_SHFL_XOR && (f->wwidth < 1 || f->wwidth > 32 || (f->wwidth & (f->wwidth - 1)))) {
+        snprintf(what, sizeof what, "calls %s with width %d (a power of two from 1 to 32)", wop_name[f->wop], f->wwidth);
+        warp_errf(w, err, errn, base, l, what);
+        return -1;
+      }
+      for (b = 0; b < 32 && ready; b++) {
+        fiber *g;
+        if (!(m >> b & 1)) continue;
+        if (b >= nl) continue;   /* past a partial last warp: a lane that never existed, not waited for */
+        if (L[b]->done) {
+          /* CUDA waits for the non-exited lanes of the mask only; a lane that has
+           * exited is almost always a bug (its value is undefined): checked mode says so */
+          if (checked) {
+            snprintf(what, sizeof what, "waits at %s (mask 0x%08x), but lane %d (thread (%u,%u,%u)) named in the "
+                     "mask has exited without reaching it", wop_name[f->wop], m, b, L[b]->tx, L[b]->ty, L[b]->tz);
+            warp_errf(w, err, errn, base, l, what);
+            return -1;
+          }
+          continue;
+        }
+        g = L[b];
+        if (g->wait != W_WARP || g->wop != f->wop || g->wmask != m) ready = 0;
+        else part |= 1u << b;
+      }
+      if (!ready) continue;
+      warp_complete(L, part, f->wop, checked);
+      progress++;
+    }
+  }
+  return progress;
+}
+
+/* Nothing can run, no collective can complete, and the block is not at a
+ * barrier: name a lane that waits at a collective and a lane of its mask that
+ * will never join it. */
+static void warp_deadlock(worker *w, char *err, size_t errn) {
+  int n = w->nthreads, i, b;
+  char what[512], where[160];
+  for (i = 0; i < n; i++) {
+    int base = i / 32 * 32, l = i % 32, nl = n - base < 32 ? n - base : 32;
+    fiber *f = w->fib[i];
+    if (f->done || f->wait != W_WARP) continue;
+    for (b = 0; b < nl; b++) {
+      fiber *g = w->fib[base + b];
+      if (!(f->wmask >> b & 1) || g->done) continue;
+      if (g->wait == W_WARP && g->wop == f->wop && g->wmask == f->wmask) continue;
+      lane_where(g, where, sizeof where);
+      snprintf(what, sizeof what, "waits at %s (mask 0x%08x), but lane %d (thread (%u,%u,%u)) named in the mask %s: "
+               "every lane named in a mask must reach the same collective with the same mask",
+               wop_name[f->wop], f->wmask, b, g->tx, g->ty, g->tz, where);
+      warp_errf(w, err, errn, base, l, what);
+      return;
+    }
+  }
+  ncc_errf(err, errn, "emulator: kernel %s, block (%u,%u,%u): the threads of the block wait for each other",
+           w->k->name, blockIdx.x, blockIdx.y, blockIdx.z);
+}
+
+/* Runs one block as fibers, in rounds: every runnable fiber runs (in the fiber
+ * order) until it waits at a barrier or a warp collective, or ends; then the
+ * collectives whose lanes have all arrived complete, or, when every thread
+ * waits at __syncthreads(), the barrier opens.  Anything else is a deadlock on
+ * a GPU and an error here. */
+static int run_block_fibers(worker *w, int checked, char *err, size_t errn) {
+  int n = w->nthreads, i, ndone, nbar, r;
   unsigned bx = blockDim.x, by = blockDim.y;
   int rc = ensure_fibers(w, n, err, errn);
   if (rc) return rc;
+  if (w->caprun < n) {
+    int *nr = realloc(w->run, (size_t)n * sizeof *nr);
+    if (!nr) { ncc_errf(err, errn, "emulator: out of memory for %d fibers", n); return NCC_EINTERNAL; }
+    w->run = nr;
+    w->caprun = n;
+  }
   for (i = 0; i < n; i++) {
     fiber *f = w->fib[i];
     f->tx = (unsigned)i % bx;
@@ -513,19 +702,36 @@ static int run_block_fibers(worker *w, char *err, size_t errn) {
     f->tz = (unsigned)i / (bx * by);
     f->nbar = 0;
     f->done = 0;
+    f->wait = W_RUN;
   }
-  start = w->dir > 0 ? 0 : n - 1;
   for (;;) {
-    fiber *f = w->fib[start];
-    w->cur = start;
-    threadIdx.x = f->tx;
-    threadIdx.y = f->ty;
-    threadIdx.z = f->tz;
-    switch_to(&w->sched, f);
-    for (ndone = 0, i = 0; i < n; i++) ndone += w->fib[i]->done;
+    w->nrun = 0;
+    for (i = 0; i < n; i++) {
+      int k = w->dir > 0 ? i : n - 1 - i;
+      if (!w->fib[k]->done && w->fib[k]->wait == W_RUN) w->run[w->nrun++] = k;
+    }
+    if (w->nrun) {
+      fiber *f = w->fib[w->run[0]];
+      w->runpos = 0;
+      w->cur = w->run[0];
+      threadIdx.x = f->tx;
+      threadIdx.y = f->ty;
+      threadIdx.z = f->tz;
+      switch_to(&w->sched, f);
+    }
+    r = (w->k->flags & NCC_KF_WARP) ? warp_resolve(w, checked, err, errn) : 0;
+    if (r < 0) break;
+    if (r > 0) continue;
+    for (ndone = nbar = 0, i = 0; i < n; i++) {
+      ndone += w->fib[i]->done;
+      nbar += !w->fib[i]->done && w->fib[i]->wait == W_BAR;
+    }
     if (ndone == n) return 0;
-    if (ndone == 0) continue;        /* everybody waits at the same barrier */
-    {
+    if (nbar == n) {                 /* everybody waits at the same barrier */
+      for (i = 0; i < n; i++) w->fib[i]->wait = W_RUN;
+      continue;
+    }
+    if (nbar + ndone == n) {
       fiber *d = NULL, *b = NULL;
       for (i = 0; i < n; i++) {
         if (w->fib[i]->done && !d) d = w->fib[i];
@@ -537,12 +743,15 @@ static int run_block_fibers(worker *w, char *err, size_t errn) {
                "of barriers (a return before a barrier?)",
                w->k->name, blockIdx.x, blockIdx.y, blockIdx.z, d->tx, d->ty, d->tz, d->nbar, b->tx, b->ty,
                b->tz, b->nbar);
-      /* the waiting fibers are abandoned mid-kernel: restart their stacks next time */
-      for (i = 0; i < n; i++)
-        if (!w->fib[i]->done) w->fib[i]->fresh = 1;
-      return NCC_EINTERNAL;
+    } else {
+      warp_deadlock(w, err, errn);
     }
+    break;
   }
+  /* the waiting fibers are abandoned mid-kernel: restart their stacks next time */
+  for (i = 0; i < n; i++)
+    if (!w->fib[i]->done) w->fib[i]->fresh = 1;
+  return NCC_EINTERNAL;
 }
 
 /* ---------------------------------------------------------------- the pool */
@@ -600,7 +809,7 @@ static void run_job(job *j) {
     if (j->checked && j->shmem) memset(w->dyn, 0xff, j->shmem);
     if (j->use_fibers) {
       w->mode = MODE_FIBER;
-      if (run_block_fibers(w, err, sizeof err)) { w->mode = MODE_IDLE; job_fail(j, err); break; }
+      if (run_block_fibers(w, j->checked, err, sizeof err)) { w->mode = MODE_IDLE; job_fail(j, err); break; }
     } else if (j->checked) {
       unsigned x, y, z;
       w->mode = MODE_THREAD;
@@ -616,9 +825,15 @@ static void run_job(job *j) {
     }
     w->mode = MODE_IDLE;
     if (w->misuse) {
-      snprintf(err, sizeof err,
-               "emulator: kernel %s calls __syncthreads() but is not flagged NCC_KF_BARRIER "
-               "(its threads ran one after another, the barrier was not honoured)", j->k->name);
+      if (w->misuse & 1)
+        snprintf(err, sizeof err,
+                 "emulator: kernel %s calls __syncthreads() but is not flagged NCC_KF_BARRIER "
+                 "(its threads ran one after another, the barrier was not honoured)", j->k->name);
+      else
+        snprintf(err, sizeof err,
+                 "emulator: kernel %s calls a warp collective (__shfl_*_sync, __ballot_sync, __syncwarp...) "
+                 "but is not flagged NCC_KF_WARP (its threads ran one after another, the lanes did not meet)",
+                 j->k->name);
       job_fail(j, err);
       break;
     }
@@ -755,7 +970,7 @@ int ncc_emu_launch(const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block, size_t sh
   atomic_init(&j->failed, 0);
   atomic_init(&j->nthreads_used, 0);
   pthread_mutex_init(&j->mu, NULL);
-  j->use_fibers = (k->flags & NCC_KF_BARRIER) != 0;
+  j->use_fibers = (k->flags & (NCC_KF_BARRIER | NCC_KF_WARP)) != 0;
   j->checked = ncc_emu_checked();
   j->dir = fiber_reverse() ? -1 : 1;
   /* The pool serves one launch at a time.  A launch that finds it busy (another

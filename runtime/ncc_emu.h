@@ -14,8 +14,9 @@
  *   in float with explicit round-to-nearest-even conversions; a kernel that
  *   does arithmetic on __half directly does not compile here, on purpose.
  * - atomics are real atomics: blocks run on several OS threads.
- * Warp-level operations (__shfl_*_sync, __ballot_sync) are not provided: they
- * need warp-aware emulation, and the subset does not allow them yet.
+ * - warp collectives (__shfl_*_sync, __ballot_sync, __all_sync, __any_sync,
+ *   __syncwarp, __activemask) are calls into emu.c, where the lanes of a warp
+ *   (fibers) meet; a kernel that uses them is flagged NCC_KF_WARP.
  */
 #ifndef NCC_EMU_H
 #define NCC_EMU_H
@@ -59,6 +60,64 @@ void ncc_emu_syncthreads(void);
 #define __syncthreads() ncc_emu_syncthreads()
 #define __threadfence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #define __threadfence_block() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+
+/* ---- warp collectives (runtime: emu.c; docs/emulator.md, "Warp collectives") ----
+ * ncc_emu_warp(op, mask, value bits, lane operand, width) waits until every
+ * lane named in mask has reached the same collective, and returns this lane's
+ * result.  Shuffles move 32- or 64-bit values by their bits; width defaults to
+ * 32 as in CUDA (the trailing "32, 0" fills the optional argument). */
+enum { NCC_EMU_SHFL_IDX, NCC_EMU_SHFL_UP, NCC_EMU_SHFL_DOWN, NCC_EMU_SHFL_XOR, NCC_EMU_BALLOT, NCC_EMU_ALL,
+       NCC_EMU_ANY, NCC_EMU_SYNCWARP, NCC_EMU_ACTIVEMASK };
+unsigned long long ncc_emu_warp(int op, unsigned mask, unsigned long long v, int b, int width);
+static __inline__ int ncc_emu_shfl_i32(int op, unsigned m, int v, int b, int w) {
+  return (int)(unsigned)ncc_emu_warp(op, m, (unsigned)v, b, w);
+}
+static __inline__ unsigned ncc_emu_shfl_u32(int op, unsigned m, unsigned v, int b, int w) {
+  return (unsigned)ncc_emu_warp(op, m, v, b, w);
+}
+static __inline__ long long ncc_emu_shfl_i64(int op, unsigned m, long long v, int b, int w) {
+  return (long long)ncc_emu_warp(op, m, (unsigned long long)v, b, w);
+}
+static __inline__ unsigned long long ncc_emu_shfl_u64(int op, unsigned m, unsigned long long v, int b, int w) {
+  return ncc_emu_warp(op, m, v, b, w);
+}
+static __inline__ long ncc_emu_shfl_l(int op, unsigned m, long v, int b, int w) {
+  return (long)ncc_emu_warp(op, m, (unsigned long long)v, b, w);
+}
+static __inline__ unsigned long ncc_emu_shfl_ul(int op, unsigned m, unsigned long v, int b, int w) {
+  return (unsigned long)ncc_emu_warp(op, m, v, b, w);
+}
+static __inline__ float ncc_emu_shfl_f32(int op, unsigned m, float v, int b, int w) {
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  u = (uint32_t)ncc_emu_warp(op, m, u, b, w);
+  memcpy(&v, &u, 4);
+  return v;
+}
+static __inline__ double ncc_emu_shfl_f64(int op, unsigned m, double v, int b, int w) {
+  unsigned long long u;
+  memcpy(&u, &v, 8);
+  u = ncc_emu_warp(op, m, u, b, w);
+  memcpy(&v, &u, 8);
+  return v;
+}
+#define NCC_EMU_SHFL_(op, m, v, b, w, ...)                                                                   \
+  _Generic((v), int: ncc_emu_shfl_i32, unsigned: ncc_emu_shfl_u32, long: ncc_emu_shfl_l,                    \
+      unsigned long: ncc_emu_shfl_ul, long long: ncc_emu_shfl_i64, unsigned long long: ncc_emu_shfl_u64,     \
+      float: ncc_emu_shfl_f32, double: ncc_emu_shfl_f64)((op), (m), (v), (b), (w))
+#define __shfl_sync(m, v, ...) NCC_EMU_SHFL_(NCC_EMU_SHFL_IDX, m, v, __VA_ARGS__, 32, 0)
+#define __shfl_up_sync(m, v, ...) NCC_EMU_SHFL_(NCC_EMU_SHFL_UP, m, v, __VA_ARGS__, 32, 0)
+#define __shfl_down_sync(m, v, ...) NCC_EMU_SHFL_(NCC_EMU_SHFL_DOWN, m, v, __VA_ARGS__, 32, 0)
+#define __shfl_xor_sync(m, v, ...) NCC_EMU_SHFL_(NCC_EMU_SHFL_XOR, m, v, __VA_ARGS__, 32, 0)
+#define __ballot_sync(m, p) ((unsigned)ncc_emu_warp(NCC_EMU_BALLOT, (m), (p) != 0, 0, 32))
+#define __all_sync(m, p) ((int)ncc_emu_warp(NCC_EMU_ALL, (m), (p) != 0, 0, 32))
+#define __any_sync(m, p) ((int)ncc_emu_warp(NCC_EMU_ANY, (m), (p) != 0, 0, 32))
+/* __syncwarp() is __syncwarp(0xffffffff): an empty argument makes "0 + + 0" and the test false */
+#define __syncwarp(...) ((void)ncc_emu_warp(NCC_EMU_SYNCWARP, #__VA_ARGS__[0] ? 0 + __VA_ARGS__ + 0 : 0xffffffffu, 0, 0, 32))
+/* __activemask(): the lanes of the warp at this same __activemask (its line) in
+ * the same round; CUDA promises no reconvergence after a branch, and neither
+ * does the emulation: write __syncwarp() before it where all lanes must count */
+#define __activemask() ((unsigned)ncc_emu_warp(NCC_EMU_ACTIVEMASK, 0u, 0, __LINE__, 32))
 
 /* ---- math: fast-math intrinsics as macros (pitfall 1) ---- */
 #define __expf(x) expf(x)

@@ -29,10 +29,14 @@ typedef struct ncc_dim3 { unsigned x, y, z; } ncc_dim3;
 /* One kernel of a generated model.  Generated code fills it per build:
  *   emu:    emu_block runs one whole block (barrier-free kernels: a loop over
  *           threads with the body inlined); emu_thread runs one thread (used
- *           with fibers when flags has NCC_KF_BARRIER, and by the checked mode);
+ *           with fibers when flags has NCC_KF_BARRIER or NCC_KF_WARP, and by the checked mode);
  *   cudart: cuda_fn is the __global__ function;
  *   jit:    only name is set; the function is looked up in the NVRTC module. */
-enum { NCC_KF_BARRIER = 1 };
+/* NCC_KF_BARRIER: the kernel calls __syncthreads(); NCC_KF_WARP: it calls warp
+ * collectives (__shfl_*_sync, __ballot_sync, __syncwarp...).  Either runs it on
+ * fibers under emulation.  NCC_KF_BARRIER_WARP is both, one word for the tools
+ * that read NCC_KERNEL_DESC lines. */
+enum { NCC_KF_BARRIER = 1, NCC_KF_WARP = 2, NCC_KF_BARRIER_WARP = 3 };
 typedef struct ncc_kernel {
   const char *name;
   int flags;

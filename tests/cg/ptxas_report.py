@@ -95,7 +95,7 @@ def main():
             flag = flags.get(k)
             if flag is None:   # not a kernel of the model (helpers have no descriptor)
                 continue
-            wrong = (v["bar"] > 0) != (flag == "NCC_KF_BARRIER")
+            wrong = (v["bar"] > 0) != (flag in ("NCC_KF_BARRIER", "NCC_KF_BARRIER_WARP"))
             spill = v["st"] or v["ld"]
             note = ""
             if wrong:

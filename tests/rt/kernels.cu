@@ -163,6 +163,76 @@ NCC_KERNEL void k_quant_i8(const float *__restrict__ x, signed char *__restrict_
   int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
   if (i < n) q[i] = (signed char)max(-128, min(127, __float2int_rn(x[i] * inv_scale)));
 }
+/* warp collectives: every thread writes WARP_SLOTS results (test_emu.c has
+ * the reference by CUDA's definitions).  Lanes are linear thread ids in
+ * x-major order; a block size that is not a multiple of 32 leaves a partial
+ * last warp, whose masks name only its nl lanes (nl a power of two here). */
+#define WARP_SLOTS 18
+NCC_KERNEL void k_warp_ops(int *__restrict__ out) {
+  __shared__ int sh[1024];
+  int nthr = (int)(blockDim.x * blockDim.y * blockDim.z);
+  int tid = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+  int lane = tid & 31, warp = tid >> 5, nl = min(32, nthr - warp * 32);
+  unsigned full = nl == 32 ? 0xffffffffu : (1u << nl) - 1u;
+  int v = tid * 3 + 1 + (int)blockIdx.x * 1000, s, o;
+  int *r = out + ((int)blockIdx.x * nthr + tid) * WARP_SLOTS;
+  double d;
+  r[0] = __shfl_sync(full, v, 5);
+  r[1] = __shfl_sync(full, v, lane + 3, 8);
+  r[2] = __shfl_up_sync(full, v, 3);
+  r[3] = __shfl_up_sync(full, v, 2, 8);
+  r[4] = __shfl_down_sync(full, v, 5, 16);
+  r[5] = __shfl_xor_sync(full, v, 1);
+  r[6] = __shfl_xor_sync(full, v, 6, 4);
+  s = v;
+  for (o = nl / 2; o > 0; o >>= 1) s += __shfl_xor_sync(full, s, o, nl);
+  r[7] = s;
+  r[8] = (int)__ballot_sync(full, v % 3 == 0);
+  r[9] = __all_sync(full, lane < 32) + 2 * __all_sync(full, lane != 9);
+  r[10] = __any_sync(full, lane == 7) + 2 * __any_sync(full, lane > 40);
+  /* two collectives at once, in divergent branches, told apart by their masks */
+  if (lane % 2 == 0) r[11] = __shfl_sync(0x55555555u & full, v, (lane + 2) % nl);
+  else r[11] = (int)__ballot_sync(0xaaaaaaaau & full, lane % 4 == 1);
+  r[12] = 0;
+  if (lane < 5) r[12] = (int)__activemask();
+  else r[12] = (int)__activemask() + 1;   /* the branches' masks: no reconvergence before __syncwarp */
+  __syncwarp(full);
+  r[13] = (int)__activemask();
+  /* __syncwarp orders shared memory between the lanes of a warp */
+  sh[tid] = v;
+  __syncwarp(full);
+  r[14] = sh[warp * 32 + (lane + 1) % nl];
+  __syncwarp();   /* the full mask: lanes past a partial warp never existed, nobody waits for them */
+  d = __shfl_xor_sync(full, (double)v + 0.25, 2);
+  r[15] = (int)(4.0 * d);
+  r[16] = (int)(__shfl_down_sync(full, (long long)v << 33, 1, 2) >> 33);
+  r[17] = (int)(__shfl_sync(full, (unsigned)v * 2u, 0, 1) / 2u) + 2 * __float_as_int(__shfl_sync(full, 0.5f, 0)) / 0x3f000000;
+}
+
+/* warp collectives misused, one way per `mode` (test_emu.c expects the report):
+ * 0: lane 3 exits before a shuffle that names it; 1: lane 3 waits at
+ * __syncthreads() instead; 2: odd and even lanes meet at different collectives;
+ * 3: a mask that does not name the calling lane; 4: lanes 8..15 read lanes
+ * outside the mask (an undefined value) */
+NCC_KERNEL void k_warp_misuse(int *__restrict__ out, int mode) {
+  int lane = (int)threadIdx.x & 31, v = (int)threadIdx.x + 1;
+  if (mode == 0 && lane == 3) return;
+  if (mode == 1 && lane == 3) {
+    __syncthreads();
+    out[threadIdx.x] = v;
+    return;
+  }
+  if (mode == 2 && lane % 2) v = (int)__ballot_sync(0xffffffffu, v > 4);
+  else if (mode == 3) v = __shfl_xor_sync(0xfffffff0u, v, 1);
+  else if (mode == 4 && lane < 16) v = __shfl_down_sync(0x0000ffffu, v, 8);
+  else if (mode != 4) v = __shfl_xor_sync(0xffffffffu, v, 1);
+  out[threadIdx.x] = v;
+}
+
+/* a shuffle in a kernel launched without NCC_KF_WARP */
+NCC_KERNEL void k_warp_unflagged(int *__restrict__ out) {
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, (int)threadIdx.x, 1);
+}
 /* ---- end of kernels ---- */
 
 #include "ncc_rt.h"
@@ -184,3 +254,6 @@ NCC_KERNEL_DESC(k_coords, 0, (NCC_ARG(int *, 0)))
 NCC_KERNEL_DESC(k_softmax, NCC_KF_BARRIER, (NCC_ARG(const float *, 0), NCC_ARG(float *, 1), NCC_ARG(int, 2)))
 NCC_KERNEL_DESC(k_uninit_shared, 0, (NCC_ARG(float *, 0)))
 NCC_KERNEL_DESC(k_quant_i8, 0, (NCC_ARG(const float *, 0), NCC_ARG(signed char *, 1), NCC_ARG(float, 2), NCC_ARG(int, 3)))
+NCC_KERNEL_DESC(k_warp_ops, NCC_KF_WARP, (NCC_ARG(int *, 0)))
+NCC_KERNEL_DESC(k_warp_misuse, NCC_KF_BARRIER_WARP, (NCC_ARG(int *, 0), NCC_ARG(int, 1)))
+NCC_KERNEL_DESC(k_warp_unflagged, 0, (NCC_ARG(int *, 0)))

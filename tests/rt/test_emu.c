@@ -482,6 +482,203 @@ static void test_fork_launch(void) {
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "launch in a forked child: status %d", status);
 }
 
+/* ---- warp collectives: k_warp_ops against CUDA's definitions, written here
+ * from the programming guide (segments of `width` lanes; a source outside the
+ * caller's segment, or past it for xor, gives the caller's own value) ---- */
+enum { R_IDX, R_UP, R_DOWN, R_XOR };
+static int ref_src(int op, int lane, int b, int width) {
+  int seg = lane / width * width, j;
+  switch (op) {
+  case R_IDX: return seg + b % width;
+  case R_UP: return lane - seg >= b ? lane - b : lane;
+  case R_DOWN: return lane - seg + b < width ? lane + b : lane;
+  default: j = lane ^ b; return j < seg + width ? j : lane;
+  }
+}
+
+static int warp_ops_bad(const int *out, unsigned nblocks, unsigned nthr) {
+  int bad = 0;
+  unsigned bid, t;
+  for (bid = 0; bid < nblocks; bid++)
+    for (t = 0; t < nthr; t++) {
+      int lane = (int)t & 31, wb = (int)t - lane, nl = (int)nthr - wb < 32 ? (int)nthr - wb : 32, l, k;
+      unsigned full = nl == 32 ? 0xffffffffu : (1u << nl) - 1u, ballot = 0, odd = 0;
+      int V[32], want[WARP_SLOTS], sum = 0;
+      const int *r = out + (bid * nthr + t) * WARP_SLOTS;
+      for (l = 0; l < nl; l++) {
+        V[l] = (wb + l) * 3 + 1 + (int)bid * 1000;
+        sum += V[l];
+        if (V[l] % 3 == 0) ballot |= 1u << l;
+        if (l % 4 == 1) odd |= 1u << l;
+      }
+      want[0] = V[5];
+      want[1] = V[ref_src(R_IDX, lane, lane + 3, 8)];
+      want[2] = V[ref_src(R_UP, lane, 3, 32)];
+      want[3] = V[ref_src(R_UP, lane, 2, 8)];
+      want[4] = V[ref_src(R_DOWN, lane, 5, 16)];
+      want[5] = V[lane ^ 1];
+      want[6] = V[ref_src(R_XOR, lane, 6, 4)];
+      want[7] = sum;
+      want[8] = (int)ballot;
+      want[9] = 1 + 2 * (nl <= 9);
+      want[10] = 1;
+      want[11] = lane % 2 == 0 ? V[(lane + 2) % nl] : (int)odd;
+      want[12] = lane < 5 ? 0x1f : (int)(full & ~0x1fu) + 1;
+      want[13] = (int)full;
+      want[14] = V[(lane + 1) % nl];
+      want[15] = 4 * V[lane ^ 2] + 1;
+      want[16] = V[ref_src(R_DOWN, lane, 1, 2)];
+      want[17] = V[lane] + 2;
+      for (k = 0; k < WARP_SLOTS; k++)
+        if (r[k] != want[k]) {
+          if (bad++ < 5) fprintf(stderr, "  block %u thread %u slot %d: %d (0x%x), want %d (0x%x)\n", bid, t, k, r[k],
+                                 (unsigned)r[k], want[k], (unsigned)want[k]);
+        }
+    }
+  return bad;
+}
+
+static void test_warp_ops(ncc_dev *d) {
+  /* two full warps; 2-D 16x5 (warps of 32, 32, 16); 3-D 4x2x2 (one warp of 16) */
+  static const unsigned geo[][3] = {{64, 1, 1}, {16, 5, 1}, {4, 2, 2}, {1024, 1, 1}};
+  unsigned g, nblocks = 3, order;
+  int ck, was = ncc_emu_checked();
+  for (ck = 0; ck < 2; ck++)   /* checked mode: the same results (no source lane here is undefined) */
+  for (g = 0; g < sizeof geo / sizeof geo[0]; g++) {
+    unsigned nthr = geo[g][0] * geo[g][1] * geo[g][2];
+    size_t sz = sizeof(int) * WARP_SLOTS * nthr * nblocks;
+    int *out[2], *oa;
+    void *args[1];
+    for (order = 0; order < 2; order++) {
+      out[order] = malloc(sz);
+      memset(out[order], 0x5a, sz);
+      oa = out[order];
+      args[0] = &oa;
+      ncc_emu_set_fiber_order((int)order);
+      ncc_emu_set_checked(ck);
+      CHECK(ncc_launch(d, &k_warp_ops_desc, d3(nblocks, 1, 1), d3(geo[g][0], geo[g][1], geo[g][2]), 0, args) == 0,
+            "warp ops: %s", ncc_dev_error(d));
+      CHECK(warp_ops_bad(out[order], nblocks, nthr) == 0, "warp ops, block (%u,%u,%u), %s order: wrong results",
+            geo[g][0], geo[g][1], geo[g][2], order ? "reverse" : "forward");
+    }
+    CHECK(memcmp(out[0], out[1], sz) == 0, "warp ops: the fiber orders disagree");
+    free(out[0]);
+    free(out[1]);
+  }
+  ncc_emu_set_fiber_order(default_order());
+  ncc_emu_set_checked(was);
+  printf("warp collectives: 4 block shapes, both fiber orders, checked and not\n");
+}
+
+/* misuse: a lane that never arrives, lanes at different collectives, a mask
+ * without the caller; errors in both modes, except an exited lane, which CUDA
+ * does not wait for (undefined values): checked mode reports that too */
+static int warp_misuse(ncc_dev *d, int mode, int *out) {
+  int *oa = out;
+  void *args[2];
+  args[0] = &oa;
+  args[1] = &mode;
+  memset(out, 0, sizeof(int) * 64);
+  return ncc_launch(d, &k_warp_misuse_desc, d3(2, 1, 1), d3(64, 1, 1), 0, args);
+}
+
+static void test_warp_misuse(ncc_dev *d) {
+  int out[64], rc, checked, i, bad;
+  const char *e;
+  for (checked = 0; checked < 2; checked++) {
+    int was = ncc_emu_checked();
+    ncc_emu_set_checked(checked);
+    /* 0: lane 3 exits */
+    rc = warp_misuse(d, 0, out);
+    e = ncc_dev_error(d);
+    if (checked) {
+      CHECK(rc == NCC_EINTERNAL && strstr(e, "kernel k_warp_misuse, block (0,0,0), warp 0, lane 0 (thread (0,0,0)) "
+                                            "waits at __shfl_xor_sync (mask 0xffffffff), but lane 3 (thread (3,0,0)) "
+                                            "named in the mask has exited"),
+            "checked: exited lane not reported: rc %d, %s", rc, e);
+      printf("checked, exited lane: %s\n", e);
+    } else {
+      /* lane 2 reads lane 3, which is gone: its own value */
+      CHECK(rc == 0 && out[2] == 3 && out[1] == 1 && out[0] == 2 && out[35] == 0, "unchecked: exited lane: rc %d (%s), %d %d %d",
+            rc, e, out[0], out[1], out[2]);
+    }
+    /* 1: lane 3 waits at __syncthreads() */
+    rc = warp_misuse(d, 1, out);
+    e = ncc_dev_error(d);
+    CHECK(rc == NCC_EINTERNAL && strstr(e, "warp 0, lane 0 (thread (0,0,0)) waits at __shfl_xor_sync (mask 0xffffffff), "
+                                          "but lane 3 (thread (3,0,0)) named in the mask waits at __syncthreads()"),
+          "lane at a barrier not reported: rc %d, %s", rc, e);
+    if (checked) printf("lane at a barrier: %s\n", e);
+    /* 2: different collectives */
+    rc = warp_misuse(d, 2, out);
+    e = ncc_dev_error(d);
+    CHECK(rc == NCC_EINTERNAL && strstr(e, "lane 0 (thread (0,0,0)) waits at __shfl_xor_sync (mask 0xffffffff), but "
+                                          "lane 1 (thread (1,0,0)) named in the mask waits at __ballot_sync (mask 0xffffffff)"),
+          "different collectives not reported: rc %d, %s", rc, e);
+    if (checked) printf("different collectives: %s\n", e);
+    /* 3: the mask does not name the caller */
+    rc = warp_misuse(d, 3, out);
+    e = ncc_dev_error(d);
+    CHECK(rc == NCC_EINTERNAL && strstr(e, "lane 0 (thread (0,0,0)) calls __shfl_xor_sync with mask 0xfffffff0, which "
+                                          "does not name the lane itself"),
+          "mask without the caller not reported: rc %d, %s", rc, e);
+    /* 4: lanes 8..15 read lanes outside the mask: their own value, all-ones bits when checked */
+    rc = warp_misuse(d, 4, out);
+    CHECK(rc == 0, "mode 4: %s", ncc_dev_error(d));
+    for (bad = 0, i = 0; i < 64; i++) {
+      int lane = i & 31, want = i + 1;
+      if (lane < 8) want = i + 9;
+      else if (lane < 16 && checked) want = -1;
+      bad += out[i] != want;
+    }
+    CHECK(bad == 0, "%s: reads outside the mask: %d wrong", checked ? "checked" : "unchecked", bad);
+    ncc_emu_set_checked(was);
+  }
+  /* an unflagged kernel's lanes cannot meet */
+  {
+    int *oa = out;
+    void *args[1];
+    args[0] = &oa;
+    rc = ncc_launch(d, &k_warp_unflagged_desc, d3(1, 1, 1), d3(32, 1, 1), 0, args);
+    CHECK(rc == NCC_EINTERNAL && strstr(ncc_dev_error(d), "not flagged NCC_KF_WARP"), "unflagged shuffle: rc %d, %s", rc,
+          ncc_dev_error(d));
+  }
+  /* the abandoned fibers must not poison the next launch */
+  test_warp_ops(d);
+}
+
+/* a missing lane ends a program's run with an error, not a hang: a child
+ * process under an alarm reports it and exits 2 */
+static void test_warp_missing_exit(void) {
+  int pfd[2], status;
+  pid_t pid;
+  char msg[2048];
+  ssize_t got = 0, r;
+  if (pipe(pfd) != 0) { CHECK(0, "pipe"); return; }
+  pid = fork();
+  if (pid == 0) {
+    ncc_dev *d;
+    int out[64];
+    dup2(pfd[1], 2);
+    close(pfd[0]);
+    alarm(20);
+    ncc_emu_set_checked(1);
+    if (ncc_dev_open(&d, NCC_DEV_EMU, NULL, NULL)) _exit(3);
+    if (warp_misuse(d, 0, out) != 0) {
+      fprintf(stderr, "%s\n", ncc_dev_error(d));
+      _exit(2);
+    }
+    _exit(0);
+  }
+  close(pfd[1]);
+  while ((r = read(pfd[0], msg + got, sizeof msg - 1 - (size_t)got)) > 0) got += r;
+  msg[got > 0 ? got : 0] = 0;
+  close(pfd[0]);
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 2, "missing lane: child status %d (want exit 2)", status);
+  CHECK(strstr(msg, "lane 3 (thread (3,0,0)) named in the mask has exited"), "missing lane: %s", msg);
+}
+
 int main(void) {
   ncc_dev *d;
   double t0 = ncc_now();
@@ -508,6 +705,9 @@ int main(void) {
   test_fork_launch();
   test_checked(0);
   test_checked(1);
+  test_warp_ops(d);
+  test_warp_misuse(d);
+  test_warp_missing_exit();
   ncc_dev_close(d);
   printf("%s: %d failures (%.2f s)\n", failures ? "FAILED" : "ok", failures, ncc_now() - t0);
   if (!failures && concurrency_skipped) {
