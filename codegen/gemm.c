@@ -106,6 +106,89 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   return 0;
 }
 
+/* ---- GEMV: few rows (ir_gemm_gemv) -------------------------------------------
+ * A block of 256 threads computes R = IR_GEMV_BLOCK_ROWS rows (fewer when M
+ * is smaller) of F output columns; its threads split K into S slices, F * S =
+ * 256.  Along B's contiguous axis the threads are consecutive: B k-contiguous
+ * (linear's weight rows) gives a warp to each column, its 32 lanes reading 32
+ * consecutive weights (S = 32, F = 8); B n-contiguous (matmul's b) gives 32
+ * consecutive columns to a warp and 8 slices of K (S = 8, F = 32).  A thread
+ * keeps R partial sums; K advances four slices at a time (four independent
+ * loads in flight), then one at a time.  The partial sums meet in shared
+ * memory (a row padded to S + 1 floats: no bank conflict) after one barrier;
+ * R * F threads each add their column's S partials, in order, and run the
+ * epilogue and the store as the tiled kernel does.  A's element is loaded by
+ * every thread that needs it (a broadcast within a warp, cached after). */
+static int gemv(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
+  int R = s->M < IR_GEMV_BLOCK_ROWS ? (int)s->M : IR_GEMV_BLOCK_ROWS;
+  int S = s->b_kcontig ? 32 : 8, F = 256 / S, U = 4;
+  int tf32 = gr->main->prec == PREC_TF32;
+  int mrem = s->M % R != 0, nrem = s->N % F != 0;
+  if (s->Z > 65535) {
+    diag_error(gr->main->loc, "codegen: %s with %lld batches exceeds the GEMV kernel's grid (65535); try --cublas",
+               ncc_ops[gr->main->op].name, LL(s->Z));
+    c->err = 1;
+    return -1;
+  }
+  Buf b = {0};
+  buf_printf(&b, "  %s float red[%d][%d][%d];\n", D_SHARED, R, F, S + 1);
+  if (s->b_kcontig) buf_printf(&b, "  int t = %s, ks = t %% 32, f = t / 32;\n", D_TID_X);
+  else buf_printf(&b, "  int t = %s, f = t %% 32, ks = t / 32;\n", D_TID_X);
+  buf_printf(&b, "  int m0 = %s * %d, n0 = %s * %d;\n", D_BID_Y, R, D_BID_X, F);
+  if (s->uses_z) buf_printf(&b, "  int z = %s;\n", D_BID_Z);
+  buf_printf(&b, "  float acc[%d];\n  for (int r = 0; r < %d; r++) acc[r] = 0.0f;\n", R, R);
+  buf_printf(&b, "  {\n    int n = n0 + f;\n");
+  if (nrem) buf_printf(&b, "    if (n < %lld) {\n", LL(s->N));
+  else buf_puts(&b, "    {\n");
+  const char *ra = tf32 ? "ncc_tf32(v)" : "v", *rb = tf32 ? "ncc_tf32(v)" : "v";
+  /* four slices a step: the loads first, then the multiply-adds */
+  buf_printf(&b, "      int kb = ks;\n      for (; kb + %d < %lld; kb += %d) {\n        float bv[%d];\n", (U - 1) * S,
+             LL(s->K), U * S, U);
+  buf_printf(&b, "        for (int u = 0; u < %d; u++) {\n          int k = kb + u * %d;\n          float v = 0.0f;\n"
+                 "          %s\n          bv[u] = %s;\n        }\n", U, S, s->b_load, rb);
+  buf_printf(&b, "        for (int r = 0; r < %d; r++)\n          for (int u = 0; u < %d; u++) {\n", R, U);
+  buf_printf(&b, "            int m = m0 + r, k = kb + u * %d;\n            float v = 0.0f;\n", S);
+  if (mrem) buf_printf(&b, "            if (m < %lld) {\n              %s\n            }\n", LL(s->M), s->a_load);
+  else buf_printf(&b, "            {\n              %s\n            }\n", s->a_load);
+  buf_printf(&b, "            acc[r] = fmaf(%s, bv[u], acc[r]);\n          }\n      }\n", ra);
+  buf_printf(&b, "      for (int k = kb; k < %lld; k += %d) {\n        float bk;\n", LL(s->K), S);
+  buf_printf(&b, "        {\n          float v = 0.0f;\n          %s\n          bk = %s;\n        }\n", s->b_load, rb);
+  buf_printf(&b, "        for (int r = 0; r < %d; r++) {\n          int m = m0 + r;\n          float v = 0.0f;\n", R);
+  if (mrem) buf_printf(&b, "          if (m < %lld) {\n            %s\n          }\n", LL(s->M), s->a_load);
+  else buf_printf(&b, "          {\n            %s\n          }\n", s->a_load);
+  buf_printf(&b, "          acc[r] = fmaf(%s, bk, acc[r]);\n        }\n      }\n    }\n  }\n", ra);
+  buf_printf(&b, "  for (int r = 0; r < %d; r++) red[r][f][ks] = acc[r];\n  %s\n", R, D_BARRIER);
+  buf_printf(&b, "  if (t < %d) {\n    int m = m0 + t / %d, n = n0 + t %% %d;\n", R * F, F, F);
+  if (mrem || nrem) {
+    buf_puts(&b, "    if (");
+    if (mrem) buf_printf(&b, "m < %lld", LL(s->M));
+    if (mrem && nrem) buf_puts(&b, " && ");
+    if (nrem) buf_printf(&b, "n < %lld", LL(s->N));
+    buf_puts(&b, ") {\n");
+  } else {
+    buf_puts(&b, "    {\n");
+  }
+  buf_printf(&b, "      float v = 0.0f;\n      for (int q = 0; q < %d; q++) v = v + red[t / %d][t %% %d][q];\n", S, F, F);
+  if (s->bias[0]) buf_printf(&b, "      v = v + %s;\n", s->bias);
+  buf_printf(&b, "      int o = %s;\n", s->out_idx);
+  if (cg_epilogue(c, gr, p, &b, "v", "o", 3)) {
+    buf_free(&b);
+    return -1;
+  }
+  buf_printf(&b, "      %s[o] = v;\n    }\n  }\n", kp_value(c, p, group_out(gr), 1, "y"));
+  char opn[96], base[48];
+  snprintf(base, sizeof base, "%s_gemv", ncc_ops[gr->main->op].name);
+  if (gr->npro) snprintf(base, sizeof base, "%s_%s_gemv", ncc_ops[gr->pro[0]->op].name, ncc_ops[gr->main->op].name);
+  const char *name = cg_finish(c, cg_opname(gr, base, opn), NCC_KF_BARRIER_, p, &b);
+  CgBatch bg;
+  const CgBatch *bp = NULL;
+  if (s->baxis == 1) bp = cg_batch_grid(c, gr, 1, s->M, R, &bg);
+  else if (s->baxis == 2) bp = cg_batch_grid(c, gr, 2, s->Z, 1, &bg);
+  cg_launch_b(c, name, p, (s->N + F - 1) / F, (s->M + R - 1) / R, s->Z, 256, 1, 0, bp);
+  buf_free(&b);
+  return 0;
+}
+
 /* ---- convolution ------------------------------------------------------- */
 typedef struct ConvDims {
   int64_t Nb, Cin, H, W, Cout, OH, OW, G, Cig, Mg, KH, KW, Kg;
@@ -493,7 +576,7 @@ static int emit_linear(Cg *c, const KGroup *gr) {
   buf_free(&lb);
   buf_free(&lo);
   if (bias) snprintf(s.bias, sizeof s.bias, "%s[n]", bias);
-  return tiled(c, gr, &p, &s);
+  return ir_gemm_gemv(nd) ? gemv(c, gr, &p, &s) : tiled(c, gr, &p, &s);
 }
 
 static int emit_matmul(Cg *c, const KGroup *gr) {
@@ -561,7 +644,7 @@ static int emit_matmul(Cg *c, const KGroup *gr) {
   buf_free(&lo);
   buf_free(&ia);
   buf_free(&ib);
-  return tiled(c, gr, &p, &s);
+  return ir_gemm_gemv(nd) ? gemv(c, gr, &p, &s) : tiled(c, gr, &p, &s);
 }
 
 int emit_gemm(Cg *c, const KGroup *gr) {
