@@ -27,6 +27,8 @@ typedef struct GemmSpec {
   char b_load[2048];   /* statement: sets float v from B(z, k, n) */
   char out_idx[512];   /* expression: linear index of C(z, m, n) in the main output */
   char bias[256];      /* expression added to the accumulator, or "" */
+  char b_pre[1024];    /* statements before the K loop that b_tile's per-thread state needs, or "" */
+  char b_tile[4096];   /* statements that store the whole B tile Bs for K tile k0 (b_load unused), or "" */
   int uses_z;
   int baxis;           /* the grid axis whose index has the batch outermost (0: n, x; 1: m, y;
                           2: z), for a launch that follows the batch; -1: none */
@@ -69,12 +71,14 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_printf(&b, "  int tx = %s, ty = %s, tid = ty * 16 + tx;\n", D_TID_X, D_TID_Y);
   buf_printf(&b, "  int m0 = %s * %d, n0 = %s * %d;\n", D_BID_Y, BM, D_BID_X, BN);
   if (s->uses_z) buf_printf(&b, "  int z = %s;\n", D_BID_Z);
+  if (s->b_tile[0]) buf_puts(&b, s->b_pre);
   buf_printf(&b, "  float acc[%d][%d];\n", TM, TN);
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n", TM, TN);
   buf_printf(&b, "  for (int k0 = 0; k0 < %lld; k0 += %d) {\n", LL(s->K), BK);
   int tf32 = gr->main->prec == PREC_TF32;
   load_tile(&b, "As", BM, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, tf32);
-  load_tile(&b, "Bs", BN, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, tf32);
+  if (s->b_tile[0]) buf_puts(&b, s->b_tile);
+  else load_tile(&b, "Bs", BN, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, tf32);
   buf_printf(&b, "    %s\n", D_BARRIER);
   /* af/bf, not a/b: matmul's parameters are a and b */
   buf_printf(&b, "    for (int kk = 0; kk < %d; kk++) {\n      float af[%d], bf[%d];\n", BK, TM, TN);
@@ -134,7 +138,8 @@ static int gemv(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_printf(&b, "  %s float red[%d][%d][%d];\n", D_SHARED, R, F, S + 1);
   if (s->b_kcontig) buf_printf(&b, "  int t = %s, ks = t %% 32, f = t / 32;\n", D_TID_X);
   else buf_printf(&b, "  int t = %s, f = t %% 32, ks = t / 32;\n", D_TID_X);
-  buf_printf(&b, "  int m0 = %s * %d, n0 = %s * %d;\n", D_BID_Y, R, D_BID_X, F);
+  if (R > 1) buf_printf(&b, "  int m0 = %s * %d, n0 = %s * %d;\n", D_BID_Y, R, D_BID_X, F);
+  else buf_printf(&b, "  int m0 = %s, n0 = %s * %d;\n", D_BID_Y, D_BID_X, F);
   if (s->uses_z) buf_printf(&b, "  int z = %s;\n", D_BID_Z);
   buf_printf(&b, "  float acc[%d];\n  for (int r = 0; r < %d; r++) acc[r] = 0.0f;\n", R, R);
   buf_printf(&b, "  {\n    int n = n0 + f;\n");
@@ -354,6 +359,103 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
   return 0;
 }
 
+/* The B tile of the implicit GEMM (column n: pixel n % OHW of image n / OHW;
+ * row k: input channel k / (KH * KW) of the group, tap (k / KW) % KH,
+ * k % KW) without a division in the K loop.  The tile is BK x BN and BN
+ * divides 256, so thread tid always loads column n0 + tid % BN, rows
+ * tid / BN + j * (256 / BN) for j < J = BK * BN / 256: the column's image and
+ * pixel (ih0, iw0: the window's corner) are worked out once before the K
+ * loop, and each of the J rows keeps its k as digits (ci, kh, kw) that
+ * advance by BK a tile with constant steps and at most one carry a digit.
+ * The divisions that remain run once per thread. */
+static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const char *cbase, const Node *pool, int tf32) {
+  int TN = tile_of(s->N), BN = 16 * TN, J = BK * BN / 256, KS = 256 / BN;
+  int64_t KK = d->KH * d->KW, OHW = d->OH * d->OW;
+  int hkh = d->KH > 1, hkw = d->KW > 1;
+  Buf b = {0};
+  /* before the K loop: the column's pixel, its window corner, the first digits */
+  buf_printf(&b, "  int rb = tid %% %d, kq = tid / %d, col = n0 + rb;\n", BN, BN);
+  char cb0[160] = "", pix[64];
+  size_t l = 0;
+  if (d->Nb > 1) {
+    if (d->Cin > 1) l += (size_t)snprintf(cb0 + l, sizeof cb0 - l, "(col / %lld) * %lld", LL(OHW), LL(d->Cin));
+    else l += (size_t)snprintf(cb0 + l, sizeof cb0 - l, "col / %lld", LL(OHW));
+    snprintf(pix, sizeof pix, "col %% %lld", LL(OHW));
+  } else {
+    snprintf(pix, sizeof pix, "col");
+  }
+  if (strcmp(cbase, "0")) l += (size_t)snprintf(cb0 + l, sizeof cb0 - l, "%s%s", l ? " + " : "", cbase);
+  if (!l) snprintf(cb0, sizeof cb0, "0");
+  char ih0[160], iw0[160];
+  cg_window_index(ih0, sizeof ih0, "oh", d->sh, d->ph, NULL, 1);
+  cg_window_index(iw0, sizeof iw0, "ow", d->sw, d->pw, NULL, 1);
+  buf_printf(&b, "  int pix = %s, oh = pix / %lld, ow = pix %% %lld;\n", pix, LL(d->OW), LL(d->OW));
+  buf_printf(&b, "  int ih0 = %s, iw0 = %s, cb0 = %s;\n", ih0, iw0, cb0);
+  buf_printf(&b, "  int ci[%d];\n", J);
+  if (hkh) buf_printf(&b, "  int kh[%d];\n", J);
+  if (hkw) buf_printf(&b, "  int kw[%d];\n", J);
+  buf_printf(&b, "  for (int j = 0; j < %d; j++) {\n    int k = kq + j * %d;\n", J, KS);
+  if (KK == 1) buf_puts(&b, "    ci[j] = k;\n");
+  else buf_printf(&b, "    ci[j] = k / %lld;\n", LL(KK));
+  if (hkh && hkw) buf_printf(&b, "    kh[j] = (k / %lld) %% %lld;\n", LL(d->KW), LL(d->KH));
+  else if (hkh) buf_printf(&b, "    kh[j] = k %% %lld;\n", LL(d->KH));
+  if (hkw) buf_printf(&b, "    kw[j] = k %% %lld;\n", LL(d->KW));
+  buf_puts(&b, "  }\n");
+  NCC_ASSERT(b.len < sizeof s->b_pre);
+  memcpy(s->b_pre, b.s, b.len + 1);
+  b.len = 0;
+  b.s[0] = 0;
+
+  /* in the K loop: J elements, then the digits advance by BK */
+  int krem = s->K % BK != 0, nrem = s->N % BN != 0;
+  buf_printf(&b, "    for (int j = 0; j < %d; j++) {\n      int kk = kq + j * %d%s;\n      float v = 0.0f;\n", J, KS,
+             krem ? ", k = k0 + kk" : "");
+  if (krem || nrem) {
+    buf_puts(&b, "      if (");
+    if (nrem) buf_printf(&b, "col < %lld", LL(s->N));
+    if (nrem && krem) buf_puts(&b, " && ");
+    if (krem) buf_printf(&b, "k < %lld", LL(s->K));
+    buf_puts(&b, ") {\n");
+  } else {
+    buf_puts(&b, "      {\n");
+  }
+  char ih[96], iw[96], test[200] = "";
+  if (hkh && d->dh == 1) snprintf(ih, sizeof ih, "ih0 + kh[j]");
+  else if (hkh) snprintf(ih, sizeof ih, "ih0 + kh[j] * %d", d->dh);
+  else snprintf(ih, sizeof ih, "ih0");
+  if (hkw && d->dw == 1) snprintf(iw, sizeof iw, "iw0 + kw[j]");
+  else if (hkw) snprintf(iw, sizeof iw, "iw0 + kw[j] * %d", d->dw);
+  else snprintf(iw, sizeof iw, "iw0");
+  if (d->ph && d->pw)
+    snprintf(test, sizeof test, "if (ih >= 0 && ih < %lld && iw >= 0 && iw < %lld) ", LL(d->H), LL(d->W));
+  else if (d->ph)
+    snprintf(test, sizeof test, "if (ih >= 0 && ih < %lld) ", LL(d->H));
+  else if (d->pw)
+    snprintf(test, sizeof test, "if (iw >= 0 && iw < %lld) ", LL(d->W));
+  buf_printf(&b, "        int ih = %s, iw = %s;\n", ih, iw);
+  if (pool) {   /* x is the pooling's input: the element (plane, ih, iw) of its output, computed here */
+    char pl[1024];
+    pool_load(pl, sizeof pl, pool, x, "cb0 + ci[j]", "ih", "iw", "          ");
+    buf_printf(&b, "        %s{\n          %s\n        }\n", test, pl);
+  } else {
+    buf_printf(&b, "        %sv = %s[((cb0 + ci[j]) * %lld + ih) * %lld + iw];\n", test, x, LL(d->H), LL(d->W));
+  }
+  buf_printf(&b, "      }\n      Bs[kk][rb] = %s;\n", tf32 ? "ncc_tf32(v)" : "v");
+  /* k += BK as digits: kw += BK % KW, kh += (BK / KW) % KH, ci += BK / (KH * KW), carries */
+  int64_t dw = hkw ? BK % d->KW : 0, dh = hkh ? (BK / d->KW) % d->KH : 0, dc = BK / KK;
+  if (dw) buf_printf(&b, "      kw[j] += %lld;\n", LL(dw));
+  if (dh) buf_printf(&b, "      kh[j] += %lld;\n", LL(dh));
+  if (dc) buf_printf(&b, "      ci[j] += %lld;\n", LL(dc));
+  if (dw) buf_printf(&b, "      if (kw[j] >= %lld) {\n        kw[j] -= %lld;\n        %s;\n      }\n", LL(d->KW), LL(d->KW),
+                     hkh ? "kh[j]++" : "ci[j]++");
+  if (hkh && (dh || dw))
+    buf_printf(&b, "      if (kh[j] >= %lld) {\n        kh[j] -= %lld;\n        ci[j]++;\n      }\n", LL(d->KH), LL(d->KH));
+  buf_puts(&b, "    }\n");
+  NCC_ASSERT(b.len < sizeof s->b_tile);
+  memcpy(s->b_tile, b.s, b.len + 1);
+  buf_free(&b);
+}
+
 static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   Node *nd = gr->main;
   KParams p = {0};
@@ -374,13 +476,11 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
     snprintf(s.a_load, sizeof s.a_load, "v = %s[%s];", w, la.s);
     buf_free(&la);
   }
-  /* column n is pixel n % OHW of image n / OHW; one image: pixel n */
-  char img[64], pp[64], cb[64], ch[64];
-  snprintf(img, sizeof img, d->Nb > 1 ? "n / %lld" : "0", LL(OHW));
-  snprintf(pp, sizeof pp, d->Nb > 1 ? "n %% %lld" : "n", LL(OHW));
+  /* column n is pixel n % OHW of image n / OHW (one image: pixel n): im2col_tile */
+  char cb[64], ch[64];
   if (s.uses_z) snprintf(cb, sizeof cb, "z * %lld", LL(d->Cig));
   else snprintf(cb, sizeof cb, "0");
-  im2col_load(s.b_load, sizeof s.b_load, d, x, img, "k", pp, cb, "        ", pool);
+  im2col_tile(&s, d, x, cb, pool, nd->prec == PREC_TF32);
   /* output channel of row m */
   if (s.uses_z) snprintf(ch, sizeof ch, "z * %lld + m", LL(d->Mg));
   else snprintf(ch, sizeof ch, "m");
