@@ -27,6 +27,8 @@ typedef struct GemmSpec {
   char b_load[2048];   /* statement: sets float v from B(z, k, n) */
   char out_idx[512];   /* expression: linear index of C(z, m, n) in the main output */
   char bias[256];      /* expression added to the accumulator, or "" */
+  char b_pre[1024];    /* statements before the K loop that b_tile's per-thread state needs, or "" */
+  char b_tile[4096];   /* statements that store the whole B tile Bs for K tile k0 (b_load unused), or "" */
   int uses_z;
   int baxis;           /* the grid axis whose index has the batch outermost (0: n, x; 1: m, y;
                           2: z), for a launch that follows the batch; -1: none */
@@ -69,12 +71,14 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_printf(&b, "  int tx = %s, ty = %s, tid = ty * 16 + tx;\n", D_TID_X, D_TID_Y);
   buf_printf(&b, "  int m0 = %s * %d, n0 = %s * %d;\n", D_BID_Y, BM, D_BID_X, BN);
   if (s->uses_z) buf_printf(&b, "  int z = %s;\n", D_BID_Z);
+  if (s->b_tile[0]) buf_puts(&b, s->b_pre);
   buf_printf(&b, "  float acc[%d][%d];\n", TM, TN);
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n", TM, TN);
   buf_printf(&b, "  for (int k0 = 0; k0 < %lld; k0 += %d) {\n", LL(s->K), BK);
   int tf32 = gr->main->prec == PREC_TF32;
   load_tile(&b, "As", BM, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, tf32);
-  load_tile(&b, "Bs", BN, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, tf32);
+  if (s->b_tile[0]) buf_puts(&b, s->b_tile);
+  else load_tile(&b, "Bs", BN, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, tf32);
   buf_printf(&b, "    %s\n", D_BARRIER);
   /* af/bf, not a/b: matmul's parameters are a and b */
   buf_printf(&b, "    for (int kk = 0; kk < %d; kk++) {\n      float af[%d], bf[%d];\n", BK, TM, TN);
@@ -102,6 +106,90 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     bp = cg_batch_grid(c, gr, s->baxis, s->baxis == 0 ? s->N : s->baxis == 1 ? s->M : s->Z,
                        s->baxis == 0 ? BN : s->baxis == 1 ? BM : 1, &bg);
   cg_launch_b(c, name, p, (s->N + BN - 1) / BN, (s->M + BM - 1) / BM, s->Z, 16, 16, 0, bp);
+  buf_free(&b);
+  return 0;
+}
+
+/* ---- GEMV: few rows (ir_gemm_gemv) -------------------------------------------
+ * A block of 256 threads computes R = IR_GEMV_BLOCK_ROWS rows (fewer when M
+ * is smaller) of F output columns; its threads split K into S slices, F * S =
+ * 256.  Along B's contiguous axis the threads are consecutive: B k-contiguous
+ * (linear's weight rows) gives a warp to each column, its 32 lanes reading 32
+ * consecutive weights (S = 32, F = 8); B n-contiguous (matmul's b) gives 32
+ * consecutive columns to a warp and 8 slices of K (S = 8, F = 32).  A thread
+ * keeps R partial sums; K advances four slices at a time (four independent
+ * loads in flight), then one at a time.  The partial sums meet in shared
+ * memory (a row padded to S + 1 floats: no bank conflict) after one barrier;
+ * R * F threads each add their column's S partials, in order, and run the
+ * epilogue and the store as the tiled kernel does.  A's element is loaded by
+ * every thread that needs it (a broadcast within a warp, cached after). */
+static int gemv(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
+  int R = s->M < IR_GEMV_BLOCK_ROWS ? (int)s->M : IR_GEMV_BLOCK_ROWS;
+  int S = s->b_kcontig ? 32 : 8, F = 256 / S, U = 4;
+  int tf32 = gr->main->prec == PREC_TF32;
+  int mrem = s->M % R != 0, nrem = s->N % F != 0;
+  if (s->Z > 65535) {
+    diag_error(gr->main->loc, "codegen: %s with %lld batches exceeds the GEMV kernel's grid (65535); try --cublas",
+               ncc_ops[gr->main->op].name, LL(s->Z));
+    c->err = 1;
+    return -1;
+  }
+  Buf b = {0};
+  buf_printf(&b, "  %s float red[%d][%d][%d];\n", D_SHARED, R, F, S + 1);
+  if (s->b_kcontig) buf_printf(&b, "  int t = %s, ks = t %% 32, f = t / 32;\n", D_TID_X);
+  else buf_printf(&b, "  int t = %s, f = t %% 32, ks = t / 32;\n", D_TID_X);
+  if (R > 1) buf_printf(&b, "  int m0 = %s * %d, n0 = %s * %d;\n", D_BID_Y, R, D_BID_X, F);
+  else buf_printf(&b, "  int m0 = %s, n0 = %s * %d;\n", D_BID_Y, D_BID_X, F);
+  if (s->uses_z) buf_printf(&b, "  int z = %s;\n", D_BID_Z);
+  buf_printf(&b, "  float acc[%d];\n  for (int r = 0; r < %d; r++) acc[r] = 0.0f;\n", R, R);
+  buf_printf(&b, "  {\n    int n = n0 + f;\n");
+  if (nrem) buf_printf(&b, "    if (n < %lld) {\n", LL(s->N));
+  else buf_puts(&b, "    {\n");
+  const char *ra = tf32 ? "ncc_tf32(v)" : "v", *rb = tf32 ? "ncc_tf32(v)" : "v";
+  /* four slices a step: the loads first, then the multiply-adds */
+  buf_printf(&b, "      int kb = ks;\n      for (; kb + %d < %lld; kb += %d) {\n        float bv[%d];\n", (U - 1) * S,
+             LL(s->K), U * S, U);
+  buf_printf(&b, "        for (int u = 0; u < %d; u++) {\n          int k = kb + u * %d;\n          float v = 0.0f;\n"
+                 "          %s\n          bv[u] = %s;\n        }\n", U, S, s->b_load, rb);
+  buf_printf(&b, "        for (int r = 0; r < %d; r++)\n          for (int u = 0; u < %d; u++) {\n", R, U);
+  buf_printf(&b, "            int m = m0 + r, k = kb + u * %d;\n            float v = 0.0f;\n", S);
+  if (mrem) buf_printf(&b, "            if (m < %lld) {\n              %s\n            }\n", LL(s->M), s->a_load);
+  else buf_printf(&b, "            {\n              %s\n            }\n", s->a_load);
+  buf_printf(&b, "            acc[r] = fmaf(%s, bv[u], acc[r]);\n          }\n      }\n", ra);
+  buf_printf(&b, "      for (int k = kb; k < %lld; k += %d) {\n        float bk;\n", LL(s->K), S);
+  buf_printf(&b, "        {\n          float v = 0.0f;\n          %s\n          bk = %s;\n        }\n", s->b_load, rb);
+  buf_printf(&b, "        for (int r = 0; r < %d; r++) {\n          int m = m0 + r;\n          float v = 0.0f;\n", R);
+  if (mrem) buf_printf(&b, "          if (m < %lld) {\n            %s\n          }\n", LL(s->M), s->a_load);
+  else buf_printf(&b, "          {\n            %s\n          }\n", s->a_load);
+  buf_printf(&b, "          acc[r] = fmaf(%s, bk, acc[r]);\n        }\n      }\n    }\n  }\n", ra);
+  buf_printf(&b, "  for (int r = 0; r < %d; r++) red[r][f][ks] = acc[r];\n  %s\n", R, D_BARRIER);
+  buf_printf(&b, "  if (t < %d) {\n    int m = m0 + t / %d, n = n0 + t %% %d;\n", R * F, F, F);
+  if (mrem || nrem) {
+    buf_puts(&b, "    if (");
+    if (mrem) buf_printf(&b, "m < %lld", LL(s->M));
+    if (mrem && nrem) buf_puts(&b, " && ");
+    if (nrem) buf_printf(&b, "n < %lld", LL(s->N));
+    buf_puts(&b, ") {\n");
+  } else {
+    buf_puts(&b, "    {\n");
+  }
+  buf_printf(&b, "      float v = 0.0f;\n      for (int q = 0; q < %d; q++) v = v + red[t / %d][t %% %d][q];\n", S, F, F);
+  if (s->bias[0]) buf_printf(&b, "      v = v + %s;\n", s->bias);
+  buf_printf(&b, "      int o = %s;\n", s->out_idx);
+  if (cg_epilogue(c, gr, p, &b, "v", "o", 3)) {
+    buf_free(&b);
+    return -1;
+  }
+  buf_printf(&b, "      %s[o] = v;\n    }\n  }\n", kp_value(c, p, group_out(gr), 1, "y"));
+  char opn[96], base[48];
+  snprintf(base, sizeof base, "%s_gemv", ncc_ops[gr->main->op].name);
+  if (gr->npro) snprintf(base, sizeof base, "%s_%s_gemv", ncc_ops[gr->pro[0]->op].name, ncc_ops[gr->main->op].name);
+  const char *name = cg_finish(c, cg_opname(gr, base, opn), NCC_KF_BARRIER_, p, &b);
+  CgBatch bg;
+  const CgBatch *bp = NULL;
+  if (s->baxis == 1) bp = cg_batch_grid(c, gr, 1, s->M, R, &bg);
+  else if (s->baxis == 2) bp = cg_batch_grid(c, gr, 2, s->Z, 1, &bg);
+  cg_launch_b(c, name, p, (s->N + F - 1) / F, (s->M + R - 1) / R, s->Z, 256, 1, 0, bp);
   buf_free(&b);
   return 0;
 }
@@ -271,6 +359,103 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
   return 0;
 }
 
+/* The B tile of the implicit GEMM (column n: pixel n % OHW of image n / OHW;
+ * row k: input channel k / (KH * KW) of the group, tap (k / KW) % KH,
+ * k % KW) without a division in the K loop.  The tile is BK x BN and BN
+ * divides 256, so thread tid always loads column n0 + tid % BN, rows
+ * tid / BN + j * (256 / BN) for j < J = BK * BN / 256: the column's image and
+ * pixel (ih0, iw0: the window's corner) are worked out once before the K
+ * loop, and each of the J rows keeps its k as digits (ci, kh, kw) that
+ * advance by BK a tile with constant steps and at most one carry a digit.
+ * The divisions that remain run once per thread. */
+static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const char *cbase, const Node *pool, int tf32) {
+  int TN = tile_of(s->N), BN = 16 * TN, J = BK * BN / 256, KS = 256 / BN;
+  int64_t KK = d->KH * d->KW, OHW = d->OH * d->OW;
+  int hkh = d->KH > 1, hkw = d->KW > 1;
+  Buf b = {0};
+  /* before the K loop: the column's pixel, its window corner, the first digits */
+  buf_printf(&b, "  int rb = tid %% %d, kq = tid / %d, col = n0 + rb;\n", BN, BN);
+  char cb0[160] = "", pix[64];
+  size_t l = 0;
+  if (d->Nb > 1) {
+    if (d->Cin > 1) l += (size_t)snprintf(cb0 + l, sizeof cb0 - l, "(col / %lld) * %lld", LL(OHW), LL(d->Cin));
+    else l += (size_t)snprintf(cb0 + l, sizeof cb0 - l, "col / %lld", LL(OHW));
+    snprintf(pix, sizeof pix, "col %% %lld", LL(OHW));
+  } else {
+    snprintf(pix, sizeof pix, "col");
+  }
+  if (strcmp(cbase, "0")) l += (size_t)snprintf(cb0 + l, sizeof cb0 - l, "%s%s", l ? " + " : "", cbase);
+  if (!l) snprintf(cb0, sizeof cb0, "0");
+  char ih0[160], iw0[160];
+  cg_window_index(ih0, sizeof ih0, "oh", d->sh, d->ph, NULL, 1);
+  cg_window_index(iw0, sizeof iw0, "ow", d->sw, d->pw, NULL, 1);
+  buf_printf(&b, "  int pix = %s, oh = pix / %lld, ow = pix %% %lld;\n", pix, LL(d->OW), LL(d->OW));
+  buf_printf(&b, "  int ih0 = %s, iw0 = %s, cb0 = %s;\n", ih0, iw0, cb0);
+  buf_printf(&b, "  int ci[%d];\n", J);
+  if (hkh) buf_printf(&b, "  int kh[%d];\n", J);
+  if (hkw) buf_printf(&b, "  int kw[%d];\n", J);
+  buf_printf(&b, "  for (int j = 0; j < %d; j++) {\n    int k = kq + j * %d;\n", J, KS);
+  if (KK == 1) buf_puts(&b, "    ci[j] = k;\n");
+  else buf_printf(&b, "    ci[j] = k / %lld;\n", LL(KK));
+  if (hkh && hkw) buf_printf(&b, "    kh[j] = (k / %lld) %% %lld;\n", LL(d->KW), LL(d->KH));
+  else if (hkh) buf_printf(&b, "    kh[j] = k %% %lld;\n", LL(d->KH));
+  if (hkw) buf_printf(&b, "    kw[j] = k %% %lld;\n", LL(d->KW));
+  buf_puts(&b, "  }\n");
+  NCC_ASSERT(b.len < sizeof s->b_pre);
+  memcpy(s->b_pre, b.s, b.len + 1);
+  b.len = 0;
+  b.s[0] = 0;
+
+  /* in the K loop: J elements, then the digits advance by BK */
+  int krem = s->K % BK != 0, nrem = s->N % BN != 0;
+  buf_printf(&b, "    for (int j = 0; j < %d; j++) {\n      int kk = kq + j * %d%s;\n      float v = 0.0f;\n", J, KS,
+             krem ? ", k = k0 + kk" : "");
+  if (krem || nrem) {
+    buf_puts(&b, "      if (");
+    if (nrem) buf_printf(&b, "col < %lld", LL(s->N));
+    if (nrem && krem) buf_puts(&b, " && ");
+    if (krem) buf_printf(&b, "k < %lld", LL(s->K));
+    buf_puts(&b, ") {\n");
+  } else {
+    buf_puts(&b, "      {\n");
+  }
+  char ih[96], iw[96], test[200] = "";
+  if (hkh && d->dh == 1) snprintf(ih, sizeof ih, "ih0 + kh[j]");
+  else if (hkh) snprintf(ih, sizeof ih, "ih0 + kh[j] * %d", d->dh);
+  else snprintf(ih, sizeof ih, "ih0");
+  if (hkw && d->dw == 1) snprintf(iw, sizeof iw, "iw0 + kw[j]");
+  else if (hkw) snprintf(iw, sizeof iw, "iw0 + kw[j] * %d", d->dw);
+  else snprintf(iw, sizeof iw, "iw0");
+  if (d->ph && d->pw)
+    snprintf(test, sizeof test, "if (ih >= 0 && ih < %lld && iw >= 0 && iw < %lld) ", LL(d->H), LL(d->W));
+  else if (d->ph)
+    snprintf(test, sizeof test, "if (ih >= 0 && ih < %lld) ", LL(d->H));
+  else if (d->pw)
+    snprintf(test, sizeof test, "if (iw >= 0 && iw < %lld) ", LL(d->W));
+  buf_printf(&b, "        int ih = %s, iw = %s;\n", ih, iw);
+  if (pool) {   /* x is the pooling's input: the element (plane, ih, iw) of its output, computed here */
+    char pl[1024];
+    pool_load(pl, sizeof pl, pool, x, "cb0 + ci[j]", "ih", "iw", "          ");
+    buf_printf(&b, "        %s{\n          %s\n        }\n", test, pl);
+  } else {
+    buf_printf(&b, "        %sv = %s[((cb0 + ci[j]) * %lld + ih) * %lld + iw];\n", test, x, LL(d->H), LL(d->W));
+  }
+  buf_printf(&b, "      }\n      Bs[kk][rb] = %s;\n", tf32 ? "ncc_tf32(v)" : "v");
+  /* k += BK as digits: kw += BK % KW, kh += (BK / KW) % KH, ci += BK / (KH * KW), carries */
+  int64_t dw = hkw ? BK % d->KW : 0, dh = hkh ? (BK / d->KW) % d->KH : 0, dc = BK / KK;
+  if (dw) buf_printf(&b, "      kw[j] += %lld;\n", LL(dw));
+  if (dh) buf_printf(&b, "      kh[j] += %lld;\n", LL(dh));
+  if (dc) buf_printf(&b, "      ci[j] += %lld;\n", LL(dc));
+  if (dw) buf_printf(&b, "      if (kw[j] >= %lld) {\n        kw[j] -= %lld;\n        %s;\n      }\n", LL(d->KW), LL(d->KW),
+                     hkh ? "kh[j]++" : "ci[j]++");
+  if (hkh && (dh || dw))
+    buf_printf(&b, "      if (kh[j] >= %lld) {\n        kh[j] -= %lld;\n        ci[j]++;\n      }\n", LL(d->KH), LL(d->KH));
+  buf_puts(&b, "    }\n");
+  NCC_ASSERT(b.len < sizeof s->b_tile);
+  memcpy(s->b_tile, b.s, b.len + 1);
+  buf_free(&b);
+}
+
 static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   Node *nd = gr->main;
   KParams p = {0};
@@ -291,13 +476,11 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
     snprintf(s.a_load, sizeof s.a_load, "v = %s[%s];", w, la.s);
     buf_free(&la);
   }
-  /* column n is pixel n % OHW of image n / OHW; one image: pixel n */
-  char img[64], pp[64], cb[64], ch[64];
-  snprintf(img, sizeof img, d->Nb > 1 ? "n / %lld" : "0", LL(OHW));
-  snprintf(pp, sizeof pp, d->Nb > 1 ? "n %% %lld" : "n", LL(OHW));
+  /* column n is pixel n % OHW of image n / OHW (one image: pixel n): im2col_tile */
+  char cb[64], ch[64];
   if (s.uses_z) snprintf(cb, sizeof cb, "z * %lld", LL(d->Cig));
   else snprintf(cb, sizeof cb, "0");
-  im2col_load(s.b_load, sizeof s.b_load, d, x, img, "k", pp, cb, "        ", pool);
+  im2col_tile(&s, d, x, cb, pool, nd->prec == PREC_TF32);
   /* output channel of row m */
   if (s.uses_z) snprintf(ch, sizeof ch, "z * %lld + m", LL(d->Mg));
   else snprintf(ch, sizeof ch, "m");
@@ -493,7 +676,7 @@ static int emit_linear(Cg *c, const KGroup *gr) {
   buf_free(&lb);
   buf_free(&lo);
   if (bias) snprintf(s.bias, sizeof s.bias, "%s[n]", bias);
-  return tiled(c, gr, &p, &s);
+  return ir_gemm_gemv(nd) ? gemv(c, gr, &p, &s) : tiled(c, gr, &p, &s);
 }
 
 static int emit_matmul(Cg *c, const KGroup *gr) {
@@ -561,7 +744,7 @@ static int emit_matmul(Cg *c, const KGroup *gr) {
   buf_free(&lo);
   buf_free(&ia);
   buf_free(&ib);
-  return tiled(c, gr, &p, &s);
+  return ir_gemm_gemv(nd) ? gemv(c, gr, &p, &s) : tiled(c, gr, &p, &s);
 }
 
 int emit_gemm(Cg *c, const KGroup *gr) {

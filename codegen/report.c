@@ -1,6 +1,8 @@
 /* report.c — `ncc --emit=report`: what the compiled model costs.
  *
- * One row per kernel, in launch order: the ops it fuses ("conv2d+relu"), the
+ * One row per kernel, in launch order: the ops it fuses ("conv2d+relu";
+ * "[gemv]" or "[direct]" after them where a GEMM-like op gets the GEMV or the
+ * direct convolution rather than the tiled GEMM), the
  * layer, the shape it stores, the parameters it reads, FLOPs, bytes moved,
  * the activation it writes and a roofline time on --arch.  Kernels are the
  * fuse pass's groups as codegen reads them (group.c), and memory is the plan
@@ -103,6 +105,15 @@ typedef struct Cost { int64_t flops, macs; } Cost;
 
 static int64_t out_numel(const Node *n) { return shape_numel(&n->out->shape); }
 static int64_t in0_numel(const Node *n) { return shape_numel(&n->in[0]->shape); }
+/* The kernel a GEMM-like main node gets where it is not the tiled GEMM (on
+ * the default path; --cublas calls cuBLAS instead): "gemv" for a linear or
+ * matmul with few rows (ir_gemm_gemv), "direct" for a convolution with few
+ * output channels per group (ir_conv_direct); NULL otherwise. */
+static const char *kernel_form(const Node *n) {
+  if ((n->op == OP_LINEAR || n->op == OP_MATMUL) && ir_gemm_gemv(n)) return "gemv";
+  if (n->op == OP_CONV2D && ir_conv_direct(n)) return "direct";
+  return NULL;
+}
 static Cost flops_only(int64_t f) { Cost c = {f, 0}; return c; }
 
 static Cost gemm_cost(const Node *n, int64_t macs, int bias) {
@@ -247,6 +258,7 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
     if (l > wname) wname = l;
     int m = group_nodes(&gl.g[k], &gn, &gcap), lo = m - 1;
     for (int j = 0; j < m; j++) lo += (int)strlen(ncc_ops[gn[j]->op].name) + (gn[j]->prec != PREC_FP32 ? 5 : 0);
+    if (kernel_form(gl.g[k].main)) lo += 3 + (int)strlen(kernel_form(gl.g[k].main));
     if (lo > wops) wops = lo;
   }
   if (wname > 40) wname = 40;
@@ -305,6 +317,9 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
       ol += (size_t)snprintf(ops + ol, ol < sizeof ops ? sizeof ops - ol : 0, "%s%s%s%s", j ? "+" : "",
                              ncc_ops[n->op].name, n->prec != PREC_FP32 ? ":" : "",
                              n->prec != PREC_FP32 ? ir_prec_name(n->prec) : "");
+      if (ol >= sizeof ops) ol = sizeof ops - 1;
+      if (j == m - 1 && kernel_form(gr->main) && ol < sizeof ops)   /* which kernel the GEMM-like op got */
+        ol += (size_t)snprintf(ops + ol, sizeof ops - ol, " [%s]", kernel_form(gr->main));
       if (ol >= sizeof ops) ol = sizeof ops - 1;
       Cost cost = costs[n->op](n, train);
       fl = add(fl, cost.flops);

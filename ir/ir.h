@@ -290,6 +290,26 @@ int ir_prologue_ok(const Node *pool, const Node *m);
 /* Does codegen emit this conv2d as a direct kernel, one thread per output
  * (few output channels per group: depthwise), rather than a tiled GEMM? */
 static inline int ir_conv_direct(const Node *n) { return n->out->shape.d[1] / n->a.groups < 8; }
+/* The rows M of a linear (its input's first dimension) or matmul (the rows
+ * of a, 1 for a vector), 0 for another op. */
+static inline int64_t ir_gemm_rows(const Node *n) {
+  if (n->op == OP_LINEAR) return n->in[0]->shape.d[0];
+  if (n->op != OP_MATMUL) return 0;
+  const Shape *a = &n->in[0]->shape;
+  return a->rank == 1 ? 1 : a->d[a->rank - 2];
+}
+/* Does codegen emit this linear or matmul as a GEMV (docs/gpu.md, "GEMV")
+ * rather than the tiled GEMM?  Few rows: the tiled kernel's tiles have at
+ * least 16 rows, so at M <= 8 half or more of its multiply-adds (15 of 16 at
+ * M = 1) work on padding.  The GEMV takes IR_GEMV_BLOCK_ROWS rows a block
+ * (the grid follows the batch: a build for N <= 8 run at 1..4 rows launches
+ * one row block) and reads each weight row contiguously. */
+#define IR_GEMV_MAX_ROWS 8
+#define IR_GEMV_BLOCK_ROWS 4
+static inline int ir_gemm_gemv(const Node *n) {
+  int64_t m = ir_gemm_rows(n);
+  return m >= 1 && m <= IR_GEMV_MAX_ROWS;
+}
 
 /* Storage classes of values (Liveness.kind). */
 enum {

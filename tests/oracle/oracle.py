@@ -366,6 +366,96 @@ case("linear_big", ["op"])(lambda ctx: linear_case(ctx, 8, 130, 70, True))
 case("linear_cublas", ["op", "cublas"])(lambda ctx: linear_case(ctx, 8, 130, 70, True, cublas=True))
 
 
+# GEMV (ir_gemm_gemv: linear and matmul with at most 8 rows; docs/gpu.md
+# "GEMV"): 1, 2 and 3 rows, K not a multiple of the 32 slices nor of the four
+# slices a step, output columns not a multiple of a block's, with and without
+# bias and epilogues (an activation, a residual add reading a second input);
+# a build for 8 rows (two row blocks) run at 8, 5 and 1 rows (the row grid
+# follows the batch) in checked mode; the row counts just past the GEMV
+# (9 and 20 rows: the tiled GEMM) for contrast.  gemv_path_check: the kernel
+# the case means.
+def gemv_path_check(ctx, net_path, gemv):
+    cu = ctx.path("gemv.cu")
+    p = subprocess.run([ctx.ncc, net_path, "-o", cu], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True)
+    if p.returncode != 0:
+        raise Failure("ncc %s failed: %s" % (net_path, p.stderr))
+    has = "_gemv" in open(cu).read()
+    if has != gemv:
+        raise Failure("the generated code %s a GEMV kernel; this case means %s" %
+                      ("has" if has else "has no", "a GEMV" if gemv else "the tiled GEMM"))
+
+
+def gemv_linear_case(ctx, rows, i, o, bias, act, compiled=None, residual=False, env=None, flags=()):
+    import torch
+    import torch.nn.functional as F
+    seed(11)
+    x = as64(rand(rows, i))
+    w = as64(rand(o, i) / i ** 0.5)
+    b = as64(rand(o)) if bias else None
+    r = as64(rand(rows, o)) if residual else None
+    n = compiled or rows
+    h = "linear(x, %d, bias=%s, name=\"fc\")" % (o, "true" if bias else "false")
+    if residual:
+        h = "(%s + r)" % h
+    net = ("model %s\ninput x: f32[%d, %d]\n%sy = %s\noutput y\n"
+           % (ctx.name, n, i, "input r: f32[%d, %d]\n" % (n, o) if residual else "", "%s(%s)" % (act, h) if act else h))
+    ref = F.linear(x, w, b)
+    if residual:
+        ref = ref + r
+    if act:
+        ref = {"relu": F.relu, "gelu": F.gelu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}[act](ref)
+    params = {"fc.weight": w}
+    if bias:
+        params["fc.bias"] = b
+    inputs = {"x": f32np(x)}
+    if residual:
+        inputs["r"] = f32np(r)
+    run_and_compare(ctx, net, params, inputs, {"y": ref.numpy()}, flags=flags, env=env)
+    gemv_path_check(ctx, ctx.path(ctx.name + ".net"), n <= 8)
+
+
+def gemv_matmul_case(ctx, sa, sb, act=None):
+    import torch
+    seed(12)
+    a, b = as64(rand(*sa)), as64(rand(*sb) / sb[-2] ** 0.5)
+    y = "matmul(a, b)"
+    net = ("model %s\ninput a: f32[%s]\ninput b: f32[%s]\ny = %s\noutput y\n"
+           % (ctx.name, dims(sa), dims(sb), "%s(%s)" % (act, y) if act else y))
+    ref = torch.matmul(a, b)
+    if act:
+        ref = {"relu": torch.relu, "tanh": torch.tanh}[act](ref)
+    run_and_compare(ctx, net, None, {"a": f32np(a), "b": f32np(b)}, {"y": ref.numpy()})
+    m = sa[-2] if len(sa) > 1 else 1
+    gemv_path_check(ctx, ctx.path(ctx.name + ".net"), m <= 8)
+
+
+for _rows in (1, 2, 3):
+    case("gemv_linear_r%d" % _rows, ["op", "gemv"])(
+        lambda ctx, r=_rows: gemv_linear_case(ctx, r, 203, 37, True, None))
+    case("gemv_linear_r%d_nobias" % _rows, ["op", "gemv"])(
+        lambda ctx, r=_rows: gemv_linear_case(ctx, r, 96, 16, False, None))
+    case("gemv_linear_r%d_relu" % _rows, ["op", "gemv", "fusion"])(
+        lambda ctx, r=_rows: gemv_linear_case(ctx, r, 130, 70, True, "relu"))
+    case("gemv_linear_r%d_add_gelu" % _rows, ["op", "gemv", "fusion"])(
+        lambda ctx, r=_rows: gemv_linear_case(ctx, r, 75, 9, False, "gelu", residual=True))
+    case("gemv_matmul_r%d" % _rows, ["op", "gemv"])(
+        lambda ctx, r=_rows: gemv_matmul_case(ctx, (r, 150), (150, 45)))
+    case("gemv_matmul_r%d_tanh" % _rows, ["op", "gemv", "fusion"])(
+        lambda ctx, r=_rows: gemv_matmul_case(ctx, (r, 33), (33, 70), "tanh"))
+case("gemv_matmul_vec", ["op", "gemv"])(lambda ctx: gemv_matmul_case(ctx, (140,), (140, 20)))
+case("gemv_matmul_batched", ["op", "gemv"])(lambda ctx: gemv_matmul_case(ctx, (2, 3, 2, 40), (2, 3, 40, 33), "relu"))
+case("gemv_linear_r8", ["op", "gemv"])(lambda ctx: gemv_linear_case(ctx, 8, 300, 50, True, "sigmoid"))
+case("gemv_linear_r6_reverse", ["op", "gemv", "fiber"])(
+    lambda ctx: gemv_linear_case(ctx, 6, 300, 50, True, "relu", env={"NCC_FIBER_ORDER": "reverse"}))
+for _b in (8, 5, 1):
+    case("gemv_linear_n8_b%d" % _b, ["op", "gemv", "batch", "check"])(
+        lambda ctx, b=_b: gemv_linear_case(ctx, b, 517, 1000, True, "relu", compiled=8, residual=True,
+                                           flags=["--check"]))
+case("gemv_linear_r9_tiled", ["op", "gemv"])(lambda ctx: gemv_linear_case(ctx, 9, 130, 70, True, "relu"))
+case("gemv_matmul_r20_tiled", ["op", "gemv"])(lambda ctx: gemv_matmul_case(ctx, (20, 33), (33, 70), "tanh"))
+
+
 def matmul_case(ctx, sa, sb, cublas=False):
     import torch
     seed(3)
