@@ -34,6 +34,12 @@ typedef struct GemmSpec {
                           2: z), for a launch that follows the batch; -1: none */
 } GemmSpec;
 
+/* "if (c1 && c2) {" with the conditions given (NULL: none), or "{" */
+static void guard_open(Buf *b, const char *ind, const char *c1, const char *c2) {
+  if (c1 || c2) buf_printf(b, "%sif (%s%s%s) {\n", ind, c1 ? c1 : "", c1 && c2 ? " && " : "", c2 ? c2 : "");
+  else buf_printf(b, "%s{\n", ind);
+}
+
 static int tile_of(int64_t d) { return d >= 64 ? 4 : d >= 32 ? 2 : 1; }
 
 static void load_tile(Buf *b, const char *sm, int rows, int kcontig, const char *rowvar, const char *rowbase,
@@ -164,15 +170,10 @@ static int gemv(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_printf(&b, "          acc[r] = fmaf(%s, bk, acc[r]);\n        }\n      }\n    }\n  }\n", ra);
   buf_printf(&b, "  for (int r = 0; r < %d; r++) red[r][f][ks] = acc[r];\n  %s\n", R, D_BARRIER);
   buf_printf(&b, "  if (t < %d) {\n    int m = m0 + t / %d, n = n0 + t %% %d;\n", R * F, F, F);
-  if (mrem || nrem) {
-    buf_puts(&b, "    if (");
-    if (mrem) buf_printf(&b, "m < %lld", LL(s->M));
-    if (mrem && nrem) buf_puts(&b, " && ");
-    if (nrem) buf_printf(&b, "n < %lld", LL(s->N));
-    buf_puts(&b, ") {\n");
-  } else {
-    buf_puts(&b, "    {\n");
-  }
+  char c1[48], c2[48];
+  snprintf(c1, sizeof c1, "m < %lld", LL(s->M));
+  snprintf(c2, sizeof c2, "n < %lld", LL(s->N));
+  guard_open(&b, "    ", mrem ? c1 : NULL, nrem ? c2 : NULL);
   buf_printf(&b, "      float v = 0.0f;\n      for (int q = 0; q < %d; q++) v = v + red[t / %d][t %% %d][q];\n", S, F, F);
   if (s->bias[0]) buf_printf(&b, "      v = v + %s;\n", s->bias);
   buf_printf(&b, "      int o = %s;\n", s->out_idx);
@@ -410,15 +411,10 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const cha
   int krem = s->K % BK != 0, nrem = s->N % BN != 0;
   buf_printf(&b, "    for (int j = 0; j < %d; j++) {\n      int kk = kq + j * %d%s;\n      float v = 0.0f;\n", J, KS,
              krem ? ", k = k0 + kk" : "");
-  if (krem || nrem) {
-    buf_puts(&b, "      if (");
-    if (nrem) buf_printf(&b, "col < %lld", LL(s->N));
-    if (nrem && krem) buf_puts(&b, " && ");
-    if (krem) buf_printf(&b, "k < %lld", LL(s->K));
-    buf_puts(&b, ") {\n");
-  } else {
-    buf_puts(&b, "      {\n");
-  }
+  char c1[48], c2[48];
+  snprintf(c1, sizeof c1, "col < %lld", LL(s->N));
+  snprintf(c2, sizeof c2, "k < %lld", LL(s->K));
+  guard_open(&b, "      ", nrem ? c1 : NULL, krem ? c2 : NULL);
   char ih[96], iw[96], test[200] = "";
   if (hkh && d->dh == 1) snprintf(ih, sizeof ih, "ih0 + kh[j]");
   else if (hkh) snprintf(ih, sizeof ih, "ih0 + kh[j] * %d", d->dh);
