@@ -189,7 +189,8 @@ static int emit_net(const Options *o, Graph *g) {
   FILE *bf = open_memstream(&banner, &blen);
   if (!bf) return drv_internal("out of memory");
   fprintf(bf, "# %s.net: %s as .net source, written by `%s`\n", g->model, o->model, drv_command_line());
-  if (onnx)
+  const FrontendWeight *fw;
+  if (onnx && frontend_weights(o->model, &fw) > 0)
     fprintf(bf, "# its weights: %s\n", o->out ? "the .safetensors file written beside this one"
                                                : "write them with -o FILE.net (FILE.safetensors, under these names)");
   fclose(bf);
