@@ -40,6 +40,18 @@ static void guard_open(Buf *b, const char *ind, const char *c1, const char *c2) 
   else buf_printf(b, "%s{\n", ind);
 }
 
+/* The end of an output element `v` (a sum of products) at depth ind (2
+ * spaces each), for the tiled GEMM and the GEMV alike: the bias, the output
+ * index o, the fused epilogue, the store. */
+static int store_tail(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Buf *b, int ind) {
+  int sp = 2 * ind;
+  if (s->bias[0]) buf_printf(b, "%*sv = v + %s;\n", sp, "", s->bias);
+  buf_printf(b, "%*sint o = %s;\n", sp, "", s->out_idx);
+  if (cg_epilogue(c, gr, p, b, "v", "o", ind)) return -1;
+  buf_printf(b, "%*s%s[o] = v;\n", sp, "", kp_value(c, p, group_out(gr), 1, "y"));
+  return 0;
+}
+
 static int tile_of(int64_t d) { return d >= 64 ? 4 : d >= 32 ? 2 : 1; }
 
 static void load_tile(Buf *b, const char *sm, int rows, int kcontig, const char *rowvar, const char *rowbase,
@@ -97,13 +109,11 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_printf(&b, "      int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;\n");
   buf_printf(&b, "      if (m < %lld && n < %lld) {\n", LL(s->M), LL(s->N));
   buf_printf(&b, "        float v = acc[i][j];\n");
-  if (s->bias[0]) buf_printf(&b, "        v = v + %s;\n", s->bias);
-  buf_printf(&b, "        int o = %s;\n", s->out_idx);
-  if (cg_epilogue(c, gr, p, &b, "v", "o", 4)) {
+  if (store_tail(c, gr, p, s, &b, 4)) {
     buf_free(&b);
     return -1;
   }
-  buf_printf(&b, "        %s[o] = v;\n      }\n    }\n", kp_value(c, p, group_out(gr), 1, "y"));
+  buf_puts(&b, "      }\n    }\n");
   char opn[96];
   const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, p, &b);
   CgBatch bg;
@@ -175,13 +185,11 @@ static int gemv(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   snprintf(c2, sizeof c2, "n < %lld", LL(s->N));
   guard_open(&b, "    ", mrem ? c1 : NULL, nrem ? c2 : NULL);
   buf_printf(&b, "      float v = 0.0f;\n      for (int q = 0; q < %d; q++) v = v + red[t / %d][t %% %d][q];\n", S, F, F);
-  if (s->bias[0]) buf_printf(&b, "      v = v + %s;\n", s->bias);
-  buf_printf(&b, "      int o = %s;\n", s->out_idx);
-  if (cg_epilogue(c, gr, p, &b, "v", "o", 3)) {
+  if (store_tail(c, gr, p, s, &b, 3)) {
     buf_free(&b);
     return -1;
   }
-  buf_printf(&b, "      %s[o] = v;\n    }\n  }\n", kp_value(c, p, group_out(gr), 1, "y"));
+  buf_puts(&b, "    }\n  }\n");
   char opn[96], base[48];
   snprintf(base, sizeof base, "%s_gemv", ncc_ops[gr->main->op].name);
   if (gr->npro) snprintf(base, sizeof base, "%s_%s_gemv", ncc_ops[gr->pro[0]->op].name, ncc_ops[gr->main->op].name);
