@@ -708,11 +708,7 @@ static int eval_args(Elab *E, Expr *c, CallArgs *ca) {
       else if (v.k == V_INT) ca->name = arena_printf(E->ar, "%lld", (long long)v.i);
       else if (v.k != V_POISON) { err(E, c->items[i]->loc, "name= must be a string, got %s", describe(E, v)); ca->poison = 1; }
       /* names end up in state_dict keys, C comments and kernel names */
-      int ok = ca->name && *ca->name && strlen(ca->name) < 200;
-      for (const char *p = ca->name; ok && *p; p++)
-        ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
-             *p == '.' || *p == '-';
-      if (ca->name && !ok) {
+      if (ca->name && !frontend_name_ok(ca->name)) {
         err(E, c->items[i]->loc, "name= may hold only letters, digits, '_', '.' and '-' (at most 199), got \"%.60s\"",
             ca->name);
         ca->poison = 1;

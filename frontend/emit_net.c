@@ -79,29 +79,11 @@ static int werr(W *w, const Node *n, const char *fmt, ...) {
   return -1;
 }
 
-static const char *const net_keywords[] = {"model", "const", "input", "output", "def", "return", "if", "else",
-                                           "for", "in", "train", "and", "or", "not", "true", "false"};
-static int net_keyword(const char *s) {
-  for (size_t k = 0; k < sizeof net_keywords / sizeof *net_keywords; k++)
-    if (!strcmp(s, net_keywords[k])) return 1;
-  return 0;
-}
-
-/* name= accepts letters, digits, '_', '.', '-' (elaborate.c, eval_args) */
-static int name_ok(const char *s) {
-  size_t n = strlen(s);
-  if (n == 0 || n >= 200) return 0;
-  for (; *s; s++)
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' ||
-          *s == '.' || *s == '-'))
-      return 0;
-  return 1;
-}
 static int ident_ok(const char *s) {
   if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) return 0;
   for (const char *p = s; *p; p++)
     if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_')) return 0;
-  return !net_keyword(s);
+  return !frontend_net_keyword(s);
 }
 
 /* "onnx::Conv_193" -> "Conv_193"; other characters name= refuses -> '_' */
@@ -150,7 +132,7 @@ static const char *sanitize_ident(W *w, const char *s) {
   char *r = sanitize_name(w->ar, s);
   for (char *p = r; *p; p++)
     if (*p == '.' || *p == '-') *p = '_';
-  if (!*r || (*r >= '0' && *r <= '9') || net_keyword(r)) r = arena_printf(w->ar, "p_%s", r);
+  if (!*r || (*r >= '0' && *r <= '9') || frontend_net_keyword(r)) r = arena_printf(w->ar, "p_%s", r);
   return r;
 }
 
@@ -221,7 +203,7 @@ static const char *layer_from_params(const Node *n) {
   char buf[200];
   memcpy(buf, p, plen);
   buf[plen] = 0;
-  return name_ok(buf) ? p : NULL;
+  return frontend_name_ok(buf) ? p : NULL;
 }
 
 /* Which parameters a layer call makes; their names; the layers' names. */
@@ -256,7 +238,7 @@ static void plan_params(W *w) {
         rename_param(w, n->in[k]->def, n->in[k]->def->name);
         strs_add(&w->taken_params, n->in[k]->def->name);
       }
-    } else if (n->op == OP_PARAM && !w->owner[n->id] && name_ok(n->name) && !strs_has(&w->taken_params, n->name)) {
+    } else if (n->op == OP_PARAM && !w->owner[n->id] && frontend_name_ok(n->name) && !strs_has(&w->taken_params, n->name)) {
       rename_param(w, n, n->name);
       strs_add(&w->taken_params, n->name);
     }
@@ -304,7 +286,7 @@ static void name_arg(W *w, const Node *n, int op, const char *want, char *buf, s
     w->counts[op]++;
     return;
   }
-  if (!name_ok(want)) {   /* an ONNX node name: keep .net's */
+  if (!frontend_name_ok(want)) {   /* an ONNX node name: keep .net's */
     w->counts[op]++;
     return;
   }

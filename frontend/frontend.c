@@ -16,6 +16,16 @@
 
 /* C's keywords (C11, and C++'s that CUDA C rejects): a graph or a name
  * spelled so ("case", "int") would not compile as an identifier */
+int frontend_name_ok(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n >= 200) return 0;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' ||
+          *s == '.' || *s == '-'))
+      return 0;
+  return 1;
+}
+
 int frontend_c_keyword(const char *s) {
   static const char *kw[] = {"auto", "bool", "break", "case", "char", "class", "const", "continue", "default",
                              "delete", "do", "double", "else", "enum", "extern", "false", "float", "for", "goto",

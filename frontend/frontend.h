@@ -22,6 +22,10 @@ Graph *frontend_load(const char *path, const SetOpt *sets, int nsets);
  * whether a name is a C (or CUDA C++) keyword that cannot be an identifier. */
 char *frontend_stem_name(Arena *ar, const char *path);
 int frontend_c_keyword(const char *s);
+/* Is s a keyword of .net (model, input, output, ...; lexer.l)?  And may s
+ * be a name= (letters, digits, '_', '.', '-'; 1 to 199 of them)? */
+int frontend_net_keyword(const char *s);
+int frontend_name_ok(const char *s);
 
 /* ---- --emit=net (emit_net.c): a graph written back as .net source ---- */
 typedef struct NetOpts {
