@@ -54,10 +54,11 @@ static int store_tail(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Bu
 
 static int tile_of(int64_t d) { return d >= 64 ? 4 : d >= 32 ? 2 : 1; }
 
-static void load_tile(Buf *b, const char *sm, int rows, int kcontig, const char *rowvar, const char *rowbase,
+/* Statements that fill shared tile sm[BK][rows] (element (kk, rr): row
+ * rowbase + rr, k = k0 + kk) with T threads, numbered tid */
+static void load_tile(Buf *b, const char *sm, int rows, int T, int kcontig, const char *rowvar, const char *rowbase,
                       int64_t RMAX, int64_t K, const char *stmt, int tf32) {
-  /* sm[BK][rows]: element (kk, rr) */
-  buf_printf(b, "    for (int l = tid; l < %d; l += 256) {\n", BK * rows);
+  buf_printf(b, "    for (int l = tid; l < %d; l += %d) {\n", BK * rows, T);
   if (kcontig) buf_printf(b, "      int kk = l %% %d, rr = l / %d;\n", BK, BK);
   else buf_printf(b, "      int rr = l %% %d, kk = l / %d;\n", rows, rows);
   buf_printf(b, "      int %s = %s + rr, k = k0 + kk;\n      float v = 0.0f;\n", rowvar, rowbase);
@@ -75,15 +76,39 @@ static void load_tile(Buf *b, const char *sm, int rows, int kcontig, const char 
   buf_printf(b, "      %s[kk][rr] = %s;\n    }\n", sm, tf32 ? "ncc_tf32(v)" : "v");
 }
 
+/* The grid of a tiled kernel fits (row tiles of BM on y, batches on z) */
+static int grid_fits(Cg *c, const KGroup *gr, const GemmSpec *s, int BM) {
+  if ((s->M + BM - 1) / BM <= 65535 && s->Z <= 65535) return 1;
+  diag_error(gr->main->loc, "codegen: %s with %lld rows in %lld batches exceeds the tiled kernel's grid "
+             "(65535 row tiles of %d, 65535 batches); try --cublas", ncc_ops[gr->main->op].name, LL(s->M),
+             LL(s->Z), BM);
+  c->err = 1;
+  return 0;
+}
+
+/* The launch of a tiled kernel of BM x BN tiles and T x TY threads, its grid
+ * following the batch along s->baxis */
+static void tiled_launch(Cg *c, const KGroup *gr, const KParams *p, const GemmSpec *s, const char *name, int BM, int BN,
+                         int T, int TY) {
+  CgBatch bg;
+  const CgBatch *bp = NULL;
+  if (s->baxis >= 0)
+    bp = cg_batch_grid(c, gr, s->baxis, s->baxis == 0 ? s->N : s->baxis == 1 ? s->M : s->Z,
+                       s->baxis == 0 ? BN : s->baxis == 1 ? BM : 1, &bg);
+  cg_launch_b(c, name, p, (s->N + BN - 1) / BN, (s->M + BM - 1) / BM, s->Z, T, TY, 0, bp);
+}
+
+/* "<op>_<form>" (with the prologue's op first) for a GEMM kernel in another form than the tiled one */
+static const char *form_name(const KGroup *gr, const char *form, char opn[96]) {
+  char base[64];
+  if (gr->npro) snprintf(base, sizeof base, "%s_%s_%s", ncc_ops[gr->pro[0]->op].name, ncc_ops[gr->main->op].name, form);
+  else snprintf(base, sizeof base, "%s_%s", ncc_ops[gr->main->op].name, form);
+  return cg_opname(gr, base, opn);
+}
+
 static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   int TM = tile_of(s->M), TN = tile_of(s->N), BM = 16 * TM, BN = 16 * TN;
-  if ((s->M + BM - 1) / BM > 65535 || s->Z > 65535) {
-    diag_error(gr->main->loc, "codegen: %s with %lld rows in %lld batches exceeds the tiled kernel's grid "
-               "(65535 row tiles of %d, 65535 batches); try --cublas", ncc_ops[gr->main->op].name, LL(s->M),
-               LL(s->Z), BM);
-    c->err = 1;
-    return -1;
-  }
+  if (!grid_fits(c, gr, s, BM)) return -1;
   Buf b = {0};
   buf_printf(&b, "  %s float As[%d][%d];\n  %s float Bs[%d][%d];\n", D_SHARED, BK, BM + 1, D_SHARED, BK, BN + 1);
   buf_printf(&b, "  int tx = %s, ty = %s, tid = ty * 16 + tx;\n", D_TID_X, D_TID_Y);
@@ -94,9 +119,9 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n", TM, TN);
   buf_printf(&b, "  for (int k0 = 0; k0 < %lld; k0 += %d) {\n", LL(s->K), BK);
   int tf32 = gr->main->prec == PREC_TF32;
-  load_tile(&b, "As", BM, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, tf32);
+  load_tile(&b, "As", BM, 256, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, tf32);
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
-  else load_tile(&b, "Bs", BN, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, tf32);
+  else load_tile(&b, "Bs", BN, 256, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, tf32);
   buf_printf(&b, "    %s\n", D_BARRIER);
   /* af/bf, not a/b: matmul's parameters are a and b */
   buf_printf(&b, "    for (int kk = 0; kk < %d; kk++) {\n      float af[%d], bf[%d];\n", BK, TM, TN);
@@ -116,12 +141,85 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_puts(&b, "      }\n    }\n");
   char opn[96];
   const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, p, &b);
-  CgBatch bg;
-  const CgBatch *bp = NULL;
-  if (s->baxis >= 0)
-    bp = cg_batch_grid(c, gr, s->baxis, s->baxis == 0 ? s->N : s->baxis == 1 ? s->M : s->Z,
-                       s->baxis == 0 ? BN : s->baxis == 1 ? BM : 1, &bg);
-  cg_launch_b(c, name, p, (s->N + BN - 1) / BN, (s->M + BM - 1) / BM, s->Z, 16, 16, 0, bp);
+  tiled_launch(c, gr, p, s, name, BM, BN, 16, 16);
+  buf_free(&b);
+  return 0;
+}
+
+/* ---- tensor cores (ir_gemm_mma: --precision=tf32) --------------------------
+ * Four warps (128 threads) compute a BM x BN tile; warp w owns a
+ * (BM / WM) x (BN / WN) part of it, MI x NJ tiles of 16 x 8, each one
+ * accumulator fragment (4 floats a lane) of mma.sync.m16n8k8 (ncc_kernel.h's
+ * ncc_mma_tf32_16x8x8; the fragment layouts are in docs/emulator.md, "Tensor
+ * cores").  K advances by BK = 16, both tiles staged in shared memory as in
+ * the CUDA-core kernel, rounded to TF32 as they are stored; then two k-steps
+ * of 8 each load the warp's A and B fragments from shared memory and issue
+ * MI * NJ MMAs.  A row of a tile is padded by 8 floats: lane (gid, tig) reads
+ * row tig, column gid of a k-step's slice, and with a row stride of 8 (mod
+ * 32) words the 32 lanes hit 32 different banks.  The epilogue runs on each
+ * accumulator element at its (row, column): gid + 8 (r / 2), 2 tig + r % 2. */
+typedef struct MmaCfg { int BM, BN, WM, WN, MI, NJ; } MmaCfg;
+#define MMA_THREADS 128
+
+static MmaCfg mma_cfg(int64_t M, int64_t N) {
+  MmaCfg g;
+  g.BM = M >= 64 ? 64 : M >= 32 ? 32 : 16;
+  g.BN = N >= 64 ? 64 : 32;
+  g.WM = g.BM >= 32 ? 2 : 1;
+  g.WN = 4 / g.WM;
+  g.MI = g.BM / g.WM / 16;
+  g.NJ = g.BN / g.WN / 8;
+  return g;
+}
+
+static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
+  MmaCfg g = mma_cfg(s->M, s->N);
+  int BM = g.BM, BN = g.BN, MI = g.MI, NJ = g.NJ;
+  if (!grid_fits(c, gr, s, BM)) return -1;
+  Buf b = {0};
+  buf_printf(&b, "  %s float As[%d][%d];\n  %s float Bs[%d][%d];\n", D_SHARED, BK, BM + 8, D_SHARED, BK, BN + 8);
+  buf_printf(&b, "  int tid = %s, lane = tid %% 32, warp = tid / 32;\n", D_TID_X);
+  buf_puts(&b, "  int gid = lane / 4, tig = lane % 4;   /* the lane's group and its place in it (PTX: groupID, threadID_in_group) */\n");
+  if (g.WM > 1)
+    buf_printf(&b, "  int wr = warp / %d * %d, wc = warp %% %d * %d;   /* the warp's part of the tile */\n", g.WN, BM / g.WM,
+               g.WN, BN / g.WN);
+  else
+    buf_printf(&b, "  int wr = 0, wc = warp * %d;   /* the warp's part of the tile */\n", BN / g.WN);
+  buf_printf(&b, "  int m0 = %s * %d, n0 = %s * %d;\n", D_BID_Y, BM, D_BID_X, BN);
+  if (s->uses_z) buf_printf(&b, "  int z = %s;\n", D_BID_Z);
+  if (s->b_tile[0]) buf_puts(&b, s->b_pre);
+  buf_printf(&b, "  float acc[%d][%d][4];\n", MI, NJ);
+  buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++)\n"
+                 "      for (int r = 0; r < 4; r++) acc[i][j][r] = 0.0f;\n", MI, NJ);
+  buf_printf(&b, "  for (int k0 = 0; k0 < %lld; k0 += %d) {\n", LL(s->K), BK);
+  load_tile(&b, "As", BM, MMA_THREADS, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, 1);
+  if (s->b_tile[0]) buf_puts(&b, s->b_tile);
+  else load_tile(&b, "Bs", BN, MMA_THREADS, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, 1);
+  buf_printf(&b, "    %s\n", D_BARRIER);
+  buf_printf(&b, "    for (int ks = 0; ks < %d; ks += 8) {\n      float af[%d][4], bf[%d][2];\n", BK, MI, NJ);
+  buf_printf(&b, "      for (int i = 0; i < %d; i++) {\n        int r = wr + 16 * i + gid;\n", MI);
+  buf_puts(&b, "        af[i][0] = As[ks + tig][r];\n        af[i][1] = As[ks + tig][r + 8];\n"
+               "        af[i][2] = As[ks + tig + 4][r];\n        af[i][3] = As[ks + tig + 4][r + 8];\n      }\n");
+  buf_printf(&b, "      for (int j = 0; j < %d; j++) {\n        int q = wc + 8 * j + gid;\n", NJ);
+  buf_puts(&b, "        bf[j][0] = Bs[ks + tig][q];\n        bf[j][1] = Bs[ks + tig + 4][q];\n      }\n");
+  buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) ncc_mma_tf32_16x8x8(acc[i][j], af[i], bf[j]);\n",
+             MI, NJ);
+  buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
+  buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++)\n      for (int r = 0; r < 4; r++) {\n", MI, NJ);
+  buf_puts(&b, "        int m = m0 + wr + 16 * i + gid + 8 * (r / 2), n = n0 + wc + 8 * j + 2 * tig + r % 2;\n");
+  char c1[48], c2[48];
+  snprintf(c1, sizeof c1, "m < %lld", LL(s->M));
+  snprintf(c2, sizeof c2, "n < %lld", LL(s->N));
+  guard_open(&b, "        ", s->M % BM ? c1 : NULL, s->N % BN ? c2 : NULL);
+  buf_puts(&b, "          float v = acc[i][j][r];\n");
+  if (store_tail(c, gr, p, s, &b, 5)) {
+    buf_free(&b);
+    return -1;
+  }
+  buf_puts(&b, "        }\n      }\n");
+  char opn[96];
+  const char *name = cg_finish(c, form_name(gr, "mma", opn), NCC_KF_BARRIER_, p, &b);
+  tiled_launch(c, gr, p, s, name, BM, BN, MMA_THREADS, 1);
   buf_free(&b);
   return 0;
 }
@@ -190,10 +288,8 @@ static int gemv(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     return -1;
   }
   buf_puts(&b, "    }\n  }\n");
-  char opn[96], base[48];
-  snprintf(base, sizeof base, "%s_gemv", ncc_ops[gr->main->op].name);
-  if (gr->npro) snprintf(base, sizeof base, "%s_%s_gemv", ncc_ops[gr->pro[0]->op].name, ncc_ops[gr->main->op].name);
-  const char *name = cg_finish(c, cg_opname(gr, base, opn), NCC_KF_BARRIER_, p, &b);
+  char opn[96];
+  const char *name = cg_finish(c, form_name(gr, "gemv", opn), NCC_KF_BARRIER_, p, &b);
   CgBatch bg;
   const CgBatch *bp = NULL;
   if (s->baxis == 1) bp = cg_batch_grid(c, gr, 1, s->M, R, &bg);
@@ -201,6 +297,13 @@ static int gemv(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   cg_launch_b(c, name, p, (s->N + F - 1) / F, (s->M + R - 1) / R, s->Z, 256, 1, 0, bp);
   buf_free(&b);
   return 0;
+}
+
+/* The kernel a GEMM-like op gets on ncc's own path (docs/gpu.md, "Kernel designs") */
+static int gemm_kernel(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
+  if (ir_gemm_gemv(gr->main)) return gemv(c, gr, p, s);
+  if (ir_gemm_mma(gr->main)) return tiled_mma(c, gr, p, s);
+  return tiled(c, gr, p, s);
 }
 
 /* ---- convolution ------------------------------------------------------- */
@@ -370,15 +473,17 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
 
 /* The B tile of the implicit GEMM (column n: pixel n % OHW of image n / OHW;
  * row k: input channel k / (KH * KW) of the group, tap (k / KW) % KH,
- * k % KW) without a division in the K loop.  The tile is BK x BN and BN
- * divides 256, so thread tid always loads column n0 + tid % BN, rows
- * tid / BN + j * (256 / BN) for j < J = BK * BN / 256: the column's image and
+ * k % KW) without a division in the K loop.  The tile is BK x BN, loaded by
+ * T threads, and BN divides T, so thread tid always loads column n0 + tid % BN,
+ * rows tid / BN + j * (T / BN) for j < J = BK * BN / T: the column's image and
  * pixel (ih0, iw0: the window's corner) are worked out once before the K
  * loop, and each of the J rows keeps its k as digits (ci, kh, kw) that
  * advance by BK a tile with constant steps and at most one carry a digit.
  * The divisions that remain run once per thread. */
-static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const char *cbase, const Node *pool, int tf32) {
-  int TN = tile_of(s->N), BN = 16 * TN, J = BK * BN / 256, KS = 256 / BN;
+static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const char *cbase, const Node *pool, int tf32,
+                        int BN, int T) {
+  int J = BK * BN / T, KS = T / BN;
+  NCC_ASSERT(T % BN == 0 && BK * BN % T == 0);
   int64_t KK = d->KH * d->KW, OHW = d->OH * d->OW;
   int hkh = d->KH > 1, hkw = d->KW > 1;
   Buf b = {0};
@@ -484,7 +589,8 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   char cb[64], ch[64];
   if (s.uses_z) snprintf(cb, sizeof cb, "z * %lld", LL(d->Cig));
   else snprintf(cb, sizeof cb, "0");
-  im2col_tile(&s, d, x, cb, pool, nd->prec == PREC_TF32);
+  if (ir_gemm_mma(nd)) im2col_tile(&s, d, x, cb, pool, 1, mma_cfg(s.M, s.N).BN, MMA_THREADS);
+  else im2col_tile(&s, d, x, cb, pool, nd->prec == PREC_TF32, 16 * tile_of(s.N), 256);
   /* output channel of row m */
   if (s.uses_z) snprintf(ch, sizeof ch, "z * %lld + m", LL(d->Mg));
   else snprintf(ch, sizeof ch, "m");
@@ -499,7 +605,7 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
     if (s.uses_z) snprintf(s.bias, sizeof s.bias, "%s[z * %lld + m]", bias, LL(d->Mg));
     else snprintf(s.bias, sizeof s.bias, "%s[m]", bias);
   }
-  return tiled(c, gr, &p, &s);
+  return gemm_kernel(c, gr, &p, &s);
 }
 
 /* ---- the cuBLAS path ----------------------------------------------------- */
@@ -680,7 +786,7 @@ static int emit_linear(Cg *c, const KGroup *gr) {
   buf_free(&lb);
   buf_free(&lo);
   if (bias) snprintf(s.bias, sizeof s.bias, "%s[n]", bias);
-  return ir_gemm_gemv(nd) ? gemv(c, gr, &p, &s) : tiled(c, gr, &p, &s);
+  return gemm_kernel(c, gr, &p, &s);
 }
 
 static int emit_matmul(Cg *c, const KGroup *gr) {
@@ -748,7 +854,7 @@ static int emit_matmul(Cg *c, const KGroup *gr) {
   buf_free(&lo);
   buf_free(&ia);
   buf_free(&ib);
-  return ir_gemm_gemv(nd) ? gemv(c, gr, &p, &s) : tiled(c, gr, &p, &s);
+  return gemm_kernel(c, gr, &p, &s);
 }
 
 int emit_gemm(Cg *c, const KGroup *gr) {

@@ -1,8 +1,9 @@
 /* report.c — `ncc --emit=report`: what the compiled model costs.
  *
  * One row per kernel, in launch order: the ops it fuses ("conv2d+relu";
- * "[gemv]" or "[direct]" after them where a GEMM-like op gets the GEMV or the
- * direct convolution rather than the tiled GEMM), the
+ * "[gemv]", "[direct]" or "[mma]" after them where a GEMM-like op gets the
+ * GEMV, the direct convolution or the tensor-core GEMM rather than the
+ * CUDA-core tiled GEMM), the
  * layer, the shape it stores, the parameters it reads, FLOPs, bytes moved,
  * the activation it writes and a roofline time on --arch.  Kernels are the
  * fuse pass's groups as codegen reads them (group.c), and memory is the plan
@@ -108,10 +109,12 @@ static int64_t in0_numel(const Node *n) { return shape_numel(&n->in[0]->shape); 
 /* The kernel a GEMM-like main node gets where it is not the tiled GEMM (on
  * the default path; --cublas calls cuBLAS instead): "gemv" for a linear or
  * matmul with few rows (ir_gemm_gemv), "direct" for a convolution with few
- * output channels per group (ir_conv_direct); NULL otherwise. */
+ * output channels per group (ir_conv_direct), "mma" for the tensor-core GEMM
+ * (ir_gemm_mma); NULL otherwise. */
 static const char *kernel_form(const Node *n) {
   if ((n->op == OP_LINEAR || n->op == OP_MATMUL) && ir_gemm_gemv(n)) return "gemv";
   if (n->op == OP_CONV2D && ir_conv_direct(n)) return "direct";
+  if (ir_gemm_mma(n)) return "mma";
   return NULL;
 }
 static Cost flops_only(int64_t f) { Cost c = {f, 0}; return c; }

@@ -311,6 +311,16 @@ static inline int ir_gemm_gemv(const Node *n) {
   return m >= 1 && m <= IR_GEMV_MAX_ROWS;
 }
 
+/* Does codegen emit this GEMM-like op on tensor cores (mma.sync; docs/gpu.md,
+ * "Tensor cores") rather than the CUDA-core tiled GEMM?  The precision pass
+ * gives it TF32 operands (n->prec), and it is not a GEMV or a direct
+ * convolution.  (The cuBLAS path takes no TF32 op: the pass refuses it.) */
+static inline int ir_gemm_mma(const Node *n) {
+  if (n->prec != PREC_TF32) return 0;
+  if (n->op == OP_CONV2D) return !ir_conv_direct(n);
+  return (n->op == OP_LINEAR || n->op == OP_MATMUL) && !ir_gemm_gemv(n);
+}
+
 /* Storage classes of values (Liveness.kind). */
 enum {
   LV_NONE,    /* no bytes: not needed, or kept in registers inside a kernel group */

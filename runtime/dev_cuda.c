@@ -64,6 +64,13 @@ static const char NCC_NVRTC_PRELUDE[] =
     "  if ((v.u & 0x7f800000u) != 0x7f800000u) v.u = (v.u + 0x1000u) & 0xffffe000u;\n"
     "  return v.f;\n"
     "}\n"
+    "/* tensor cores: ncc_kernel.h's ncc_mma_tf32_16x8x8, the same text */\n"
+    "static __device__ __forceinline__ void ncc_mma_tf32_16x8x8(float *d, const float *a, const float *b) {\n"
+    "  asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n\"\n"
+    "               : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3])\n"
+    "               : \"r\"(__float_as_uint(a[0])), \"r\"(__float_as_uint(a[1])), \"r\"(__float_as_uint(a[2])),\n"
+    "                 \"r\"(__float_as_uint(a[3])), \"r\"(__float_as_uint(b[0])), \"r\"(__float_as_uint(b[1])));\n"
+    "}\n"
     "#endif\n";
 
 /* ---------------------------------------------------------------- driver API, by hand */

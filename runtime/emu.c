@@ -521,7 +521,50 @@ void ncc_emu_syncthreads(void) {
  * block's threads in x-major order, 32 to a warp, the last warp partial when
  * the block size is not a multiple of 32. */
 static const char *const wop_name[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
-                                       "__ballot_sync", "__all_sync", "__any_sync", "__syncwarp", "__activemask"};
+                                       "__ballot_sync", "__all_sync", "__any_sync", "__syncwarp", "__activemask",
+                                       "mma.sync.m16n8k8 (tf32)"};
+
+/* mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32: D = A B + C, A 16x8, B
+ * 8x8, C and D 16x8, spread over the 32 lanes as the PTX ISA documents
+ * ("Matrix fragments for mma.m16n8k8", .tf32): with g = lane / 4 and t = lane
+ * % 4, lane holds
+ *   A: a[0] = A[g][t], a[1] = A[g+8][t], a[2] = A[g][t+4], a[3] = A[g+8][t+4]
+ *   B: b[0] = B[t][g], b[1] = B[t+4][g]
+ *   C, D: d[r] = D[g + 8 (r / 2)][2 t + r % 2]
+ * The operands are TF32: a tensor core reads the top 19 bits of each 32-bit
+ * register, so the low 13 are cleared here (the kernels round with ncc_tf32
+ * before, so that clears nothing).  Each element of D is C plus the 8
+ * products, added in k order by fused multiply-adds in float32: a product of
+ * two TF32 numbers is exact in float32, and that order makes the tensor-core
+ * kernel give the bits of the CUDA-core kernel that adds in k order.  A GPU's
+ * tensor core adds the products in its own order and internal precision, so
+ * its result may differ in the last bits (docs/emulator.md). */
+static float tf32_bits(float x) {
+  union { float f; uint32_t u; } v;
+  v.f = x;
+  v.u &= 0xffffe000u;
+  return v.f;
+}
+static void mma_tf32(fiber **L) {
+  float A[16][8], B[8][8], D[16][8];
+  int l, i, j, k;
+  for (l = 0; l < 32; l++) {
+    const ncc_emu_mma_frag *fr = (const ncc_emu_mma_frag *)(uintptr_t)L[l]->wval;
+    int g = l / 4, t = l % 4;
+    A[g][t] = tf32_bits(fr->a[0]), A[g + 8][t] = tf32_bits(fr->a[1]);
+    A[g][t + 4] = tf32_bits(fr->a[2]), A[g + 8][t + 4] = tf32_bits(fr->a[3]);
+    B[t][g] = tf32_bits(fr->b[0]), B[t + 4][g] = tf32_bits(fr->b[1]);
+    for (i = 0; i < 4; i++) D[g + 8 * (i / 2)][2 * t + i % 2] = fr->d[i];
+  }
+  for (i = 0; i < 16; i++)
+    for (j = 0; j < 8; j++)
+      for (k = 0; k < 8; k++) D[i][j] = fmaf(A[i][k], B[k][j], D[i][j]);
+  for (l = 0; l < 32; l++) {
+    const ncc_emu_mma_frag *fr = (const ncc_emu_mma_frag *)(uintptr_t)L[l]->wval;
+    int g = l / 4, t = l % 4;
+    for (i = 0; i < 4; i++) fr->d[i] = D[g + 8 * (i / 2)][2 * t + i % 2];
+  }
+}
 
 unsigned long long ncc_emu_warp(int op, unsigned mask, unsigned long long v, int b, int width) {
   worker *w = tw;
@@ -550,6 +593,11 @@ unsigned long long ncc_emu_warp(int op, unsigned mask, unsigned long long v, int
 static void warp_complete(fiber **L, unsigned part, int op, int checked) {
   unsigned ballot = 0;
   int l;
+  if (op == NCC_EMU_MMA_TF32) {   /* warp_resolve has seen all 32 lanes arrive */
+    mma_tf32(L);
+    for (l = 0; l < 32; l++) L[l]->wait = W_RUN;
+    return;
+  }
   for (l = 0; l < 32; l++)
     if ((part >> l & 1) && L[l]->wval) ballot |= 1u << l;
   for (l = 0; l < 32; l++) {
@@ -646,6 +694,15 @@ static int warp_resolve(worker *w, int checked, char *err, size_t errn) {
         else part |= 1u << b;
       }
       if (!ready) continue;
+      if (f->wop == NCC_EMU_MMA_TF32 && part != 0xffffffffu) {
+        /* .aligned: every lane of the warp executes the same mma.sync */
+        if (nl < 32) snprintf(what, sizeof what, "calls %s in a warp of %d threads (the block's last, partial one): "
+                              "mma.sync needs all 32 lanes", wop_name[f->wop], nl);
+        else snprintf(what, sizeof what, "calls %s, but lanes 0x%08x of its warp have exited without reaching it: "
+                      "mma.sync needs all 32 lanes", wop_name[f->wop], ~part);
+        warp_errf(w, err, errn, base, l, what);
+        return -1;
+      }
       warp_complete(L, part, f->wop, checked);
       progress++;
     }

@@ -15,8 +15,9 @@
  *   does arithmetic on __half directly does not compile here, on purpose.
  * - atomics are real atomics: blocks run on several OS threads.
  * - warp collectives (__shfl_*_sync, __ballot_sync, __all_sync, __any_sync,
- *   __syncwarp, __activemask) are calls into emu.c, where the lanes of a warp
- *   (fibers) meet; a kernel that uses them is flagged NCC_KF_WARP.
+ *   __syncwarp, __activemask) and the tensor cores' mma.sync (ncc_mma_*) are
+ *   calls into emu.c, where the lanes of a warp (fibers) meet; a kernel that
+ *   uses them is flagged NCC_KF_WARP.
  */
 #ifndef NCC_EMU_H
 #define NCC_EMU_H
@@ -67,7 +68,7 @@ void ncc_emu_syncthreads(void);
  * result.  Shuffles move 32- or 64-bit values by their bits; width defaults to
  * 32 as in CUDA (the trailing "32, 0" fills the optional argument). */
 enum { NCC_EMU_SHFL_IDX, NCC_EMU_SHFL_UP, NCC_EMU_SHFL_DOWN, NCC_EMU_SHFL_XOR, NCC_EMU_BALLOT, NCC_EMU_ALL,
-       NCC_EMU_ANY, NCC_EMU_SYNCWARP, NCC_EMU_ACTIVEMASK };
+       NCC_EMU_ANY, NCC_EMU_SYNCWARP, NCC_EMU_ACTIVEMASK, NCC_EMU_MMA_TF32 };
 unsigned long long ncc_emu_warp(int op, unsigned mask, unsigned long long v, int b, int width);
 static __inline__ int ncc_emu_shfl_i32(int op, unsigned m, int v, int b, int w) {
   return (int)(unsigned)ncc_emu_warp(op, m, (unsigned)v, b, w);
@@ -118,6 +119,18 @@ static __inline__ double ncc_emu_shfl_f64(int op, unsigned m, double v, int b, i
  * the same round; CUDA promises no reconvergence after a branch, and neither
  * does the emulation: write __syncwarp() before it where all lanes must count */
 #define __activemask() ((unsigned)ncc_emu_warp(NCC_EMU_ACTIVEMASK, 0u, 0, __LINE__, 32))
+
+/* ---- warp matrix multiply-accumulate (ncc_kernel.h's ncc_mma_*; docs/emulator.md,
+ * "Tensor cores") ----
+ * A lane posts its fragments (ncc_emu_mma_frag) and waits until all 32 lanes of
+ * its warp have; emu.c then gathers the whole A, B and C tiles by the PTX ISA's
+ * fragment layouts, computes D and hands every lane its part of it. */
+typedef struct ncc_emu_mma_frag { const float *a, *b; float *d; } ncc_emu_mma_frag;
+static __inline__ void ncc_emu_mma(int op, float *d, const float *a, const float *b) {
+  ncc_emu_mma_frag fr;
+  fr.a = a, fr.b = b, fr.d = d;
+  (void)ncc_emu_warp(op, 0xffffffffu, (unsigned long long)(uintptr_t)&fr, 0, 32);
+}
 
 /* ---- math: fast-math intrinsics as macros (pitfall 1) ---- */
 #define __expf(x) expf(x)

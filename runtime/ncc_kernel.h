@@ -112,6 +112,27 @@ static __device__ __forceinline__ float ncc_tf32(float x) {
   if ((v.u & 0x7f800000u) != 0x7f800000u) v.u = (v.u + 0x1000u) & 0xffffe000u;
   return v.f;
 }
+
+/* ------------------------------------------------------------ tensor cores
+ * ncc_mma_tf32_16x8x8(d, a, b): d += A B for one warp, PTX's
+ * mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 with C = D.  Every lane
+ * of the warp calls it with the same shape; a (4 floats) and b (2 floats)
+ * hold its fragments of the 16x8 A and the 8x8 B, d (4 floats) its part of
+ * the 16x8 accumulator, in the PTX ISA's layouts (docs/emulator.md, "Tensor
+ * cores").  The operands are floats already rounded to TF32 (ncc_tf32).
+ * Needs sm_80 or later.  Under NCC_EMU the lanes meet in emu.c, which
+ * computes the tile from their fragments.  dev_cuda.c's NVRTC prelude
+ * carries the same text. */
+#if defined(NCC_EMU)
+#define ncc_mma_tf32_16x8x8(d, a, b) ncc_emu_mma(NCC_EMU_MMA_TF32, (d), (a), (b))
+#else
+static __device__ __forceinline__ void ncc_mma_tf32_16x8x8(float *d, const float *a, const float *b) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(__float_as_uint(a[0])), "r"(__float_as_uint(a[1])), "r"(__float_as_uint(a[2])),
+                 "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b[0])), "r"(__float_as_uint(b[1])));
+}
+#endif
 #endif
 
 #endif

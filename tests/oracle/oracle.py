@@ -1366,6 +1366,124 @@ for _k, _b, _s, _sets, _ch in (("digits", 2, 8, ["N=2"], 1), ("resnet18", 1, 32,
                 ctx, k, b, sz, st, flags=["--precision=tf32", "-O%d" % o], in_ch=ch, compare=tf32_close))
 
 
+# ---------------------------------------------------------------- tensor cores: exact bits
+# At --precision=tf32 the tiled GEMMs run on tensor cores (mma.sync.m16n8k8,
+# ir_gemm_mma).  The emulator defines each MMA as C plus the 8 products added
+# in k order by float32 fused multiply-adds (docs/emulator.md, "Tensor
+# cores"); a product of two TF32 numbers is exact in float32, so the whole
+# GEMM is float32 additions of exact products in k order.  numpy does exactly
+# that (a float32 product here is exact, each addition rounds once), with no
+# code of ncc's: the output must match it bit for bit.  A fragment-layout
+# mistake (a wrong row, column or k of any lane) changes values, not just
+# bits; shapes that fit no tile (odd M, N, K) check the edges.
+def tf32_np32(a):
+    """float32 numpy array rounded to TF32 as ncc_tf32 does."""
+    import numpy as np
+    u = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    finite = (u & 0x7F800000) != 0x7F800000
+    return np.where(finite, (u + 0x1000) & 0xFFFFE000, u).astype(np.uint32).view(np.float32)
+
+
+def tc_gemm32(A, B):
+    """A [Z, M, K], B [Z, K, N] float32 (TF32 values): float32 sums of exact products in k order."""
+    import numpy as np
+    acc = np.zeros((A.shape[0], A.shape[1], B.shape[2]), np.float32)
+    for k in range(A.shape[2]):
+        acc = acc + A[:, :, k:k + 1] * B[:, k:k + 1, :]
+    return acc
+
+
+def check_bits(name, got, ref):
+    import numpy as np
+    ref = np.asarray(ref, dtype=np.float32)
+    if got.shape != ref.shape or got.dtype != np.float32:
+        raise Failure("output %s: %s %s, expected float32 %s" % (name, got.dtype, got.shape, ref.shape))
+    bad = np.flatnonzero(got.view(np.uint32) != ref.view(np.uint32))
+    print("output %s: %d of %d elements differ in their bits from float32 k-order sums of TF32 products"
+          % (name, bad.size, got.size))
+    if bad.size:
+        i = np.unravel_index(bad[0], got.shape)
+        raise Failure("output %s: element %s is %r, the k-order float32 sum is %r (%d elements differ)"
+                      % (name, tuple(int(j) for j in i), float(got[i]), float(ref[i]), bad.size))
+
+
+def tc_linear_case(ctx, M, K, N, act, env=None):
+    import numpy as np
+    seed(40 + M)
+    x, w, b = f32np(rand(M, K)) * 8, f32np(rand(N, K)), f32np(rand(N))
+    net = ("model %s\ninput x: f32[%d, %d]\nh = linear(x, %d, name=\"fc\")\ny = %s(h)\noutput y\n"
+           % (ctx.name, M, K, N, act))
+    y = tc_gemm32(tf32_np32(x)[None], tf32_np32(w).T[None].copy())[0] + b[None, :]
+    y = np.maximum(y, np.float32(0)) if act == "relu" else y
+    import torch
+    run_and_compare(ctx, net, {"fc.weight": torch.from_numpy(w), "fc.bias": torch.from_numpy(b)}, {"x": x},
+                    {"y": y}, flags=["--precision=tf32"], env=env, compare=check_bits)
+
+
+def tc_conv_case(ctx, variant, env=None):
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    N, C, H, W, O, k, s, p, d, g, bias = CONV_VARIANTS[variant]
+    kh, kw = k if isinstance(k, tuple) else (k, k)
+    seed(7)
+    x, w = f32np(rand(N, C, H, W)) * 8, f32np(rand(O, C // g, kh, kw))
+    b = f32np(rand(O)) if bias else None
+    net = ("model %s\ninput x: f32[%s]\n"
+           "y = conv2d(x, %d, kernel=%s, stride=%s, pad=%s, dilation=%d, groups=%d, bias=%s, name=\"conv\")\n"
+           "output y\n" % (ctx.name, dims((N, C, H, W)), O, pair(k), pair(s), pair(p), d, g,
+                           "true" if bias else "false"))
+    # im2col: rows k = (channel, kh, kw) of the group, as the implicit GEMM orders them
+    cols = F.unfold(torch.from_numpy(tf32_np32(x)), (kh, kw), dilation=d, padding=p, stride=s).numpy()
+    OH = (H + 2 * pair_of(p)[0] - d * (kh - 1) - 1) // pair_of(s)[0] + 1
+    OW = (W + 2 * pair_of(p)[1] - d * (kw - 1) - 1) // pair_of(s)[1] + 1
+    Kg, Mg = C // g * kh * kw, O // g
+    wt = tf32_np32(w).reshape(g, Mg, Kg)
+    y = np.zeros((N, O, OH * OW), np.float32)
+    for n in range(N):
+        for gi in range(g):
+            y[n, gi * Mg:(gi + 1) * Mg] = tc_gemm32(wt[gi][None], cols[n, gi * Kg:(gi + 1) * Kg][None])[0]
+    if bias:
+        y = y + b[None, :, None]
+    params = {"conv.weight": torch.from_numpy(w)}
+    if bias:
+        params["conv.bias"] = torch.from_numpy(b)
+    run_and_compare(ctx, net, params, {"x": x}, {"y": y.reshape(N, O, OH, OW)}, flags=["--precision=tf32"], env=env,
+                    compare=check_bits)
+
+
+def pair_of(v):
+    return v if isinstance(v, tuple) else (v, v)
+
+
+def tc_matmul_case(ctx, ash, bsh, env=None):
+    import numpy as np
+    seed(9)
+    a, b = f32np(rand(*ash)) * 8, f32np(rand(*bsh))
+    net = ("model %s\ninput a: f32[%s]\ninput b: f32[%s]\ny = matmul(a, b)\noutput y\n"
+           % (ctx.name, dims(ash), dims(bsh)))
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    A = np.broadcast_to(tf32_np32(a), batch + a.shape[-2:]).reshape(-1, *a.shape[-2:])
+    B = np.broadcast_to(tf32_np32(b), batch + b.shape[-2:]).reshape(-1, *b.shape[-2:])
+    y = tc_gemm32(np.ascontiguousarray(A), np.ascontiguousarray(B)).reshape(batch + (a.shape[-2], b.shape[-1]))
+    run_and_compare(ctx, net, None, {"a": a, "b": b}, {"y": y}, flags=["--precision=tf32"], env=env,
+                    compare=check_bits)
+
+
+CHECKED_REVERSE = {"NCC_CHECK": "1", "NCC_FIBER_ORDER": "reverse"}
+for _m in (9, 16, 33, 70):   # tiles of 16, 16, 32 and 64 rows; K and N fit no tile
+    case("tc_bits_linear_m%d" % _m, ["op", "tf32", "mma"])(lambda ctx, m=_m: tc_linear_case(ctx, m, 131, 37, "relu"))
+case("tc_bits_linear_m70_checked_reverse", ["op", "tf32", "mma", "check", "fiber"])(
+    lambda ctx: tc_linear_case(ctx, 70, 45, 70, "relu", env=CHECKED_REVERSE))
+for _v in ("k3", "k3_s2_p1", "k1_p1", "dil2", "groups2", "groups4", "asym_all", "nobias"):
+    case("tc_bits_conv_%s" % _v, ["op", "conv", "tf32", "mma"])(lambda ctx, v=_v: tc_conv_case(ctx, v))
+case("tc_bits_conv_k5_p2_checked_reverse", ["op", "conv", "tf32", "mma", "check", "fiber"])(
+    lambda ctx: tc_conv_case(ctx, "k5_p2", env=CHECKED_REVERSE))
+case("tc_bits_matmul_bcast", ["op", "tf32", "mma"])(lambda ctx: tc_matmul_case(ctx, (2, 3, 20, 45), (45, 37)))
+case("tc_bits_matmul_batched_checked_reverse", ["op", "tf32", "mma", "check", "fiber"])(
+    lambda ctx: tc_matmul_case(ctx, (2, 1, 33, 19), (1, 3, 19, 66), env=CHECKED_REVERSE))
+
+
 # ---------------------------------------------------------------- int8 weights (`ncc quantize`)
 # The example models' weights through `ncc quantize`, loaded by `ncc run`
 # (dequantized at load): equal to PyTorch on the dequantized weights, close

@@ -233,6 +233,27 @@ NCC_KERNEL void k_warp_misuse(int *__restrict__ out, int mode) {
 NCC_KERNEL void k_warp_unflagged(int *__restrict__ out) {
   out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, (int)threadIdx.x, 1);
 }
+/* tensor cores: D = A B + C for 16x8x8 tiles through ncc_mma_tf32_16x8x8,
+ * each lane gathering its fragments from row-major A [16][8], B [8][8] and
+ * C = D [16][8] by the PTX ISA's layouts (docs/emulator.md); a warp per tile
+ * (block b, warp w: tile b * warps + w).  mode 1: lane 5 of each warp exits first. */
+NCC_KERNEL void k_mma_tf32(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ D, int mode) {
+  int tid = (int)threadIdx.x, lane = tid & 31, gid = lane / 4, tig = lane % 4, r;
+  int tile = (int)blockIdx.x * (int)(blockDim.x / 32) + tid / 32;
+  const float *a_ = A + tile * 128, *b_ = B + tile * 64;
+  float *d_ = D + tile * 128;
+  float a[4], b[2], d[4];
+  if (mode == 1 && lane == 5) return;
+  a[0] = ncc_tf32(a_[gid * 8 + tig]);
+  a[1] = ncc_tf32(a_[(gid + 8) * 8 + tig]);
+  a[2] = ncc_tf32(a_[gid * 8 + tig + 4]);
+  a[3] = ncc_tf32(a_[(gid + 8) * 8 + tig + 4]);
+  b[0] = ncc_tf32(b_[tig * 8 + gid]);
+  b[1] = ncc_tf32(b_[(tig + 4) * 8 + gid]);
+  for (r = 0; r < 4; r++) d[r] = d_[(gid + 8 * (r / 2)) * 8 + 2 * tig + r % 2];
+  ncc_mma_tf32_16x8x8(d, a, b);
+  for (r = 0; r < 4; r++) d_[(gid + 8 * (r / 2)) * 8 + 2 * tig + r % 2] = d[r];
+}
 /* ---- end of kernels ---- */
 
 #include "ncc_rt.h"
@@ -257,3 +278,5 @@ NCC_KERNEL_DESC(k_quant_i8, 0, (NCC_ARG(const float *, 0), NCC_ARG(signed char *
 NCC_KERNEL_DESC(k_warp_ops, NCC_KF_WARP, (NCC_ARG(int *, 0)))
 NCC_KERNEL_DESC(k_warp_misuse, NCC_KF_BARRIER_WARP, (NCC_ARG(int *, 0), NCC_ARG(int, 1)))
 NCC_KERNEL_DESC(k_warp_unflagged, 0, (NCC_ARG(int *, 0)))
+NCC_KERNEL_DESC(k_mma_tf32, NCC_KF_WARP, (NCC_ARG(const float *, 0), NCC_ARG(const float *, 1), NCC_ARG(float *, 2),
+                                          NCC_ARG(int, 3)))

@@ -647,6 +647,53 @@ static void test_warp_misuse(ncc_dev *d) {
   test_warp_ops(d);
 }
 
+/* ---- tensor cores: k_mma_tf32 on small integers (every product and sum
+ * exact, whatever the order), so D must be C + A B exactly: any lane's
+ * fragment in the wrong place shows.  Then the misuses: a partial warp, a
+ * lane that exits before the MMA. */
+static int mma_launch(ncc_dev *d, float *A, float *B, float *D, int nblocks, int nthr, int mode) {
+  void *args[4];
+  args[0] = &A, args[1] = &B, args[2] = &D, args[3] = &mode;
+  return ncc_launch(d, &k_mma_tf32_desc, d3((unsigned)nblocks, 1, 1), d3((unsigned)nthr, 1, 1), 0, args);
+}
+
+static void test_mma(ncc_dev *d) {
+  enum { TILES = 6 };
+  static float A[TILES * 128], B[TILES * 64], D[TILES * 128];
+  static double want[TILES * 128];
+  int t, i, j, k, bad = 0, rc, order;
+  unsigned s = 12345;
+  for (i = 0; i < TILES * 128; i++) s = s * 1103515245u + 12345u, A[i] = (float)((int)(s >> 16) % 17 - 8);
+  for (i = 0; i < TILES * 64; i++) s = s * 1103515245u + 12345u, B[i] = (float)((int)(s >> 16) % 17 - 8);
+  for (i = 0; i < TILES * 128; i++) s = s * 1103515245u + 12345u, D[i] = (float)((int)(s >> 16) % 101 - 50);
+  for (t = 0; t < TILES; t++)
+    for (i = 0; i < 16; i++)
+      for (j = 0; j < 8; j++) {
+        double v = D[t * 128 + i * 8 + j];
+        for (k = 0; k < 8; k++) v += (double)A[t * 128 + i * 8 + k] * B[t * 64 + k * 8 + j];
+        want[t * 128 + i * 8 + j] = v;
+      }
+  for (order = 0; order < 2; order++) {   /* 3 blocks of 2 warps, then 6 of 1 */
+    static float Dw[TILES * 128];
+    memcpy(Dw, D, sizeof D);
+    rc = mma_launch(d, A, B, Dw, order ? 6 : 3, order ? 32 : 64, 0);
+    CHECK(rc == 0, "mma: %s", ncc_dev_error(d));
+    for (i = 0; i < TILES * 128; i++) bad += (double)Dw[i] != want[i];
+  }
+  CHECK(bad == 0, "mma.sync m16n8k8 tf32: %d elements differ from C + A B", bad);
+  /* a block of 48 threads: its second warp has 16 lanes */
+  rc = mma_launch(d, A, B, D, 1, 48, 0);
+  CHECK(rc == NCC_EINTERNAL && strstr(ncc_dev_error(d), "warp 1, lane 0 (thread (32,0,0)) calls mma.sync.m16n8k8 (tf32) "
+                                                      "in a warp of 16 threads"),
+        "mma in a partial warp: rc %d, %s", rc, ncc_dev_error(d));
+  /* lane 5 exits first: an error in both modes (the tile would be undefined) */
+  rc = mma_launch(d, A, B, D, 1, 32, 1);
+  CHECK(rc == NCC_EINTERNAL && strstr(ncc_dev_error(d), "calls mma.sync.m16n8k8 (tf32), but lanes 0x00000020 of its "
+                                                      "warp have exited"),
+        "mma with an exited lane: rc %d, %s", rc, ncc_dev_error(d));
+  printf("mma.sync m16n8k8 tf32: %d tiles exact; partial warp and exited lane reported\n", TILES);
+}
+
 /* a missing lane ends a program's run with an error, not a hang: a child
  * process under an alarm reports it and exits 2 */
 static void test_warp_missing_exit(void) {
@@ -708,6 +755,7 @@ int main(void) {
   test_warp_ops(d);
   test_warp_misuse(d);
   test_warp_missing_exit();
+  test_mma(d);
   ncc_dev_close(d);
   printf("%s: %d failures (%.2f s)\n", failures ? "FAILED" : "ok", failures, ncc_now() - t0);
   if (!failures && concurrency_skipped) {
