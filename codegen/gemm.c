@@ -54,9 +54,10 @@ static int store_tail(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Bu
 
 static int tile_of(int64_t d) { return d >= 64 ? 4 : d >= 32 ? 2 : 1; }
 
-/* Statements that fill shared tile sm[BK][rows] (element (kk, rr): row
- * rowbase + rr, k = k0 + kk) with T threads, numbered tid */
-static void load_tile(Buf *b, const char *sm, int rows, int T, int kcontig, const char *rowvar, const char *rowbase,
+/* Statements that fill a shared tile of BK x rows elements (element (kk,
+ * rr): row rowbase + rr, k = k0 + kk) with T threads, numbered tid; dst is
+ * the element's place, an lvalue in kk and rr */
+static void load_tile(Buf *b, const char *dst, int rows, int T, int kcontig, const char *rowvar, const char *rowbase,
                       int64_t RMAX, int64_t K, const char *stmt, int tf32) {
   buf_printf(b, "    for (int l = tid; l < %d; l += %d) {\n", BK * rows, T);
   if (kcontig) buf_printf(b, "      int kk = l %% %d, rr = l / %d;\n", BK, BK);
@@ -73,7 +74,7 @@ static void load_tile(Buf *b, const char *sm, int rows, int T, int kcontig, cons
     buf_printf(b, "      {\n        %s\n      }\n", stmt);
   }
   /* --precision=tf32: the operand rounded as it enters shared memory */
-  buf_printf(b, "      %s[kk][rr] = %s;\n    }\n", sm, tf32 ? "ncc_tf32(v)" : "v");
+  buf_printf(b, "      %s = %s;\n    }\n", dst, tf32 ? "ncc_tf32(v)" : "v");
 }
 
 /* The grid of a tiled kernel fits (row tiles of BM on y, batches on z) */
@@ -119,9 +120,9 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n", TM, TN);
   buf_printf(&b, "  for (int k0 = 0; k0 < %lld; k0 += %d) {\n", LL(s->K), BK);
   int tf32 = gr->main->prec == PREC_TF32;
-  load_tile(&b, "As", BM, 256, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, tf32);
+  load_tile(&b, "As[kk][rr]", BM, 256, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, tf32);
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
-  else load_tile(&b, "Bs", BN, 256, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, tf32);
+  else load_tile(&b, "Bs[kk][rr]", BN, 256, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, tf32);
   buf_printf(&b, "    %s\n", D_BARRIER);
   /* af/bf, not a/b: matmul's parameters are a and b */
   buf_printf(&b, "    for (int kk = 0; kk < %d; kk++) {\n      float af[%d], bf[%d];\n", BK, TM, TN);
@@ -151,13 +152,18 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
  * (BM / WM) x (BN / WN) part of it, MI x NJ tiles of 16 x 8, each one
  * accumulator fragment (4 floats a lane) of mma.sync.m16n8k8 (ncc_kernel.h's
  * ncc_mma_tf32_16x8x8; the fragment layouts are in docs/emulator.md, "Tensor
- * cores").  K advances by BK = 16, both tiles staged in shared memory as in
- * the CUDA-core kernel, rounded to TF32 as they are stored; then two k-steps
- * of 8 each load the warp's A and B fragments from shared memory and issue
- * MI * NJ MMAs.  A row of a tile is padded by 8 floats: lane (gid, tig) reads
- * row tig, column gid of a k-step's slice, and with a row stride of 8 (mod
- * 32) words the 32 lanes hit 32 different banks.  The epilogue runs on each
- * accumulator element at its (row, column): gid + 8 (r / 2), 2 tig + r % 2. */
+ * cores").  K advances by BK = 16: both tiles are staged in shared memory,
+ * rounded to TF32 as they are stored, between two barriers, then two k-steps
+ * of 8 each load the warp's fragments and issue MI * NJ MMAs.
+ *
+ * Shared memory holds the tiles in fragment order (mma_dst): for each k-step
+ * and each 16-row (A) or 8-column (B) slice, the 32 lanes' fragments one
+ * after another, a lane's 4 (A) or 2 (B) values together.  So a lane loads
+ * its A fragment with one 128-bit load and its B fragment with one 64-bit
+ * load (ncc_lds4, ncc_lds2), a warp's loads are consecutive (no bank
+ * conflict), and a k-step costs MI + NJ shared loads for MI * NJ MMAs.  The
+ * epilogue runs on each accumulator element at its (row, column):
+ * gid + 8 (r / 2), 2 tig + r % 2 of its 16 x 8 tile. */
 typedef struct MmaCfg { int BM, BN, WM, WN, MI, NJ; } MmaCfg;
 #define MMA_THREADS 128
 
@@ -172,12 +178,27 @@ static MmaCfg mma_cfg(int64_t M, int64_t N) {
   return g;
 }
 
+/* The shared-memory place of element (kk, rr) of the A tile (rr: its row,
+ * 16-row slices) or the B tile (rr: its column, 8-column slices) of `rows`
+ * rows or columns, in fragment order: slice (kk / 8, rr / SL), lane
+ * (rr % 8) * 4 + kk % 4, then the fragment's register: A: rr % 16 / 8 +
+ * 2 (kk % 8 / 4), B: kk % 8 / 4 */
+static const char *mma_dst(char *dst, size_t n, int ab, int rows, const char *rr) {
+  if (ab == 'A')
+    snprintf(dst, n, "As[((kk / 8 * %d + %s / 16) * 32 + %s %% 8 * 4 + kk %% 4) * 4 + %s %% 16 / 8 + kk %% 8 / 4 * 2]",
+             rows / 16, rr, rr, rr);
+  else
+    snprintf(dst, n, "Bs[((kk / 8 * %d + %s / 8) * 32 + %s %% 8 * 4 + kk %% 4) * 2 + kk %% 8 / 4]", rows / 8, rr, rr);
+  return dst;
+}
+
 static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   MmaCfg g = mma_cfg(s->M, s->N);
   int BM = g.BM, BN = g.BN, MI = g.MI, NJ = g.NJ;
   if (!grid_fits(c, gr, s, BM)) return -1;
   Buf b = {0};
-  buf_printf(&b, "  %s float As[%d][%d];\n  %s float Bs[%d][%d];\n", D_SHARED, BK, BM + 8, D_SHARED, BK, BN + 8);
+  buf_printf(&b, "  %s __align__(16) float As[%d];   /* A tile, %d x %d, in fragment order */\n", D_SHARED, BK * BM, BM, BK);
+  buf_printf(&b, "  %s __align__(16) float Bs[%d];   /* B tile, %d x %d, in fragment order */\n", D_SHARED, BK * BN, BK, BN);
   buf_printf(&b, "  int tid = %s, lane = tid %% 32, warp = tid / 32;\n", D_TID_X);
   buf_puts(&b, "  int gid = lane / 4, tig = lane % 4;   /* the lane's group and its place in it (PTX: groupID, threadID_in_group) */\n");
   if (g.WM > 1)
@@ -192,16 +213,16 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++)\n"
                  "      for (int r = 0; r < 4; r++) acc[i][j][r] = 0.0f;\n", MI, NJ);
   buf_printf(&b, "  for (int k0 = 0; k0 < %lld; k0 += %d) {\n", LL(s->K), BK);
-  load_tile(&b, "As", BM, MMA_THREADS, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, 1);
+  char dst[160];
+  load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr"), BM, MMA_THREADS, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, 1);
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
-  else load_tile(&b, "Bs", BN, MMA_THREADS, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, 1);
+  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr"), BN, MMA_THREADS, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, 1);
   buf_printf(&b, "    %s\n", D_BARRIER);
-  buf_printf(&b, "    for (int ks = 0; ks < %d; ks += 8) {\n      float af[%d][4], bf[%d][2];\n", BK, MI, NJ);
-  buf_printf(&b, "      for (int i = 0; i < %d; i++) {\n        int r = wr + 16 * i + gid;\n", MI);
-  buf_puts(&b, "        af[i][0] = As[ks + tig][r];\n        af[i][1] = As[ks + tig][r + 8];\n"
-               "        af[i][2] = As[ks + tig + 4][r];\n        af[i][3] = As[ks + tig + 4][r + 8];\n      }\n");
-  buf_printf(&b, "      for (int j = 0; j < %d; j++) {\n        int q = wc + 8 * j + gid;\n", NJ);
-  buf_puts(&b, "        bf[j][0] = Bs[ks + tig][q];\n        bf[j][1] = Bs[ks + tig + 4][q];\n      }\n");
+  buf_printf(&b, "    for (int ks = 0; ks < 2; ks++) {\n      float af[%d][4], bf[%d][2];\n", MI, NJ);
+  buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_lds4(af[i], &As[((ks * %d + wr / 16 + i) * 32 + lane) * 4]);\n", MI,
+             BM / 16);
+  buf_printf(&b, "      for (int j = 0; j < %d; j++) ncc_lds2(bf[j], &Bs[((ks * %d + wc / 8 + j) * 32 + lane) * 2]);\n", NJ,
+             BN / 8);
   buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) ncc_mma_tf32_16x8x8(acc[i][j], af[i], bf[j]);\n",
              MI, NJ);
   buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
@@ -481,7 +502,7 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
  * advance by BK a tile with constant steps and at most one carry a digit.
  * The divisions that remain run once per thread. */
 static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const char *cbase, const Node *pool, int tf32,
-                        int BN, int T) {
+                        int BN, int T, const char *dst) {
   int J = BK * BN / T, KS = T / BN;
   NCC_ASSERT(T % BN == 0 && BK * BN % T == 0);
   int64_t KK = d->KH * d->KW, OHW = d->OH * d->OW;
@@ -549,7 +570,7 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const cha
   } else {
     buf_printf(&b, "        %sv = %s[((cb0 + ci[j]) * %lld + ih) * %lld + iw];\n", test, x, LL(d->H), LL(d->W));
   }
-  buf_printf(&b, "      }\n      Bs[kk][rb] = %s;\n", tf32 ? "ncc_tf32(v)" : "v");
+  buf_printf(&b, "      }\n      %s = %s;\n", dst, tf32 ? "ncc_tf32(v)" : "v");
   /* k += BK as digits: kw += BK % KW, kh += (BK / KW) % KH, ci += BK / (KH * KW), carries */
   int64_t dw = hkw ? BK % d->KW : 0, dh = hkh ? (BK / d->KW) % d->KH : 0, dc = BK / KK;
   if (dw) buf_printf(&b, "      kw[j] += %lld;\n", LL(dw));
@@ -589,8 +610,13 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   char cb[64], ch[64];
   if (s.uses_z) snprintf(cb, sizeof cb, "z * %lld", LL(d->Cig));
   else snprintf(cb, sizeof cb, "0");
-  if (ir_gemm_mma(nd)) im2col_tile(&s, d, x, cb, pool, 1, mma_cfg(s.M, s.N).BN, MMA_THREADS);
-  else im2col_tile(&s, d, x, cb, pool, nd->prec == PREC_TF32, 16 * tile_of(s.N), 256);
+  if (ir_gemm_mma(nd)) {
+    char dst[160];
+    int BN = mma_cfg(s.M, s.N).BN;
+    im2col_tile(&s, d, x, cb, pool, 1, BN, MMA_THREADS, mma_dst(dst, sizeof dst, 'B', BN, "rb"));
+  } else {
+    im2col_tile(&s, d, x, cb, pool, nd->prec == PREC_TF32, 16 * tile_of(s.N), 256, "Bs[kk][rb]");
+  }
   /* output channel of row m */
   if (s.uses_z) snprintf(ch, sizeof ch, "z * %lld + m", LL(d->Mg));
   else snprintf(ch, sizeof ch, "m");

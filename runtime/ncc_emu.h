@@ -52,6 +52,7 @@ extern _Thread_local void *ncc_emu_shared_dyn NCC_EMU_TLS;   /* this block's dyn
 #define __forceinline__ __inline__ __attribute__((always_inline))
 #define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
 #define __shared__ static _Thread_local
 #define __constant__
 /* __restrict__ is a keyword of gcc and clang in C as well. */

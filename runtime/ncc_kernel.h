@@ -123,9 +123,22 @@ static __device__ __forceinline__ float ncc_tf32(float x) {
  * Needs sm_80 or later.  Under NCC_EMU the lanes meet in emu.c, which
  * computes the tile from their fragments.  dev_cuda.c's NVRTC prelude
  * carries the same text. */
+/* ncc_lds4(d, s), ncc_lds2(d, s): d[0..3] (d[0..1]) = s[0..3] (s[0..1]), s in
+ * shared memory aligned to 16 (8) bytes: one 128-bit (64-bit) load, LDS.128
+ * (LDS.64) */
 #if defined(NCC_EMU)
 #define ncc_mma_tf32_16x8x8(d, a, b) ncc_emu_mma(NCC_EMU_MMA_TF32, (d), (a), (b))
+#define ncc_lds4(d, s) memcpy((d), (s), 4 * sizeof(float))
+#define ncc_lds2(d, s) memcpy((d), (s), 2 * sizeof(float))
 #else
+static __device__ __forceinline__ void ncc_lds4(float *d, const float *s) {
+  float4 v = *(const float4 *)s;
+  d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
+}
+static __device__ __forceinline__ void ncc_lds2(float *d, const float *s) {
+  float2 v = *(const float2 *)s;
+  d[0] = v.x, d[1] = v.y;
+}
 static __device__ __forceinline__ void ncc_mma_tf32_16x8x8(float *d, const float *a, const float *b) {
   asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])

@@ -11,13 +11,21 @@
 #                 cuobjdump (the pip wheels in the venv tests/install-deps.sh
 #                 makes, ~/.cache/ncc/sass-venv, or $NCC_SASS_VENV): skipped
 #                 without them.
+#   sass.tensor_cores  ResNet-18 and the MLP at --precision=tf32: every tiled
+#                 GEMM is a tensor-core kernel whose main loop has MMAs, at
+#                 most 2 shared loads per MMA, no spills, >= 2 blocks per SM
+#                 (tools as sass.report; skipped without them)
 add_test(NAME sass.parse COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cg/check_sass_report.py --parse)
 if(NCC_NVCC)
   add_test(NAME sass.report
            COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cg/check_sass_report.py --report $<TARGET_FILE:ncc>
                    ${NCC_NVCC} ${CMAKE_CURRENT_SOURCE_DIR}/../examples/lenet.net ${CMAKE_CURRENT_BINARY_DIR}/cg/sass_report)
-  set_tests_properties(sass.report PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE})
+  add_test(NAME sass.tensor_cores
+           COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cg/check_sass_report.py --tensor-cores $<TARGET_FILE:ncc>
+                   ${NCC_NVCC} ${CMAKE_CURRENT_SOURCE_DIR}/../examples ${CMAKE_CURRENT_BINARY_DIR}/cg/sass_tc)
+  set_tests_properties(sass.report sass.tensor_cores PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE})
 else()
   ncc_skipped_test(sass.report "nvcc not found (CUDA_HOME=${NCC_CUDA_HOME}, PATH)")
+  ncc_skipped_test(sass.tensor_cores "nvcc not found (CUDA_HOME=${NCC_CUDA_HOME}, PATH)")
 endif()
-set_tests_properties(sass.parse sass.report PROPERTIES LABELS "sass;codegen")
+set_tests_properties(sass.parse sass.report sass.tensor_cores PROPERTIES LABELS "sass;codegen")

@@ -14,6 +14,13 @@
       and shared loads inside a loop over K tiles with global loads and
       barriers; the text table has one row per kernel and a summary line.
       Exits 77 (skipped) when sass_report.py finds no nvcc or disassembler.
+  check_sass_report.py --tensor-cores NCC NVCC EXAMPLES WORKDIR
+      the tensor-core GEMMs (--precision=tf32, ir_gemm_mma): ResNet-18 and
+      the MLP (batch 64) at -O3, sm_80 and sm_90.  Every convolution and
+      linear layer that is not a GEMV or a direct convolution is an "_mma"
+      kernel, and every "_mma" kernel has tensor-core instructions in its
+      main loop, at most 2 shared loads per MMA, no spills and at least two
+      resident blocks per SM.  Exits 77 as --report does.
 """
 import json
 import os
@@ -228,12 +235,61 @@ def report_tests(ncc, nvcc, net, work):
     return 0
 
 
+def tensor_core_tests(ncc, nvcc, examples, work):
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    cus = []
+    for net, sets in (("resnet18", ["--set", "N=2", "--set", "S=64"]), ("mlp", [])):
+        cu = os.path.join(work, net + ".cu")
+        subprocess.run([ncc, os.path.join(examples, net + ".net"), "-O3", "--precision=tf32", "-o", cu] + sets,
+                       check=True)
+        cus.append(cu)
+    tool = [sys.executable, os.path.join(HERE, "sass_report.py"), "--nvcc", nvcc, "--use", "infer"]
+    r = subprocess.run(tool + ["--json", "--arch", "sm_80,sm_90"] + cus, capture_output=True, text=True)
+    if r.returncode == sr.SKIP:
+        print(r.stdout.strip())
+        return sr.SKIP
+    check(r.returncode == 0, f"sass_report.py --json exited {r.returncode}: {r.stderr}")
+    if r.returncode:
+        return 1
+    reps = json.loads(r.stdout)["reports"]
+    check(len(reps) == 4, f"{len(reps)} reports for 2 files x 2 architectures")
+    nmma = 0
+    for rep in reps:
+        where = f"{os.path.basename(rep['file'])} {rep['arch']}" if "file" in rep else rep["arch"]
+        for k in rep["kernels"]:
+            n = f"{where} {k['name']}"
+            gemm = re.search(r"_(conv2d|linear|matmul)(_|$)", k["name"]) and not re.search(r"_(gemv|direct)(_|$)", k["name"])
+            if gemm and "_mma" not in k["name"]:
+                # a direct convolution has no form suffix: it is the one without barriers
+                check(k["barriers"] == 0, f"{n}: a tiled GEMM at tf32 that is not on tensor cores")
+            if "_mma" not in k["name"]:
+                continue
+            nmma += 1
+            lp = k["loop"]
+            check(bool(lp) and lp["mma"] > 0, f"{n}: no tensor-core instruction in the main loop: {lp}")
+            check(bool(lp) and lp["lds"] <= 2 * lp["mma"], f"{n}: more than 2 shared loads per MMA: {lp}")
+            check(k["spill_st"] == 0 and k["spill_ld"] == 0, f"{n}: spills {k['spill_st']}/{k['spill_ld']}")
+            check(k["occupancy"] and k["occupancy"]["blocks"] >= 2, f"{n}: occupancy {k['occupancy']}")
+            if lp:
+                print(f"{n}: regs {k['regs']}, {k['occupancy']['blocks']} blocks/SM, main loop {lp['mma']} MMA, "
+                      f"{lp['lds']} LDS, {lp['ffma']} FFMA")
+    check(nmma >= 2 * 2 * 2, f"only {nmma} tensor-core kernels")
+    if not fails and os.environ.get("NCC_KEEP_WORK", "0") != "1":
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
 def main(argv):
     if argv[:1] == ["--parse"]:
         parse_tests()
         rc = 0
     elif argv[:1] == ["--report"] and len(argv) == 5:
         rc = report_tests(*argv[1:])
+        if rc == sr.SKIP and not fails:
+            return rc
+    elif argv[:1] == ["--tensor-cores"] and len(argv) == 5:
+        rc = tensor_core_tests(*argv[1:])
         if rc == sr.SKIP and not fails:
             return rc
     else:
