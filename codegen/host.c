@@ -464,8 +464,10 @@ static void kernel_args_table(Cg *c, FILE *f) {
     if (col) fprintf(f, "\n");
   }
   fprintf(f, "  0};\nstatic const ncc_kernel_args %s_kargs_[%d] = {\n", c->model, c->nk ? c->nk : 1);
-  for (int i = 0; i < c->nk; i++)
-    fprintf(f, "  {&%s_desc, %d, %s_argsz_ + %d},\n", c->k[i].name, nargs[i], c->model, first[i]);
+  for (int i = 0; i < c->nk; i++) {
+    if (first[i]) fprintf(f, "  {&%s_desc, %d, %s_argsz_ + %d},\n", c->k[i].name, nargs[i], c->model, first[i]);
+    else fprintf(f, "  {&%s_desc, %d, %s_argsz_},\n", c->k[i].name, nargs[i], c->model);
+  }
   if (!c->nk) fprintf(f, "  {NULL, 0, NULL},\n");
   fprintf(f, "};\n");
   free(first);
