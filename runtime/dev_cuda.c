@@ -116,7 +116,9 @@ static struct {
   CUresult (*StreamBeginCapture)(CUstream, int);
   CUresult (*StreamEndCapture)(CUstream, CUgraph *);
   CUresult (*StreamGetCaptureInfo)(CUstream, int *, unsigned long long *, CUgraph *, const CUgraphNode **,
-                                   const void **, size_t *);
+                                   const void **, size_t *);   /* _v3 (drivers of CUDA 12.3 on) */
+  CUresult (*StreamGetCaptureInfo2)(CUstream, int *, unsigned long long *, CUgraph *, const CUgraphNode **,
+                                    size_t *);                 /* _v2, older drivers */
   CUresult (*GraphInstantiate)(CUgraphExec *, CUgraph, unsigned long long);
   CUresult (*GraphLaunch)(CUgraphExec, CUstream);
   CUresult (*GraphExecKernelNodeSetParams)(CUgraphExec, CUgraphNode, const CUkernelNodeParams *);
@@ -221,7 +223,11 @@ static int load_cuda_syms(char *why, size_t n) {
   *(void **)&cu.StreamGetCaptureInfo = dlsym(cu.lib, "cuStreamGetCaptureInfo_v3");
   *(void **)&cu.GraphInstantiate = dlsym(cu.lib, "cuGraphInstantiateWithFlags");
   *(void **)&cu.GraphLaunch = dlsym(cu.lib, "cuGraphLaunch");
+  *(void **)&cu.StreamGetCaptureInfo2 = dlsym(cu.lib, "cuStreamGetCaptureInfo_v2");
+  /* before _v2 the parameters lacked the last two fields, which stay NULL here */
   *(void **)&cu.GraphExecKernelNodeSetParams = dlsym(cu.lib, "cuGraphExecKernelNodeSetParams_v2");
+  if (!cu.GraphExecKernelNodeSetParams)
+    *(void **)&cu.GraphExecKernelNodeSetParams = dlsym(cu.lib, "cuGraphExecKernelNodeSetParams");
   *(void **)&cu.GraphExecDestroy = dlsym(cu.lib, "cuGraphExecDestroy");
   *(void **)&cu.GraphDestroy = dlsym(cu.lib, "cuGraphDestroy");
   return 0;
@@ -472,7 +478,8 @@ static int jit_open(ncc_dev *d, const char *src, const char *opts) {
   CU_CHECK(d, cu.CtxSetCurrent(s->ctx));
   CU_CHECK(d, cu.StreamCreate(&s->stream, 1));   /* CU_STREAM_NON_BLOCKING */
   snprintf(nm, sizeof nm, "cuda: %s (sm_%d%d, jit)", name, major, minor);
-  d->graphs_unavailable = !(cu.StreamBeginCapture && cu.StreamEndCapture && cu.StreamGetCaptureInfo &&
+  d->graphs_unavailable = !(cu.StreamBeginCapture && cu.StreamEndCapture &&
+                            (cu.StreamGetCaptureInfo || cu.StreamGetCaptureInfo2) &&
                             cu.GraphInstantiate && cu.GraphLaunch && cu.GraphExecKernelNodeSetParams &&
                             cu.GraphExecDestroy && cu.GraphDestroy);
   ncc_dev_set_name(d, nm);
@@ -643,7 +650,8 @@ static int jit_graph_node(ncc_dev *d, void **node) {
   int status = 0;
   const CUgraphNode *deps = NULL;
   size_t n = 0;
-  CU_CHECK(d, cu.StreamGetCaptureInfo(JIT_STREAM(d), &status, NULL, NULL, &deps, NULL, &n));
+  if (cu.StreamGetCaptureInfo) CU_CHECK(d, cu.StreamGetCaptureInfo(JIT_STREAM(d), &status, NULL, NULL, &deps, NULL, &n));
+  else CU_CHECK(d, cu.StreamGetCaptureInfo2(JIT_STREAM(d), &status, NULL, NULL, &deps, &n));
   /* one stream: the node the last call added is the one the next depends on */
   if (status != 1 || n != 1) return ncc_dev_fail(d, NCC_EINTERNAL, "graph capture: %zu nodes after a launch", n);
   *node = deps[0];

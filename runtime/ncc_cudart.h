@@ -132,7 +132,11 @@ static int ncc_cudart_graph_begin(ncc_dev *d) {
 static int ncc_cudart_graph_end(ncc_dev *d, void **exec) {
   cudaGraph_t graph = NULL;
   cudaError_t e = cudaStreamEndCapture(NCC_CUDART_STREAM(d), &graph);
+#if CUDART_VERSION >= 12000
   if (e == cudaSuccess && exec) e = cudaGraphInstantiate((cudaGraphExec_t *)exec, graph, 0);
+#else
+  if (e == cudaSuccess && exec) e = cudaGraphInstantiate((cudaGraphExec_t *)exec, graph, NULL, NULL, 0);
+#endif
   if (graph) cudaGraphDestroy(graph);   /* the instance keeps what it needs */
   NCC_CUDART_CHECK(d, e);
   return 0;
@@ -141,7 +145,11 @@ static int ncc_cudart_graph_node(ncc_dev *d, void **node) {
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   const cudaGraphNode_t *deps = NULL;
   size_t n = 0;
+#if CUDART_VERSION >= 13000   /* the signature with edge data */
   NCC_CUDART_CHECK(d, cudaStreamGetCaptureInfo(NCC_CUDART_STREAM(d), &st, NULL, NULL, &deps, NULL, &n));
+#else
+  NCC_CUDART_CHECK(d, cudaStreamGetCaptureInfo_v2(NCC_CUDART_STREAM(d), &st, NULL, NULL, &deps, &n));
+#endif
   /* one stream: the node the last call added is the one the next depends on */
   if (st != cudaStreamCaptureStatusActive || n != 1)
     return ncc_dev_fail(d, NCC_EINTERNAL, "graph capture: %zu nodes after a launch", n);
