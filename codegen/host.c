@@ -154,8 +154,16 @@ void host_header(Cg *c, FILE *h) {
           "/* Host memory to stage inputs in: page-locked on a GPU (copies from it run at the bus's\n"
           " * full speed), plain memory under emulation; free it before %s_destroy. */\n"
           "int %s_host_alloc(%s *m, void **p, size_t bytes);\n"
-          "void %s_host_free(%s *m, void *p);\n\n",
-          M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
+          "void %s_host_free(%s *m, void *p);\n"
+          "/* CUDA graphs: each inference batch size, and the training step, is captured once and\n"
+          " * replayed (on a GPU by default; NCC_GRAPHS=0 or 1 in the environment sets the default).\n"
+          " * on = 0 launches every kernel on every call; either frees the graphs captured so far. */\n"
+          "#define NCC_HAVE_GRAPHS 1\n"
+          "int %s_set_graphs(%s *m, int on);\n"
+          "/* Whether graphs are on, and how many were captured and replayed (ncc_rt.h). */\n"
+          "int %s_graph_stats(const %s *m, ncc_graph_stats *stats);\n\n",
+          M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M,
+          M, M);
   if (c->gt)
     fprintf(h,
             "/* ---- training (the model's train block; docs/generated-code.md \"Training\") ----\n"
@@ -381,14 +389,14 @@ static void host_train_api(Cg *c, FILE *f, const Io *tin, const Io *par) {
           "  m->bc1 = (float)(1.0 - pow(%.17g, (double)m->step));\n"
           "  m->bc2 = (float)(1.0 - pow(%.17g, (double)m->step));\n"
           "  m->stale = 1;\n"
-          "  rc = %s_train_run(m);\n  if (rc) return rc;\n"
+          "  rc = %s_graph_run_(m, &m->tgraph, &m->tran, %s_train_run, \"%s_train_step: graph\");\n  if (rc) return rc;\n"
           "  rc = ncc_sync(m->dev);\n  if (rc) return %s_fail(m, rc, \"%s_train_step: running the kernels\");\n"
           "  rc = ncc_memcpy_d2h(m->dev, &l, m->bufs[%s], sizeof l);\n"
           "  if (rc) return %s_fail(m, rc, \"%s_train_step: reading the loss\");\n"
           "  if (loss != NULL) *loss = l;\n  return 0;\n}\n\n"
           "int %s_train_step_io(%s *m, const void *const *in, float *loss) {\n"
           "  return %s_train_step_io_batch(m, %s_TRAIN_NMAX, in, loss);\n}\n\n",
-          t->opt == OPT_SGD ? 0.0 : t->beta1, t->opt == OPT_SGD ? 0.0 : t->beta2, M, M, M, cg_buf_name(c, lb), M, M,
+          t->opt == OPT_SGD ? 0.0 : t->beta1, t->opt == OPT_SGD ? 0.0 : t->beta2, M, M, M, M, M, cg_buf_name(c, lb), M, M,
           M, M, M, M);
   fprintf(f, "int %s_train_step(%s *m, const float *x, const int32_t *y, float *loss) {\n", M, M);
   if (tin->n == 2)
@@ -428,6 +436,44 @@ static void host_train_api(Cg *c, FILE *f, const Io *tin, const Io *par) {
           M, M, M, ntr);
 }
 
+/* Each kernel's number of arguments and their sizes (ncc_kernel_args), for a
+ * graph capture to copy the values a launch passes: the types are those of
+ * the descriptor's NCC_ARG(T, i) list. */
+static void kernel_args_table(Cg *c, FILE *f) {
+  fprintf(f, "\n/* each kernel's arguments, for a graph capture to copy their values (ncc_dev_kernel_args) */\n"
+             "static const unsigned short %s_argsz_[] = {\n", c->model);
+  int *first = xmalloc(sizeof(int) * (size_t)(c->nk + 1)), *nargs = xmalloc(sizeof(int) * (size_t)(c->nk + 1)), all = 0;
+  for (int i = 0; i < c->nk; i++) {
+    first[i] = all;
+    nargs[i] = 0;
+    int col = 0;
+    for (const char *a = strstr(c->k[i].args, "NCC_ARG("); a; a = strstr(a, "NCC_ARG(")) {
+      a += strlen("NCC_ARG(");
+      const char *close = strchr(a, ')'), *comma = NULL;
+      NCC_ASSERT(close);
+      for (const char *q = a; q < close; q++)
+        if (*q == ',') comma = q;
+      NCC_ASSERT(comma);
+      if (!col) col = fprintf(f, "  /* %s */", c->k[i].name);
+      else if (col > 90) col = fprintf(f, "\n ");
+      col += fprintf(f, " sizeof(%.*s),", (int)(comma - a), a);
+      nargs[i]++;
+      all++;
+      a = close;
+    }
+    if (col) fprintf(f, "\n");
+  }
+  fprintf(f, "  0};\nstatic const ncc_kernel_args %s_kargs_[%d] = {\n", c->model, c->nk ? c->nk : 1);
+  for (int i = 0; i < c->nk; i++) {
+    if (first[i]) fprintf(f, "  {&%s_desc, %d, %s_argsz_ + %d},\n", c->k[i].name, nargs[i], c->model, first[i]);
+    else fprintf(f, "  {&%s_desc, %d, %s_argsz_},\n", c->k[i].name, nargs[i], c->model);
+  }
+  if (!c->nk) fprintf(f, "  {NULL, 0, NULL},\n");
+  fprintf(f, "};\n");
+  free(first);
+  free(nargs);
+}
+
 void host_source(Cg *c, FILE *f, const char *kernels) {
   const char *M = c->model;
   const char *hdr = c->o->header ? c->o->header : NULL;
@@ -454,6 +500,7 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   for (int i = 0; i < c->nk; i++)
     fprintf(f, "NCC_KERNEL_DESC(%s, %s, (%s))\n", c->k[i].name, cg_flags_name(c->k[i].flags),
             c->k[i].args);
+  kernel_args_table(c, f);
   /* buffers by name: the host code below says m->bufs[BUF_conv1_weight], never a bare index */
   fprintf(f, "\n/* buffers: parameters (state_dict names), constants, inputs, activations (the layer that\n"
              " * computes them), the workspace */\nenum {\n");
@@ -519,13 +566,16 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
              "                                      %s_NMAX, %d, \"%s\", %d};\n\n",
           M, M, in.n, M, out.n, M, par.n, M, arena, tinfo, M, gi->max_batch > 0, ir_prec_name(gi->precision), tvar);
   fprintf(f, "struct %s {\n  ncc_dev *dev;\n  void *arena;\n  void *bufs[%s_NBUFS];\n  char err[512];\n"
-             "  int nb;   /* the batch of the inference running: the grids that follow the batch read it */\n", M, M);
+             "  int nb;   /* the batch of the inference running: the grids that follow the batch read it */\n"
+          "  ncc_graph *graph[%s_NMAX + 1];   /* the inference captured at batch nb (CUDA graphs) */\n"
+          "  unsigned char ran[%s_NMAX + 1];  /* batch nb ran once without a graph */\n", M, M, M, M);
   if (gt)
     fprintf(f, "  /* training: the schedule and the scalars the step's kernels take */\n"
                "  double base_lr, cur_lr;\n  int64_t step, epoch;\n  uint64_t seed;\n"
                "  float lr, bc1, bc2;   /* this step's learning rate; adam's 1 - beta^step */\n"
                "  int step32, seed32;   /* dropout's key */\n"
-               "  int stale;            /* the weights changed since %s_prepare ran */\n", M);
+               "  int stale;            /* the weights changed since %s_prepare ran */\n"
+               "  ncc_graph *tgraph;    /* the training step captured */\n  unsigned char tran;\n", M);
   fprintf(f, "};\n\n");
 
   /* helpers */
@@ -577,6 +627,17 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   }
   fprintf(f, "  m->nb = %s_NMAX;\n", M);
   fprintf(f, "  if (rc) return %s_fail(m, rc, \"%s_create: opening the device\");\n", M, M);
+  /* graphs: the kernels' argument sizes, and the values that change between
+   * replays of a captured step (read again at every replay) */
+  fprintf(f, "  rc = ncc_dev_kernel_args(m->dev, %s_kargs_, %d);\n", M, c->nk);
+  fprintf(f, "  if (!rc) rc = ncc_graph_live(m->dev, &m->nb, sizeof m->nb);\n");
+  if (gt)
+    fprintf(f, "  if (!rc) rc = ncc_graph_live(m->dev, &m->lr, sizeof m->lr);\n"
+               "  if (!rc) rc = ncc_graph_live(m->dev, &m->bc1, sizeof m->bc1);\n"
+               "  if (!rc) rc = ncc_graph_live(m->dev, &m->bc2, sizeof m->bc2);\n"
+               "  if (!rc) rc = ncc_graph_live(m->dev, &m->step32, sizeof m->step32);\n"
+               "  if (!rc) rc = ncc_graph_live(m->dev, &m->seed32, sizeof m->seed32);\n");
+  fprintf(f, "  if (rc) return %s_fail(m, rc, \"%s_create: graphs\");\n", M, M);
   fprintf(f, "  rc = ncc_alloc_buffers(m->dev, %s_NBUFS, %s_buf_off_, %s_buf_size_, m->bufs, &m->arena);\n", M, M, M);
   fprintf(f, "  if (rc) return %s_fail(m, rc, \"%s_create: allocating buffers\");\n", M, M);
   /* zeroed parameters and activations: a model run before a load is deterministic */
@@ -649,6 +710,38 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
           M, M, par.n ? par.n : 1, M, M, M, M, par.n, M, M, M, M, M, M, M, M, par.n);
 
   }
+  /* one step through a graph */
+  fprintf(f,
+          "/* one step (run) through a CUDA graph (docs/generated-code.md \"CUDA graphs\"): the first call\n"
+          " * of a graph's key runs the launches directly (so that what they set up on first use, the\n"
+          " * cuBLAS handle and kernel attributes, is not captured), the second captures and replays\n"
+          " * them, later calls replay.  Every launch reads only device buffers whose addresses never\n"
+          " * change; the values a step changes (m->nb, the learning rate) are live (create). */\n"
+          "static int %s_graph_run_(%s *m, ncc_graph **g, unsigned char *ran, int (*run)(%s *), const char *what) {\n"
+          "  int rc;\n"
+          "  if (!ncc_dev_graphs(m->dev)) return run(m);\n"
+          "  if (!*g && !*ran) {\n    *ran = 1;\n    return run(m);\n  }\n"
+          "  if (!*g) {\n"
+          "    rc = ncc_graph_begin(m->dev);\n"
+          "    if (rc) return %s_fail(m, rc, what);\n"
+          "    rc = run(m);\n"
+          "    if (rc) {\n      (void)ncc_graph_end(m->dev, NULL);\n      return rc;\n    }\n"
+          "    rc = ncc_graph_end(m->dev, g);\n"
+          "    if (rc) return %s_fail(m, rc, what);\n"
+          "  }\n"
+          "  rc = ncc_graph_launch(m->dev, *g);\n"
+          "  return rc ? %s_fail(m, rc, what) : 0;\n}\n\n",
+          M, M, M, M, M, M);
+  fprintf(f,
+          "int %s_set_graphs(%s *m, int on) {\n"
+          "  if (!m || !m->dev) return %s_user_error(m, \"%s_set_graphs: no model\");\n"
+          "  for (int i = 0; i <= %s_NMAX; i++) {\n"
+          "    ncc_graph_free(m->dev, m->graph[i]);\n    m->graph[i] = NULL;\n    m->ran[i] = 0;\n  }\n"
+          "%s"
+          "  ncc_dev_set_graphs(m->dev, on);\n  return 0;\n}\n\n"
+          "int %s_graph_stats(const %s *m, ncc_graph_stats *s) {\n"
+          "  if (!m || !m->dev || !s) return NCC_EUSER;\n  ncc_dev_graph_stats(m->dev, s);\n  return 0;\n}\n\n",
+          M, M, M, M, M, gt ? "  ncc_graph_free(m->dev, m->tgraph);\n  m->tgraph = NULL;\n  m->tran = 0;\n" : "", M, M);
   /* run */
   fprintf(f, "/* every kernel of one inference, in order */\nstatic int %s_run(%s *m) {\n  int rc = 0;\n", M, M);
   if (c->run.s) fputs(c->run.s, f);
@@ -707,7 +800,8 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   if (gt && prep)
     fprintf(f, "  if (m->stale) {   /* trained since: the folded values follow the new parameters */\n"
                "    rc = %s_prepare(m);\n    if (rc) return rc;\n    m->stale = 0;\n  }\n", M);
-  fprintf(f, "  rc = %s_run(m);\n  if (rc) return rc;\n", M);
+  fprintf(f, "  rc = %s_graph_run_(m, &m->graph[m->nb], &m->ran[m->nb], %s_run, \"%s_infer: graph\");\n"
+             "  if (rc) return rc;\n", M, M, M);
   fprintf(f, "  rc = ncc_sync(m->dev);\n  if (rc) return %s_fail(m, rc, \"%s_infer: running the kernels\");\n", M, M);
   fprintf(f,
           "  for (int i = 0; i < %d; i++) {\n"

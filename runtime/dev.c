@@ -106,7 +106,9 @@ static int emu_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alph
 
 const ncc_backend ncc_backend_emu = {"emu",      emu_open,   emu_close, emu_malloc, emu_free, emu_memcpy,
                                      emu_memset, emu_sync,   emu_launch, emu_sgemm,
-                                     NULL,       NULL};   /* host memory: malloc */
+                                     NULL,       NULL,    /* host memory: malloc */
+                                     /* graphs: recorded and replayed by graph.c */
+                                     NULL, NULL, NULL, NULL, NULL, NULL};
 
 /* ---------------------------------------------------------------- dispatch */
 int ncc_dev_open(ncc_dev **out, int kind, const char *kernel_src, const char *jit_opts) {
@@ -149,11 +151,13 @@ int ncc_dev_open(ncc_dev **out, int kind, const char *kernel_src, const char *ji
     d->be = NULL;
     return rc;
   }
+  ncc_graph_dev_init(d);
   return 0;
 }
 
 void ncc_dev_close(ncc_dev *d) {
   if (!d) return;
+  if (d->be) ncc_graph_dev_close(d);
   while (d->be && d->guarded) {
     ncc_guarded *g = d->guarded;
     ncc_free_buffers(d, g);
@@ -191,15 +195,27 @@ int ncc_host_free(ncc_dev *d, void *p) {
   free(p);
   return 0;
 }
-int ncc_memcpy_h2d(ncc_dev *d, void *dst, const void *src, size_t n) { NEED_DEV(d); return d->be->memcpy_(d, dst, src, n, 0); }
-int ncc_memcpy_d2h(ncc_dev *d, void *dst, const void *src, size_t n) { NEED_DEV(d); return d->be->memcpy_(d, dst, src, n, 1); }
-int ncc_memcpy_d2d(ncc_dev *d, void *dst, const void *src, size_t n) { NEED_DEV(d); return d->be->memcpy_(d, dst, src, n, 2); }
-int ncc_memset(ncc_dev *d, void *p, int byte, size_t n) { NEED_DEV(d); return d->be->memset_(d, p, byte, n); }
-int ncc_sync(ncc_dev *d) { NEED_DEV(d); return d->be->sync(d); }
+/* a graph captures launches, GEMMs and memsets; the copies here are synchronous
+ * for the caller, and a step that waits for the device cannot be replayed */
+#define NOT_CAPTURING(d)                                                                               \
+  do {                                                                                                 \
+    if ((d)->cap)                                                                                      \
+      return ncc_dev_fail((d), NCC_EINTERNAL, "%s during a graph capture: a step captured as a graph " \
+                          "must not copy to or from the host or wait for the device", __func__);      \
+  } while (0)
+int ncc_memcpy_h2d(ncc_dev *d, void *dst, const void *src, size_t n) { NEED_DEV(d); NOT_CAPTURING(d); return d->be->memcpy_(d, dst, src, n, 0); }
+int ncc_memcpy_d2h(ncc_dev *d, void *dst, const void *src, size_t n) { NEED_DEV(d); NOT_CAPTURING(d); return d->be->memcpy_(d, dst, src, n, 1); }
+int ncc_memcpy_d2d(ncc_dev *d, void *dst, const void *src, size_t n) { NEED_DEV(d); NOT_CAPTURING(d); return d->be->memcpy_(d, dst, src, n, 2); }
+int ncc_memset(ncc_dev *d, void *p, int byte, size_t n) {
+  NEED_DEV(d);
+  return d->cap ? ncc_graph_cap_memset(d, p, byte, n) : d->be->memset_(d, p, byte, n);
+}
+int ncc_sync(ncc_dev *d) { NEED_DEV(d); NOT_CAPTURING(d); return d->be->sync(d); }
 
 int ncc_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block, size_t shmem, void **args) {
   NEED_DEV(d);
   if (!k) return ncc_dev_fail(d, NCC_EINTERNAL, "ncc_launch: no kernel");
+  if (d->cap) return ncc_graph_cap_launch(d, k, grid, block, shmem, args);
   return d->be->launch(d, k, grid, block, shmem, args);
 }
 
@@ -214,6 +230,9 @@ int ncc_sgemm(ncc_dev *d, int trans_a, int trans_b, int m, int n, int k, float a
                         "ncc_sgemm: invalid arguments m=%d n=%d k=%d lda=%d ldb=%d ldc=%d trans_a=%d trans_b=%d batch=%d",
                         m, n, k, lda, ldb, ldc, trans_a, trans_b, batch);
   if (!m || !n || !batch) return 0;
+  if (d->cap)
+    return ncc_graph_cap_sgemm(d, trans_a, trans_b, m, n, k, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
+                               stride_c, batch);
   return d->be->sgemm(d, trans_a, trans_b, m, n, k, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
                       stride_c, batch);
 }

@@ -89,6 +89,15 @@ typedef unsigned long long CUdeviceptr;
 typedef int nvrtcResult;
 typedef void *nvrtcProgram;
 typedef void *cublasHandle_t;
+typedef void *CUgraph, *CUgraphExec, *CUgraphNode;
+/* CUDA_KERNEL_NODE_PARAMS (v2) of cuda.h */
+typedef struct {
+  CUfunction func;
+  unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+  void **kernelParams, **extra;
+  void *kern;
+  CUcontext ctx;
+} CUkernelNodeParams;
 
 static struct {
   void *lib;
@@ -118,6 +127,18 @@ static struct {
   CUresult (*StreamDestroy)(CUstream);
   CUresult (*StreamSynchronize)(CUstream);
   CUresult (*GetErrorString)(CUresult, const char **);
+  /* graphs (optional: a driver without them runs every launch directly) */
+  CUresult (*StreamBeginCapture)(CUstream, int);
+  CUresult (*StreamEndCapture)(CUstream, CUgraph *);
+  CUresult (*StreamGetCaptureInfo)(CUstream, int *, unsigned long long *, CUgraph *, const CUgraphNode **,
+                                   const void **, size_t *);   /* _v3 (drivers of CUDA 12.3 on) */
+  CUresult (*StreamGetCaptureInfo2)(CUstream, int *, unsigned long long *, CUgraph *, const CUgraphNode **,
+                                    size_t *);                 /* _v2, older drivers */
+  CUresult (*GraphInstantiate)(CUgraphExec *, CUgraph, unsigned long long);
+  CUresult (*GraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*GraphExecKernelNodeSetParams)(CUgraphExec, CUgraphNode, const CUkernelNodeParams *);
+  CUresult (*GraphExecDestroy)(CUgraphExec);
+  CUresult (*GraphDestroy)(CUgraph);
 } cu;
 
 static struct {
@@ -211,6 +232,19 @@ static int load_cuda_syms(char *why, size_t n) {
   SYM(cu, StreamDestroy, "cuStreamDestroy_v2");
   SYM(cu, StreamSynchronize, "cuStreamSynchronize");
   SYM(cu, GetErrorString, "cuGetErrorString");
+  /* the versions cuda.h of CUDA 13 maps these names to */
+  *(void **)&cu.StreamBeginCapture = dlsym(cu.lib, "cuStreamBeginCapture_v2");
+  *(void **)&cu.StreamEndCapture = dlsym(cu.lib, "cuStreamEndCapture");
+  *(void **)&cu.StreamGetCaptureInfo = dlsym(cu.lib, "cuStreamGetCaptureInfo_v3");
+  *(void **)&cu.GraphInstantiate = dlsym(cu.lib, "cuGraphInstantiateWithFlags");
+  *(void **)&cu.GraphLaunch = dlsym(cu.lib, "cuGraphLaunch");
+  *(void **)&cu.StreamGetCaptureInfo2 = dlsym(cu.lib, "cuStreamGetCaptureInfo_v2");
+  /* before _v2 the parameters lacked the last two fields, which stay NULL here */
+  *(void **)&cu.GraphExecKernelNodeSetParams = dlsym(cu.lib, "cuGraphExecKernelNodeSetParams_v2");
+  if (!cu.GraphExecKernelNodeSetParams)
+    *(void **)&cu.GraphExecKernelNodeSetParams = dlsym(cu.lib, "cuGraphExecKernelNodeSetParams");
+  *(void **)&cu.GraphExecDestroy = dlsym(cu.lib, "cuGraphExecDestroy");
+  *(void **)&cu.GraphDestroy = dlsym(cu.lib, "cuGraphDestroy");
   return 0;
 }
 
@@ -459,6 +493,10 @@ static int jit_open(ncc_dev *d, const char *src, const char *opts) {
   CU_CHECK(d, cu.CtxSetCurrent(s->ctx));
   CU_CHECK(d, cu.StreamCreate(&s->stream, 1));   /* CU_STREAM_NON_BLOCKING */
   snprintf(nm, sizeof nm, "cuda: %s (sm_%d%d, jit)", name, major, minor);
+  d->graphs_unavailable = !(cu.StreamBeginCapture && cu.StreamEndCapture &&
+                            (cu.StreamGetCaptureInfo || cu.StreamGetCaptureInfo2) &&
+                            cu.GraphInstantiate && cu.GraphLaunch && cu.GraphExecKernelNodeSetParams &&
+                            cu.GraphExecDestroy && cu.GraphDestroy);
   ncc_dev_set_name(d, nm);
   snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d%d", major, minor);
   ov[nopts++] = arch;
@@ -568,11 +606,11 @@ static int jit_sync(ncc_dev *d) {
   CU_CHECK(d, cu.StreamSynchronize(JIT_STREAM(d)));
   return 0;
 }
-static int jit_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 g, ncc_dim3 b, size_t shmem, void **args) {
+/* k's function in the module (looked up once), opted in to shmem bytes of dynamic shared memory */
+static int jit_fn(ncc_dev *d, const ncc_kernel *k, size_t shmem, CUfunction *out) {
   jit_state *s = (jit_state *)ncc_dev_state(d);
   int i;
   CUfunction fn = NULL;
-  JIT_CTX(d);
   for (i = 0; i < s->nfn; i++)
     if (s->fn[i].name == k->name || strcmp(s->fn[i].name, k->name) == 0) { fn = s->fn[i].fn; break; }
   if (!fn) {
@@ -591,8 +629,72 @@ static int jit_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 g, ncc_dim3 b, s
     CU_CHECK(d, cu.FuncSetAttribute(fn, 8, (int)shmem));
     if (i >= 0) s->fn[i].shmem_set = shmem;
   }
+  *out = fn;
+  return 0;
+}
+static int jit_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 g, ncc_dim3 b, size_t shmem, void **args) {
+  jit_state *s = (jit_state *)ncc_dev_state(d);
+  CUfunction fn = NULL;
+  int rc;
+  JIT_CTX(d);
+  if ((rc = jit_fn(d, k, shmem, &fn)) != 0) return rc;
   CU_CHECK(d, cu.LaunchKernel(fn, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned)shmem, s->stream, args, NULL));
   return 0;
+}
+
+/* CUDA graphs (graph.c): stream capture of the device's stream, relaxed so
+ * that nothing the step calls (a kernel attribute) is refused while it runs */
+static int jit_graph_begin(ncc_dev *d) {
+  JIT_CTX(d);
+  CU_CHECK(d, cu.StreamBeginCapture(JIT_STREAM(d), 2));   /* CU_STREAM_CAPTURE_MODE_RELAXED */
+  return 0;
+}
+static int jit_graph_end(ncc_dev *d, void **exec) {
+  CUgraph graph = NULL;
+  CUresult r;
+  JIT_CTX(d);
+  r = cu.StreamEndCapture(JIT_STREAM(d), &graph);
+  if (r == 0 && exec) r = cu.GraphInstantiate((CUgraphExec *)exec, graph, 0);
+  if (graph) cu.GraphDestroy(graph);   /* the instance keeps what it needs */
+  if (r != 0)
+    return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cuStreamEndCapture/cuGraphInstantiate: %s (CUDA error %d)", __FILE__,
+                        __LINE__, cu_str(r), r);
+  return 0;
+}
+static int jit_graph_node(ncc_dev *d, void **node) {
+  int status = 0;
+  const CUgraphNode *deps = NULL;
+  size_t n = 0;
+  if (cu.StreamGetCaptureInfo) CU_CHECK(d, cu.StreamGetCaptureInfo(JIT_STREAM(d), &status, NULL, NULL, &deps, NULL, &n));
+  else CU_CHECK(d, cu.StreamGetCaptureInfo2(JIT_STREAM(d), &status, NULL, NULL, &deps, &n));
+  /* one stream: the node the last call added is the one the next depends on */
+  if (status != 1 || n != 1) return ncc_dev_fail(d, NCC_EINTERNAL, "graph capture: %zu nodes after a launch", n);
+  *node = deps[0];
+  return 0;
+}
+static int jit_graph_set_args(ncc_dev *d, void *exec, void *node, const ncc_kernel *k, ncc_dim3 g, ncc_dim3 b,
+                              size_t shmem, void **args) {
+  CUkernelNodeParams p;
+  int rc;
+  JIT_CTX(d);
+  memset(&p, 0, sizeof p);
+  if ((rc = jit_fn(d, k, shmem, &p.func)) != 0) return rc;
+  p.gridDimX = g.x, p.gridDimY = g.y, p.gridDimZ = g.z;
+  p.blockDimX = b.x, p.blockDimY = b.y, p.blockDimZ = b.z;
+  p.sharedMemBytes = (unsigned)shmem;
+  p.kernelParams = args;
+  CU_CHECK(d, cu.GraphExecKernelNodeSetParams((CUgraphExec)exec, (CUgraphNode)node, &p));
+  return 0;
+}
+static int jit_graph_launch(ncc_dev *d, void *exec) {
+  JIT_CTX(d);
+  CU_CHECK(d, cu.GraphLaunch((CUgraphExec)exec, JIT_STREAM(d)));
+  return 0;
+}
+static void jit_graph_free(ncc_dev *d, void *exec) {
+  jit_state *s = (jit_state *)ncc_dev_state(d);
+  if (s && s->ctx) cu.CtxSetCurrent(s->ctx);
+  cu.GraphExecDestroy((CUgraphExec)exec);
 }
 static int jit_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
                      long long sa, const float *B, int ldb, long long sb, float beta, float *C, int ldc, long long sc,
@@ -622,4 +724,6 @@ static int jit_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alph
 
 const ncc_backend ncc_backend_jit = {"jit",      jit_open,   jit_close, jit_malloc, jit_free, jit_memcpy,
                                      jit_memset, jit_sync,   jit_launch, jit_sgemm,
-                                     jit_host_alloc, jit_host_free};
+                                     jit_host_alloc, jit_host_free,
+                                     jit_graph_begin, jit_graph_end, jit_graph_node, jit_graph_set_args,
+                                     jit_graph_launch, jit_graph_free};

@@ -123,10 +123,65 @@ static int ncc_cudart_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, flo
   return 0;
 }
 
+/* CUDA graphs (libnccrt's graph.c drives them): stream capture of the device's
+ * stream, relaxed so that nothing the step calls (a kernel attribute) is refused */
+static int ncc_cudart_graph_begin(ncc_dev *d) {
+  NCC_CUDART_CHECK(d, cudaStreamBeginCapture(NCC_CUDART_STREAM(d), cudaStreamCaptureModeRelaxed));
+  return 0;
+}
+static int ncc_cudart_graph_end(ncc_dev *d, void **exec) {
+  cudaGraph_t graph = NULL;
+  cudaError_t e = cudaStreamEndCapture(NCC_CUDART_STREAM(d), &graph);
+#if CUDART_VERSION >= 12000
+  if (e == cudaSuccess && exec) e = cudaGraphInstantiate((cudaGraphExec_t *)exec, graph, 0);
+#else
+  if (e == cudaSuccess && exec) e = cudaGraphInstantiate((cudaGraphExec_t *)exec, graph, NULL, NULL, 0);
+#endif
+  if (graph) cudaGraphDestroy(graph);   /* the instance keeps what it needs */
+  NCC_CUDART_CHECK(d, e);
+  return 0;
+}
+static int ncc_cudart_graph_node(ncc_dev *d, void **node) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  const cudaGraphNode_t *deps = NULL;
+  size_t n = 0;
+#if CUDART_VERSION >= 13000   /* the signature with edge data */
+  NCC_CUDART_CHECK(d, cudaStreamGetCaptureInfo(NCC_CUDART_STREAM(d), &st, NULL, NULL, &deps, NULL, &n));
+#else
+  NCC_CUDART_CHECK(d, cudaStreamGetCaptureInfo_v2(NCC_CUDART_STREAM(d), &st, NULL, NULL, &deps, &n));
+#endif
+  /* one stream: the node the last call added is the one the next depends on */
+  if (st != cudaStreamCaptureStatusActive || n != 1)
+    return ncc_dev_fail(d, NCC_EINTERNAL, "graph capture: %zu nodes after a launch", n);
+  *node = (void *)deps[0];
+  return 0;
+}
+static int ncc_cudart_graph_set_args(ncc_dev *d, void *exec, void *node, const ncc_kernel *k, ncc_dim3 g,
+                                     ncc_dim3 b, size_t shmem, void **args) {
+  cudaKernelNodeParams p = cudaKernelNodeParams();   /* all zero (extra: none) */
+  p.func = (void *)k->cuda_fn;
+  p.gridDim = dim3(g.x, g.y, g.z);
+  p.blockDim = dim3(b.x, b.y, b.z);
+  p.sharedMemBytes = (unsigned)shmem;
+  p.kernelParams = args;
+  NCC_CUDART_CHECK(d, cudaGraphExecKernelNodeSetParams((cudaGraphExec_t)exec, (cudaGraphNode_t)node, &p));
+  return 0;
+}
+static int ncc_cudart_graph_launch(ncc_dev *d, void *exec) {
+  NCC_CUDART_CHECK(d, cudaGraphLaunch((cudaGraphExec_t)exec, NCC_CUDART_STREAM(d)));
+  return 0;
+}
+static void ncc_cudart_graph_free(ncc_dev *d, void *exec) {
+  (void)d;
+  cudaGraphExecDestroy((cudaGraphExec_t)exec);
+}
+
 static const ncc_backend ncc_cudart_backend = {
     "cudart",          ncc_cudart_open,  ncc_cudart_close,  ncc_cudart_malloc, ncc_cudart_free,
     ncc_cudart_memcpy, ncc_cudart_memset, ncc_cudart_sync,  ncc_cudart_launch, ncc_cudart_sgemm,
-    ncc_cudart_host_alloc, ncc_cudart_host_free};
+    ncc_cudart_host_alloc, ncc_cudart_host_free,
+    ncc_cudart_graph_begin, ncc_cudart_graph_end, ncc_cudart_graph_node, ncc_cudart_graph_set_args,
+    ncc_cudart_graph_launch, ncc_cudart_graph_free};
 
 __attribute__((constructor)) static void ncc_cudart_register(void) { ncc_register_cudart(&ncc_cudart_backend); }
 

@@ -240,6 +240,20 @@ typedef struct ncc_backend {
   /* page-locked host memory (ncc_host_alloc); NULL: plain malloc */
   int  (*host_alloc)(ncc_dev *d, void **p, size_t n);
   int  (*host_free)(ncc_dev *d, void *p);
+  /* CUDA graphs (graph.c; NULL: the backend has none, and the device records
+   * and replays the launches itself, which is what the emulator does).
+   * graph_begin starts stream capture on the device's stream; graph_end ends it
+   * and instantiates the graph into *exec (exec NULL: abandon the capture);
+   * graph_node gives the kernel node the last launch added to the capture;
+   * graph_set_args replaces that node's arguments in an instantiated graph;
+   * graph_launch runs the graph on the device's stream; graph_free frees it. */
+  int  (*graph_begin)(ncc_dev *d);
+  int  (*graph_end)(ncc_dev *d, void **exec);
+  int  (*graph_node)(ncc_dev *d, void **node);
+  int  (*graph_set_args)(ncc_dev *d, void *exec, void *node, const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block,
+                         size_t shmem, void **args);
+  int  (*graph_launch)(ncc_dev *d, void *exec);
+  void (*graph_free)(ncc_dev *d, void *exec);
 } ncc_backend;
 void ncc_register_cudart(const ncc_backend *b);
 /* For backends: record a failure (printf-style message) and return code. */
@@ -251,6 +265,51 @@ int  ncc_dev_fail(ncc_dev *d, int code, const char *fmt, ...)
 void  ncc_dev_set_name(ncc_dev *d, const char *name);
 void *ncc_dev_state(const ncc_dev *d);
 void  ncc_dev_set_state(ncc_dev *d, void *state);
+
+/* ---- additions (cuda-graphs): a step captured once and replayed ----------
+ * docs/generated-code.md "CUDA graphs".  Between ncc_graph_begin and
+ * ncc_graph_end the device's launches, GEMMs and memsets are captured, not run
+ * (a GPU: stream capture; the emulator: a list of the launches, each with its
+ * argument values copied as the launch passed them); ncc_graph_launch runs
+ * them all again with those same values.  Host copies and ncc_sync are errors
+ * during a capture.  An argument that must change between replays (the
+ * learning rate of a training step) is a host variable named with
+ * ncc_graph_live before the capture: a launch that passes its address takes
+ * its value at every replay instead (the GPU: cuGraphExecKernelNodeSetParams).
+ * Grids are captured as they were: a step whose grid changes (the batch) needs
+ * a graph of its own.
+ * Whether a device captures: on by default on a GPU, off under emulation, where
+ * launches cost nothing to save; NCC_GRAPHS=0 or 1 in the environment (read at
+ * ncc_dev_open) overrides both, and ncc_dev_set_graphs sets one device. */
+typedef struct ncc_graph ncc_graph;
+/* Each kernel's arguments, for capturing their values: nargs and the size of
+ * each (sizeof its type).  Generated code registers its table at create. */
+typedef struct ncc_kernel_args {
+  const ncc_kernel *k;
+  int nargs;
+  const unsigned short *size;
+} ncc_kernel_args;
+int  ncc_dev_kernel_args(ncc_dev *d, const ncc_kernel_args *t, int n);
+/* n bytes at p (a host variable that outlives the device's graphs) are read at every replay */
+int  ncc_graph_live(ncc_dev *d, const void *p, size_t n);
+int  ncc_dev_graphs(const ncc_dev *d);            /* 1: steps are captured and replayed */
+void ncc_dev_set_graphs(ncc_dev *d, int on);
+int  ncc_graph_begin(ncc_dev *d);
+/* Ends the capture; *g is the graph (freed by ncc_graph_free or ncc_dev_close).
+ * g NULL abandons the capture (after a failed step). */
+int  ncc_graph_end(ncc_dev *d, ncc_graph **g);
+int  ncc_graph_launch(ncc_dev *d, ncc_graph *g);
+void ncc_graph_free(ncc_dev *d, ncc_graph *g);
+/* What a device did with graphs: counters since it was opened. */
+typedef struct ncc_graph_stats {
+  int enabled;            /* ncc_dev_graphs */
+  int native;             /* 1: the backend's own graphs (CUDA); 0: recorded by libnccrt */
+  long long captures;     /* graphs captured */
+  long long replays;      /* ncc_graph_launch calls */
+  long long nodes;        /* launches, GEMMs and memsets captured, over all captures */
+  long long live_updates; /* kernel nodes whose live arguments a replay refreshed */
+} ncc_graph_stats;
+void ncc_dev_graph_stats(const ncc_dev *d, ncc_graph_stats *s);
 
 #ifdef __cplusplus
 }

@@ -22,12 +22,33 @@ struct ncc_dev {
   char name[256];
   char err[2048];
   ncc_guarded *guarded;        /* list of checked-mode allocations */
+  /* CUDA graphs (graph.c) */
+  int graphs;                  /* steps are captured (ncc_dev_graphs) */
+  int graphs_unavailable;      /* set by a backend's open: its driver has no graph API */
+  ncc_graph *cap;              /* the capture under way, or NULL */
+  ncc_graph *glist;            /* every graph of the device, freed at close */
+  struct ncc_kargs_tab { const ncc_kernel_args *t; int n; } kargs[8];
+  int nkargs;
+  struct ncc_live { const void *p; size_t n; } live[16];
+  int nlive;
+  ncc_graph_stats gst;
 };
 
 NCC_HIDDEN extern const ncc_backend ncc_backend_emu;
 NCC_HIDDEN extern const ncc_backend ncc_backend_jit;
 /* Probes libcuda: 0 when a GPU answers, else NCC_EUSER with the reason in why. */
 NCC_HIDDEN int ncc_cuda_probe(char *why, size_t n);
+
+/* graph.c: the device's default (after its backend opened), the calls that
+ * capture instead of running while d->cap is set, and freeing at close */
+NCC_HIDDEN void ncc_graph_dev_init(ncc_dev *d);
+NCC_HIDDEN void ncc_graph_dev_close(ncc_dev *d);
+NCC_HIDDEN int ncc_graph_cap_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block, size_t shmem,
+                                    void **args);
+NCC_HIDDEN int ncc_graph_cap_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alpha, const float *A,
+                                   int lda, long long sa, const float *B, int ldb, long long sb, float beta, float *C,
+                                   int ldc, long long sc, int batch);
+NCC_HIDDEN int ncc_graph_cap_memset(ncc_dev *d, void *p, int byte, size_t n);
 
 /* emu.c */
 NCC_HIDDEN int ncc_emu_launch(const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block, size_t shmem,

@@ -17,6 +17,9 @@
 #   codegen.bad.NAME       tests/cg/bad/*.net: refused with exit 1, a message, no output
 #   codegen.readable       names by role and by buffer, no arithmetic noise, kernels still shared
 #   codegen.batch_grids    every inference launch of every example follows the call's batch (m->nb)
+#   codegen.graphs.*       CUDA graphs under emulation (tests/cg/graphs_check.c): inference at
+#                          changing batches and inputs, and K training steps, bit-identical with
+#                          graphs on and off, and the captures and replays counted
 # Working files under build/tests/cg go when a test passes (NCC_KEEP_WORK=1
 # keeps them); a test whose compiler is missing reports itself skipped.
 
@@ -163,3 +166,30 @@ add_test(NAME codegen.batch_grids
          COMMAND ${NCC_PYTHON} ${NCC_CG_DIR}/check_batch_grids.py $<TARGET_FILE:ncc>
                  ${CMAKE_CURRENT_SOURCE_DIR}/../examples ${NCC_CG_OUT}/batch_grids)
 set_tests_properties(codegen.batch_grids PROPERTIES LABELS "codegen;batch" TIMEOUT 300)
+
+# CUDA graphs: each step captured once and replayed, under emulation (the
+# emulator records the launches with their argument values and replays them,
+# as a GPU graph would); bit-identical to the same model with graphs off:
+# lenet (SGD with momentum, dropout: live step and learning rate, partial
+# training batches), mlp (Adam's bias corrections), the cuBLAS path, slices of
+# the batch (--max-memory), and two convolution nets at -O3 for inference
+set(cg_graph_cfgs
+  "lenet|train|lenet.net --set N=4"
+  "mlp|train|mlp.net --set N=8"
+  "lenet_cublas|train|lenet.net --set N=4 --cublas"
+  "lenet_slices|infer|lenet.net --set N=16 --freeze --max-memory=150K"
+  "resnet18_cublas|infer|resnet18.net --set N=2 --set S=32 --cublas -O3"
+  "mobilenet_v2|infer|mobilenet_v2.net --set N=2 --set S=32 -O3")
+foreach(cfg ${cg_graph_cfgs})
+  string(REPLACE "|" ";" parts "${cfg}")
+  list(GET parts 0 n)
+  list(GET parts 1 what)
+  list(GET parts 2 args)
+  separate_arguments(args UNIX_COMMAND "${args}")
+  list(GET args 0 netfile)
+  list(REMOVE_AT args 0)
+  add_test(NAME codegen.graphs.${n}
+           COMMAND sh ${NCC_CG_DIR}/run_graphs.sh $<TARGET_FILE:ncc> ${NCC_CG_RT} $<TARGET_FILE_DIR:nccrt>
+                   ${NCC_CG_OUT}/graphs_${n} ${what} ${CMAKE_CURRENT_SOURCE_DIR}/../examples/${netfile} ${args})
+  set_tests_properties(codegen.graphs.${n} PROPERTIES ENVIRONMENT "${cg_train_env}" LABELS "codegen;graphs")
+endforeach()

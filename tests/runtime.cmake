@@ -137,3 +137,13 @@ endif()
 add_executable(rt_test_checkpoint ${NCC_RT_TESTS}/test_checkpoint.c)
 target_link_libraries(rt_test_checkpoint PRIVATE nccrt)
 add_test(NAME rt.checkpoint COMMAND rt_test_checkpoint)
+
+# CUDA graphs on the emulator (owner: cuda-graphs): capture runs nothing,
+# replays use the argument values copied at capture except live ones, GEMMs and
+# memsets replayed, host copies and sync refused inside a capture, counters
+add_executable(rt_test_graph ${NCC_RT_TESTS}/test_graph.c)
+target_compile_definitions(rt_test_graph PRIVATE NCC_EMU)
+target_include_directories(rt_test_graph PRIVATE ${NCC_RT_TESTS})
+target_link_libraries(rt_test_graph PRIVATE nccrt Threads::Threads m)
+add_test(NAME rt.graph COMMAND rt_test_graph)
+set_tests_properties(rt.graph PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=2")

@@ -4,6 +4,7 @@
 #   threads.stress         16 threads, each creating its own instance and running
 #                          125 inferences on random inputs (2000 in all); every
 #                          result equals the single-threaded one bit for bit
+#   threads.stress_graphs  threads.stress with graphs on (NCC_GRAPHS=1)
 #   threads.create_cuda    16 threads at once ask this CPU build for a CUDA
 #                          device: an error status and a message, never an abort
 #   threads.stress_tsan    threads.stress with the program and libnccrt's sources
@@ -42,6 +43,11 @@ add_test(NAME threads.create_cuda COMMAND thr_stress --create-cuda --threads 16)
 # two block threads: the pool is busy with one launch while others run on their own threads
 set_tests_properties(threads.stress threads.create_cuda PROPERTIES LABELS threads TIMEOUT 300
                      ENVIRONMENT "NCC_EMU_THREADS=2")
+# the same with every instance's inferences captured as graphs and replayed
+# (the emulator's recorded graphs, NCC_GRAPHS=1): one graph per batch size per instance
+add_test(NAME threads.stress_graphs COMMAND thr_stress --threads 16 --iters 125)
+set_tests_properties(threads.stress_graphs PROPERTIES LABELS "threads;graphs" TIMEOUT 300
+                     ENVIRONMENT "NCC_EMU_THREADS=2;NCC_GRAPHS=1")
 
 # ThreadSanitizer: libnccrt's sources compiled into a static library of their
 # own with -fsanitize=thread, so that every access of the runtime is seen.  Not
