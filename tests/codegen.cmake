@@ -139,6 +139,15 @@ foreach(n resnet18 mobilenet_v2)
                        SKIP_RETURN_CODE ${NCC_SKIP_CODE})
 endforeach()
 
+# the tensor-core GEMMs (--precision=tf32): inline PTX mma.sync through nvcc
+# (sm_80, sm_90) and NVRTC, the emulation build as strict C11
+foreach(n resnet18 mlp vgg11)
+  add_test(NAME codegen.example.${n}.tf32
+           COMMAND sh ${NCC_CG_DIR}/compile_model.sh ${NCC_CG_OUT}/examples_tf32 ${NCC_CG_RT} ${cg_nvcc} ${cg_nvrtc}
+                   --net $<TARGET_FILE:ncc> ${CMAKE_CURRENT_SOURCE_DIR}/../examples/${n}.net --precision=tf32)
+  set_tests_properties(codegen.example.${n}.tf32 PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE})
+endforeach()
+
 # the training ops' kernels (tests/cg/build_train.c): each op's result against
 # PyTorch's autograd in float64, on the emulation in checked mode, both fiber
 # orders; every model also through nvcc for sm_80 where nvcc is found
