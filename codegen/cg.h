@@ -230,8 +230,9 @@ const char *cg_lin(char *dst, size_t n, const char *a, int64_t k, const char *b)
 const char *kp_buf(Cg *c, KParams *p, int b, int is_out, const char *role);
 /* Adds a float parameter whose host value is the C variable `hostvar`. */
 const char *kp_float(KParams *p, const char *role, const char *hostvar);
-/* Adds a pointer parameter for the workspace ("cols"). */
-const char *kp_work(Cg *c, KParams *p);
+/* Adds a pointer parameter for the workspace, in the role given ("cols":
+ * im2col columns; "partial": split-K's partial sums). */
+const char *kp_work(Cg *c, KParams *p, const char *role);
 /* Adds an int parameter whose host value is the C variable `hostvar`. */
 const char *kp_int(KParams *p, const char *role, const char *hostvar);
 /* "const float *__restrict__ x, ..." */

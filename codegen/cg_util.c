@@ -269,7 +269,7 @@ const char *cg_buf_name(Cg *c, int b) {
       const Value *v = c->bufs[i].v;
       char base[224], cand[240];
       if (c->bufs[i].label) snprintf(base, sizeof base, "%s", c->bufs[i].label);
-      else if (!v) snprintf(base, sizeof base, "im2col_workspace");
+      else if (!v) snprintf(base, sizeof base, c->o->use_cublas ? "im2col_workspace" : "workspace");   /* im2col columns, or split-K partial sums */
       else if (v->grad_of) snprintf(base, sizeof base, "grad_%s", v->grad_of->def->name);
       else if (v->def->op == OP_PARAM || v->def->op == OP_INPUT) snprintf(base, sizeof base, "%s", v->def->name);
       else if (c->bufs[i].train)   /* the training step's values: t_<layer> */
@@ -342,11 +342,11 @@ const char *cg_arg_role(const Node *n, int j, char out[32]) {
   return out;
 }
 
-const char *kp_work(Cg *c, KParams *p) {
+const char *kp_work(Cg *c, KParams *p, const char *role) {
   char host[CG_HOST_LEN];
   NCC_ASSERT(c->work >= 0);
   snprintf(host, sizeof host, "&m->bufs[%s]", cg_buf_name(c, c->work));
-  return kp_add(p, "float *", "cols", host);
+  return kp_add(p, "float *", role, host);
 }
 
 const char *kp_int(KParams *p, const char *role, const char *hostvar) {

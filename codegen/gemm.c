@@ -30,6 +30,10 @@ typedef struct GemmSpec {
   char b_pre[1024];    /* statements before the K loop that b_tile's per-thread state needs, or "" */
   char b_tile[4096];   /* statements that store the whole B tile Bs for K tile k0 (b_load unused), or "" */
   int uses_z;
+  int S;               /* split-K: ranges of K (ir_gemm_split_k), 1: none */
+  int64_t span;        /* split-K: the K extent of a range (ir_gemm_split_span) */
+  Value *bias_v;       /* split-K: the bias the sum kernel adds (bias[(o / bias_inner) % bias_n]), or NULL */
+  int64_t bias_inner, bias_n;
   int baxis;           /* the grid axis whose index has the batch outermost (0: n, x; 1: m, y;
                           2: z), for a launch that follows the batch; -1: none */
 } GemmSpec;
@@ -40,11 +44,45 @@ static void guard_open(Buf *b, const char *ind, const char *c1, const char *c2) 
   else buf_printf(b, "%s{\n", ind);
 }
 
+/* "int z = ..." and, for split-K, this block's range of K [kb, ke): grid
+ * axis z runs the Z batches times the S ranges */
+static void z_and_range(Buf *b, const GemmSpec *s) {
+  if (s->S > 1) {
+    if (s->uses_z) buf_printf(b, "  int z = %s / %d, sk = %s %% %d;\n", D_BID_Z, s->S, D_BID_Z, s->S);
+    else buf_printf(b, "  int sk = %s;\n", D_BID_Z);
+    buf_printf(b, "  int kb = sk * %lld, ke = kb + %lld < %lld ? kb + %lld : %lld;   /* this block's range of K (split-K) */\n",
+               (long long)s->span, (long long)s->span, (long long)s->K, (long long)s->span, (long long)s->K);
+  } else if (s->uses_z) {
+    buf_printf(b, "  int z = %s;\n", D_BID_Z);
+  }
+}
+
+/* The loop over K tiles of BK */
+static void k_loop(Buf *b, const GemmSpec *s, int bk) {
+  if (s->S > 1) buf_printf(b, "  for (int k0 = kb; k0 < ke; k0 += %d) {\n", bk);
+  else buf_printf(b, "  for (int k0 = 0; k0 < %lld; k0 += %d) {\n", (long long)s->K, bk);
+}
+
+/* Split-K: the block's partial sum of output element o into range sk of the
+ * workspace (the sum kernel adds the ranges, the bias and the epilogue) */
+static void store_partial(Cg *c, KParams *p, const GemmSpec *s, Buf *b, int ind) {
+  int sp = 2 * ind;
+  const char *ws = kp_work(c, p, "partial");
+  buf_printf(b, "%*sint o = %s;\n", sp, "", s->out_idx);
+  buf_printf(b, "%*s%s[sk * %lld + o] = v;\n", sp, "", ws, (long long)shape_numel(&group_out(c->group)->shape));
+}
+
+static int split_sum(Cg *c, const KGroup *gr, const GemmSpec *s);
+
 /* The end of an output element `v` (a sum of products) at depth ind (2
  * spaces each), for the tiled GEMM and the GEMV alike: the bias, the output
  * index o, the fused epilogue, the store. */
 static int store_tail(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Buf *b, int ind) {
   int sp = 2 * ind;
+  if (s->S > 1) {
+    store_partial(c, p, s, b, ind);
+    return 0;
+  }
   if (s->bias[0]) buf_printf(b, "%*sv = v + %s;\n", sp, "", s->bias);
   buf_printf(b, "%*sint o = %s;\n", sp, "", s->out_idx);
   if (cg_epilogue(c, gr, p, b, "v", "o", ind)) return -1;
@@ -96,7 +134,7 @@ static void tiled_launch(Cg *c, const KGroup *gr, const KParams *p, const GemmSp
   if (s->baxis >= 0)
     bp = cg_batch_grid(c, gr, s->baxis, s->baxis == 0 ? s->N : s->baxis == 1 ? s->M : s->Z,
                        s->baxis == 0 ? BN : s->baxis == 1 ? BM : 1, &bg);
-  cg_launch_b(c, name, p, (s->N + BN - 1) / BN, (s->M + BM - 1) / BM, s->Z, T, TY, 0, bp);
+  cg_launch_b(c, name, p, (s->N + BN - 1) / BN, (s->M + BM - 1) / BM, s->Z * s->S, T, TY, 0, bp);
 }
 
 /* "<op>_<form>" (with the prologue's op first) for a GEMM kernel in another form than the tiled one */
@@ -114,11 +152,11 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_printf(&b, "  %s float As[%d][%d];\n  %s float Bs[%d][%d];\n", D_SHARED, BK, BM + 1, D_SHARED, BK, BN + 1);
   buf_printf(&b, "  int tx = %s, ty = %s, tid = ty * 16 + tx;\n", D_TID_X, D_TID_Y);
   buf_printf(&b, "  int m0 = %s * %d, n0 = %s * %d;\n", D_BID_Y, BM, D_BID_X, BN);
-  if (s->uses_z) buf_printf(&b, "  int z = %s;\n", D_BID_Z);
+  z_and_range(&b, s);
   if (s->b_tile[0]) buf_puts(&b, s->b_pre);
   buf_printf(&b, "  float acc[%d][%d];\n", TM, TN);
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n", TM, TN);
-  buf_printf(&b, "  for (int k0 = 0; k0 < %lld; k0 += %d) {\n", LL(s->K), BK);
+  k_loop(&b, s, BK);
   int tf32 = gr->main->prec == PREC_TF32;
   load_tile(&b, "As[kk][rr]", BM, 256, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, tf32);
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
@@ -144,7 +182,7 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, p, &b);
   tiled_launch(c, gr, p, s, name, BM, BN, 16, 16);
   buf_free(&b);
-  return 0;
+  return s->S > 1 ? split_sum(c, gr, s) : 0;
 }
 
 /* ---- tensor cores (ir_gemm_mma: --precision=tf32) --------------------------
@@ -207,12 +245,12 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   else
     buf_printf(&b, "  int wr = 0, wc = warp * %d;   /* the warp's part of the tile */\n", BN / g.WN);
   buf_printf(&b, "  int m0 = %s * %d, n0 = %s * %d;\n", D_BID_Y, BM, D_BID_X, BN);
-  if (s->uses_z) buf_printf(&b, "  int z = %s;\n", D_BID_Z);
+  z_and_range(&b, s);
   if (s->b_tile[0]) buf_puts(&b, s->b_pre);
   buf_printf(&b, "  float acc[%d][%d][4];\n", MI, NJ);
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++)\n"
                  "      for (int r = 0; r < 4; r++) acc[i][j][r] = 0.0f;\n", MI, NJ);
-  buf_printf(&b, "  for (int k0 = 0; k0 < %lld; k0 += %d) {\n", LL(s->K), BK);
+  k_loop(&b, s, BK);
   char dst[160];
   load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr"), BM, MMA_THREADS, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, 1);
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
@@ -242,7 +280,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   const char *name = cg_finish(c, form_name(gr, "mma", opn), NCC_KF_BARRIER_, p, &b);
   tiled_launch(c, gr, p, s, name, BM, BN, MMA_THREADS, 1);
   buf_free(&b);
-  return 0;
+  return s->S > 1 ? split_sum(c, gr, s) : 0;
 }
 
 /* ---- GEMV: few rows (ir_gemm_gemv) -------------------------------------------
@@ -325,6 +363,13 @@ static int gemm_kernel(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   if (ir_gemm_gemv(gr->main)) return gemv(c, gr, p, s);
   if (ir_gemm_mma(gr->main)) return tiled_mma(c, gr, p, s);
   return tiled(c, gr, p, s);
+}
+
+/* The spec's split-K (ir_gemm_split_k; 1: none) and the bias its sum kernel adds */
+static void split_of(GemmSpec *s, const Node *n, Value *bias, int64_t inner, int64_t nb) {
+  s->S = ir_gemm_split_k(n);
+  s->span = s->S > 1 ? ir_gemm_split_span(n) : 0;
+  s->bias_v = bias, s->bias_inner = inner, s->bias_n = nb;
 }
 
 /* ---- convolution ------------------------------------------------------- */
@@ -529,7 +574,7 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const cha
   buf_printf(&b, "  int ci[%d];\n", J);
   if (hkh) buf_printf(&b, "  int kh[%d];\n", J);
   if (hkw) buf_printf(&b, "  int kw[%d];\n", J);
-  buf_printf(&b, "  for (int j = 0; j < %d; j++) {\n    int k = kq + j * %d;\n", J, KS);
+  buf_printf(&b, "  for (int j = 0; j < %d; j++) {\n    int k = %skq + j * %d;\n", J, s->S > 1 ? "kb + " : "", KS);
   if (KK == 1) buf_puts(&b, "    ci[j] = k;\n");
   else buf_printf(&b, "    ci[j] = k / %lld;\n", LL(KK));
   if (hkh && hkw) buf_printf(&b, "    kh[j] = (k / %lld) %% %lld;\n", LL(d->KW), LL(d->KH));
@@ -593,8 +638,9 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   memset(&s, 0, sizeof s);
   const Node *pool = gr->npro ? gr->pro[0] : NULL;   /* pool-prologue: x is the pooling's input */
   const char *x = kp_value(c, &p, pool ? pool->in[0] : nd->in[0], 0, "x"), *w = kp_value(c, &p, nd->in[1], 0, "weight");
-  const char *bias = nd->nin > 2 ? kp_value(c, &p, nd->in[2], 0, "bias") : NULL;
   int64_t OHW = d->OH * d->OW;
+  split_of(&s, nd, nd->nin > 2 ? nd->in[2] : NULL, OHW, d->Cout);
+  const char *bias = nd->nin > 2 && s.S == 1 ? kp_value(c, &p, nd->in[2], 0, "bias") : NULL;
   s.M = d->Mg, s.N = d->Nb * OHW, s.K = d->Kg, s.Z = d->G;
   s.uses_z = d->G > 1;
   s.baxis = 0;   /* column n is pixel n % OHW of image n / OHW */
@@ -650,22 +696,32 @@ static int64_t conv_chunk(const Cg *c, const ConvDims *d) {
 }
 
 size_t gemm_workspace_bytes(const Cg *c, const Node *n) {
+  if (!c->o->use_cublas && ncc_ops[n->op].flags & OPF_GEMM_LIKE && ir_gemm_split_k(n) > 1)   /* split-K's partial sums */
+    return (size_t)ir_gemm_split_k(n) * (size_t)shape_numel(&n->out->shape) * 4;
   if (!c->o->use_cublas || n->op != OP_CONV2D) return 0;
   ConvDims d = conv_dims(n);
   if (conv_is_1x1(&d) || d.Mg < 8) return 0;
   return (size_t)(conv_chunk(c, &d) * d.Cin * d.KH * d.KW * d.OH * d.OW * 4);
 }
 
-/* y[i] = epilogue(y[i] + bias[(i / inner) % nb]) in place on the group's output */
-static int bias_epilogue(Cg *c, const KGroup *gr, Value *bias, int64_t inner, int64_t nb) {
-  if (!bias && !gr->nepi) return 0;
+/* y[i] = epilogue(y[i] + bias[(i / inner) % nb]) on the group's output: in
+ * place (the cuBLAS path), or with y[i] first the sum of the S > 1 partial
+ * sums of split-K in order (the workspace holds range r's at r * total + i) */
+static int sum_bias_epilogue(Cg *c, const KGroup *gr, Value *bias, int64_t inner, int64_t nb, int S) {
+  if (!bias && !gr->nepi && S <= 1) return 0;
   KParams p = {0};
   Buf b = {0};
   Value *y = group_out(gr);
   int64_t total = shape_numel(&y->shape);
+  const char *ws = S > 1 ? kp_work(c, &p, "partial") : NULL;
   const char *yn = kp_value(c, &p, y, 1, "y");
   const char *bn = bias ? kp_value(c, &p, bias, 0, "bias") : NULL;
-  buf_printf(&b, "  int i = %s * 256 + %s;\n  if (i < %lld) {\n    float v = %s[i];\n", D_BID_X, D_TID_X, LL(total), yn);
+  if (S > 1)
+    buf_printf(&b, "  int i = %s * 256 + %s;\n  if (i < %lld) {\n    float v = %s[i];\n"
+                   "    for (int r = 1; r < %d; r++) v = v + %s[r * %lld + i];\n", D_BID_X, D_TID_X, LL(total), ws, S, ws,
+               LL(total));
+  else
+    buf_printf(&b, "  int i = %s * 256 + %s;\n  if (i < %lld) {\n    float v = %s[i];\n", D_BID_X, D_TID_X, LL(total), yn);
   if (bn) {
     if (inner == 1) buf_printf(&b, "    v = v + %s[i %% %lld];\n", bn, LL(nb));
     else buf_printf(&b, "    v = v + %s[(i / %lld) %% %lld];\n", bn, LL(inner), LL(nb));
@@ -676,11 +732,16 @@ static int bias_epilogue(Cg *c, const KGroup *gr, Value *bias, int64_t inner, in
   }
   buf_printf(&b, "    %s[i] = v;\n  }\n", yn);
   char opn[96];
-  const char *name = cg_finish(c, cg_opname(gr, bias ? "bias" : "", opn), 0, &p, &b);
+  const char *name = cg_finish(c, cg_opname(gr, S > 1 ? "splitk_sum" : bias ? "bias" : "", opn), 0, &p, &b);
   CgBatch bg;
   cg_launch_b(c, name, &p, (total + 255) / 256, 1, 1, 256, 1, 0, cg_batch_grid(c, gr, 0, total, 256, &bg));
   buf_free(&b);
   return 0;
+}
+
+/* Split-K's second kernel: the partial sums added, then the bias and the epilogue */
+static int split_sum(Cg *c, const KGroup *gr, const GemmSpec *s) {
+  return sum_bias_epilogue(c, gr, s->bias_v, s->bias_inner, s->bias_n, s->S);
 }
 
 static const char *what(const Node *n, char *buf, size_t len) {
@@ -733,7 +794,7 @@ static int conv_cublas(Cg *c, const KGroup *gr, const ConvDims *d) {
     int one = CH >= d->Nb;   /* every image in one chunk: no loop, no first-image argument */
     KParams p = {0};
     Buf b = {0};
-    const char *x = kp_value(c, &p, nd->in[0], 0, "x"), *ws = kp_work(c, &p);
+    const char *x = kp_value(c, &p, nd->in[0], 0, "x"), *ws = kp_work(c, &p, "cols");
     const char *n0 = one ? NULL : kp_int(&p, "n0", "n0_");
     int64_t total = CH * Kall * OHW;
     buf_printf(&b, "  int i = %s * 256 + %s;\n  if (i < %lld) {\n", D_BID_X, D_TID_X, LL(total));
@@ -765,7 +826,7 @@ static int conv_cublas(Cg *c, const KGroup *gr, const ConvDims *d) {
     }
     if (!one) buf_puts(&c->run, "  }\n");
   }
-  return bias_epilogue(c, gr, nd->nin > 2 ? nd->in[2] : NULL, OHW, d->Cout);
+  return sum_bias_epilogue(c, gr, nd->nin > 2 ? nd->in[2] : NULL, OHW, d->Cout, 1);
 }
 
 /* ---- linear and matmul ----------------------------------------------------- */
@@ -777,14 +838,15 @@ static int emit_linear(Cg *c, const KGroup *gr) {
     char coff[8] = "0", ms[48];
     sgemm(c, nd, 0, 1, cg_batch_count(c, gr, 1, rows, ms, sizeof ms), out, in, cg_buf_of(c, nd->in[0]), 0, in, 0, cg_buf_of(c, nd->in[1]), 0, in, 0,
           cg_buf_of(c, group_out(gr)), coff, out, 0, "1");
-    return bias_epilogue(c, gr, nd->nin > 2 ? nd->in[2] : NULL, 1, out);
+    return sum_bias_epilogue(c, gr, nd->nin > 2 ? nd->in[2] : NULL, 1, out, 1);
   }
   KParams p = {0};
   GemmSpec s;
   memset(&s, 0, sizeof s);
   const Node *pool = gr->npro ? gr->pro[0] : NULL;   /* pool-prologue: x is the pooling's input */
   const char *x = kp_value(c, &p, pool ? pool->in[0] : nd->in[0], 0, "x"), *w = kp_value(c, &p, nd->in[1], 0, "weight");
-  const char *bias = nd->nin > 2 ? kp_value(c, &p, nd->in[2], 0, "bias") : NULL;
+  split_of(&s, nd, nd->nin > 2 ? nd->in[2] : NULL, 1, out);
+  const char *bias = nd->nin > 2 && s.S == 1 ? kp_value(c, &p, nd->in[2], 0, "bias") : NULL;
   s.M = rows, s.N = out, s.K = in, s.Z = 1;
   s.a_kcontig = s.b_kcontig = 1;
   s.baxis = 1;   /* row m is image m */
@@ -853,12 +915,13 @@ static int emit_matmul(Cg *c, const KGroup *gr) {
     }
     sgemm(c, nd, 0, 0, ms, N, K, cg_buf_of(c, nd->in[0]), 0, K, za == 1 ? 0 : M * K, cg_buf_of(c, nd->in[1]), 0, N,
           zb == 1 ? 0 : K * N, cg_buf_of(c, group_out(gr)), coff, N, M * N, zs);
-    return bias_epilogue(c, gr, NULL, 1, 1);
+    return sum_bias_epilogue(c, gr, NULL, 1, 1, 1);
   }
   KParams p = {0};
   GemmSpec s;
   memset(&s, 0, sizeof s);
   const char *a = kp_value(c, &p, nd->in[0], 0, "a"), *b = kp_value(c, &p, nd->in[1], 0, "b");
+  split_of(&s, nd, NULL, 1, 1);
   s.M = M, s.N = N, s.K = K, s.Z = Z;
   s.uses_z = Z > 1;
   s.a_kcontig = 1, s.b_kcontig = 0;

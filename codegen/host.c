@@ -547,7 +547,7 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   size_t arena = 0;
   for (int i = 0; i < c->nbufs; i++)
     if (c->bufs[i].offset + c->bufs[i].bytes > arena) arena = c->bufs[i].offset + c->bufs[i].bytes;
-  char tinfo[160];
+  char tinfo[512];
   if (gt) snprintf(tinfo, sizeof tinfo, "%d, %s_train_inputs_", tin.n, M);
   else snprintf(tinfo, sizeof tinfo, "0, NULL");
   /* the compiled batch: every input's first dimension (the batch pass found them equal
@@ -765,10 +765,10 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
                "    snprintf(m->err, sizeof m->err, \"%s_infer: batch %%d: this build runs batch %%d only (%s)\", batch, %s_NMAX);\n"
                "    return NCC_EUSER;\n  }\n", M, M, why, M);
   }
-  char rows[64] = "";   /* the bytes of `batch` rows: every input and output has NMAX of them */
+  char rows[512] = "";   /* the bytes of `batch` rows: every input and output has NMAX of them */
   if (gi->max_batch > 0) snprintf(rows, sizeof rows, " / %s_NMAX * (size_t)%s", M, slice ? "m->nb" : "batch");
   /* the host rows of the slice: from row r0 */
-  char inrow[160] = "in[i]", outrow[160] = "out[i]";
+  char inrow[1024] = "in[i]", outrow[1024] = "out[i]";
   if (slice) {
     snprintf(inrow, sizeof inrow, "(const char *)in[i] + %s_bytes_(&%s_inputs_[i]) / %s_NMAX * (size_t)r0", M, M, M);
     snprintf(outrow, sizeof outrow, "(char *)out[i] + %s_bytes_(&%s_outputs_[i]) / %s_NMAX * (size_t)r0", M, M, M);

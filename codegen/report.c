@@ -3,7 +3,9 @@
  * One row per kernel, in launch order: the ops it fuses ("conv2d+relu";
  * "[gemv]", "[direct]" or "[mma]" after them where a GEMM-like op gets the
  * GEMV, the direct convolution or the tensor-core GEMM rather than the
- * CUDA-core tiled GEMM), the
+ * CUDA-core tiled GEMM, and "split-K S" where its K is cut into S ranges
+ * (ir_gemm_split_k: a second kernel adds them; both are one group, one
+ * launch in the total), the
  * layer, the shape it stores, the parameters it reads, FLOPs, bytes moved,
  * the activation it writes and a roofline time on --arch.  Kernels are the
  * fuse pass's groups as codegen reads them (group.c), and memory is the plan
@@ -116,6 +118,17 @@ static const char *kernel_form(const Node *n) {
   if (n->op == OP_CONV2D && ir_conv_direct(n)) return "direct";
   if (ir_gemm_mma(n)) return "mma";
   return NULL;
+}
+/* " [form]", " [form, split-K S]", " [split-K S]" or "" after a group's ops:
+ * which kernel its GEMM-like main node got, and its split-K */
+static const char *kernel_marks(const Node *n, char *buf, size_t len) {
+  const char *form = kernel_form(n);
+  int sk = ncc_ops[n->op].flags & OPF_GEMM_LIKE ? ir_gemm_split_k(n) : 1;
+  if (form && sk > 1) snprintf(buf, len, " [%s, split-K %d]", form, sk);
+  else if (form) snprintf(buf, len, " [%s]", form);
+  else if (sk > 1) snprintf(buf, len, " [split-K %d]", sk);
+  else buf[0] = 0;
+  return buf;
 }
 static Cost flops_only(int64_t f) { Cost c = {f, 0}; return c; }
 
@@ -261,11 +274,12 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
     if (l > wname) wname = l;
     int m = group_nodes(&gl.g[k], &gn, &gcap), lo = m - 1;
     for (int j = 0; j < m; j++) lo += (int)strlen(ncc_ops[gn[j]->op].name) + (gn[j]->prec != PREC_FP32 ? 5 : 0);
-    if (kernel_form(gl.g[k].main)) lo += 3 + (int)strlen(kernel_form(gl.g[k].main));
+    char mk[64];
+    lo += (int)strlen(kernel_marks(gl.g[k].main, mk, sizeof mk));
     if (lo > wops) wops = lo;
   }
   if (wname > 40) wname = 40;
-  if (wops > 40) wops = 40;
+  if (wops > 48) wops = 48;
 
   fprintf(f, "# ncc report: model %s, %s, batch %lld, %s roofline (%.1f TFLOP/s fp32, %.0f fp16, %.0f GB/s, %.0f us/launch)\n",
           g->model, train ? "per training step" : "per inference", (long long)batch, arch->name, arch->flops / 1e12,
@@ -321,8 +335,10 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
                              ncc_ops[n->op].name, n->prec != PREC_FP32 ? ":" : "",
                              n->prec != PREC_FP32 ? ir_prec_name(n->prec) : "");
       if (ol >= sizeof ops) ol = sizeof ops - 1;
-      if (j == m - 1 && kernel_form(gr->main) && ol < sizeof ops)   /* which kernel the GEMM-like op got */
-        ol += (size_t)snprintf(ops + ol, sizeof ops - ol, " [%s]", kernel_form(gr->main));
+      if (j == m - 1 && ol < sizeof ops) {   /* which kernel the GEMM-like op got, and its split-K */
+        char mk[64];
+        ol += (size_t)snprintf(ops + ol, sizeof ops - ol, "%s", kernel_marks(gr->main, mk, sizeof mk));
+      }
       if (ol >= sizeof ops) ol = sizeof ops - 1;
       Cost cost = costs[n->op](n, train);
       fl = add(fl, cost.flops);
@@ -343,6 +359,9 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
         if (is_param_counted(v->def)) np = add(np, shape_numel(&v->shape));
       }
     }
+    /* split-K: the S partial sums written to the workspace and read back */
+    if (ncc_ops[gr->main->op].flags & OPF_GEMM_LIKE && ir_gemm_split_k(gr->main) > 1)
+      by = add(by, mul(2 * ir_gemm_split_k(gr->main), vbytes(out)));
     int64_t act = vbytes(out);
     /* a GEMM computes in its inputs' dtype (int8 in, int32/f32 out) */
     double t = (double)fl / (gr->main->prec == PREC_TF32 ? arch->flops16 / 2   /* TF32 tensor cores: half of fp16's */

@@ -321,6 +321,60 @@ static inline int ir_gemm_mma(const Node *n) {
   return (n->op == OP_LINEAR || n->op == OP_MATMUL) && !ir_gemm_gemv(n);
 }
 
+/* The GEMM a GEMM-like op is on ncc's own path (codegen/gemm.c): C[z][m][n]
+ * = sum over k of A(z, m, k) B(z, k, n), z < Z.  conv2d: M output channels of
+ * a group, N images x output pixels, K input channels of a group x kernel
+ * taps, Z groups; linear: M rows, N outputs, K inputs; matmul: the last two
+ * axes, Z the broadcast batch matrices. */
+static inline void ir_gemm_dims(const Node *n, int64_t *M, int64_t *N, int64_t *K, int64_t *Z) {
+  const Shape *o = &n->out->shape;
+  if (n->op == OP_CONV2D) {
+    const Shape *w = &n->in[1]->shape;
+    *Z = n->a.groups, *M = o->d[1] / n->a.groups, *N = o->d[0] * o->d[2] * o->d[3], *K = w->d[1] * w->d[2] * w->d[3];
+  } else if (n->op == OP_LINEAR) {
+    *Z = 1, *M = o->d[0], *N = o->d[1], *K = n->in[1]->shape.d[1];
+  } else {
+    const Shape *a = &n->in[0]->shape, *b = &n->in[1]->shape;
+    *M = a->rank == 1 ? 1 : a->d[a->rank - 2], *K = a->d[a->rank - 1], *N = b->rank == 1 ? 1 : b->d[b->rank - 1];
+    *Z = shape_numel(o) / (*M * *N);
+  }
+}
+
+/* Split-K (docs/gpu.md, "Split-K"): into how many K ranges the tiled GEMM of
+ * this op is cut, 1 for none.  A GEMM whose 64 x 64 tiles number fewer than
+ * half of IR_SPLITK_SMS (an H100's SMs) would leave most of the GPU idle:
+ * grid axis z then also runs S ranges of K, each block adds its range's
+ * products into a workspace, and a second kernel adds the S partial sums in
+ * order and runs the bias and the epilogue.  S fills about IR_SPLITK_SMS
+ * blocks, at most IR_SPLITK_MAX, each range at least IR_SPLITK_MIN_KTILES
+ * K tiles of 16, and S is trimmed so that no range is empty.  Not for the
+ * GEMV, a direct convolution, or a matmul whose batch matrices follow the
+ * batch on grid axis z. */
+#define IR_SPLITK_SMS 132
+#define IR_SPLITK_MAX 16
+#define IR_SPLITK_MIN_KTILES 4
+static inline int ir_gemm_split_k(const Node *n) {
+  int64_t M, N, K, Z;
+  if (n->op == OP_CONV2D ? ir_conv_direct(n) : (n->op != OP_LINEAR && n->op != OP_MATMUL) || ir_gemm_gemv(n)) return 1;
+  if (n->op == OP_MATMUL && n->out->shape.rank >= 3) return 1;
+  ir_gemm_dims(n, &M, &N, &K, &Z);
+  int64_t tiles = (M + 63) / 64 * ((N + 63) / 64) * Z, nk = (K + 15) / 16;
+  if (2 * tiles > IR_SPLITK_SMS) return 1;
+  int64_t s = (IR_SPLITK_SMS + tiles - 1) / tiles;
+  if (s > IR_SPLITK_MAX) s = IR_SPLITK_MAX;
+  if (s > nk / IR_SPLITK_MIN_KTILES) s = nk / IR_SPLITK_MIN_KTILES;
+  if (s < 2 || Z * s > 65535) return 1;
+  int64_t t = (nk + s - 1) / s;   /* K tiles a range */
+  return (int)((nk + t - 1) / t);
+}
+/* The K extent of each range of a split GEMM (the last one may be shorter) */
+static inline int64_t ir_gemm_split_span(const Node *n) {
+  int64_t M, N, K, Z, s = ir_gemm_split_k(n), nk;
+  ir_gemm_dims(n, &M, &N, &K, &Z);
+  nk = (K + 15) / 16;
+  return (nk + s - 1) / s * 16;
+}
+
 /* Storage classes of values (Liveness.kind). */
 enum {
   LV_NONE,    /* no bytes: not needed, or kept in registers inside a kernel group */

@@ -24,6 +24,7 @@ Only torch and numpy are used; safetensors files are written by the small
 writer below (8-byte little-endian header length, JSON header, raw data).
 """
 import json
+import re
 import os
 import struct
 import subprocess
@@ -285,6 +286,9 @@ CONV_VARIANTS = {
     "asym_k":    (2, 3, 9, 10, 8, (3, 1), 1, (1, 0), 1, 1, True),
     "asym_all":  (1, 3, 11, 13, 10, (3, 5), (2, 3), (1, 2), 1, 1, True),
     "nobias":    (2, 5, 6, 6, 9, 3, 1, 1, 1, 1, False),
+    # split-K (ir_gemm_split_k): few output tiles, a long K
+    "splitk":    (1, 64, 9, 9, 48, 3, 1, 1, 1, 1, True),
+    "splitk_groups2": (2, 64, 6, 6, 32, 3, 1, 1, 1, 2, True),
     "odd":       (3, 5, 13, 7, 9, 3, 2, 0, 1, 1, True),
     "small_out": (2, 3, 8, 8, 4, 3, 1, 1, 1, 1, True),
     "wide":      (1, 16, 10, 10, 72, 3, 1, 1, 1, 1, True),
@@ -1384,13 +1388,35 @@ def tf32_np32(a):
     return np.where(finite, (u + 0x1000) & 0xFFFFE000, u).astype(np.uint32).view(np.float32)
 
 
-def tc_gemm32(A, B):
-    """A [Z, M, K], B [Z, K, N] float32 (TF32 values): float32 sums of exact products in k order."""
+def tc_gemm32(A, B, S=1):
+    """A [Z, M, K], B [Z, K, N] float32 (TF32 values): float32 sums of exact
+    products in k order; with split-K (S ranges of K, each a whole number of
+    16-wide K tiles, docs/gpu.md), each range's sum from 0, then the ranges'
+    sums added in order."""
     import numpy as np
-    acc = np.zeros((A.shape[0], A.shape[1], B.shape[2]), np.float32)
-    for k in range(A.shape[2]):
-        acc = acc + A[:, :, k:k + 1] * B[:, k:k + 1, :]
-    return acc
+    K = A.shape[2]
+    tiles = (K + 15) // 16
+    span = (tiles + S - 1) // S * 16
+    total = None
+    for k0 in range(0, K, span):
+        acc = np.zeros((A.shape[0], A.shape[1], B.shape[2]), np.float32)
+        for k in range(k0, min(k0 + span, K)):
+            acc = acc + A[:, :, k:k + 1] * B[:, k:k + 1, :]
+        total = acc if total is None else total + acc
+    return total
+
+
+def split_k_of(ctx, net_text, flags):
+    """The split-K of the model's one GEMM-like layer, from ncc's report ("[..., split-K S]"), 1 for none."""
+    path = ctx.path(ctx.name + "_report.net")
+    with open(path, "w") as f:
+        f.write(net_text)
+    p = subprocess.run([ctx.ncc, path, "--emit=report"] + list(flags), capture_output=True, text=True)
+    if p.returncode != 0:
+        raise Failure("ncc --emit=report failed: %s" % p.stderr)
+    m = re.findall(r"split-K (\d+)\]", p.stdout)
+    print("split-K: %s" % (m[0] if m else "none"))
+    return int(m[0]) if m else 1
 
 
 def check_bits(name, got, ref):
@@ -1413,7 +1439,8 @@ def tc_linear_case(ctx, M, K, N, act, env=None):
     x, w, b = f32np(rand(M, K)) * 8, f32np(rand(N, K)), f32np(rand(N))
     net = ("model %s\ninput x: f32[%d, %d]\nh = linear(x, %d, name=\"fc\")\ny = %s(h)\noutput y\n"
            % (ctx.name, M, K, N, act))
-    y = tc_gemm32(tf32_np32(x)[None], tf32_np32(w).T[None].copy())[0] + b[None, :]
+    S = split_k_of(ctx, net, ["--precision=tf32"])
+    y = tc_gemm32(tf32_np32(x)[None], tf32_np32(w).T[None].copy(), S)[0] + b[None, :]
     y = np.maximum(y, np.float32(0)) if act == "relu" else y
     import torch
     run_and_compare(ctx, net, {"fc.weight": torch.from_numpy(w), "fc.bias": torch.from_numpy(b)}, {"x": x},
@@ -1439,10 +1466,11 @@ def tc_conv_case(ctx, variant, env=None):
     OW = (W + 2 * pair_of(p)[1] - d * (kw - 1) - 1) // pair_of(s)[1] + 1
     Kg, Mg = C // g * kh * kw, O // g
     wt = tf32_np32(w).reshape(g, Mg, Kg)
+    S = split_k_of(ctx, net, ["--precision=tf32"])
     y = np.zeros((N, O, OH * OW), np.float32)
     for n in range(N):
         for gi in range(g):
-            y[n, gi * Mg:(gi + 1) * Mg] = tc_gemm32(wt[gi][None], cols[n, gi * Kg:(gi + 1) * Kg][None])[0]
+            y[n, gi * Mg:(gi + 1) * Mg] = tc_gemm32(wt[gi][None], cols[n, gi * Kg:(gi + 1) * Kg][None], S)[0]
     if bias:
         y = y + b[None, :, None]
     params = {"conv.weight": torch.from_numpy(w)}
@@ -1465,17 +1493,50 @@ def tc_matmul_case(ctx, ash, bsh, env=None):
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     A = np.broadcast_to(tf32_np32(a), batch + a.shape[-2:]).reshape(-1, *a.shape[-2:])
     B = np.broadcast_to(tf32_np32(b), batch + b.shape[-2:]).reshape(-1, *b.shape[-2:])
-    y = tc_gemm32(np.ascontiguousarray(A), np.ascontiguousarray(B)).reshape(batch + (a.shape[-2], b.shape[-1]))
+    S = split_k_of(ctx, net, ["--precision=tf32"])
+    y = tc_gemm32(np.ascontiguousarray(A), np.ascontiguousarray(B), S).reshape(batch + (a.shape[-2], b.shape[-1]))
     run_and_compare(ctx, net, None, {"a": a, "b": b}, {"y": y}, flags=["--precision=tf32"], env=env,
                     compare=check_bits)
 
 
+# split-K on ncc's CUDA-core kernels (float32 against PyTorch); the conv_splitk*
+# variants above run through conv_case on both paths
+def linear_splitk_case(ctx, M, K, N, env=None):
+    import torch.nn.functional as F
+    seed(11)
+    x, w, b = as64(rand(M, K)), as64(rand(N, K) / K ** 0.5), as64(rand(N))
+    net = "model %s\ninput x: f32[%d, %d]\ny = relu(linear(x, %d, name=\"fc\"))\noutput y\n" % (ctx.name, M, K, N)
+    if split_k_of(ctx, net, []) < 2:
+        raise Failure("the case was meant to split K")
+    run_and_compare(ctx, net, {"fc.weight": w, "fc.bias": b}, {"x": f32np(x)}, {"y": F.relu(F.linear(x, w, b)).numpy()},
+                    env=env)
+
+
+def matmul_splitk_case(ctx, M, K, N):
+    import torch
+    seed(12)
+    a, b = as64(rand(M, K)), as64(rand(K, N) / K ** 0.5)
+    net = "model %s\ninput a: f32[%d, %d]\ninput b: f32[%d, %d]\ny = matmul(a, b)\noutput y\n" % (ctx.name, M, K, K, N)
+    if split_k_of(ctx, net, []) < 2:
+        raise Failure("the case was meant to split K")
+    run_and_compare(ctx, net, None, {"a": f32np(a), "b": f32np(b)}, {"y": torch.matmul(a, b).numpy()})
+
+
 CHECKED_REVERSE = {"NCC_CHECK": "1", "NCC_FIBER_ORDER": "reverse"}
+case("splitk_linear", ["op", "splitk"])(lambda ctx: linear_splitk_case(ctx, 20, 1000, 40))
+case("splitk_linear_checked_reverse", ["op", "splitk", "check", "fiber"])(
+    lambda ctx: linear_splitk_case(ctx, 9, 777, 70, env=CHECKED_REVERSE))
+case("splitk_matmul", ["op", "splitk"])(lambda ctx: matmul_splitk_case(ctx, 24, 900, 30))
+case("splitk_conv_checked_reverse", ["op", "conv", "splitk", "check", "fiber"])(
+    lambda ctx: conv_case(ctx, "splitk_groups2", env=CHECKED_REVERSE))
+case("tc_bits_linear_splitk", ["op", "tf32", "mma", "splitk"])(lambda ctx: tc_linear_case(ctx, 20, 1000, 40, "relu"))
+case("tc_bits_conv_splitk_groups2_checked_reverse", ["op", "conv", "tf32", "mma", "splitk", "check", "fiber"])(
+    lambda ctx: tc_conv_case(ctx, "splitk_groups2", env=CHECKED_REVERSE))
 for _m in (9, 16, 33, 70):   # tiles of 16, 16, 32 and 64 rows; K and N fit no tile
     case("tc_bits_linear_m%d" % _m, ["op", "tf32", "mma"])(lambda ctx, m=_m: tc_linear_case(ctx, m, 131, 37, "relu"))
 case("tc_bits_linear_m70_checked_reverse", ["op", "tf32", "mma", "check", "fiber"])(
     lambda ctx: tc_linear_case(ctx, 70, 45, 70, "relu", env=CHECKED_REVERSE))
-for _v in ("k3", "k3_s2_p1", "k1_p1", "dil2", "groups2", "groups4", "asym_all", "nobias"):
+for _v in ("k3", "k3_s2_p1", "k1_p1", "dil2", "groups2", "groups4", "asym_all", "nobias", "splitk"):
     case("tc_bits_conv_%s" % _v, ["op", "conv", "tf32", "mma"])(lambda ctx, v=_v: tc_conv_case(ctx, v))
 case("tc_bits_conv_k5_p2_checked_reverse", ["op", "conv", "tf32", "mma", "check", "fiber"])(
     lambda ctx: tc_conv_case(ctx, "k5_p2", env=CHECKED_REVERSE))
