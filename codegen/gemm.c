@@ -291,11 +291,14 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
  * consecutive weights (S = 32, F = 8); B n-contiguous (matmul's b) gives 32
  * consecutive columns to a warp and 8 slices of K (S = 8, F = 32).  A thread
  * keeps R partial sums; K advances four slices at a time (four independent
- * loads in flight), then one at a time.  The partial sums meet in shared
- * memory (a row padded to S + 1 floats: no bank conflict) after one barrier;
- * R * F threads each add their column's S partials, in order, and run the
- * epilogue and the store as the tiled kernel does.  A's element is loaded by
- * every thread that needs it (a broadcast within a warp, cached after). */
+ * loads in flight), then one at a time.  With B k-contiguous a column's 32
+ * partial sums are one warp's: a butterfly of __shfl_xor_sync adds them (no
+ * shared memory, no barrier) and lane 0 runs the epilogue and the stores of
+ * the R rows.  With B n-contiguous the partial sums meet in shared memory (a
+ * row padded to S + 1 floats: no bank conflict) after one barrier; R * F
+ * threads each add their column's S partials, in order, and run the epilogue
+ * and the store as the tiled kernel does.  A's element is loaded by every
+ * thread that needs it (a broadcast within a warp, cached after). */
 static int gemv(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   int R = s->M < IR_GEMV_BLOCK_ROWS ? (int)s->M : IR_GEMV_BLOCK_ROWS;
   int S = s->b_kcontig ? 32 : 8, F = 256 / S, U = 4;
@@ -308,7 +311,7 @@ static int gemv(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     return -1;
   }
   Buf b = {0};
-  buf_printf(&b, "  %s float red[%d][%d][%d];\n", D_SHARED, R, F, S + 1);
+  if (!s->b_kcontig) buf_printf(&b, "  %s float red[%d][%d][%d];\n", D_SHARED, R, F, S + 1);
   if (s->b_kcontig) buf_printf(&b, "  int t = %s, ks = t %% 32, f = t / 32;\n", D_TID_X);
   else buf_printf(&b, "  int t = %s, f = t %% 32, ks = t / 32;\n", D_TID_X);
   if (R > 1) buf_printf(&b, "  int m0 = %s * %d, n0 = %s * %d;\n", D_BID_Y, R, D_BID_X, F);
@@ -335,18 +338,31 @@ static int gemv(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   if (mrem) buf_printf(&b, "          if (m < %lld) {\n            %s\n          }\n", LL(s->M), s->a_load);
   else buf_printf(&b, "          {\n            %s\n          }\n", s->a_load);
   buf_printf(&b, "          acc[r] = fmaf(%s, bk, acc[r]);\n        }\n      }\n    }\n  }\n", ra);
-  buf_printf(&b, "  for (int r = 0; r < %d; r++) red[r][f][ks] = acc[r];\n  %s\n", R, D_BARRIER);
-  buf_printf(&b, "  if (t < %d) {\n    int m = m0 + t / %d, n = n0 + t %% %d;\n", R * F, F, F);
   char c1[48], c2[48];
   snprintf(c1, sizeof c1, "m < %lld", LL(s->M));
   snprintf(c2, sizeof c2, "n < %lld", LL(s->N));
-  guard_open(&b, "    ", mrem ? c1 : NULL, nrem ? c2 : NULL);
-  buf_printf(&b, "      float v = 0.0f;\n      for (int q = 0; q < %d; q++) v = v + red[t / %d][t %% %d][q];\n", S, F, F);
-  if (store_tail(c, gr, p, s, &b, 3)) {
-    buf_free(&b);
-    return -1;
+  if (s->b_kcontig) {   /* the warp's 32 slices of column n0 + f */
+    buf_printf(&b, "  for (int r = 0; r < %d; r++)\n"
+                   "    for (int o = 16; o > 0; o >>= 1) acc[r] = acc[r] + __shfl_xor_sync(0xffffffffu, acc[r], o);\n", R);
+    buf_printf(&b, "  if (ks == 0)\n    for (int r = 0; r < %d; r++) {\n      int m = m0 + r, n = n0 + f;\n", R);
+    guard_open(&b, "      ", mrem ? c1 : NULL, nrem ? c2 : NULL);
+    buf_puts(&b, "        float v = acc[r];\n");
+    if (store_tail(c, gr, p, s, &b, 4)) {
+      buf_free(&b);
+      return -1;
+    }
+    buf_puts(&b, "      }\n    }\n");
+  } else {
+    buf_printf(&b, "  for (int r = 0; r < %d; r++) red[r][f][ks] = acc[r];\n  %s\n", R, D_BARRIER);
+    buf_printf(&b, "  if (t < %d) {\n    int m = m0 + t / %d, n = n0 + t %% %d;\n", R * F, F, F);
+    guard_open(&b, "    ", mrem ? c1 : NULL, nrem ? c2 : NULL);
+    buf_printf(&b, "      float v = 0.0f;\n      for (int q = 0; q < %d; q++) v = v + red[t / %d][t %% %d][q];\n", S, F, F);
+    if (store_tail(c, gr, p, s, &b, 3)) {
+      buf_free(&b);
+      return -1;
+    }
+    buf_puts(&b, "    }\n  }\n");
   }
-  buf_puts(&b, "    }\n  }\n");
   char opn[96];
   const char *name = cg_finish(c, form_name(gr, "gemv", opn), NCC_KF_BARRIER_, p, &b);
   CgBatch bg;

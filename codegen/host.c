@@ -717,7 +717,8 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
           " * cuBLAS handle and kernel attributes, is not captured), the second captures and replays\n"
           " * them, later calls replay.  Every launch reads only device buffers whose addresses never\n"
           " * change; the values a step changes (m->nb, the learning rate) are live (create). */\n"
-          "static int %s_graph_run_(%s *m, ncc_graph **g, unsigned char *ran, int (*run)(%s *), const char *what) {\n"
+          /* "struct M" in the function type: a model named m makes the parameter m hide the type m */
+          "static int %s_graph_run_(%s *m, ncc_graph **g, unsigned char *ran, int (*run)(struct %s *), const char *what) {\n"
           "  int rc;\n"
           "  if (!ncc_dev_graphs(m->dev)) return run(m);\n"
           "  if (!*g && !*ran) {\n    *ran = 1;\n    return run(m);\n  }\n"

@@ -4,8 +4,8 @@
  * "[gemv]", "[direct]" or "[mma]" after them where a GEMM-like op gets the
  * GEMV, the direct convolution or the tensor-core GEMM rather than the
  * CUDA-core tiled GEMM, and "split-K S" where its K is cut into S ranges
- * (ir_gemm_split_k: a second kernel adds them; both are one group, one
- * launch in the total), the
+ * (ir_gemm_split_k: a second kernel adds them, a second launch in the
+ * total), the
  * layer, the shape it stores, the parameters it reads, FLOPs, bytes moved,
  * the activation it writes and a roofline time on --arch.  Kernels are the
  * fuse pass's groups as codegen reads them (group.c), and memory is the plan
@@ -25,7 +25,8 @@
  *     normalisation and softmax a few per element (constants below).
  *   - multiply-adds: conv/linear/matmul only — the figure torchvision and
  *     fvcore publish as "GFLOPS" (4.09 G for ResNet-50, 15.47 G for VGG-16).
- *   - launches: kernel groups run per inference.  Sources, views
+ *   - launches: kernels launched per inference: one a kernel group, two for
+ *     a split-K GEMM (ir_gemm_split_k: the ranges, then their sum).  Sources, views
  *     (flatten/reshape alias their input's bytes) and train-only identities
  *     form none; load-time groups (computed once after the weights load)
  *     are listed apart and not counted.
@@ -367,13 +368,15 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
     double t = (double)fl / (gr->main->prec == PREC_TF32 ? arch->flops16 / 2   /* TF32 tensor cores: half of fp16's */
                                                          : arch_peak(arch, gr->main->nin ? gr->main->in[0]->dtype : out->dtype));
     double tb = (double)by / arch->bw;
-    double us = (t > tb ? t : tb) * 1e6 + arch->launch_us;
+    /* a split-K GEMM is two kernels: the ranges, then their sum (ir_gemm_split_k) */
+    int nk = 1 + (ncc_ops[gr->main->op].flags & OPF_GEMM_LIKE && ir_gemm_split_k(gr->main) > 1);
+    double us = (t > tb ? t : tb) * 1e6 + nk * arch->launch_us;
     if (!gr->load_time) {
       flops = add(flops, fl);
       macs = add(macs, gm);
       bytes = add(bytes, by);
       time_us += us;
-      launches++;
+      launches += nk;
     }
 
     char sh[200], b1[32], b2[32], b3[32], pc[32];

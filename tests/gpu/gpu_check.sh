@@ -9,7 +9,8 @@
 # 2. every numeric oracle case (op, fusion, model labels; PyTorch float64 reference)
 #    with the model built by nvcc (--device cuda), then with kernels compiled by
 #    NVRTC at load time (--jit)
-# 3. ncc bench of the example models on the GPU, tiled kernels and --cublas
+# 3. ncc bench of the example models on the GPU, tiled kernels (fp32 and tf32 on
+#    tensor cores) and --cublas
 set -uo pipefail
 build=${1:-build}
 logs=${2:-$build/gpu-logs}
@@ -40,6 +41,7 @@ bench() { echo "-- $*"; "$ncc" bench "$@" --device cuda --iters 30 2>&1 | tail -
 for m in resnet18 resnet50 mobilenet_v2 vgg16; do
   for n in 1 32; do
     bench examples/$m.net --set N=$n
+    bench examples/$m.net --set N=$n --precision=tf32   # tensor cores (mma.sync)
     bench examples/$m.net --set N=$n --cublas
   done
 done

@@ -1421,6 +1421,10 @@ def split_k_of(ctx, net_text, flags):
 
 def check_bits(name, got, ref):
     import numpy as np
+    if oracle_device() != "emu":
+        # a GPU's tensor cores add the products in their own order and precision
+        # (docs/emulator.md, "Tensor cores"): there the sums are only close
+        return check_close(name, got, ref)
     ref = np.asarray(ref, dtype=np.float32)
     if got.shape != ref.shape or got.dtype != np.float32:
         raise Failure("output %s: %s %s, expected float32 %s" % (name, got.dtype, got.shape, ref.shape))
