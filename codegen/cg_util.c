@@ -9,10 +9,21 @@
 
 void buf_printf(Buf *b, const char *fmt, ...) {
   va_list ap;
+  /* formatted once into the room left when it fits (most calls), else
+   * measured, grown and formatted again */
+  if (b->cap - b->len < 256) {
+    size_t cap = b->cap ? 2 * b->cap : 1024;
+    b->s = xrealloc(b->s, cap);
+    b->cap = cap;
+  }
   va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
+  int n = vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
   va_end(ap);
   NCC_ASSERT(n >= 0);
+  if (b->len + (size_t)n + 1 <= b->cap) {
+    b->len += (size_t)n;
+    return;
+  }
   if (b->len + (size_t)n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 256;
     while (b->len + (size_t)n + 1 > cap) cap *= 2;
