@@ -4,7 +4,10 @@
  * "[gemv]" or "[direct]" after them where a GEMM-like op gets the GEMV or the
  * direct convolution rather than the tiled GEMM), the
  * layer, the shape it stores, the parameters it reads, FLOPs, bytes moved,
- * the activation it writes and a roofline time on --arch.  Kernels are the
+ * the activation it writes, a modeled time on --arch (the roofline over the
+ * share of the SMs the kernel's waves keep busy) and its blocks, resident
+ * blocks per SM and waves, from the launch geometry codegen renders
+ * (cg_launch_geometry; docs/gpu.md, "The report's time model").  Kernels are the
  * fuse pass's groups as codegen reads them (group.c), and memory is the plan
  * pass's plan as codegen emits it, so the report describes exactly the code
  * that is generated.
@@ -123,6 +126,12 @@ static Occ occupancy(const Arch *a, int threads, int regs, int64_t smem_static, 
   if (lim_r < o.per_sm) o.per_sm = lim_r, o.limit = 'r';
   if (lim_s < o.per_sm) o.per_sm = lim_s, o.limit = 's';
   return o;
+}
+
+int report_blocks_per_sm(const char *arch, int threads, int regs, size_t smem_static, size_t smem_dyn, char *limit) {
+  Occ o = occupancy(arch_lookup(arch), threads, regs, (int64_t)smem_static, (int64_t)smem_dyn);
+  if (limit) *limit = o.limit;
+  return o.per_sm;
 }
 
 /* Registers a thread the model assumes for the kernels of a group, by kind:
