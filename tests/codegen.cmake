@@ -17,6 +17,9 @@
 #   codegen.bad.NAME       tests/cg/bad/*.net: refused with exit 1, a message, no output
 #   codegen.readable       names by role and by buffer, no arithmetic noise, kernels still shared
 #   codegen.batch_grids    every inference launch of every example follows the call's batch (m->nb)
+#   codegen.report_waves   the report's blocks, blocks per SM and waves are the generated launches'
+#                          by the documented occupancy model; a small conv under one wave is
+#                          timed at roofline / (blocks / SMs) (check_report_waves.py)
 # Working files under build/tests/cg go when a test passes (NCC_KEEP_WORK=1
 # keeps them); a test whose compiler is missing reports itself skipped.
 
@@ -163,3 +166,9 @@ add_test(NAME codegen.batch_grids
          COMMAND ${NCC_PYTHON} ${NCC_CG_DIR}/check_batch_grids.py $<TARGET_FILE:ncc>
                  ${CMAKE_CURRENT_SOURCE_DIR}/../examples ${NCC_CG_OUT}/batch_grids)
 set_tests_properties(codegen.batch_grids PROPERTIES LABELS "codegen;batch" TIMEOUT 300)
+
+# the report's occupancy and waves against the launches of the generated code
+add_test(NAME codegen.report_waves
+         COMMAND ${NCC_PYTHON} ${NCC_CG_DIR}/check_report_waves.py $<TARGET_FILE:ncc>
+                 ${CMAKE_CURRENT_SOURCE_DIR}/../examples ${NCC_CG_OUT}/report_waves)
+set_tests_properties(codegen.report_waves PROPERTIES LABELS "codegen;report" TIMEOUT 300)
