@@ -110,7 +110,32 @@ typedef struct CgKernel {
   int flags;         /* NCC_KF_BARRIER_, NCC_KF_WARP_: set from the text by cg_kernel */
   uint64_t hash;     /* of text and args: dedupe compares strings only on a match */
   int load_time;     /* launched by M_prepare(), printed in the load-time part of the section */
+  size_t smem;       /* bytes of its static __shared__ arrays (cg_kernel reads them from the text) */
 } CgKernel;
+
+/* One launch as cg_launch_b renders it, recorded for the report's occupancy
+ * model (cg_launch_geometry): the grid at the compiled batch (a grid that
+ * follows the batch has its full extent there), the block, the kernel's
+ * static shared memory and the dynamic bytes the launch passes. */
+typedef struct CgLaunch {
+  const Node *main;  /* the main node of the group being emitted (Cg.group), NULL outside one */
+  int train, load_time;
+  long long grid[3];
+  int block[2];
+  size_t smem_static, smem_dyn;
+  const char *kernel;   /* the kernel's name (CgKernel.name); NULL in cg_launch_geometry's list */
+} CgLaunch;
+typedef struct CgLaunchList {
+  CgLaunch *l;
+  int n, cap;
+} CgLaunchList;
+/* The launches codegen renders for g, in order, as codegen_emit would make
+ * them with these options (NULL: the defaults); with `train`, g is a
+ * training graph (autodiff ran) and the launches are its training step's.
+ * Returns 0, or -1 when g cannot be emitted (no diagnostic is printed: the
+ * caller goes without).  Free with cg_launches_free. */
+int cg_launch_geometry(Graph *g, const CodegenOpts *o, int train, CgLaunchList *out);
+void cg_launches_free(CgLaunchList *l);
 
 #define NCC_KF_BARRIER_ 1   /* = NCC_KF_BARRIER of ncc_rt.h, which the compiler does not include */
 #define NCC_KF_WARP_ 2      /* = NCC_KF_WARP: the kernel uses warp collectives */
@@ -166,6 +191,7 @@ typedef struct Cg {
   int64_t step_rows;         /* > 0: the training step takes 1..step_rows rows (cg_train_batch) */
   int opt_buf[4];
   int64_t opt_count;
+  CgLaunchList launches;     /* every cg_launch_b, for the report (cg_launch_geometry) */
 } Cg;
 
 /* Registers a kernel; `text` spells its name "@K@".  Returns the name of an

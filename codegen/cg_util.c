@@ -9,10 +9,21 @@
 
 void buf_printf(Buf *b, const char *fmt, ...) {
   va_list ap;
+  /* formatted once into the room left when it fits (most calls), else
+   * measured, grown and formatted again */
+  if (b->cap - b->len < 256) {
+    size_t cap = b->cap ? 2 * b->cap : 1024;
+    b->s = xrealloc(b->s, cap);
+    b->cap = cap;
+  }
   va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
+  int n = vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
   va_end(ap);
   NCC_ASSERT(n >= 0);
+  if (b->len + (size_t)n + 1 <= b->cap) {
+    b->len += (size_t)n;
+    return;
+  }
   if (b->len + (size_t)n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 256;
     while (b->len + (size_t)n + 1 > cap) cap *= 2;
@@ -79,6 +90,101 @@ const char *cg_flags_name(int flags) {
   return nm[flags & 3];
 }
 
+/* ---- static shared memory, read back from a kernel's text ----------------
+ * The emitters declare their shared arrays as `__shared__ TYPE name[A][B];`
+ * (D_SHARED) with constant dimensions; the report's occupancy model needs
+ * their bytes.  Dimensions are integer literals or + - * / ( ) of them;
+ * `extern __shared__` (dynamic: the launch passes its bytes) counts nothing. */
+static long long smem_expr(const char **s);
+static long long smem_atom(const char **s) {
+  while (**s == ' ') (*s)++;
+  if (**s == '(') {
+    (*s)++;
+    long long v = smem_expr(s);
+    while (**s == ' ') (*s)++;
+    if (**s != ')') ncc_die("cg_kernel: a __shared__ array dimension that is not a constant expression: %.40s", *s);
+    (*s)++;
+    return v;
+  }
+  char *end;
+  long long v = strtoll(*s, &end, 10);
+  if (end == *s) ncc_die("cg_kernel: a __shared__ array dimension that is not an integer constant: %.40s", *s);
+  *s = end;
+  while (**s == 'u' || **s == 'U' || **s == 'l' || **s == 'L') (*s)++;
+  return v;
+}
+static long long smem_term(const char **s) {
+  long long v = smem_atom(s);
+  for (;;) {
+    while (**s == ' ') (*s)++;
+    if (**s == '*') { (*s)++; v *= smem_atom(s); }
+    else if (**s == '/') { (*s)++; long long d = smem_atom(s); NCC_ASSERT(d != 0); v /= d; }
+    else return v;
+  }
+}
+static long long smem_expr(const char **s) {
+  long long v = smem_term(s);
+  for (;;) {
+    while (**s == ' ') (*s)++;
+    if (**s == '+') { (*s)++; v += smem_term(s); }
+    else if (**s == '-') { (*s)++; v -= smem_term(s); }
+    else return v;
+  }
+}
+/* Bytes of one element of the type words before a shared array's name. */
+static size_t smem_elem(const char *type, size_t n) {
+  static const struct { const char *w; size_t b; } sizes[] = {
+    {"double4", 32}, {"float4", 16}, {"int4", 16}, {"uint4", 16}, {"double2", 16}, {"float2", 8}, {"int2", 8},
+    {"double", 8}, {"long", 8}, {"__nv_bfloat162", 4}, {"__half2", 4}, {"half2", 4}, {"__nv_bfloat16", 2},
+    {"__half", 2}, {"half", 2}, {"short", 2}, {"char", 1}, {"int8_t", 1}, {"uint8_t", 1}};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    size_t l = strlen(sizes[i].w);
+    for (const char *q = type; q + l <= type + n; q++)
+      if (!strncmp(q, sizes[i].w, l) && (q == type || q[-1] == ' ') && (q + l == type + n || q[l] == ' '))
+        return sizes[i].b;
+  }
+  return 4;   /* float, int, unsigned */
+}
+static size_t smem_static(const char *text) {
+  size_t total = 0;
+  const size_t kw = strlen(D_SHARED);
+  for (const char *s = strstr(text, D_SHARED); s; s = strstr(s, D_SHARED)) {
+    int ext = s - text >= 7 && !strncmp(s - 7, "extern ", 7);
+    s += kw;
+    const char *semi = strchr(s, ';');
+    if (ext || !semi) continue;
+    /* the type: the words up to the last identifier before the first '[' , ',' or ';' */
+    const char *stop = s + strcspn(s, "[,;");
+    const char *name = stop;
+    while (name > s && name[-1] == ' ') name--;
+    while (name > s && name[-1] != ' ') name--;
+    size_t elem = smem_elem(s, (size_t)(name - s));
+    /* each declarator: name[A][B]..., separated by ',' */
+    const char *q = stop;
+    long long count = 1;
+    for (;;) {
+      if (*q == '[') {
+        q++;
+        count *= smem_expr(&q);
+        while (*q == ' ') q++;
+        if (*q != ']') ncc_die("cg_kernel: a __shared__ array dimension it cannot read: %.40s", q);
+        q++;
+        while (*q == ' ') q++;
+      } else if (*q == ',') {
+        total += elem * (size_t)count;
+        count = 1;
+        q++;
+        q += strcspn(q, "[,;");
+      } else {
+        break;
+      }
+    }
+    total += elem * (size_t)count;
+    s = semi;
+  }
+  return total;
+}
+
 const char *cg_kernel(Cg *c, const char *op, int flags, const KParams *p, const char *text) {
   Buf args = {0};
   /* the emulator's flags follow from the text, so that they cannot disagree
@@ -112,6 +218,7 @@ const char *cg_kernel(Cg *c, const char *op, int flags, const KParams *p, const 
   k->flags = flags;
   k->hash = h;
   k->load_time = c->load_time;
+  k->smem = smem_static(text);
   c->nk++;
   return k->name;
 }
@@ -195,6 +302,22 @@ void cg_launch_b(Cg *c, const char *name, const KParams *p, long long gx, long l
   if (!c->train && !c->load_time) {
     c->nlaunch++;
     c->nbatched += bg != NULL;
+  }
+  {   /* the geometry, for the report (cg_launch_geometry): at the compiled batch every grid is whole */
+    CgLaunchList *ll = &c->launches;
+    if (ll->n == ll->cap) {
+      ll->cap = ll->cap ? 2 * ll->cap : 64;
+      ll->l = xrealloc(ll->l, sizeof(CgLaunch) * (size_t)ll->cap);
+    }
+    CgLaunch *L = &ll->l[ll->n++];
+    memset(L, 0, sizeof *L);
+    L->main = c->group ? c->group->main : NULL;
+    L->train = c->train, L->load_time = c->load_time;
+    L->grid[0] = gx, L->grid[1] = gy, L->grid[2] = gz;
+    L->block[0] = bx, L->block[1] = by;
+    L->smem_dyn = shmem;
+    for (int i = 0; i < c->nk; i++)
+      if (!strcmp(c->k[i].name, name)) L->smem_static = c->k[i].smem, L->kernel = c->k[i].name;
   }
   Buf *b = &c->run;
   if (c->group) {   /* which layers this launch computes: the buffers are named below */

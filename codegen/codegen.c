@@ -146,6 +146,7 @@ static void prepared_free(Prepared *p) {
     free(p->c.k[i].args);
   }
   free(p->c.k);
+  free(p->c.launches.l);
   buf_free(&p->c.run);
   buf_free(&p->c.prep);
   buf_free(&p->c.trun);
@@ -228,7 +229,12 @@ static int add_span(Cg *c, int kind, const char *label, size_t bytes, size_t off
   return b;
 }
 
-static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) {
+/* train_only (cg_launch_geometry of a training graph): g is o->train too, and
+ * only its training step is emitted */
+static int prepare_x(Graph *g, const CodegenOpts *o, Prepared *p, int train_only);
+static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) { return prepare_x(g, o, p, 0); }
+
+static int prepare_x(Graph *g, const CodegenOpts *o, Prepared *p, int train_only) {
   memset(p, 0, sizeof *p);
   Cg *c = &p->c;
   Graph *gt = o->train;
@@ -384,7 +390,7 @@ static int prepare(Graph *g, const CodegenOpts *o, Prepared *p) {
   /* inference groups launch from <model>_run (c->run); load-time groups from
    * <model>_prepare (c->prep), their kernels marked as load-time; the training
    * step's from <model>_train_run (c->trun) */
-  for (int lt = 0; lt < 2 && !c->err; lt++) {
+  for (int lt = 0; lt < 2 && !c->err && !train_only; lt++) {
     Buf run = c->run;
     if (lt) { memset(&c->run, 0, sizeof c->run); c->load_time = 1; }
     for (int i = 0; i < p->gl.n && !c->err; i++)
@@ -449,6 +455,29 @@ int codegen_memory(Graph *g, const CodegenOpts *o, CodegenMemory *m) {
   }
   prepared_free(&p);
   return rc;
+}
+
+int cg_launch_geometry(Graph *g, const CodegenOpts *o, int train, CgLaunchList *out) {
+  CodegenOpts co = o ? *o : (CodegenOpts){0};
+  memset(out, 0, sizeof *out);
+  co.train = train ? g : NULL;
+  co.frozen = NULL, co.frozen_len = 0;   /* the geometry does not depend on them */
+  int quiet = diag_set_quiet(1);
+  Prepared p;
+  int rc = prepare_x(g, &co, &p, train);
+  diag_set_quiet(quiet);
+  if (rc == 0) {   /* the records, for the caller to keep; their kernel names go with p */
+    *out = p.c.launches;
+    memset(&p.c.launches, 0, sizeof p.c.launches);
+    for (int i = 0; i < out->n; i++) out->l[i].kernel = NULL;
+  }
+  prepared_free(&p);
+  return rc;
+}
+
+void cg_launches_free(CgLaunchList *l) {
+  free(l->l);
+  memset(l, 0, sizeof *l);
 }
 
 int codegen_emit_kernels(Graph *g, const CodegenOpts *o, FILE *f) {

@@ -53,6 +53,13 @@ int codegen_emit_kernels(Graph *g, const CodegenOpts *o, FILE *f);
 /* --emit=report: one row per layer/kernel and the final `total:` line. */
 void report_print(Graph *g, FILE *f, int train, const char *arch);
 /* The same with one more summary line, `# NOTE`, before `total:` (--max-memory's choice), and
- * api_batch > g's batch when the API runs that many rows in slices of g's batch. */
-void report_print_note(Graph *g, FILE *f, int train, const char *arch, const char *note, int64_t api_batch);
+ * the options code is generated with (NULL: the defaults): the launch geometry the report models
+ * is theirs (--cublas, the workspace chunks), and co->api_batch > g's batch when the API runs
+ * that many rows in slices of g's batch. */
+void report_print_note(Graph *g, FILE *f, int train, const char *arch, const char *note, const CodegenOpts *co);
+/* The report's occupancy model (docs/gpu.md, "The report's time model"): resident
+ * blocks per SM of a kernel on arch with these threads a block, registers a thread
+ * and shared bytes a block; *limit (may be NULL) gets the binding limit: 't'
+ * threads, 'b' blocks, 'r' registers, 's' shared memory.  0: the block does not fit. */
+int report_blocks_per_sm(const char *arch, int threads, int regs, size_t smem_static, size_t smem_dyn, char *limit);
 #endif

@@ -7,7 +7,10 @@
  * (ir_gemm_split_k: a second kernel adds them, a second launch in the
  * total), the
  * layer, the shape it stores, the parameters it reads, FLOPs, bytes moved,
- * the activation it writes and a roofline time on --arch.  Kernels are the
+ * the activation it writes, a modeled time on --arch (the roofline over the
+ * share of the SMs the kernel's waves keep busy) and its blocks, resident
+ * blocks per SM and waves, from the launch geometry codegen renders
+ * (cg_launch_geometry; docs/gpu.md, "The report's time model").  Kernels are the
  * fuse pass's groups as codegen reads them (group.c), and memory is the plan
  * pass's plan as codegen emits it, so the report describes exactly the code
  * that is generated.
@@ -55,17 +58,23 @@ enum {
   FL_MSE = 3,           /* subtract, square, sum */
 };
 
-typedef struct Arch { const char *name; double flops, flops16, ops8, bw, launch_us; } Arch;
+typedef struct Arch {
+  const char *name;
+  double flops, flops16, ops8, bw, launch_us;
+  int sms, threads_sm, blocks_sm, smem_sm;   /* the occupancy model's machine (below) */
+} Arch;
 /* Dense peaks of the reference parts (vendor data sheets): fp32 on CUDA
  * cores; fp16/bf16 and int8 on tensor cores (what cuBLAS reaches for GEMMs;
  * elementwise kernels are bandwidth-bound either way); HBM/GDDR bandwidth.
  * A100-SXM4, RTX A6000-class GA102, L40-class AD102, H100-SXM5.  Launch
- * overhead ~3 us. */
+ * overhead ~3 us.  Then the SMs of those parts and, per SM, the most
+ * resident threads and blocks and the shared memory (the CUDA programming
+ * guide's table of compute capabilities; 64K 32-bit registers on all). */
 static const Arch arches[] = {
-  {"sm_80", 19.5e12, 312e12, 624e12, 1.555e12, 3.0},
-  {"sm_86", 38.7e12, 155e12, 310e12, 0.768e12, 3.0},
-  {"sm_89", 90.5e12, 181e12, 362e12, 0.864e12, 3.0},
-  {"sm_90", 67.0e12, 989e12, 1979e12, 3.35e12, 3.0},
+  {"sm_80", 19.5e12, 312e12, 624e12, 1.555e12, 3.0, 108, 2048, 32, 164 * 1024},
+  {"sm_86", 38.7e12, 155e12, 310e12, 0.768e12, 3.0, 84, 1536, 16, 100 * 1024},
+  {"sm_89", 90.5e12, 181e12, 362e12, 0.864e12, 3.0, 142, 1536, 24, 100 * 1024},
+  {"sm_90", 67.0e12, 989e12, 1979e12, 3.35e12, 3.0, 132, 2048, 32, 228 * 1024},
 };
 
 /* Peak for a kernel computing in dtype t. */
@@ -86,6 +95,68 @@ static const Arch *arch_lookup(const char *name) {
 }
 
 static int64_t vbytes(const Value *v) { return shape_numel(&v->shape) * dtype_size(v->dtype); }
+
+/* ---- the occupancy and waves model (docs/gpu.md, "The report's time model") ----
+ * A kernel's launch geometry is codegen's own (cg_launch_geometry: the grid,
+ * block and shared memory cg_launch_b renders).  Resident blocks per SM follow
+ * cuda_occupancy.h's rules (as tests/cg/sass_report.py applies them): the
+ * least of the thread limit (t), the block limit (b), the register limit (r:
+ * registers a warp rounded up to 256, warps per SM allotted in fours across
+ * the SM's four partitions) and the shared-memory limit (s: a block's static
+ * and dynamic bytes plus 1 KiB the system reserves, in 128-byte units; at
+ * most 48 KiB static and, with the opt-in attribute, the SM's bytes less that
+ * 1 KiB in all).  Registers a thread are an estimate by kernel kind
+ * (regs_estimate), since no ptxas runs at report time. */
+enum { OCC_REGS_SM = 65536, OCC_REG_UNIT = 256, OCC_SMEM_UNIT = 128, OCC_SMEM_RESERVED = 1024,
+       OCC_SMEM_STATIC_MAX = 48 * 1024 };
+
+typedef struct Occ {
+  int per_sm;    /* resident blocks per SM; 0: the block does not fit */
+  char limit;    /* which limit binds: 't', 'b', 'r', 's' */
+} Occ;
+
+static int64_t round_up(int64_t x, int64_t u) { return (x + u - 1) / u * u; }
+
+static Occ occupancy(const Arch *a, int threads, int regs, int64_t smem_static, int64_t smem_dyn) {
+  Occ o = {a->blocks_sm, 'b'};
+  int warps = (threads + 31) / 32;
+  int lim_t = a->threads_sm / 32 / warps;
+  int64_t regs_warp = round_up((int64_t)(regs > 0 ? regs : 1) * 32, OCC_REG_UNIT);
+  int lim_r = regs > 255 || regs_warp * round_up(warps, 4) > OCC_REGS_SM
+                  ? 0 : (int)((OCC_REGS_SM / 4 / regs_warp) * 4 / warps);
+  int64_t smem = round_up(smem_static + smem_dyn + OCC_SMEM_RESERVED, OCC_SMEM_UNIT);
+  int lim_s = smem_static > OCC_SMEM_STATIC_MAX || smem > a->smem_sm ? 0 : (int)(a->smem_sm / smem);
+  if (lim_t < o.per_sm) o.per_sm = lim_t, o.limit = 't';
+  if (lim_r < o.per_sm) o.per_sm = lim_r, o.limit = 'r';
+  if (lim_s < o.per_sm) o.per_sm = lim_s, o.limit = 's';
+  return o;
+}
+
+int report_blocks_per_sm(const char *arch, int threads, int regs, size_t smem_static, size_t smem_dyn, char *limit) {
+  Occ o = occupancy(arch_lookup(arch), threads, regs, (int64_t)smem_static, (int64_t)smem_dyn);
+  if (limit) *limit = o.limit;
+  return o.per_sm;
+}
+
+/* Registers a thread the model assumes for the kernels of a group, by kind:
+ * ptxas's counts for the generated kernels (nvcc 13, sm_80 and sm_90; docs/gpu.md
+ * has the table they come from) rounded up to a multiple of 8.  A kind not
+ * listed gets the tiled GEMM's figure. */
+enum { REGS_TILED = 56, REGS_GEMV = 32, REGS_DIRECT = 24, REGS_MMA = 96, REGS_OTHER = 32 };
+static int regs_estimate(const KGroup *gr, int cublas);
+
+/* The fraction of the machine a launch of `blocks` blocks, `per_sm` resident
+ * on each of the arch's SMs, keeps busy: waves = blocks / (SMs x per_sm); up
+ * to one wave, the SMs that get a block (blocks / SMs, at most 1); beyond,
+ * waves / ceil(waves), the last wave's idle SMs (the tail).  The modeled time
+ * is the roofline time divided by it. */
+static double machine_share(const Arch *a, int64_t blocks, int per_sm, double *waves) {
+  double w = (double)blocks / ((double)a->sms * per_sm);
+  *waves = w;
+  if (w <= 1) return blocks >= a->sms ? 1.0 : (double)blocks / a->sms;
+  double full = (double)(int64_t)w;   /* ceil(w), without libm */
+  return w / (full < w ? full + 1 : full);
+}
 
 static int is_param_counted(const Node *n) {
   return n->op == OP_PARAM && n->param_kind != PK_RUNNING_MEAN && n->param_kind != PK_RUNNING_VAR;
@@ -122,9 +193,14 @@ static const char *kernel_form(const Node *n) {
 }
 /* " [form]", " [form, split-K S]", " [split-K S]" or "" after a group's ops:
  * which kernel its GEMM-like main node got, and its split-K */
-static const char *kernel_marks(const Node *n, char *buf, size_t len) {
+/* The split-K of a group's main node (ir_gemm_split_k), 1 for none: the
+ * cuBLAS path (--cublas) does not split */
+static int split_k(const Node *n, int cublas) {
+  return !cublas && (ncc_ops[n->op].flags & OPF_GEMM_LIKE) ? ir_gemm_split_k(n) : 1;
+}
+static const char *kernel_marks(const Node *n, int cublas, char *buf, size_t len) {
   const char *form = kernel_form(n);
-  int sk = ncc_ops[n->op].flags & OPF_GEMM_LIKE ? ir_gemm_split_k(n) : 1;
+  int sk = split_k(n, cublas);
   if (form && sk > 1) snprintf(buf, len, " [%s, split-K %d]", form, sk);
   else if (form) snprintf(buf, len, " [%s]", form);
   else if (sk > 1) snprintf(buf, len, " [split-K %d]", sk);
@@ -243,10 +319,66 @@ static int group_nodes(const KGroup *gr, const Node ***buf, int *cap) {
   return k;
 }
 
-void report_print(Graph *g, FILE *f, int train, const char *arch_name) { report_print_note(g, f, train, arch_name, NULL, 0); }
+void report_print(Graph *g, FILE *f, int train, const char *arch_name) { report_print_note(g, f, train, arch_name, NULL, NULL); }
 
-void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, const char *note, int64_t api_batch) {
+/* Registers a thread, by kernel kind (the estimate the occupancy model uses;
+ * declared with the model above). */
+static int regs_estimate(const KGroup *gr, int cublas) {
+  static const struct { const char *form; int regs; } gemm_kinds[] = {
+    {NULL, REGS_TILED},       /* the tiled GEMM and implicit-GEMM convolution */
+    {"gemv", REGS_GEMV},
+    {"direct", REGS_DIRECT},
+    {"mma", REGS_MMA},        /* the tensor-core GEMM (128 threads) */
+  };
+  const Node *n = gr->main;
+  if (!(ncc_ops[n->op].flags & OPF_GEMM_LIKE)) return REGS_OTHER;
+  const char *form = kernel_form(n);
+  for (size_t i = 0; i < sizeof gemm_kinds / sizeof gemm_kinds[0]; i++)
+    if (form == gemm_kinds[i].form || (form && gemm_kinds[i].form && !strcmp(form, gemm_kinds[i].form)))
+      return gemm_kinds[i].regs;
+  return REGS_TILED;
+}
+
+/* Whether cuBLAS runs the group's GEMM (--cublas: every conv2d, linear and
+ * matmul but the direct convolution, as emit_gemm decides): its kernels'
+ * geometry is cuBLAS's, unknown here, and the group is timed by the roofline. */
+static int library_gemm(const KGroup *gr, int cublas) {
+  const Node *n = gr->main;
+  return cublas && (ncc_ops[n->op].flags & OPF_GEMM_LIKE) && !(n->op == OP_CONV2D && ir_conv_direct(n));
+}
+
+/* The launch of group gr the occupancy model looks at: of the launches codegen
+ * renders for it, the one with the most blocks (most groups make one), or
+ * with `first` the first (a split-K GEMM: the GEMM, not the sum after it);
+ * NULL when it makes none the list holds (a GEMM cuBLAS runs), *nl their
+ * count. */
+static const CgLaunch *group_launch(const CgLaunchList *ll, const KGroup *gr, int train, int *nl, int first) {
+  const CgLaunch *best = NULL;
+  int64_t most = 0;
+  *nl = 0;
+  for (int i = 0; i < ll->n; i++) {
+    const CgLaunch *L = &ll->l[i];
+    if (L->main != gr->main || L->train != train || L->load_time != gr->load_time) continue;
+    int64_t b = (int64_t)L->grid[0] * L->grid[1] * L->grid[2];
+    ++*nl;
+    if (first && best) continue;
+    if (b > most || first) most = b, best = L;
+  }
+  return best;
+}
+
+void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, const char *note, const CodegenOpts *co) {
   const Arch *arch = arch_lookup(arch_name);
+  int64_t api_batch = co ? co->api_batch : 0;
+  int cublas = co && co->use_cublas;
+  /* the launch geometry: codegen run as it would be for this graph, its
+   * launches recorded (a training step's when autodiff ran) */
+  int geo_train = train && g->train.present && has_backward(g);
+  CgLaunchList ll = {0};
+  /* a training graph's step, or an inference graph (no gradient ops: codegen
+   * emits those only in a training step); anything else goes without */
+  int have_geo = (geo_train || (!train && !has_backward(g)) || (train && !g->train.present && !has_backward(g))) &&
+                 cg_launch_geometry(g, co, geo_train, &ll) == 0;
   int nn = g->nnodes;
   Liveness lv;
   ir_liveness(g, g->training, &lv);
@@ -276,7 +408,7 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
     int m = group_nodes(&gl.g[k], &gn, &gcap), lo = m - 1;
     for (int j = 0; j < m; j++) lo += (int)strlen(ncc_ops[gn[j]->op].name) + (gn[j]->prec != PREC_FP32 ? 5 : 0);
     char mk[64];
-    lo += (int)strlen(kernel_marks(gl.g[k].main, mk, sizeof mk));
+    lo += (int)strlen(kernel_marks(gl.g[k].main, cublas, mk, sizeof mk));
     if (lo > wops) wops = lo;
   }
   if (wname > 40) wname = 40;
@@ -293,12 +425,18 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
     fprintf(f, "# the model has no train block: the figures are those of inference\n");
   else if (train && !has_backward(g))
     fprintf(f, "# no backward graph yet (autodiff has not run): the figures cover the forward pass only\n");
-  fprintf(f, "# %4s  %-*s %-*s %-22s %11s %10s %10s %10s %9s\n", "id", wops, "kernel (ops)", wname, "layer", "output",
-          "params", "FLOPs", "bytes", "act.bytes", "time_us");
+  if (have_geo)
+    fprintf(f, "# blocks: the kernel's grid; blk/SM: resident blocks per SM, the limit that binds (t threads, b blocks, "
+               "r registers, s shared memory); waves: blocks / (%d SMs x blk/SM)\n", arch->sms);
+  fprintf(f, "# %4s  %-*s %-*s %-22s %11s %10s %10s %10s %9s%s\n", "id", wops, "kernel (ops)", wname, "layer", "output",
+          "params", "FLOPs", "bytes", "act.bytes", "time_us", have_geo ? "   blocks blk/SM  waves" : "");
 
   int64_t params = 0, flops = 0, macs = 0, bytes = 0, naive = 0, peak = 0, weights = 0, load_bytes = 0;
   int launches = 0, load_kernels = 0;
-  double time_us = 0;
+  double time_us = 0, roofline_us = 0;
+  int few_blocks = 0, tails = 0;   /* kernels with fewer blocks than SMs; with a partial last wave past the first */
+  int nrows = 0;                   /* the inference rows (kernel groups) the waves: line counts */
+  int unmodeled = 0;               /* kernels with no geometry (cuBLAS's): the roofline alone */
   const Value **seen = NULL;   /* inputs of the current kernel, deduplicated */
   int nseen_all = 0, seen_cap = 0;
   for (int i = 0; i < nn; i++) {
@@ -338,7 +476,7 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
       if (ol >= sizeof ops) ol = sizeof ops - 1;
       if (j == m - 1 && ol < sizeof ops) {   /* which kernel the GEMM-like op got, and its split-K */
         char mk[64];
-        ol += (size_t)snprintf(ops + ol, sizeof ops - ol, "%s", kernel_marks(gr->main, mk, sizeof mk));
+        ol += (size_t)snprintf(ops + ol, sizeof ops - ol, "%s", kernel_marks(gr->main, cublas, mk, sizeof mk));
       }
       if (ol >= sizeof ops) ol = sizeof ops - 1;
       Cost cost = costs[n->op](n, train);
@@ -361,30 +499,55 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
       }
     }
     /* split-K: the S partial sums written to the workspace and read back */
-    if (ncc_ops[gr->main->op].flags & OPF_GEMM_LIKE && ir_gemm_split_k(gr->main) > 1)
-      by = add(by, mul(2 * ir_gemm_split_k(gr->main), vbytes(out)));
+    if (split_k(gr->main, cublas) > 1) by = add(by, mul(2 * split_k(gr->main, cublas), vbytes(out)));
     int64_t act = vbytes(out);
     /* a GEMM computes in its inputs' dtype (int8 in, int32/f32 out) */
     double t = (double)fl / (gr->main->prec == PREC_TF32 ? arch->flops16 / 2   /* TF32 tensor cores: half of fp16's */
                                                          : arch_peak(arch, gr->main->nin ? gr->main->in[0]->dtype : out->dtype));
     double tb = (double)by / arch->bw;
-    /* a split-K GEMM is two kernels: the ranges, then their sum (ir_gemm_split_k) */
-    int nk = 1 + (ncc_ops[gr->main->op].flags & OPF_GEMM_LIKE && ir_gemm_split_k(gr->main) > 1);
-    double us = (t > tb ? t : tb) * 1e6 + nk * arch->launch_us;
+    double roof = (t > tb ? t : tb) * 1e6;
+    /* a split-K GEMM is two kernels: the ranges, then their sum (ir_gemm_split_k; not on the cuBLAS path) */
+    int nk = 1 + (split_k(gr->main, cublas) > 1);
+    /* the waves: the roofline's throughput on the share of the SMs they keep busy */
+    int nl = 0;
+    int lib = library_gemm(gr, cublas);
+    const CgLaunch *L = have_geo && !lib ? group_launch(&ll, gr, geo_train, &nl, nk > 1) : NULL;
+    char geo[64] = "";
+    double share = 1;
+    if (L) {
+      int64_t blocks = (int64_t)L->grid[0] * L->grid[1] * L->grid[2];
+      Occ oc = occupancy(arch, L->block[0] * L->block[1], regs_estimate(gr, cublas), (int64_t)L->smem_static,
+                         (int64_t)L->smem_dyn);
+      double waves = 0;
+      if (oc.per_sm > 0) share = machine_share(arch, blocks, oc.per_sm, &waves);
+      if (oc.per_sm > 0)   /* waves to two decimals, three below 0.1 */
+        snprintf(geo, sizeof geo, " %8lld %5d%c %6.*f", (long long)blocks, oc.per_sm, oc.limit, waves < 0.1 ? 3 : 2, waves);
+      else snprintf(geo, sizeof geo, " %8lld %5d%c %6s", (long long)blocks, 0, oc.limit, "-");
+      if (!gr->load_time) {
+        few_blocks += blocks < arch->sms;
+        tails += waves > 1 && share < 1;
+      }
+    } else if (have_geo) {
+      snprintf(geo, sizeof geo, " %8s %6s %6s", lib ? "cuBLAS" : "-", "-", "-");
+      if (!gr->load_time) unmodeled++;
+    }
+    double us = roof / share + nk * arch->launch_us;
     if (!gr->load_time) {
       flops = add(flops, fl);
       macs = add(macs, gm);
       bytes = add(bytes, by);
       time_us += us;
+      roofline_us += roof + nk * arch->launch_us;
       launches += nk;
+      nrows++;
     }
 
     char sh[200], b1[32], b2[32], b3[32], pc[32];
     snprintf(pc, sizeof pc, "%lld", (long long)np);
-    fprintf(f, "  %4d  %-*.*s %-*.*s %-22s %11s %10s %10s %10s %9.1f\n", gr->main->id, wops, wops, ops, wname, wname,
+    fprintf(f, "  %4d  %-*.*s %-*.*s %-22s %11s %10s %10s %10s %9.1f%s\n", gr->main->id, wops, wops, ops, wname, wname,
             row_name(gr->main), shape_str(sh, sizeof sh, out->dtype, &out->shape), np ? pc : "-",
             human(b1, sizeof b1, (double)fl, ""), human(b2, sizeof b2, (double)by, "B"),
-            human(b3, sizeof b3, (double)act, "B"), us);
+            human(b3, sizeof b3, (double)act, "B"), us, geo);
   }
 
   char b1[32], b2[32], b3[32];
@@ -394,6 +557,13 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
   fprintf(f, "# weights: %s; activations: naive %s, %s %s; modeled time %.1f us on %s\n",
           human(b1, sizeof b1, (double)weights, "B"), human(b2, sizeof b2, (double)naive, "B"),
           g->planned ? "planned" : "no memory plan (-O0):", human(b3, sizeof b3, (double)peak, "B"), time_us, arch->name);
+  if (have_geo) {
+    fprintf(f, "# waves: %d of %d kernels launch fewer blocks than the %d SMs, %d end in a partial wave; modeled time "
+               "%.1f us with waves and occupancy, %.1f us by the roofline alone", few_blocks, nrows, arch->sms, tails,
+            time_us, roofline_us);
+    if (unmodeled) fprintf(f, " (%d kernels, cuBLAS's, by the roofline alone)", unmodeled);
+    fputc('\n', f);
+  }
   if (load_kernels || load_bytes)
     fprintf(f, "# load-time: %d kernels, run once after the weights load, not per inference; %s kept for every inference\n", load_kernels,
             human(b1, sizeof b1, (double)load_bytes, "B"));
@@ -409,6 +579,7 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
   fprintf(f, "total: params=%lld flops=%lld launches=%d bytes=%lld peak_memory=%lld naive_memory=%lld\n",
           (long long)params, (long long)flops, launches, (long long)bytes, (long long)peak, (long long)naive);
   group_free(&gl);
+  cg_launches_free(&ll);
   free(gn);
   free(seen);
   free(grp);

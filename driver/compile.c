@@ -267,7 +267,7 @@ static int emit_graph(const Options *o, Graph *g, Graph *gt, CodegenOpts *co, in
     if (!strcmp(o->emit, "ir")) ir_print(g, f);
     else if (!strcmp(o->emit, "dot")) ir_print_dot(g, f);
     else if (!strcmp(o->emit, "params")) emit_params(g, f);
-    else report_print_note(g, f, o->train, o->arch ? o->arch : "sm_90", note, co->api_batch);
+    else report_print_note(g, f, o->train, o->arch ? o->arch : "sm_90", note, co);
     return o->out ? out_close(&of, 1) != 0 : (fflush(stdout) != 0);
   }
   if (!strcmp(o->emit, "ptx")) return emit_ptx(g, o);

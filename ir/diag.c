@@ -12,7 +12,7 @@
 typedef struct Source { const char *file, *text; size_t len; } Source;
 static Source sources[64];
 static int nsources;
-static int nerrors, limit = 50;
+static int nerrors, limit = 50, quiet;
 
 void diag_add_source(const char *file, const char *text, size_t len) {
   if (nsources < 64) sources[nsources++] = (Source){file, text, len};
@@ -21,6 +21,11 @@ void diag_add_source(const char *file, const char *text, size_t len) {
 int diag_errors(void) { return nerrors; }
 void diag_reset(void) { nerrors = 0; }
 void diag_set_limit(int max_printed) { limit = max_printed; }
+int diag_set_quiet(int on) {
+  int was = quiet;
+  quiet = on;
+  return was;
+}
 
 static void show_line(Loc loc) {
   if (!loc.file || loc.line <= 0) return;
@@ -69,6 +74,7 @@ static void emit(const char *kind, Loc loc, const char *fmt, va_list ap) {
 }
 
 void diag_verror(Loc loc, const char *fmt, va_list ap) {
+  if (quiet) return;
   nerrors++;
   if (nerrors == limit + 1) fprintf(stderr, "ncc: too many errors, the rest are not shown\n");
   if (nerrors > limit) return;
@@ -83,7 +89,7 @@ void diag_error(Loc loc, const char *fmt, ...) {
 }
 
 void diag_note(Loc loc, const char *fmt, ...) {
-  if (nerrors > limit) return;
+  if (quiet || nerrors > limit) return;
   va_list ap;
   va_start(ap, fmt);
   emit("note", loc, fmt, ap);
@@ -91,6 +97,7 @@ void diag_note(Loc loc, const char *fmt, ...) {
 }
 
 void diag_warning(Loc loc, const char *fmt, ...) {
+  if (quiet) return;
   va_list ap;
   va_start(ap, fmt);
   emit("warning", loc, fmt, ap);

@@ -23,4 +23,8 @@ int diag_errors(void);
 void diag_reset(void);
 /* After this many errors further ones are counted but not printed. */
 void diag_set_limit(int max_printed);
+/* While on, errors, warnings and notes are neither printed nor counted: a
+ * trial run whose failure is an answer, not the user's error (the report
+ * asking codegen for the launch geometry).  Returns the previous setting. */
+int diag_set_quiet(int on);
 #endif

@@ -20,6 +20,9 @@
 #   codegen.graphs.*       CUDA graphs under emulation (tests/cg/graphs_check.c): inference at
 #                          changing batches and inputs, and K training steps, bit-identical with
 #                          graphs on and off, and the captures and replays counted
+#   codegen.report_waves   the report's blocks, blocks per SM and waves are the generated launches'
+#                          by the documented occupancy model; a small conv under one wave is
+#                          timed at roofline / (blocks / SMs) (check_report_waves.py)
 # Working files under build/tests/cg go when a test passes (NCC_KEEP_WORK=1
 # keeps them); a test whose compiler is missing reports itself skipped.
 
@@ -202,3 +205,8 @@ foreach(cfg ${cg_graph_cfgs})
                    ${NCC_CG_OUT}/graphs_${n} ${what} ${CMAKE_CURRENT_SOURCE_DIR}/../examples/${netfile} ${args})
   set_tests_properties(codegen.graphs.${n} PROPERTIES ENVIRONMENT "${cg_train_env}" LABELS "codegen;graphs")
 endforeach()
+# the report's occupancy and waves against the launches of the generated code
+add_test(NAME codegen.report_waves
+         COMMAND ${NCC_PYTHON} ${NCC_CG_DIR}/check_report_waves.py $<TARGET_FILE:ncc>
+                 ${CMAKE_CURRENT_SOURCE_DIR}/../examples ${NCC_CG_OUT}/report_waves)
+set_tests_properties(codegen.report_waves PROPERTIES LABELS "codegen;report" TIMEOUT 300)

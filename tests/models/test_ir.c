@@ -344,6 +344,28 @@ static void test_verify_and_report(void) {
   CHECK(strstr(buf, "no train block") != NULL);
   free(buf);
 
+  /* the report's occupancy model (docs/gpu.md): each limit binds in turn */
+  {
+    static const struct { const char *arch; int thr, regs; size_t st, dyn; int want; char lim; } oc[] = {
+      {"sm_90", 256, 56, 8320, 0, 4, 'r'},         /* the tiled GEMM: registers */
+      {"sm_90", 256, 32, 0, 0, 8, 't'},            /* elementwise: threads */
+      {"sm_90", 32, 16, 0, 0, 32, 'b'},            /* one warp a block: blocks */
+      {"sm_90", 256, 32, 40960, 0, 5, 's'},        /* 40 KiB static: 228 KiB / 41 KiB */
+      {"sm_80", 256, 32, 40960, 0, 4, 's'},        /* 164 KiB / 41 KiB */
+      {"sm_90", 128, 32, 0, 102400, 2, 's'},       /* 100 KiB dynamic */
+      {"sm_80", 128, 32, 0, 102400, 1, 's'},
+      {"sm_90", 256, 32, 49 * 1024, 0, 0, 's'},    /* over 48 KiB static: does not fit */
+      {"sm_90", 1024, 72, 0, 0, 0, 'r'},           /* 72 x 1024 registers: over 64K */
+    };
+    for (size_t i = 0; i < sizeof oc / sizeof oc[0]; i++) {
+      char lim = 0;
+      int got = report_blocks_per_sm(oc[i].arch, oc[i].thr, oc[i].regs, oc[i].st, oc[i].dyn, &lim);
+      CHECK(got == oc[i].want && lim == oc[i].lim);
+      if (got != oc[i].want || lim != oc[i].lim)
+        fprintf(stderr, "occupancy case %zu: %d%c, expected %d%c\n", i, got, lim, oc[i].want, oc[i].lim);
+    }
+  }
+
   /* verifier: each corruption is caught */
   fprintf(stderr, "(the verifier messages below are expected)\n");
   logits->nuses++;
