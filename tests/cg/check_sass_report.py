@@ -163,6 +163,17 @@ static int net_prepare(net *m) {
               f"occupancy {arch} {thr} threads {regs} regs {smem} B: {o}, want {(b, w, lim)}")
 
 
+def report_json(cmd):
+    """sass_report.py --json's data, or the exit status to return: SKIP
+    without the tools, 1 (a failed check) when it failed."""
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode == sr.SKIP:
+        print(r.stdout.strip())
+        return sr.SKIP
+    check(r.returncode == 0, f"sass_report.py --json exited {r.returncode}: {r.stderr}")
+    return 1 if r.returncode else json.loads(r.stdout)
+
+
 def report_tests(ncc, nvcc, net, work):
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
@@ -170,14 +181,9 @@ def report_tests(ncc, nvcc, net, work):
     cu = os.path.join(work, name + ".cu")
     subprocess.run([ncc, net, "-O3", "-o", cu], check=True)
     tool = [sys.executable, os.path.join(HERE, "sass_report.py"), "--nvcc", nvcc]
-    r = subprocess.run(tool + ["--json", "--arch", "sm_80,sm_90", cu], capture_output=True, text=True)
-    if r.returncode == sr.SKIP:
-        print(r.stdout.strip())
-        return sr.SKIP
-    check(r.returncode == 0, f"sass_report.py --json exited {r.returncode}: {r.stderr}")
-    if r.returncode:
-        return 1
-    data = json.loads(r.stdout)
+    data = report_json(tool + ["--json", "--arch", "sm_80,sm_90", cu])
+    if not isinstance(data, dict):
+        return data
     print("tools:", data["tools"])
     src = open(cu).read()
     names = re.findall(r"NCC_KERNEL_DESC\((\w+), (\w+),", src)
@@ -245,14 +251,10 @@ def tensor_core_tests(ncc, nvcc, examples, work):
                        check=True)
         cus.append(cu)
     tool = [sys.executable, os.path.join(HERE, "sass_report.py"), "--nvcc", nvcc, "--use", "infer"]
-    r = subprocess.run(tool + ["--json", "--arch", "sm_80,sm_90"] + cus, capture_output=True, text=True)
-    if r.returncode == sr.SKIP:
-        print(r.stdout.strip())
-        return sr.SKIP
-    check(r.returncode == 0, f"sass_report.py --json exited {r.returncode}: {r.stderr}")
-    if r.returncode:
-        return 1
-    reps = json.loads(r.stdout)["reports"]
+    data = report_json(tool + ["--json", "--arch", "sm_80,sm_90"] + cus)
+    if not isinstance(data, dict):
+        return data
+    reps = data["reports"]
     check(len(reps) == 4, f"{len(reps)} reports for 2 files x 2 architectures")
     nmma = 0
     for rep in reps:
