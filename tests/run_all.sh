@@ -26,7 +26,8 @@ tests/install-deps.sh
 jobs=$(nproc 2>/dev/null || echo 2)
 
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+failed_list=$(mktemp)
+trap 'rm -f "$log" "$failed_list"' EXIT
 passed=0 failed=0 skipped=0 bad_stage=0
 
 # ctest's summary "NN% tests passed, F tests failed out of T" and its list of
@@ -47,10 +48,17 @@ stage() {
   local rc=${PIPESTATUS[0]}
   set -e
   count
+  # the names of the tests that failed, for the closing lines (CI shows the tail)
+  sed -n '/The following tests FAILED:/,/^Errors while running CTest/p' "$log" |
+    grep -E '^[[:space:]]+[0-9]+ - ' | sed "s/^[[:space:]]*/  ${stage_name:-ctest}: /" >>"$failed_list" || true
   [ "$rc" = 0 ] || bad_stage=1
 }
 
 summary() {
+  if [ -s "$failed_list" ]; then
+    echo "== failed tests:"
+    cat "$failed_list"
+  fi
   echo "tests: $passed passed, $failed failed, $skipped skipped"
   [ "$bad_stage" = 0 ] && [ "$failed" = 0 ]
 }
@@ -60,22 +68,22 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$jobs"
 echo "== tests"
 # shellcheck disable=SC2086  # NCC_CTEST_ARGS: several options
-stage ctest --test-dir build --output-on-failure -j"$jobs" -LE train-slow ${NCC_CTEST_ARGS:-}
+stage_name=release stage ctest --test-dir build --output-on-failure -j"$jobs" -LE train-slow ${NCC_CTEST_ARGS:-}
 if [ "${NCC_QUICK:-0}" = 1 ]; then summary; exit; fi
 
 echo "== AddressSanitizer + UBSan build"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DNCC_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs"
 # shellcheck disable=SC2086
-ASAN_OPTIONS=detect_leaks=0 stage ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE "slow|train|matrix|batch" ${NCC_CTEST_ARGS:-}
+ASAN_OPTIONS=detect_leaks=0 stage_name=sanitizers stage ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE "slow|train|matrix|batch" ${NCC_CTEST_ARGS:-}
 
 echo "== fuzzing (${NCC_FUZZ_SECONDS:-60} s per target)"
 for f in tests/fuzz/run_*.sh; do
   [ -x "$f" ] || continue
-  NCC_FUZZ_SECONDS=${NCC_FUZZ_SECONDS:-60} "$f" || { echo "== $f: a finding (see build-fuzz/)"; bad_stage=1; }
+  NCC_FUZZ_SECONDS=${NCC_FUZZ_SECONDS:-60} "$f" || { echo "== $f: a finding (see build-fuzz/)"; echo "  fuzzing: $f" >>"$failed_list"; bad_stage=1; }
 done
 echo "== examples/demo.sh (the README's first command)"
-examples/demo.sh || { echo "== examples/demo.sh failed"; bad_stage=1; }
+examples/demo.sh || { echo "== examples/demo.sh failed"; echo "  demo: examples/demo.sh" >>"$failed_list"; bad_stage=1; }
 if [ "$bad_stage" = 0 ] && [ "$failed" = 0 ]; then
   echo "== all test stages passed (release, sanitizers, fuzzing, demo)"
 fi
