@@ -92,11 +92,29 @@ static int store_tail(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Bu
 
 static int tile_of(int64_t d) { return d >= 64 ? 4 : d >= 32 ? 2 : 1; }
 
+/* The kernel-header function that rounds a GEMM operand element to the op's
+ * precision (passes/precision.c), NULL at fp32 */
+static const char *operand_round(const Node *n) {
+  switch (n->prec) {
+  case PREC_TF32: return "ncc_tf32";
+  case PREC_FP16: return "ncc_fp16";
+  case PREC_BF16: return "ncc_bf16";
+  default: return NULL;
+  }
+}
+
+/* v, or v rounded by rnd ("ncc_fp16(v)") */
+static const char *rounded_v(char *buf, size_t n, const char *rnd) {
+  if (!rnd) return "v";
+  snprintf(buf, n, "%s(v)", rnd);
+  return buf;
+}
+
 /* Statements that fill a shared tile of BK x rows elements (element (kk,
  * rr): row rowbase + rr, k = k0 + kk) with T threads, numbered tid; dst is
  * the element's place, an lvalue in kk and rr */
 static void load_tile(Buf *b, const char *dst, int rows, int T, int kcontig, const char *rowvar, const char *rowbase,
-                      int64_t RMAX, int64_t K, const char *stmt, int tf32) {
+                      int64_t RMAX, int64_t K, const char *stmt, const char *rnd) {
   buf_printf(b, "    for (int l = tid; l < %d; l += %d) {\n", BK * rows, T);
   if (kcontig) buf_printf(b, "      int kk = l %% %d, rr = l / %d;\n", BK, BK);
   else buf_printf(b, "      int rr = l %% %d, kk = l / %d;\n", rows, rows);
@@ -111,8 +129,9 @@ static void load_tile(Buf *b, const char *dst, int rows, int T, int kcontig, con
   } else {
     buf_printf(b, "      {\n        %s\n      }\n", stmt);
   }
-  /* --precision=tf32: the operand rounded as it enters shared memory */
-  buf_printf(b, "      %s = %s;\n    }\n", dst, tf32 ? "ncc_tf32(v)" : "v");
+  /* --precision=tf32|fp16|bf16: the operand rounded as it enters shared memory */
+  char rv[32];
+  buf_printf(b, "      %s = %s;\n    }\n", dst, rounded_v(rv, sizeof rv, rnd));
 }
 
 /* The grid of a tiled kernel fits (row tiles of BM on y, batches on z) */
@@ -157,10 +176,10 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_printf(&b, "  float acc[%d][%d];\n", TM, TN);
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n", TM, TN);
   k_loop(&b, s, BK);
-  int tf32 = gr->main->prec == PREC_TF32;
-  load_tile(&b, "As[kk][rr]", BM, 256, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, tf32);
+  const char *rnd = operand_round(gr->main);
+  load_tile(&b, "As[kk][rr]", BM, 256, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, rnd);
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
-  else load_tile(&b, "Bs[kk][rr]", BN, 256, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, tf32);
+  else load_tile(&b, "Bs[kk][rr]", BN, 256, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, rnd);
   buf_printf(&b, "    %s\n", D_BARRIER);
   /* af/bf, not a/b: matmul's parameters are a and b */
   buf_printf(&b, "    for (int kk = 0; kk < %d; kk++) {\n      float af[%d], bf[%d];\n", BK, TM, TN);
@@ -185,13 +204,15 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   return s->S > 1 ? split_sum(c, gr, s) : 0;
 }
 
-/* ---- tensor cores (ir_gemm_mma: --precision=tf32) --------------------------
+/* ---- tensor cores (ir_gemm_mma: --precision=tf32|fp16|bf16) ---------------
  * Four warps (128 threads) compute a BM x BN tile; warp w owns a
  * (BM / WM) x (BN / WN) part of it, MI x NJ tiles of 16 x 8, each one
  * accumulator fragment (4 floats a lane) of mma.sync.m16n8k8 (ncc_kernel.h's
  * ncc_mma_tf32_16x8x8; the fragment layouts are in docs/emulator.md, "Tensor
  * cores").  K advances by BK = 16: both tiles are staged in shared memory,
- * rounded to TF32 as they are stored, between two barriers, then two k-steps
+ * rounded to the op's precision as they are stored (fp16 and bf16 values are
+ * TF32 values, and the instruction's products of them are exact, so one
+ * instruction serves the three), between two barriers, then two k-steps
  * of 8 each load the warp's fragments and issue MI * NJ MMAs.
  *
  * Shared memory holds the tiles in fragment order (mma_dst): for each k-step
@@ -252,9 +273,9 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
                  "      for (int r = 0; r < 4; r++) acc[i][j][r] = 0.0f;\n", MI, NJ);
   k_loop(&b, s, BK);
   char dst[160];
-  load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr"), BM, MMA_THREADS, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, 1);
+  load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr"), BM, MMA_THREADS, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, operand_round(gr->main));
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
-  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr"), BN, MMA_THREADS, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, 1);
+  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr"), BN, MMA_THREADS, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, operand_round(gr->main));
   buf_printf(&b, "    %s\n", D_BARRIER);
   buf_printf(&b, "    for (int ks = 0; ks < 2; ks++) {\n      float af[%d][4], bf[%d][2];\n", MI, NJ);
   buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_lds4(af[i], &As[((ks * %d + wr / 16 + i) * 32 + lane) * 4]);\n", MI,
@@ -302,7 +323,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
 static int gemv(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   int R = s->M < IR_GEMV_BLOCK_ROWS ? (int)s->M : IR_GEMV_BLOCK_ROWS;
   int S = s->b_kcontig ? 32 : 8, F = 256 / S, U = 4;
-  int tf32 = gr->main->prec == PREC_TF32;
+  const char *rnd = operand_round(gr->main);
   int mrem = s->M % R != 0, nrem = s->N % F != 0;
   if (s->Z > 65535) {
     diag_error(gr->main->loc, "codegen: %s with %lld batches exceeds the GEMV kernel's grid (65535); try --cublas",
@@ -321,7 +342,8 @@ static int gemv(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_printf(&b, "  {\n    int n = n0 + f;\n");
   if (nrem) buf_printf(&b, "    if (n < %lld) {\n", LL(s->N));
   else buf_puts(&b, "    {\n");
-  const char *ra = tf32 ? "ncc_tf32(v)" : "v", *rb = tf32 ? "ncc_tf32(v)" : "v";
+  char rvb[32];
+  const char *ra = rounded_v(rvb, sizeof rvb, rnd), *rb = ra;
   /* four slices a step: the loads first, then the multiply-adds */
   buf_printf(&b, "      int kb = ks;\n      for (; kb + %d < %lld; kb += %d) {\n        float bv[%d];\n", (U - 1) * S,
              LL(s->K), U * S, U);
@@ -532,9 +554,9 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
   cg_window_index(ix, sizeof ix, "ow", d->sw, d->pw, "kw", d->dw);
   buf_printf(&b, "          int iw = %s;\n", ix);
   if (d->pw) buf_printf(&b, "          if (iw < 0 || iw >= %lld) continue;\n", LL(d->W));
-  if (nd->prec == PREC_TF32)   /* --precision=tf32: both operands rounded */
-    buf_printf(&b, "          v = fmaf(ncc_tf32(xp[(ci * %lld + ih) * %lld + iw]), ncc_tf32(wp[(ci * %lld + kh) * %lld + kw]), v);\n",
-               LL(d->H), LL(d->W), LL(d->KH), LL(d->KW));
+  if (operand_round(nd))   /* --precision=tf32|fp16|bf16: both operands rounded */
+    buf_printf(&b, "          v = fmaf(%s(xp[(ci * %lld + ih) * %lld + iw]), %s(wp[(ci * %lld + kh) * %lld + kw]), v);\n",
+               operand_round(nd), LL(d->H), LL(d->W), operand_round(nd), LL(d->KH), LL(d->KW));
   else
     buf_printf(&b, "          v = fmaf(xp[(ci * %lld + ih) * %lld + iw], wp[(ci * %lld + kh) * %lld + kw], v);\n",
                LL(d->H), LL(d->W), LL(d->KH), LL(d->KW));
@@ -562,7 +584,7 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
  * loop, and each of the J rows keeps its k as digits (ci, kh, kw) that
  * advance by BK a tile with constant steps and at most one carry a digit.
  * The divisions that remain run once per thread. */
-static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const char *cbase, const Node *pool, int tf32,
+static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const char *cbase, const Node *pool, const char *rnd,
                         int BN, int T, const char *dst) {
   int J = BK * BN / T, KS = T / BN;
   NCC_ASSERT(T % BN == 0 && BK * BN % T == 0);
@@ -631,7 +653,8 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const cha
   } else {
     buf_printf(&b, "        %sv = %s[((cb0 + ci[j]) * %lld + ih) * %lld + iw];\n", test, x, LL(d->H), LL(d->W));
   }
-  buf_printf(&b, "      }\n      %s = %s;\n", dst, tf32 ? "ncc_tf32(v)" : "v");
+  char rv[32];
+  buf_printf(&b, "      }\n      %s = %s;\n", dst, rounded_v(rv, sizeof rv, rnd));
   /* k += BK as digits: kw += BK % KW, kh += (BK / KW) % KH, ci += BK / (KH * KW), carries */
   int64_t dw = hkw ? BK % d->KW : 0, dh = hkh ? (BK / d->KW) % d->KH : 0, dc = BK / KK;
   if (dw) buf_printf(&b, "      kw[j] += %lld;\n", LL(dw));
@@ -675,9 +698,9 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   if (ir_gemm_mma(nd)) {
     char dst[160];
     int BN = mma_cfg(s.M, s.N).BN;
-    im2col_tile(&s, d, x, cb, pool, 1, BN, MMA_THREADS, mma_dst(dst, sizeof dst, 'B', BN, "rb"));
+    im2col_tile(&s, d, x, cb, pool, operand_round(nd), BN, MMA_THREADS, mma_dst(dst, sizeof dst, 'B', BN, "rb"));
   } else {
-    im2col_tile(&s, d, x, cb, pool, nd->prec == PREC_TF32, 16 * tile_of(s.N), 256, "Bs[kk][rb]");
+    im2col_tile(&s, d, x, cb, pool, operand_round(nd), 16 * tile_of(s.N), 256, "Bs[kk][rb]");
   }
   /* output channel of row m */
   if (s.uses_z) snprintf(ch, sizeof ch, "z * %lld + m", LL(d->Mg));
@@ -964,8 +987,8 @@ static int emit_matmul(Cg *c, const KGroup *gr) {
 
 int emit_gemm(Cg *c, const KGroup *gr) {
   Node *n = gr->main;
-  if (n->prec == PREC_TF32 && c->o->use_cublas)   /* the precision pass refuses --cublas with tf32 */
-    ncc_die("a TF32 %s on the cuBLAS path", ncc_ops[n->op].name);
+  if (n->prec != PREC_FP32 && c->o->use_cublas)   /* the precision pass refuses --cublas with a rounded precision */
+    ncc_die("a %s %s on the cuBLAS path", ir_prec_name(n->prec), ncc_ops[n->op].name);
   if (n->op == OP_LINEAR) return emit_linear(c, gr);
   if (n->op == OP_MATMUL) return emit_matmul(c, gr);
   ConvDims d = conv_dims(n);

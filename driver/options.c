@@ -123,8 +123,8 @@ static const OptSpec opts[] = {
   {O_CUBLAS, "--cublas", NULL, NULL, CMD_ALL, 0,
    "convolutions and GEMMs through cuBLAS (a CPU BLAS under emulation) instead of ncc's tiled kernels"},
   {O_PRECISION, "--precision", NULL, "=P", CMD_ALL, 0,
-   "fp32 (default) or tf32: conv2d, linear and matmul round their operands to TF32 and accumulate in fp32 "
-   "(inference; docs/precision.md); fp16, bf16, int8: not available yet"},
+   "fp32 (default), tf32, fp16 or bf16: conv2d, linear and matmul round their operands to that type and "
+   "accumulate in fp32 (inference; values stored in fp32; docs/precision.md); int8: not available yet"},
   {O_CALIBRATE, "--calibrate", NULL, "=X.npy", CMD_ALL, 0, "int8 calibration data (needs --precision=int8: not available yet)"},
   {O_VERBOSE, "-v", "--verbose", NULL, CMD_ALL, 0, "say what ncc does: per-pass statistics, compiler command, timings"},
 };
@@ -461,11 +461,10 @@ static int apply(Options *o, const OptSpec *s, const char *v) {
   }
   case O_CUBLAS: o->cublas = 1; return 0;
   case O_PRECISION:
-    if (!strcmp(v, "fp32")) o->precision = PREC_FP32;
-    else if (!strcmp(v, "tf32")) o->precision = PREC_TF32;
-    else if (!strcmp(v, "fp16") || !strcmp(v, "bf16") || !strcmp(v, "int8"))
-      return oerr("--precision=%s is not supported yet (fp32 and tf32 are; fp16/bf16/int8 lowering is planned)", v);
-    else return oerr("--precision=%s: unknown precision (fp32 or tf32)", v);
+    if (ir_prec_lookup(v) >= 0) o->precision = ir_prec_lookup(v);
+    else if (!strcmp(v, "int8"))
+      return oerr("--precision=int8 is not supported yet (fp32, tf32, fp16 and bf16 are; int8 with calibration is planned)");
+    else return oerr("--precision=%s: unknown precision (fp32, tf32, fp16 or bf16)", v);
     return 0;
   case O_CALIBRATE: return oerr("--calibrate (%s) needs --precision=int8, which is not supported yet", v);
   case O_VERBOSE: o->verbose = 1; return 0;
@@ -551,7 +550,7 @@ static int check(Options *o) {
     if (o->resume && o->weights)
       return oerr("--resume and --weights: the checkpoint holds the parameters; give one of them");
     if (o->precision != PREC_FP32)
-      return oerr("--precision=%s: ncc train computes its step in fp32 (tf32 is for inference)",
+      return oerr("--precision=%s: ncc train computes its step in fp32 (tf32, fp16 and bf16 are for inference)",
                   ir_prec_name(o->precision));
   }
   if (o->freeze && !o->weights) return oerr("--freeze needs --weights FILE: the weights to carry");
@@ -559,9 +558,9 @@ static int check(Options *o) {
   if (o->cmd == CMD_COMPILE && o->weights && !o->freeze)
     return oerr("--weights when compiling goes with --freeze (the weights MODEL.cu carries); "
                 "without it, load them at run time (M_load, or `ncc run --weights`)");
-  if (o->precision == PREC_TF32 && o->cublas)
-    return oerr("--precision=tf32 with --cublas: the cuBLAS path has no TF32 rendering yet; leave out --cublas "
-                "(ncc's tiled kernels round to TF32)");
+  if (o->precision != PREC_FP32 && o->cublas)
+    return oerr("--precision=%s with --cublas: the cuBLAS path has no %s rendering yet; leave out --cublas "
+                "(ncc's tiled kernels round the operands)", ir_prec_name(o->precision), ir_prec_name(o->precision));
   if (o->print_object && (o->nin || o->nout))
     return oerr("--print-object builds the model and runs nothing: --%s does not go with it", o->nin ? "input" : "output");
   if (o->cmd == CMD_RUN || o->cmd == CMD_BENCH) {

@@ -24,7 +24,13 @@ static const char *const dt_names[DT__COUNT] = {"f32", "f16", "bf16", "i32", "i8
 static const int dt_sizes[DT__COUNT] = {4, 2, 2, 4, 1};
 
 const char *dtype_name(DType t) { return (unsigned)t < DT__COUNT ? dt_names[t] : "?"; }
-const char *ir_prec_name(int prec) { return prec == PREC_TF32 ? "tf32" : "fp32"; }
+static const char *const prec_names[] = {"fp32", "tf32", "fp16", "bf16"};
+const char *ir_prec_name(int prec) { return prec > 0 && prec <= PREC_BF16 ? prec_names[prec] : "fp32"; }
+int ir_prec_lookup(const char *name) {
+  for (int i = 0; i <= PREC_BF16; i++)
+    if (!strcmp(name, prec_names[i])) return i;
+  return -1;
+}
 int dtype_size(DType t) { return (unsigned)t < DT__COUNT ? dt_sizes[t] : 0; }
 int dtype_lookup(const char *name) {
   for (int i = 0; i < DT__COUNT; i++)

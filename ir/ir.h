@@ -142,7 +142,9 @@ struct Node {
   int dead;                /* marked by passes; removed by ir_compact() */
   int param_kind;          /* PARAM: PK_* below */
   int prec;                /* set by the precision pass: the math of a GEMM-like op
-                              (PREC_FP32; PREC_TF32: operands rounded to TF32) */
+                              (PREC_FP32; PREC_TF32, PREC_FP16, PREC_BF16: both
+                              operands rounded to that type as they are loaded,
+                              products accumulated in float32) */
   int load_time;           /* set by the fold pass: computed once, right after the
                               weights are loaded, from parameters and constants only
                               (a folded batchnorm's scale and shift); its value is
@@ -167,8 +169,9 @@ struct Node {
 };
 
 /* Precisions (--precision; passes/precision.c, docs/precision.md). */
-enum { PREC_FP32, PREC_TF32 };
-const char *ir_prec_name(int prec);   /* "fp32", "tf32" */
+enum { PREC_FP32, PREC_TF32, PREC_FP16, PREC_BF16 };
+const char *ir_prec_name(int prec);   /* "fp32", "tf32", "fp16", "bf16" */
+int ir_prec_lookup(const char *name); /* PREC_* of a name, -1 if none */
 
 enum { GROLE_NONE, GROLE_MAIN, GROLE_EPILOGUE, GROLE_SIDE, GROLE_PROLOGUE };
 
@@ -313,10 +316,13 @@ static inline int ir_gemm_gemv(const Node *n) {
 
 /* Does codegen emit this GEMM-like op on tensor cores (mma.sync; docs/gpu.md,
  * "Tensor cores") rather than the CUDA-core tiled GEMM?  The precision pass
- * gives it TF32 operands (n->prec), and it is not a GEMV or a direct
- * convolution.  (The cuBLAS path takes no TF32 op: the pass refuses it.) */
+ * gives it TF32, FP16 or BF16 operands (n->prec), and it is not a GEMV or a
+ * direct convolution.  FP16 and BF16 values are TF32 values too (their
+ * mantissas are no longer, their exponents fit float32's), so all three run
+ * on the TF32 instruction, whose products of them are exact.  (The cuBLAS
+ * path takes no rounded op: the pass refuses it.) */
 static inline int ir_gemm_mma(const Node *n) {
-  if (n->prec != PREC_TF32) return 0;
+  if (n->prec == PREC_FP32) return 0;
   if (n->op == OP_CONV2D) return !ir_conv_direct(n);
   return (n->op == OP_LINEAR || n->op == OP_MATMUL) && !ir_gemm_gemv(n);
 }

@@ -7,38 +7,51 @@
  *         it loads it (ncc_tf32: to nearest, ties away, as cvt.rna.tf32.f32)
  *         and multiplies and accumulates in float32, as a tensor core does,
  *         and as PyTorch does for convolutions (torch.backends.cudnn.allow_tf32)
- *         and, when allowed, matmuls.  Storage stays float32; softmax, norms,
- *         losses, reductions and elementwise ops stay float32.
+ *         and, when allowed, matmuls.
+ *   fp16  the GEMM-like ops take FP16 operands (ncc_fp16: to nearest even, as
+ *         cvt.rn.f16.f32, with fp16's range: subnormals, overflow to Inf) and
+ *         accumulate in float32, as autocast's float16 GEMMs do;
+ *   bf16  the same with BF16 operands (ncc_bf16: 7 mantissa bits, float32's
+ *         exponent, to nearest even, as cvt.rn.bf16.f32).
+ * In every mode softmax, norms, losses, reductions and elementwise ops stay
+ * float32 (autocast keeps the first four in float32), and values are stored
+ * in float32 between kernels: a rounded operand is rounded again where the
+ * next GEMM loads it, so the numbers are those of low-precision storage of
+ * the GEMMs' inputs; the bytes are float32's.
  * The decision is written on the IR (Node.prec, Graph.precision); the
  * verifier checks it and codegen renders it.  The training step keeps
- * float32 (tf32 training is not offered), and the cuBLAS path has no TF32
- * rendering here (the emulation's CPU BLAS could not round as the GPU does),
- * so --cublas with tf32 is refused. */
+ * float32 (reduced-precision training is not offered yet), and the cuBLAS
+ * path has no rounded rendering here (the emulation's CPU BLAS could not round
+ * as the GPU does), so --cublas with a rounded precision is refused. */
 #include <stdio.h>
 
 #include "passes.h"
 
 int pass_precision(Graph *g, PassCtx *c) {
   int prec = c->precision, n = 0;
-  if (prec != PREC_FP32 && prec != PREC_TF32) {
+  if (prec < PREC_FP32 || prec > PREC_BF16) {
     diag_error((Loc){0}, "precision: unknown precision %d", prec);
     return -1;
   }
-  if (prec == PREC_TF32 && c->cublas) {
-    diag_error((Loc){0}, "--precision=tf32 with --cublas: the cuBLAS path has no TF32 rendering yet; "
-                         "leave out --cublas (ncc's tiled kernels round to TF32)");
+  if (prec != PREC_FP32 && c->cublas) {
+    diag_error((Loc){0}, "--precision=%s with --cublas: the cuBLAS path has no %s rendering yet; "
+                         "leave out --cublas (ncc's tiled kernels round the operands)", ir_prec_name(prec),
+               ir_prec_name(prec));
     return -1;
   }
   g->precision = c->train ? PREC_FP32 : prec;
   for (int i = 0; i < g->nnodes; i++) {
     Node *nd = g->nodes[i];
     int gemm = (ncc_ops[nd->op].flags & OPF_GEMM_LIKE) && !nd->load_time;
-    nd->prec = gemm && g->precision == PREC_TF32 ? PREC_TF32 : PREC_FP32;
-    n += nd->prec == PREC_TF32;
+    nd->prec = gemm ? g->precision : PREC_FP32;
+    n += nd->prec != PREC_FP32;
   }
-  if (c->verbose)
-    fprintf(stderr, "pass precision: %s%s: %d GEMM-like op%s with TF32 operands, the rest in float32\n",
-            ir_prec_name(g->precision), c->train && prec != PREC_FP32 ? " (a training step stays fp32)" : "", n,
-            n == 1 ? "" : "s");
+  static const char *const upper[] = {"FP32", "TF32", "FP16", "BF16"};
+  if (c->verbose && g->precision != PREC_FP32)
+    fprintf(stderr, "pass precision: %s: %d GEMM-like op%s with %s operands, the rest in float32\n",
+            ir_prec_name(g->precision), n, n == 1 ? "" : "s", upper[g->precision]);
+  else if (c->verbose)
+    fprintf(stderr, "pass precision: fp32%s: every op in float32\n",
+            c->train && prec != PREC_FP32 ? " (a training step stays fp32)" : "");
   return 0;
 }

@@ -113,6 +113,39 @@ static __device__ __forceinline__ float ncc_tf32(float x) {
   return v.f;
 }
 
+/* ------------------------------------------------------------ FP16, BF16 (--precision=fp16|bf16)
+ * x rounded to the nearest FP16 (BF16) value, ties to even, kept in a float:
+ * the value cvt.rn.f16.f32 (cvt.rn.bf16.f32) then a conversion back give.
+ * FP16: 10 mantissa bits, magnitudes of 65520 and more overflow to Inf,
+ * below 2^-14 the subnormals (multiples of 2^-24), 2^-25 and less to zero.
+ * BF16: 7 mantissa bits, float32's exponent (subnormals and overflow to Inf
+ * included).  Inf and NaN pass unchanged.  Integer operations only, so every
+ * build rounds alike.  dev_cuda.c's NVRTC prelude carries the same text. */
+static __device__ __forceinline__ float ncc_fp16(float x) {
+  union { float f; unsigned u; } v;
+  v.f = x;
+  unsigned s = v.u & 0x80000000u, a = v.u & 0x7fffffffu;
+  if (a >= 0x7f800000u) return x;                  /* Inf, NaN */
+  if (a >= 0x477ff000u) a = 0x7f800000u;           /* 65520 and more: Inf */
+  else if (a >= 0x38800000u) a = (a + 0xfffu + ((a >> 13) & 1u)) & 0xffffe000u;   /* normal */
+  else if (a <= 0x33000000u) a = 0u;               /* 2^-25 and less: zero */
+  else {                                           /* subnormal: q 2^-24, q to nearest even */
+    unsigned sh = 126u - (a >> 23), m = (a & 0x7fffffu) | 0x800000u;
+    unsigned q = m >> sh, r = m & ((1u << sh) - 1u), h = 1u << (sh - 1u);
+    q += r > h || (r == h && (q & 1u));
+    v.f = (float)q * 5.9604644775390625e-8f;
+    a = v.u;
+  }
+  v.u = s | a;
+  return v.f;
+}
+static __device__ __forceinline__ float ncc_bf16(float x) {
+  union { float f; unsigned u; } v;
+  v.f = x;
+  if ((v.u & 0x7f800000u) != 0x7f800000u) v.u = (v.u + 0x7fffu + ((v.u >> 16) & 1u)) & 0xffff0000u;
+  return v.f;
+}
+
 /* ------------------------------------------------------------ tensor cores
  * ncc_mma_tf32_16x8x8(d, a, b): d += A B for one warp, PTX's
  * mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 with C = D.  Every lane

@@ -150,6 +150,16 @@ foreach(n resnet18 mlp vgg11)
                    --net $<TARGET_FILE:ncc> ${CMAKE_CURRENT_SOURCE_DIR}/../examples/${n}.net --precision=tf32)
   set_tests_properties(codegen.example.${n}.tf32 PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE})
 endforeach()
+# fp16 and bf16 operands (ncc_fp16, ncc_bf16) on the same tensor cores
+foreach(np resnet18:fp16 mobilenet_v2:bf16 mlp:bf16)
+  string(REPLACE ":" ";" np_ ${np})
+  list(GET np_ 0 n)
+  list(GET np_ 1 p)
+  add_test(NAME codegen.example.${n}.${p}
+           COMMAND sh ${NCC_CG_DIR}/compile_model.sh ${NCC_CG_OUT}/examples_${p} ${NCC_CG_RT} ${cg_nvcc} ${cg_nvrtc}
+                   --net $<TARGET_FILE:ncc> ${CMAKE_CURRENT_SOURCE_DIR}/../examples/${n}.net --precision=${p})
+  set_tests_properties(codegen.example.${n}.${p} PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE})
+endforeach()
 
 # the training ops' kernels (tests/cg/build_train.c): each op's result against
 # PyTorch's autograd in float64, on the emulation in checked mode, both fiber

@@ -11,7 +11,8 @@
 #                 cuobjdump (the pip wheels in the venv tests/install-deps.sh
 #                 makes, ~/.cache/ncc/sass-venv, or $NCC_SASS_VENV): skipped
 #                 without them.
-#   sass.tensor_cores  ResNet-18 and the MLP at --precision=tf32: every tiled
+#   sass.tensor_cores  ResNet-18 and the MLP at --precision=tf32 (and ResNet-18
+#                 at fp16, the MLP at bf16): every tiled
 #                 GEMM is a tensor-core kernel whose main loop has MMAs, at
 #                 most 2 shared loads per MMA, no spills, >= 2 blocks per SM
 #                 (tools as sass.report; skipped without them)

@@ -15,7 +15,8 @@
       barriers; the text table has one row per kernel and a summary line.
       Exits 77 (skipped) when sass_report.py finds no nvcc or disassembler.
   check_sass_report.py --tensor-cores NCC NVCC EXAMPLES WORKDIR
-      the tensor-core GEMMs (--precision=tf32, ir_gemm_mma): ResNet-18 and
+      the tensor-core GEMMs (--precision=tf32, ir_gemm_mma; ResNet-18 at fp16 and
+      the MLP at bf16 too): ResNet-18 and
       the MLP (batch 64) at -O3, sm_80 and sm_90.  Every convolution and
       linear layer that is not a GEMV or a direct convolution is an "_mma"
       kernel, and every "_mma" kernel has tensor-core instructions in its
@@ -245,9 +246,10 @@ def tensor_core_tests(ncc, nvcc, examples, work):
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     cus = []
-    for net, sets in (("resnet18", ["--set", "N=2", "--set", "S=64"]), ("mlp", [])):
-        cu = os.path.join(work, net + ".cu")
-        subprocess.run([ncc, os.path.join(examples, net + ".net"), "-O3", "--precision=tf32", "-o", cu] + sets,
+    rn = ["--set", "N=2", "--set", "S=64"]
+    for net, sets, prec in (("resnet18", rn, "tf32"), ("mlp", [], "tf32"), ("resnet18", rn, "fp16"), ("mlp", [], "bf16")):
+        cu = os.path.join(work, "%s_%s.cu" % (net, prec))
+        subprocess.run([ncc, os.path.join(examples, net + ".net"), "-O3", "--precision=" + prec, "-o", cu] + sets,
                        check=True)
         cus.append(cu)
     tool = [sys.executable, os.path.join(HERE, "sass_report.py"), "--nvcc", nvcc, "--use", "infer"]
@@ -255,7 +257,7 @@ def tensor_core_tests(ncc, nvcc, examples, work):
     if not isinstance(data, dict):
         return data
     reps = data["reports"]
-    check(len(reps) == 4, f"{len(reps)} reports for 2 files x 2 architectures")
+    check(len(reps) == 2 * len(cus), f"{len(reps)} reports for {len(cus)} files x 2 architectures")
     nmma = 0
     for rep in reps:
         where = f"{os.path.basename(rep['file'])} {rep['arch']}" if "file" in rep else rep["arch"]
@@ -264,7 +266,7 @@ def tensor_core_tests(ncc, nvcc, examples, work):
             gemm = re.search(r"_(conv2d|linear|matmul)(_|$)", k["name"]) and not re.search(r"_(gemv|direct)(_|$)", k["name"])
             if gemm and "_mma" not in k["name"]:
                 # a direct convolution has no form suffix: it is the one without barriers
-                check(k["barriers"] == 0, f"{n}: a tiled GEMM at tf32 that is not on tensor cores")
+                check(k["barriers"] == 0, f"{n}: a tiled GEMM at tf32/fp16/bf16 that is not on tensor cores")
             if "_mma" not in k["name"]:
                 continue
             nmma += 1
@@ -276,7 +278,7 @@ def tensor_core_tests(ncc, nvcc, examples, work):
             if lp:
                 print(f"{n}: regs {k['regs']}, {k['occupancy']['blocks']} blocks/SM, main loop {lp['mma']} MMA, "
                       f"{lp['lds']} LDS, {lp['ffma']} FFMA")
-    check(nmma >= 2 * 2 * 2, f"only {nmma} tensor-core kernels")
+    check(nmma >= 2 * 2 * len(cus), f"only {nmma} tensor-core kernels")
     if not fails and os.environ.get("NCC_KEEP_WORK", "0") != "1":
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -440,21 +440,24 @@ def expect_refused(ctx, cases, out):
 
 @case("precision_flags")
 def _precision(ctx):
-    """--precision: fp32 and tf32 compile; the others, tf32 with --cublas and
-    tf32 for ncc train are refused with status 1, a message, and no output."""
+    """--precision: fp32, tf32, fp16 and bf16 compile; int8, unknown names,
+    a rounded precision with --cublas and for ncc train are refused with
+    status 1, a message, and no output."""
     net = ctx.write("tiny.net", "model tiny\ninput x: f32[2, 3]\ny = linear(x, 4, name=\"fc\")\noutput y\n")
     out = ctx.path("tiny.cu")
-    for prec in ("fp32", "tf32"):
+    for prec in ("fp32", "tf32", "fp16", "bf16"):
         p = ctx.ncc_cmd([net, "--precision=" + prec, "-o", out])
         show(p)
         if p.returncode != 0 or not os.path.exists(out):
             raise Failure("--precision=%s should compile" % prec)
         os.unlink(out)
     expect_refused(ctx, [
-        ([net, "--precision=fp16", "-o", out], ["not supported yet"]),
+        ([net, "--precision=int8", "-o", out], ["not supported yet"]),
         ([net, "--precision=fp64", "-o", out], ["unknown precision"]),
         ([net, "--precision=tf32", "--cublas", "-o", out], ["--cublas"]),
+        ([net, "--precision=bf16", "--cublas", "-o", out], ["--cublas"]),
         (["train", net, "--data", ctx.path("none"), "--precision=tf32"], ["fp32"]),
+        (["train", net, "--data", ctx.path("none"), "--precision=fp16"], ["fp32"]),
     ], out)
 
 

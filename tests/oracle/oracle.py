@@ -1287,15 +1287,28 @@ def tf32(t):
     return torch.from_numpy(r.astype(np.float64))
 
 
-def tf32_case(ctx, net, params, inputs, rounded, plain):
-    """rounded/plain: {output: reference} with and without the TF32 rounding."""
+def fp16(t):
+    """A float64 torch tensor whose float32 values are rounded to FP16 by PyTorch (.half())."""
+    return t.float().half().double()
+
+
+def bf16(t):
+    """The same, rounded to BF16 by PyTorch (.bfloat16())."""
+    return t.float().bfloat16().double()
+
+
+ROUND = {"tf32": tf32, "fp16": fp16, "bf16": bf16}
+
+
+def tf32_case(ctx, net, params, inputs, rounded, plain, prec="tf32"):
+    """rounded/plain: {output: reference} with and without the operands' rounding to prec."""
     import numpy as np
     got = {}
 
     def keep(name, out, ref):
         got[name] = out
         check_close(name, out, ref)
-    run_and_compare(ctx, net, params, inputs, rounded, flags=["--precision=tf32"], compare=keep)
+    run_and_compare(ctx, net, params, inputs, rounded, flags=["--precision=" + prec], compare=keep)
     for k, ref in plain.items():
         d = float(np.abs(got[k].astype(np.float64) - np.asarray(ref)).max())
         tol = RTOL * max(1.0, float(np.abs(np.asarray(ref)).max()))
@@ -1304,7 +1317,7 @@ def tf32_case(ctx, net, params, inputs, rounded, plain):
             raise Failure("output %s is within tolerance of the fp32 result: were the operands rounded?" % k)
 
 
-def tf32_conv(ctx, variant):
+def tf32_conv(ctx, variant, prec="tf32"):
     import torch.nn.functional as F
     N, C, H, W, O, k, s, p, d, g, bias = CONV_VARIANTS[variant]
     kh, kw = k if isinstance(k, tuple) else (k, k)
@@ -1322,7 +1335,8 @@ def tf32_conv(ctx, variant):
 
     def conv(xx, ww):
         return F.conv2d(xx, ww, b, stride=s, padding=p, dilation=d, groups=g).numpy()
-    tf32_case(ctx, net, params, {"x": f32np(x)}, {"y": conv(tf32(x), tf32(w))}, {"y": conv(x, w)})
+    r = ROUND[prec]
+    tf32_case(ctx, net, params, {"x": f32np(x)}, {"y": conv(r(x), r(w))}, {"y": conv(x, w)}, prec)
 
 
 case("tf32_conv_k3", ["op", "tf32"])(lambda ctx: tf32_conv(ctx, "k3"))
@@ -1330,36 +1344,58 @@ case("tf32_conv_groups2", ["op", "tf32"])(lambda ctx: tf32_conv(ctx, "groups2"))
 case("tf32_conv_depthwise", ["op", "tf32"])(lambda ctx: tf32_conv(ctx, "depthwise"))   # the direct kernel
 
 
-@case("tf32_linear", ["op", "tf32"])
-def _tf32_linear(ctx):
+def tf32_linear(ctx, prec, M=8):
     import torch.nn.functional as F
     seed(2)
-    x, w, b = as64(rand(8, 130)) * 8, as64(rand(70, 130)), as64(rand(70))
-    net = "model %s\ninput x: f32[8, 130]\ny = linear(x, 70, name=\"fc\")\noutput y\n" % ctx.name
+    x, w, b = as64(rand(M, 130)) * 8, as64(rand(70, 130)), as64(rand(70))
+    net = "model %s\ninput x: f32[%d, 130]\ny = linear(x, 70, name=\"fc\")\noutput y\n" % (ctx.name, M)
+    r = ROUND[prec]
     tf32_case(ctx, net, {"fc.weight": w, "fc.bias": b}, {"x": f32np(x)},
-              {"y": F.linear(tf32(x), tf32(w), b).numpy()}, {"y": F.linear(x, w, b).numpy()})
+              {"y": F.linear(r(x), r(w), b).numpy()}, {"y": F.linear(x, w, b).numpy()}, prec)
 
 
-@case("tf32_matmul_batched", ["op", "tf32"])
-def _tf32_matmul(ctx):
+def tf32_matmul(ctx, prec):
     import torch
     seed(3)
     a, b = as64(rand(2, 3, 4, 60)) * 8, as64(rand(2, 3, 60, 5))
     net = "model %s\ninput a: f32[2, 3, 4, 60]\ninput b: f32[2, 3, 60, 5]\ny = matmul(a, b)\noutput y\n" % ctx.name
-    tf32_case(ctx, net, None, {"a": f32np(a), "b": f32np(b)}, {"y": torch.matmul(tf32(a), tf32(b)).numpy()},
-              {"y": torch.matmul(a, b).numpy()})
+    r = ROUND[prec]
+    tf32_case(ctx, net, None, {"a": f32np(a), "b": f32np(b)}, {"y": torch.matmul(r(a), r(b)).numpy()},
+              {"y": torch.matmul(a, b).numpy()}, prec)
 
 
-def tf32_close(name, got, ref):
-    import numpy as np
-    ref = np.asarray(ref, dtype=np.float64)
-    g = got.astype(np.float64)
-    err = float(np.abs(g - ref).max())
-    tol = 1e-2 * max(1.0, float(np.abs(ref).max()))
-    cos = float((g * ref).sum() / (np.linalg.norm(g) * np.linalg.norm(ref)))
-    print("output %s: max|err| = %.3g against fp32 (tolerance %.3g), cosine %.7f" % (name, err, tol, cos))
-    if err > tol or cos < 0.9999:
-        raise Failure("output %s at tf32 is too far from fp32: max|err| %.3g, cosine %.7f" % (name, err, cos))
+case("tf32_linear", ["op", "tf32"])(lambda ctx: tf32_linear(ctx, "tf32"))   # M = 8: the GEMV
+case("tf32_matmul_batched", ["op", "tf32"])(lambda ctx: tf32_matmul(ctx, "tf32"))
+
+# --precision=fp16|bf16: the same rounding of the GEMM operands, to PyTorch's
+# float16 (.half()) and bfloat16 (.bfloat16()), accumulated in float32: every
+# kernel kind (tiled on tensor cores, GEMV, direct depthwise, split-K)
+for _p in ("fp16", "bf16"):
+    for _v in ("k3", "groups2", "depthwise", "splitk"):
+        case("%s_conv_%s" % (_p, _v), ["op", _p])(lambda ctx, v=_v, p=_p: tf32_conv(ctx, v, p))
+    case("%s_linear_gemv" % _p, ["op", _p])(lambda ctx, p=_p: tf32_linear(ctx, p))
+    case("%s_linear" % _p, ["op", _p])(lambda ctx, p=_p: tf32_linear(ctx, p, M=40))
+    case("%s_matmul_batched" % _p, ["op", _p])(lambda ctx, p=_p: tf32_matmul(ctx, p))
+
+
+def low_close(prec, rel, min_cos):
+    """Whole-model logits at a rounded precision against PyTorch's fp32 (fp64):
+    max|err| <= rel * max|ref| (rel at least 1) and cosine >= min_cos."""
+    def close(name, got, ref):
+        import numpy as np
+        ref = np.asarray(ref, dtype=np.float64)
+        g = got.astype(np.float64)
+        err = float(np.abs(g - ref).max())
+        tol = rel * max(1.0, float(np.abs(ref).max()))
+        cos = float((g * ref).sum() / (np.linalg.norm(g) * np.linalg.norm(ref)))
+        print("output %s: max|err| = %.3g against fp32 (tolerance %.3g), cosine %.7f (at least %g)"
+              % (name, err, tol, cos, min_cos))
+        if err > tol or cos < min_cos:
+            raise Failure("output %s at %s is too far from fp32: max|err| %.3g, cosine %.7f" % (name, prec, err, cos))
+    return close
+
+
+tf32_close = low_close("tf32", 1e-2, 0.9999)
 
 
 for _k, _b, _s, _sets, _ch in (("digits", 2, 8, ["N=2"], 1), ("resnet18", 1, 32, ["N=1", "S=32"], 3),
@@ -1368,6 +1404,15 @@ for _k, _b, _s, _sets, _ch in (("digits", 2, 8, ["N=2"], 1), ("resnet18", 1, 32,
         case("tf32_model_%s_O%d" % (_k, _o), ["model", "tf32"])(
             lambda ctx, k=_k, b=_b, sz=_s, st=_sets, ch=_ch, o=_o: model_case(
                 ctx, k, b, sz, st, flags=["--precision=tf32", "-O%d" % o], in_ch=ch, compare=tf32_close))
+# fp16 and bf16 (docs/precision.md): cosine >= 0.999 (fp16) and >= 0.995
+# (bf16) against fp32; max|err| within 1e-2 (fp16: TF32's mantissa) and 5e-2
+# (bf16: 3 bits fewer) of the largest logit
+for _k, _b, _s, _sets, _ch in (("digits", 2, 8, ["N=2"], 1), ("resnet18", 1, 32, ["N=1", "S=32"], 3),
+                               ("vgg11", 1, 32, ["N=1", "S=32"], 3), ("mobilenet_v2", 1, 32, ["N=1", "S=32"], 3)):
+    for _p, _rel, _cos in (("fp16", 1e-2, 0.999), ("bf16", 5e-2, 0.995)):
+        case("%s_model_%s" % (_p, _k), ["model", _p])(
+            lambda ctx, k=_k, b=_b, sz=_s, st=_sets, ch=_ch, p=_p, r=_rel, c=_cos: model_case(
+                ctx, k, b, sz, st, flags=["--precision=" + p, "-O3"], in_ch=ch, compare=low_close(p, r, c)))
 
 
 # ---------------------------------------------------------------- tensor cores: exact bits
@@ -1386,6 +1431,40 @@ def tf32_np32(a):
     u = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
     finite = (u & 0x7F800000) != 0x7F800000
     return np.where(finite, (u + 0x1000) & 0xFFFFE000, u).astype(np.uint32).view(np.float32)
+
+
+def fp16_np32(a):
+    """float32 numpy array rounded to FP16 by numpy (to nearest even, subnormals, Inf)."""
+    import numpy as np
+    return np.asarray(a, dtype=np.float32).astype(np.float16).astype(np.float32)
+
+
+def bf16_np32(a):
+    """float32 numpy array rounded to BF16 by PyTorch."""
+    import numpy as np
+    import torch
+    return torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)).bfloat16().float().numpy()
+
+
+ROUND_NP = {"tf32": tf32_np32, "fp16": fp16_np32, "bf16": bf16_np32}
+
+
+def tc_operand(t, prec):
+    """A float32 operand for the exact-bit cases; at fp16 every third element
+    is scaled by 2^-20, into FP16's subnormals, and at both fp16 and bf16
+    some are ties (halfway between two neighbours), so the rounding's edges
+    are in the sums (a TF32 rounding instead would differ there)."""
+    import numpy as np
+    a = f32np(t)
+    if prec == "tf32":
+        return a
+    flat = a.reshape(-1)
+    if prec == "fp16":
+        flat[::3] *= np.float32(2.0 ** -20)
+        flat[1::7] = (np.round(flat[1::7] * 1024) + 0.5).astype(np.float32) / np.float32(1024)   # ties at 2^-11 steps
+    else:
+        flat[1::7] = (np.round(flat[1::7] * 128) + 0.5).astype(np.float32) / np.float32(128)     # ties at 2^-8 steps
+    return a
 
 
 def tc_gemm32(A, B, S=1):
@@ -1419,7 +1498,7 @@ def split_k_of(ctx, net_text, flags):
     return int(m[0]) if m else 1
 
 
-def check_bits(name, got, ref):
+def check_bits(name, got, ref, what="TF32"):
     import numpy as np
     if oracle_device() != "emu":
         # a GPU's tensor cores add the products in their own order and precision
@@ -1429,48 +1508,55 @@ def check_bits(name, got, ref):
     if got.shape != ref.shape or got.dtype != np.float32:
         raise Failure("output %s: %s %s, expected float32 %s" % (name, got.dtype, got.shape, ref.shape))
     bad = np.flatnonzero(got.view(np.uint32) != ref.view(np.uint32))
-    print("output %s: %d of %d elements differ in their bits from float32 k-order sums of TF32 products"
-          % (name, bad.size, got.size))
+    print("output %s: %d of %d elements differ in their bits from float32 k-order sums of %s products"
+          % (name, bad.size, got.size, what))
     if bad.size:
         i = np.unravel_index(bad[0], got.shape)
         raise Failure("output %s: element %s is %r, the k-order float32 sum is %r (%d elements differ)"
                       % (name, tuple(int(j) for j in i), float(got[i]), float(ref[i]), bad.size))
 
 
-def tc_linear_case(ctx, M, K, N, act, env=None):
+def bits_of(prec):
+    return lambda name, got, ref: check_bits(name, got, ref, prec.upper())
+
+
+def tc_linear_case(ctx, M, K, N, act, env=None, prec="tf32"):
     import numpy as np
     seed(40 + M)
-    x, w, b = f32np(rand(M, K)) * 8, f32np(rand(N, K)), f32np(rand(N))
+    x, w, b = tc_operand(rand(M, K) * 8, prec), tc_operand(rand(N, K), prec), f32np(rand(N))
     net = ("model %s\ninput x: f32[%d, %d]\nh = linear(x, %d, name=\"fc\")\ny = %s(h)\noutput y\n"
            % (ctx.name, M, K, N, act))
-    S = split_k_of(ctx, net, ["--precision=tf32"])
-    y = tc_gemm32(tf32_np32(x)[None], tf32_np32(w).T[None].copy(), S)[0] + b[None, :]
+    flags = ["--precision=" + prec]
+    S = split_k_of(ctx, net, flags)
+    r = ROUND_NP[prec]
+    y = tc_gemm32(r(x)[None], r(w).T[None].copy(), S)[0] + b[None, :]
     y = np.maximum(y, np.float32(0)) if act == "relu" else y
     import torch
     run_and_compare(ctx, net, {"fc.weight": torch.from_numpy(w), "fc.bias": torch.from_numpy(b)}, {"x": x},
-                    {"y": y}, flags=["--precision=tf32"], env=env, compare=check_bits)
+                    {"y": y}, flags=flags, env=env, compare=bits_of(prec))
 
 
-def tc_conv_case(ctx, variant, env=None):
+def tc_conv_case(ctx, variant, env=None, prec="tf32"):
     import numpy as np
     import torch
     import torch.nn.functional as F
     N, C, H, W, O, k, s, p, d, g, bias = CONV_VARIANTS[variant]
     kh, kw = k if isinstance(k, tuple) else (k, k)
     seed(7)
-    x, w = f32np(rand(N, C, H, W)) * 8, f32np(rand(O, C // g, kh, kw))
+    x, w = tc_operand(rand(N, C, H, W) * 8, prec), tc_operand(rand(O, C // g, kh, kw), prec)
     b = f32np(rand(O)) if bias else None
+    r, flags = ROUND_NP[prec], ["--precision=" + prec]
     net = ("model %s\ninput x: f32[%s]\n"
            "y = conv2d(x, %d, kernel=%s, stride=%s, pad=%s, dilation=%d, groups=%d, bias=%s, name=\"conv\")\n"
            "output y\n" % (ctx.name, dims((N, C, H, W)), O, pair(k), pair(s), pair(p), d, g,
                            "true" if bias else "false"))
     # im2col: rows k = (channel, kh, kw) of the group, as the implicit GEMM orders them
-    cols = F.unfold(torch.from_numpy(tf32_np32(x)), (kh, kw), dilation=d, padding=p, stride=s).numpy()
+    cols = F.unfold(torch.from_numpy(r(x)), (kh, kw), dilation=d, padding=p, stride=s).numpy()
     OH = (H + 2 * pair_of(p)[0] - d * (kh - 1) - 1) // pair_of(s)[0] + 1
     OW = (W + 2 * pair_of(p)[1] - d * (kw - 1) - 1) // pair_of(s)[1] + 1
     Kg, Mg = C // g * kh * kw, O // g
-    wt = tf32_np32(w).reshape(g, Mg, Kg)
-    S = split_k_of(ctx, net, ["--precision=tf32"])
+    wt = r(w).reshape(g, Mg, Kg)
+    S = split_k_of(ctx, net, flags)
     y = np.zeros((N, O, OH * OW), np.float32)
     for n in range(N):
         for gi in range(g):
@@ -1480,27 +1566,28 @@ def tc_conv_case(ctx, variant, env=None):
     params = {"conv.weight": torch.from_numpy(w)}
     if bias:
         params["conv.bias"] = torch.from_numpy(b)
-    run_and_compare(ctx, net, params, {"x": x}, {"y": y.reshape(N, O, OH, OW)}, flags=["--precision=tf32"], env=env,
-                    compare=check_bits)
+    run_and_compare(ctx, net, params, {"x": x}, {"y": y.reshape(N, O, OH, OW)}, flags=flags, env=env,
+                    compare=bits_of(prec))
 
 
 def pair_of(v):
     return v if isinstance(v, tuple) else (v, v)
 
 
-def tc_matmul_case(ctx, ash, bsh, env=None):
+def tc_matmul_case(ctx, ash, bsh, env=None, prec="tf32"):
     import numpy as np
     seed(9)
-    a, b = f32np(rand(*ash)) * 8, f32np(rand(*bsh))
+    a, b = tc_operand(rand(*ash) * 8, prec), tc_operand(rand(*bsh), prec)
+    r, flags = ROUND_NP[prec], ["--precision=" + prec]
     net = ("model %s\ninput a: f32[%s]\ninput b: f32[%s]\ny = matmul(a, b)\noutput y\n"
            % (ctx.name, dims(ash), dims(bsh)))
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    A = np.broadcast_to(tf32_np32(a), batch + a.shape[-2:]).reshape(-1, *a.shape[-2:])
-    B = np.broadcast_to(tf32_np32(b), batch + b.shape[-2:]).reshape(-1, *b.shape[-2:])
-    S = split_k_of(ctx, net, ["--precision=tf32"])
+    A = np.broadcast_to(r(a), batch + a.shape[-2:]).reshape(-1, *a.shape[-2:])
+    B = np.broadcast_to(r(b), batch + b.shape[-2:]).reshape(-1, *b.shape[-2:])
+    S = split_k_of(ctx, net, flags)
     y = tc_gemm32(np.ascontiguousarray(A), np.ascontiguousarray(B), S).reshape(batch + (a.shape[-2], b.shape[-1]))
-    run_and_compare(ctx, net, None, {"a": a, "b": b}, {"y": y}, flags=["--precision=tf32"], env=env,
-                    compare=check_bits)
+    run_and_compare(ctx, net, None, {"a": a, "b": b}, {"y": y}, flags=flags, env=env,
+                    compare=bits_of(prec))
 
 
 # split-K on ncc's CUDA-core kernels (float32 against PyTorch); the conv_splitk*
@@ -1547,6 +1634,17 @@ case("tc_bits_conv_k5_p2_checked_reverse", ["op", "conv", "tf32", "mma", "check"
 case("tc_bits_matmul_bcast", ["op", "tf32", "mma"])(lambda ctx: tc_matmul_case(ctx, (2, 3, 20, 45), (45, 37)))
 case("tc_bits_matmul_batched_checked_reverse", ["op", "tf32", "mma", "check", "fiber"])(
     lambda ctx: tc_matmul_case(ctx, (2, 1, 33, 19), (1, 3, 19, 66), env=CHECKED_REVERSE))
+# fp16 and bf16 operands on the same tensor cores (ir_gemm_mma): the rounding
+# by numpy (float16) and PyTorch (bfloat16), the sums as above
+for _p in ("fp16", "bf16"):
+    case("tc_bits_%s_linear_m70" % _p, ["op", _p, "mma"])(lambda ctx, p=_p: tc_linear_case(ctx, 70, 131, 37, "relu", prec=p))
+    case("tc_bits_%s_linear_splitk" % _p, ["op", _p, "mma", "splitk"])(
+        lambda ctx, p=_p: tc_linear_case(ctx, 20, 1000, 40, "relu", prec=p))
+    case("tc_bits_%s_conv_k3_s2_p1" % _p, ["op", "conv", _p, "mma"])(lambda ctx, p=_p: tc_conv_case(ctx, "k3_s2_p1", prec=p))
+    case("tc_bits_%s_conv_groups2_checked_reverse" % _p, ["op", "conv", _p, "mma", "check", "fiber"])(
+        lambda ctx, p=_p: tc_conv_case(ctx, "groups2", env=CHECKED_REVERSE, prec=p))
+    case("tc_bits_%s_matmul_bcast" % _p, ["op", _p, "mma"])(
+        lambda ctx, p=_p: tc_matmul_case(ctx, (2, 3, 20, 45), (45, 37), prec=p))
 
 
 # ---------------------------------------------------------------- int8 weights (`ncc quantize`)

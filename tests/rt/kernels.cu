@@ -254,6 +254,14 @@ NCC_KERNEL void k_mma_tf32(const float *__restrict__ A, const float *__restrict_
   ncc_mma_tf32_16x8x8(d, a, b);
   for (r = 0; r < 4; r++) d_[(gid + 8 * (r / 2)) * 8 + 2 * tig + r % 2] = d[r];
 }
+/* --precision=fp16|bf16: h[i] = x[i] rounded to FP16, b[i] to BF16 (ncc_fp16, ncc_bf16) */
+NCC_KERNEL void k_round(const float *__restrict__ x, float *__restrict__ h, float *__restrict__ b, int n) {
+  int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) {
+    h[i] = ncc_fp16(x[i]);
+    b[i] = ncc_bf16(x[i]);
+  }
+}
 /* ---- end of kernels ---- */
 
 #include "ncc_rt.h"
@@ -278,5 +286,6 @@ NCC_KERNEL_DESC(k_quant_i8, 0, (NCC_ARG(const float *, 0), NCC_ARG(signed char *
 NCC_KERNEL_DESC(k_warp_ops, NCC_KF_WARP, (NCC_ARG(int *, 0)))
 NCC_KERNEL_DESC(k_warp_misuse, NCC_KF_BARRIER_WARP, (NCC_ARG(int *, 0), NCC_ARG(int, 1)))
 NCC_KERNEL_DESC(k_warp_unflagged, 0, (NCC_ARG(int *, 0)))
+NCC_KERNEL_DESC(k_round, 0, (NCC_ARG(const float *, 0), NCC_ARG(float *, 1), NCC_ARG(float *, 2), NCC_ARG(int, 3)))
 NCC_KERNEL_DESC(k_mma_tf32, NCC_KF_WARP, (NCC_ARG(const float *, 0), NCC_ARG(const float *, 1), NCC_ARG(float *, 2),
                                           NCC_ARG(int, 3)))

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <float.h>
 #include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -106,6 +107,22 @@ static void test_f16(ncc_dev *d) {
   free(y);
 }
 
+/* float -> bf16 (finite f): the nearer of the two bf16 neighbours by a
+ * double-precision distance, ties to the even pattern, past the largest to Inf */
+static unsigned short ref_f2bf(float f) {
+  unsigned u, lo, hi;
+  float fl, fh;
+  double dl, dh;
+  memcpy(&u, &f, 4);
+  lo = u & 0xffff0000u;
+  hi = lo + 0x10000u;
+  memcpy(&fl, &lo, 4);
+  memcpy(&fh, &hi, 4);
+  dl = fabs((double)f - (double)fl);
+  dh = isinf(fh) ? fabs((double)f - ldexp(copysign(1.0, f), 128)) : fabs((double)f - (double)fh);
+  return (unsigned short)((dl < dh || (dl == dh && !((lo >> 16) & 1))) ? lo >> 16 : hi >> 16);
+}
+
 /* conversions: every half round-trips; random floats round like gcc's _Float16;
  * bf16 rounds to nearest even (checked against a double-precision choice) */
 static void test_conversions(void) {
@@ -143,23 +160,95 @@ static void test_conversions(void) {
   }
   CHECK(bad == 0, "f32->f16 against the references: %d failures", bad);
   for (bad = 0, i = 0; i < 2000000; i++) {
-    unsigned u = (unsigned)rand() ^ ((unsigned)rand() << 16), lo, hi;
-    float f, fl, fh;
-    double dl, dh;
+    unsigned u = (unsigned)rand() ^ ((unsigned)rand() << 16), lo;
+    float f, fl;
     unsigned short want;
     memcpy(&f, &u, 4);
     if (f != f || isinf(f)) continue;
     lo = u & 0xffff0000u;
-    hi = lo + 0x10000u;
     memcpy(&fl, &lo, 4);
-    memcpy(&fh, &hi, 4);
-    dl = fabs((double)f - (double)fl);
-    dh = isinf(fh) ? fabs((double)f - ldexp(copysign(1.0, f), 128)) : fabs((double)f - (double)fh);
-    want = (unsigned short)((dl < dh || (dl == dh && !((lo >> 16) & 1))) ? lo >> 16 : hi >> 16);
+    want = ref_f2bf(f);
     if (__float2bfloat16(f).x != want) bad++;
     if (__bfloat162float(__float2bfloat16(fl)) != fl) bad++;
   }
   CHECK(bad == 0, "f32->bf16: %d failures", bad);
+}
+
+/* ---- ncc_fp16 and ncc_bf16 (--precision=fp16|bf16) through a kernel:
+ * every FP16 and BF16 value, the midpoints between neighbours and one float32
+ * ulp either side of them (where ties and carries are decided), the overflow
+ * edges, zeros, Inf, NaN and a million random floats, against ref_f2h and
+ * ref_f2bf: the same bits (NaN: a NaN). */
+static float bits_f(unsigned u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static unsigned f_bits(float f) {
+  unsigned u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static void test_round(ncc_dev *d) {
+  int cap = 8 * 65536 * 2 + 1000000 + 16, n = 0, i, bad_h = 0, bad_b = 0;
+  float *x = malloc(sizeof(float) * cap), *h = malloc(sizeof(float) * cap), *b = malloc(sizeof(float) * cap);
+  for (i = 0; i < 65535; i++) {   /* pattern i and i + 1, of either sign */
+    double lo = ref_h2d((unsigned)i), hi = ref_h2d((unsigned)i + 1);   /* FP16 neighbours */
+    unsigned blo = (unsigned)i << 16, bhi = blo + 0x10000u;            /* BF16 neighbours */
+    float fl = bits_f(blo), fh = bits_f(bhi);
+    if ((i & 0x7fff) != 0x7fff && lo == lo && hi == hi && !isinf(lo) && !isinf(hi)) {
+      float mid = (float)((lo + hi) / 2);   /* exact in float32 (FP16 values have 11 bits) */
+      x[n++] = (float)lo;
+      x[n++] = mid;
+      x[n++] = nextafterf(mid, 0.0f);
+      x[n++] = nextafterf(mid, mid > 0 ? INFINITY : -INFINITY);
+    }
+    if ((i & 0x7fff) != 0x7fff && fl == fl && fh == fh && !isinf(fl) && !isinf(fh)) {
+      unsigned lo = blo;
+      x[n++] = fl;
+      x[n++] = bits_f(lo + 0x8000u);   /* the midpoint */
+      x[n++] = bits_f(lo + 0x7fffu);
+      x[n++] = bits_f(lo + 0x8001u);
+    }
+  }
+  {
+    const float edge[] = {65504.0f, 65519.996f, 65520.0f, 65536.0f, -65520.0f, 1e30f, FLT_MAX, -FLT_MAX,
+                          0.0f, -0.0f, INFINITY, -INFINITY, NAN, 2.9802322e-8f, 1e-40f, -5.9604645e-8f};
+    for (i = 0; i < (int)(sizeof edge / sizeof edge[0]); i++) x[n++] = edge[i];
+  }
+  for (i = 0; i < 1000000; i++) {
+    unsigned u = (unsigned)rand() ^ ((unsigned)rand() << 16);
+    if (i & 1) u = (u & 0x807fffffu) | ((100u + u % 50u) << 23);   /* the FP16 range and its edges */
+    x[n++] = bits_f(u);
+  }
+  {
+    const float *xa = x;
+    float *ha = h, *ba = b;
+    void *args[4];
+    args[0] = &xa, args[1] = &ha, args[2] = &ba, args[3] = &n;
+    CHECK(ncc_launch(d, &k_round_desc, d3((unsigned)((n + 255) / 256), 1, 1), d3(256, 1, 1), 0, args) == 0, "%s",
+          ncc_dev_error(d));
+  }
+  for (i = 0; i < n; i++) {
+    float f = x[i], wh, wb;
+    if (f != f) {
+      bad_h += h[i] == h[i];
+      bad_b += b[i] == b[i];
+      continue;
+    }
+    wh = (float)ref_h2d(ref_f2h(f));
+    wb = isinf(f) ? f : bits_f((unsigned)ref_f2bf(f) << 16);
+    if (f_bits(h[i]) != f_bits(wh) && bad_h++ < 5)
+      fprintf(stderr, "  ncc_fp16(%a) = %a, want %a\n", (double)f, (double)h[i], (double)wh);
+    if (f_bits(b[i]) != f_bits(wb) && bad_b++ < 5)
+      fprintf(stderr, "  ncc_bf16(%a) = %a, want %a\n", (double)f, (double)b[i], (double)wb);
+  }
+  CHECK(bad_h == 0, "ncc_fp16: %d of %d values differ from the reference", bad_h, n);
+  CHECK(bad_b == 0, "ncc_bf16: %d of %d values differ from the reference", bad_b, n);
+  printf("ncc_fp16, ncc_bf16: %d values, every bit as the references\n", n);
+  free(x);
+  free(h);
+  free(b);
 }
 
 static void ref_sgemm(const float *A, const float *B, float *C, int M, int N, int K) {
@@ -756,6 +845,7 @@ int main(void) {
   test_warp_misuse(d);
   test_warp_missing_exit();
   test_mma(d);
+  test_round(d);
   ncc_dev_close(d);
   printf("%s: %d failures (%.2f s)\n", failures ? "FAILED" : "ok", failures, ncc_now() - t0);
   if (!failures && concurrency_skipped) {
