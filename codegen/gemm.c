@@ -207,22 +207,27 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
 /* ---- tensor cores (ir_gemm_mma: --precision=tf32|fp16|bf16) ---------------
  * Four warps (128 threads) compute a BM x BN tile; warp w owns a
  * (BM / WM) x (BN / WN) part of it, MI x NJ tiles of 16 x 8, each one
- * accumulator fragment (4 floats a lane) of mma.sync.m16n8k8 (ncc_kernel.h's
- * ncc_mma_tf32_16x8x8; the fragment layouts are in docs/emulator.md, "Tensor
- * cores").  K advances by BK = 16: both tiles are staged in shared memory,
- * rounded to the op's precision as they are stored (fp16 and bf16 values are
- * TF32 values, and the instruction's products of them are exact, so one
- * instruction serves the three), between two barriers, then two k-steps
- * of 8 each load the warp's fragments and issue MI * NJ MMAs.
+ * accumulator fragment (4 floats a lane).  K advances by BK = 16: both tiles
+ * are staged in shared memory as floats, rounded to the op's precision as
+ * they are stored, between two barriers; then the warps load their fragments
+ * and issue the MMAs (ncc_kernel.h; the fragment layouts are in
+ * docs/emulator.md, "Tensor cores"):
+ *   tf32: two k-steps of 8, MI * NJ mma.sync.m16n8k8 each
+ *         (ncc_mma_tf32_16x8x8);
+ *   fp16, bf16: one k-step of 16, MI * NJ mma.sync.m16n8k16 with FP16
+ *         (BF16) operands (ncc_mma_f16_16x8x16, ncc_mma_bf16_16x8x16), at
+ *         twice TF32's rate; a lane packs its fragment's floats two to a
+ *         register (ncc_pack_f16x2, ncc_pack_bf16x2: exact, they are
+ *         rounded already).
  *
  * Shared memory holds the tiles in fragment order (mma_dst): for each k-step
  * and each 16-row (A) or 8-column (B) slice, the 32 lanes' fragments one
- * after another, a lane's 4 (A) or 2 (B) values together.  So a lane loads
- * its A fragment with one 128-bit load and its B fragment with one 64-bit
- * load (ncc_lds4, ncc_lds2), a warp's loads are consecutive (no bank
- * conflict), and a k-step costs MI + NJ shared loads for MI * NJ MMAs.  The
- * epilogue runs on each accumulator element at its (row, column):
- * gid + 8 (r / 2), 2 tig + r % 2 of its 16 x 8 tile. */
+ * after another, a lane's values together, 4 at a time.  So a lane loads 4
+ * values with one 128-bit load (ncc_lds4; tf32's B fragment, 2 values, with
+ * one 64-bit load, ncc_lds2), a warp's loads are consecutive (no bank
+ * conflict), and a k-step costs MI + NJ (fp16, bf16: 2 MI + NJ) shared loads
+ * for MI * NJ MMAs.  The epilogue runs on each accumulator element at its
+ * (row, column): gid + 8 (r / 2), 2 tig + r % 2 of its 16 x 8 tile. */
 typedef struct MmaCfg { int BM, BN, WM, WN, MI, NJ; } MmaCfg;
 #define MMA_THREADS 128
 
@@ -237,13 +242,25 @@ static MmaCfg mma_cfg(int64_t M, int64_t N) {
   return g;
 }
 
+/* Is the op's MMA m16n8k16 with FP16/BF16 operands (else m16n8k8, TF32)? */
+static int mma_k16(const Node *n) { return n->prec == PREC_FP16 || n->prec == PREC_BF16; }
+
 /* The shared-memory place of element (kk, rr) of the A tile (rr: its row,
  * 16-row slices) or the B tile (rr: its column, 8-column slices) of `rows`
- * rows or columns, in fragment order: slice (kk / 8, rr / SL), lane
- * (rr % 8) * 4 + kk % 4, then the fragment's register: A: rr % 16 / 8 +
- * 2 (kk % 8 / 4), B: kk % 8 / 4 */
-static const char *mma_dst(char *dst, size_t n, int ab, int rows, const char *rr) {
-  if (ab == 'A')
+ * rows or columns, in fragment order.
+ * m16n8k8 (tf32): slice (kk / 8, rr / SL), lane (rr % 8) * 4 + kk % 4, then
+ * the fragment's register: A: rr % 16 / 8 + 2 (kk % 8 / 4), B: kk % 8 / 4.
+ * m16n8k16 (k16): lane (rr % 8) * 4 + kk % 8 / 2; A: slice (rr / 16, kk / 8),
+ * then element rr % 16 / 8 * 2 + kk % 2 of the lane's four (registers 0, 1
+ * for k < 8, registers 2, 3 after); B: slice rr / 8, then element
+ * kk / 8 * 2 + kk % 2. */
+static const char *mma_dst(char *dst, size_t n, int ab, int rows, const char *rr, int k16) {
+  if (k16 && ab == 'A')
+    snprintf(dst, n, "As[((%s / 16 * 2 + kk / 8) * 32 + %s %% 8 * 4 + kk %% 8 / 2) * 4 + %s %% 16 / 8 * 2 + kk %% 2]", rr, rr,
+             rr);
+  else if (k16)
+    snprintf(dst, n, "Bs[(%s / 8 * 32 + %s %% 8 * 4 + kk %% 8 / 2) * 4 + kk / 8 * 2 + kk %% 2]", rr, rr);
+  else if (ab == 'A')
     snprintf(dst, n, "As[((kk / 8 * %d + %s / 16) * 32 + %s %% 8 * 4 + kk %% 4) * 4 + %s %% 16 / 8 + kk %% 8 / 4 * 2]",
              rows / 16, rr, rr, rr);
   else
@@ -273,18 +290,36 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
                  "      for (int r = 0; r < 4; r++) acc[i][j][r] = 0.0f;\n", MI, NJ);
   k_loop(&b, s, BK);
   char dst[160];
-  load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr"), BM, MMA_THREADS, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, operand_round(gr->main));
+  int k16 = mma_k16(gr->main);
+  load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", k16), BM, MMA_THREADS, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, operand_round(gr->main));
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
-  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr"), BN, MMA_THREADS, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, operand_round(gr->main));
+  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", k16), BN, MMA_THREADS, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, operand_round(gr->main));
   buf_printf(&b, "    %s\n", D_BARRIER);
-  buf_printf(&b, "    for (int ks = 0; ks < 2; ks++) {\n      float af[%d][4], bf[%d][2];\n", MI, NJ);
-  buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_lds4(af[i], &As[((ks * %d + wr / 16 + i) * 32 + lane) * 4]);\n", MI,
-             BM / 16);
-  buf_printf(&b, "      for (int j = 0; j < %d; j++) ncc_lds2(bf[j], &Bs[((ks * %d + wc / 8 + j) * 32 + lane) * 2]);\n", NJ,
-             BN / 8);
-  buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) ncc_mma_tf32_16x8x8(acc[i][j], af[i], bf[j]);\n",
-             MI, NJ);
-  buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
+  if (k16) {
+    const char *t = gr->main->prec == PREC_BF16 ? "bf16" : "f16";
+    buf_printf(&b, "    {\n      float af[%d][8], bf[%d][4];\n      unsigned ah[%d][4], bh[%d][2];\n", MI, NJ, MI, NJ);
+    buf_printf(&b, "      for (int i = 0; i < %d; i++) {\n"
+                   "        ncc_lds4(af[i], &As[((wr / 16 + i) * 64 + lane) * 4]);\n"
+                   "        ncc_lds4(af[i] + 4, &As[((wr / 16 + i) * 64 + 32 + lane) * 4]);\n"
+                   "        for (int r = 0; r < 4; r++) ah[i][r] = ncc_pack_%sx2(af[i][2 * r], af[i][2 * r + 1]);\n"
+                   "      }\n", MI, t);
+    buf_printf(&b, "      for (int j = 0; j < %d; j++) {\n"
+                   "        ncc_lds4(bf[j], &Bs[((wc / 8 + j) * 32 + lane) * 4]);\n"
+                   "        for (int r = 0; r < 2; r++) bh[j][r] = ncc_pack_%sx2(bf[j][2 * r], bf[j][2 * r + 1]);\n"
+                   "      }\n", NJ, t);
+    buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) ncc_mma_%s_16x8x16(acc[i][j], ah[i], bh[j]);\n",
+               MI, NJ, t);
+    buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
+  } else {
+    buf_printf(&b, "    for (int ks = 0; ks < 2; ks++) {\n      float af[%d][4], bf[%d][2];\n", MI, NJ);
+    buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_lds4(af[i], &As[((ks * %d + wr / 16 + i) * 32 + lane) * 4]);\n", MI,
+               BM / 16);
+    buf_printf(&b, "      for (int j = 0; j < %d; j++) ncc_lds2(bf[j], &Bs[((ks * %d + wc / 8 + j) * 32 + lane) * 2]);\n", NJ,
+               BN / 8);
+    buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) ncc_mma_tf32_16x8x8(acc[i][j], af[i], bf[j]);\n",
+               MI, NJ);
+    buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
+  }
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++)\n      for (int r = 0; r < 4; r++) {\n", MI, NJ);
   buf_puts(&b, "        int m = m0 + wr + 16 * i + gid + 8 * (r / 2), n = n0 + wc + 8 * j + 2 * tig + r % 2;\n");
   char c1[48], c2[48];
@@ -698,7 +733,7 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   if (ir_gemm_mma(nd)) {
     char dst[160];
     int BN = mma_cfg(s.M, s.N).BN;
-    im2col_tile(&s, d, x, cb, pool, operand_round(nd), BN, MMA_THREADS, mma_dst(dst, sizeof dst, 'B', BN, "rb"));
+    im2col_tile(&s, d, x, cb, pool, operand_round(nd), BN, MMA_THREADS, mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_k16(nd)));
   } else {
     im2col_tile(&s, d, x, cb, pool, operand_round(nd), 16 * tile_of(s.N), 256, "Bs[kk][rb]");
   }

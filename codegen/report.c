@@ -502,8 +502,8 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
     if (split_k(gr->main, cublas) > 1) by = add(by, mul(2 * split_k(gr->main, cublas), vbytes(out)));
     int64_t act = vbytes(out);
     /* a GEMM computes in its inputs' dtype (int8 in, int32/f32 out) */
-    double t = (double)fl / (ir_gemm_mma(gr->main) ? arch->flops16 / 2   /* TF32 tensor cores (fp16 and bf16 operands
-                                                                             too): half of fp16's */
+    double t = (double)fl / (ir_gemm_mma(gr->main) ? (gr->main->prec == PREC_TF32 ? arch->flops16 / 2   /* TF32: half of fp16's */
+                                                                                  : arch->flops16)      /* fp16, bf16 */
                                                          : arch_peak(arch, gr->main->nin ? gr->main->in[0]->dtype : out->dtype));
     double tb = (double)by / arch->bw;
     double roof = (t > tb ? t : tb) * 1e6;

@@ -317,10 +317,8 @@ static inline int ir_gemm_gemv(const Node *n) {
 /* Does codegen emit this GEMM-like op on tensor cores (mma.sync; docs/gpu.md,
  * "Tensor cores") rather than the CUDA-core tiled GEMM?  The precision pass
  * gives it TF32, FP16 or BF16 operands (n->prec), and it is not a GEMV or a
- * direct convolution.  FP16 and BF16 values are TF32 values too (their
- * mantissas are no longer, their exponents fit float32's), so all three run
- * on the TF32 instruction, whose products of them are exact.  (The cuBLAS
- * path takes no rounded op: the pass refuses it.) */
+ * direct convolution: mma.sync.m16n8k8 at TF32, m16n8k16 at FP16 and BF16.
+ * (The cuBLAS path takes no rounded op: the pass refuses it.) */
 static inline int ir_gemm_mma(const Node *n) {
   if (n->prec == PREC_FP32) return 0;
   if (n->op == OP_CONV2D) return !ir_conv_direct(n);

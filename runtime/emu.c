@@ -522,7 +522,8 @@ void ncc_emu_syncthreads(void) {
  * the block size is not a multiple of 32. */
 static const char *const wop_name[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
                                        "__ballot_sync", "__all_sync", "__any_sync", "__syncwarp", "__activemask",
-                                       "mma.sync.m16n8k8 (tf32)"};
+                                       "mma.sync.m16n8k8 (tf32)", "mma.sync.m16n8k16 (f16)",
+                                       "mma.sync.m16n8k16 (bf16)"};
 
 /* mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32: D = A B + C, A 16x8, B
  * 8x8, C and D 16x8, spread over the 32 lanes as the PTX ISA documents
@@ -550,15 +551,54 @@ static void mma_tf32(fiber **L) {
   int l, i, j, k;
   for (l = 0; l < 32; l++) {
     const ncc_emu_mma_frag *fr = (const ncc_emu_mma_frag *)(uintptr_t)L[l]->wval;
+    const float *a = (const float *)fr->a, *b = (const float *)fr->b;
     int g = l / 4, t = l % 4;
-    A[g][t] = tf32_bits(fr->a[0]), A[g + 8][t] = tf32_bits(fr->a[1]);
-    A[g][t + 4] = tf32_bits(fr->a[2]), A[g + 8][t + 4] = tf32_bits(fr->a[3]);
-    B[t][g] = tf32_bits(fr->b[0]), B[t + 4][g] = tf32_bits(fr->b[1]);
+    A[g][t] = tf32_bits(a[0]), A[g + 8][t] = tf32_bits(a[1]);
+    A[g][t + 4] = tf32_bits(a[2]), A[g + 8][t + 4] = tf32_bits(a[3]);
+    B[t][g] = tf32_bits(b[0]), B[t + 4][g] = tf32_bits(b[1]);
     for (i = 0; i < 4; i++) D[g + 8 * (i / 2)][2 * t + i % 2] = fr->d[i];
   }
   for (i = 0; i < 16; i++)
     for (j = 0; j < 8; j++)
       for (k = 0; k < 8; k++) D[i][j] = fmaf(A[i][k], B[k][j], D[i][j]);
+  for (l = 0; l < 32; l++) {
+    const ncc_emu_mma_frag *fr = (const ncc_emu_mma_frag *)(uintptr_t)L[l]->wval;
+    int g = l / 4, t = l % 4;
+    for (i = 0; i < 4; i++) fr->d[i] = D[g + 8 * (i / 2)][2 * t + i % 2];
+  }
+}
+
+/* mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 (.bf16.bf16): A 16x16,
+ * B 16x8, C and D 16x8; a lane's a[4] and b[2] are 32-bit registers of two
+ * FP16 (BF16) values each, element 2i in the low half and 2i+1 in the high
+ * half of register i.  As the PTX ISA documents ("Matrix fragments for
+ * mma.m16n8k16 with floating point type"), with g = lane / 4, t = lane % 4:
+ *   A: element i (0..7) is A[g + 8 (i / 2 % 2)][2 t + i % 2 + 8 (i / 4)]
+ *   B: element i (0..3) is B[2 t + i % 2 + 8 (i / 2)][g]
+ *   C, D: as m16n8k8.
+ * Each element of D is C plus the 16 products in k order, float32 fused
+ * multiply-adds: a product of two FP16 (BF16) numbers is exact in float32. */
+static float half_bits(unsigned h, int bf) {
+  union { float f; uint32_t u; } v;
+  if (!bf) return ncc_f16_bits_to_f32((unsigned short)h);
+  v.u = h << 16;
+  return v.f;
+}
+static void mma_f16(fiber **L, int bf) {
+  float A[16][16], B[16][8], D[16][8];
+  int l, i, j, k;
+  for (l = 0; l < 32; l++) {
+    const ncc_emu_mma_frag *fr = (const ncc_emu_mma_frag *)(uintptr_t)L[l]->wval;
+    const unsigned *a = (const unsigned *)fr->a, *b = (const unsigned *)fr->b;
+    int g = l / 4, t = l % 4;
+    for (i = 0; i < 8; i++)
+      A[g + 8 * (i / 2 % 2)][2 * t + i % 2 + 8 * (i / 4)] = half_bits((a[i / 2] >> (16 * (i % 2))) & 0xffffu, bf);
+    for (i = 0; i < 4; i++) B[2 * t + i % 2 + 8 * (i / 2)][g] = half_bits((b[i / 2] >> (16 * (i % 2))) & 0xffffu, bf);
+    for (i = 0; i < 4; i++) D[g + 8 * (i / 2)][2 * t + i % 2] = fr->d[i];
+  }
+  for (i = 0; i < 16; i++)
+    for (j = 0; j < 8; j++)
+      for (k = 0; k < 16; k++) D[i][j] = fmaf(A[i][k], B[k][j], D[i][j]);
   for (l = 0; l < 32; l++) {
     const ncc_emu_mma_frag *fr = (const ncc_emu_mma_frag *)(uintptr_t)L[l]->wval;
     int g = l / 4, t = l % 4;
@@ -593,8 +633,9 @@ unsigned long long ncc_emu_warp(int op, unsigned mask, unsigned long long v, int
 static void warp_complete(fiber **L, unsigned part, int op, int checked) {
   unsigned ballot = 0;
   int l;
-  if (op == NCC_EMU_MMA_TF32) {   /* warp_resolve has seen all 32 lanes arrive */
-    mma_tf32(L);
+  if (op >= NCC_EMU_MMA_TF32) {   /* warp_resolve has seen all 32 lanes arrive */
+    if (op == NCC_EMU_MMA_TF32) mma_tf32(L);
+    else mma_f16(L, op == NCC_EMU_MMA_BF16);
     for (l = 0; l < 32; l++) L[l]->wait = W_RUN;
     return;
   }
@@ -694,7 +735,7 @@ static int warp_resolve(worker *w, int checked, char *err, size_t errn) {
         else part |= 1u << b;
       }
       if (!ready) continue;
-      if (f->wop == NCC_EMU_MMA_TF32 && part != 0xffffffffu) {
+      if (f->wop >= NCC_EMU_MMA_TF32 && part != 0xffffffffu) {
         /* .aligned: every lane of the warp executes the same mma.sync */
         if (nl < 32) snprintf(what, sizeof what, "calls %s in a warp of %d threads (the block's last, partial one): "
                               "mma.sync needs all 32 lanes", wop_name[f->wop], nl);

@@ -155,14 +155,25 @@ static __device__ __forceinline__ float ncc_bf16(float x) {
  * cores").  The operands are floats already rounded to TF32 (ncc_tf32).
  * Needs sm_80 or later.  Under NCC_EMU the lanes meet in emu.c, which
  * computes the tile from their fragments.  dev_cuda.c's NVRTC prelude
- * carries the same text. */
+ * carries the same text.
+ * ncc_mma_f16_16x8x16(d, a, b), ncc_mma_bf16_16x8x16(d, a, b): the same for
+ * mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 (.bf16.bf16): A 16x16,
+ * B 16x8; a holds 4 and b 2 32-bit registers of two packed FP16 (BF16)
+ * values each, the lower-indexed in the low half (ncc_pack_f16x2,
+ * ncc_pack_bf16x2 of floats already rounded with ncc_fp16, ncc_bf16: the
+ * packing is exact). */
 /* ncc_lds4(d, s), ncc_lds2(d, s): d[0..3] (d[0..1]) = s[0..3] (s[0..1]), s in
  * shared memory aligned to 16 (8) bytes: one 128-bit (64-bit) load, LDS.128
  * (LDS.64) */
 #if defined(NCC_EMU)
 #define ncc_mma_tf32_16x8x8(d, a, b) ncc_emu_mma(NCC_EMU_MMA_TF32, (d), (a), (b))
+#define ncc_mma_f16_16x8x16(d, a, b) ncc_emu_mma(NCC_EMU_MMA_F16, (d), (a), (b))
+#define ncc_mma_bf16_16x8x16(d, a, b) ncc_emu_mma(NCC_EMU_MMA_BF16, (d), (a), (b))
 #define ncc_lds4(d, s) memcpy((d), (s), 4 * sizeof(float))
 #define ncc_lds2(d, s) memcpy((d), (s), 2 * sizeof(float))
+static __inline__ unsigned ncc_pack_f16x2(float lo, float hi) {
+  return (unsigned)ncc_f32_to_f16_bits(lo) | (unsigned)ncc_f32_to_f16_bits(hi) << 16;
+}
 #else
 static __device__ __forceinline__ void ncc_lds4(float *d, const float *s) {
   float4 v = *(const float4 *)s;
@@ -178,7 +189,28 @@ static __device__ __forceinline__ void ncc_mma_tf32_16x8x8(float *d, const float
                : "r"(__float_as_uint(a[0])), "r"(__float_as_uint(a[1])), "r"(__float_as_uint(a[2])),
                  "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b[0])), "r"(__float_as_uint(b[1])));
 }
+static __device__ __forceinline__ unsigned ncc_pack_f16x2(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));   /* the first source to the high half */
+  return r;
+}
+static __device__ __forceinline__ void ncc_mma_f16_16x8x16(float *d, const unsigned *a, const unsigned *b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+static __device__ __forceinline__ void ncc_mma_bf16_16x8x16(float *d, const unsigned *a, const unsigned *b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
 #endif
+/* two BF16 values (floats rounded with ncc_bf16) packed, lo in the low half: their top 16 bits */
+static __device__ __forceinline__ unsigned ncc_pack_bf16x2(float lo, float hi) {
+  union { float f; unsigned u; } l, h;
+  l.f = lo, h.f = hi;
+  return (l.u >> 16) | (h.u & 0xffff0000u);
+}
 #endif
 
 #endif

@@ -262,6 +262,34 @@ NCC_KERNEL void k_round(const float *__restrict__ x, float *__restrict__ h, floa
     b[i] = ncc_bf16(x[i]);
   }
 }
+/* mma.sync.m16n8k16 with FP16 (bf = 0) or BF16 (bf = 1) operands, one warp a
+ * tile: A 16x16 and B 16x8 row-major, D 16x8 (C = D); the fragments gathered
+ * by the PTX ISA's formulas ("Matrix fragments for mma.m16n8k16 with floating
+ * point type"); lane 5 leaves first when mode is 1 */
+NCC_KERNEL void k_mma_k16(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ D, int bf, int mode) {
+  int tid = (int)threadIdx.x, lane = tid & 31, gid = lane >> 2, tig = lane % 4, i, r;
+  int tile = (int)blockIdx.x * (int)(blockDim.x / 32) + tid / 32;
+  const float *a_ = A + tile * 256, *b_ = B + tile * 128;
+  float *d_ = D + tile * 128;
+  float av[8], bv[4], d[4];
+  unsigned a[4], b[2];
+  if (mode == 1 && lane == 5) return;
+  for (i = 0; i < 8; i++) {   /* row: groupID for 0 <= i < 2 || 4 <= i < 6, else groupID + 8 */
+    int row = (i < 2 || (i >= 4 && i < 6)) ? gid : gid + 8;
+    int col = tig * 2 + (i & 1) + (i >= 4 ? 8 : 0);
+    av[i] = a_[row * 16 + col];
+  }
+  for (i = 0; i < 4; i++) {   /* row: threadID_in_group * 2 + (i & 1), + 8 for i >= 2; col: groupID */
+    int row = tig * 2 + (i & 1) + (i >= 2 ? 8 : 0);
+    bv[i] = b_[row * 8 + gid];
+  }
+  for (r = 0; r < 4; r++) a[r] = bf ? ncc_pack_bf16x2(av[2 * r], av[2 * r + 1]) : ncc_pack_f16x2(av[2 * r], av[2 * r + 1]);
+  for (r = 0; r < 2; r++) b[r] = bf ? ncc_pack_bf16x2(bv[2 * r], bv[2 * r + 1]) : ncc_pack_f16x2(bv[2 * r], bv[2 * r + 1]);
+  for (r = 0; r < 4; r++) d[r] = d_[(gid + 8 * (r / 2)) * 8 + 2 * tig + r % 2];
+  if (bf) ncc_mma_bf16_16x8x16(d, a, b);
+  else ncc_mma_f16_16x8x16(d, a, b);
+  for (r = 0; r < 4; r++) d_[(gid + 8 * (r / 2)) * 8 + 2 * tig + r % 2] = d[r];
+}
 /* ---- end of kernels ---- */
 
 #include "ncc_rt.h"
@@ -287,5 +315,7 @@ NCC_KERNEL_DESC(k_warp_ops, NCC_KF_WARP, (NCC_ARG(int *, 0)))
 NCC_KERNEL_DESC(k_warp_misuse, NCC_KF_BARRIER_WARP, (NCC_ARG(int *, 0), NCC_ARG(int, 1)))
 NCC_KERNEL_DESC(k_warp_unflagged, 0, (NCC_ARG(int *, 0)))
 NCC_KERNEL_DESC(k_round, 0, (NCC_ARG(const float *, 0), NCC_ARG(float *, 1), NCC_ARG(float *, 2), NCC_ARG(int, 3)))
+NCC_KERNEL_DESC(k_mma_k16, NCC_KF_WARP, (NCC_ARG(const float *, 0), NCC_ARG(const float *, 1), NCC_ARG(float *, 2),
+                                         NCC_ARG(int, 3), NCC_ARG(int, 4)))
 NCC_KERNEL_DESC(k_mma_tf32, NCC_KF_WARP, (NCC_ARG(const float *, 0), NCC_ARG(const float *, 1), NCC_ARG(float *, 2),
                                           NCC_ARG(int, 3)))

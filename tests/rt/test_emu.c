@@ -783,6 +783,45 @@ static void test_mma(ncc_dev *d) {
   printf("mma.sync m16n8k8 tf32: %d tiles exact; partial warp and exited lane reported\n", TILES);
 }
 
+/* ---- mma.sync.m16n8k16 at FP16 and BF16: k_mma_k16 on small integers (exact
+ * in both types, every product and sum exact), so D must be C + A B exactly;
+ * a lane that exits first is reported */
+static int mma16_launch(ncc_dev *d, float *A, float *B, float *D, int nblocks, int nthr, int bf, int mode) {
+  void *args[5];
+  args[0] = &A, args[1] = &B, args[2] = &D, args[3] = &bf, args[4] = &mode;
+  return ncc_launch(d, &k_mma_k16_desc, d3((unsigned)nblocks, 1, 1), d3((unsigned)nthr, 1, 1), 0, args);
+}
+
+static void test_mma_k16(ncc_dev *d) {
+  enum { TILES = 4 };
+  static float A[TILES * 256], B[TILES * 128], D[TILES * 128], Dw[TILES * 128];
+  static double want[TILES * 128];
+  int t, i, j, k, bad = 0, rc, bf;
+  unsigned s = 777;
+  for (i = 0; i < TILES * 256; i++) s = s * 1103515245u + 12345u, A[i] = (float)((int)(s >> 16) % 17 - 8);
+  for (i = 0; i < TILES * 128; i++) s = s * 1103515245u + 12345u, B[i] = (float)((int)(s >> 16) % 17 - 8);
+  for (i = 0; i < TILES * 128; i++) s = s * 1103515245u + 12345u, D[i] = (float)((int)(s >> 16) % 101 - 50);
+  for (t = 0; t < TILES; t++)
+    for (i = 0; i < 16; i++)
+      for (j = 0; j < 8; j++) {
+        double v = D[t * 128 + i * 8 + j];
+        for (k = 0; k < 16; k++) v += (double)A[t * 256 + i * 16 + k] * B[t * 128 + k * 8 + j];
+        want[t * 128 + i * 8 + j] = v;
+      }
+  for (bf = 0; bf < 2; bf++) {   /* 2 blocks of 2 warps (f16), 4 of 1 (bf16) */
+    memcpy(Dw, D, sizeof D);
+    rc = mma16_launch(d, A, B, Dw, bf ? 4 : 2, bf ? 32 : 64, bf, 0);
+    CHECK(rc == 0, "mma k16: %s", ncc_dev_error(d));
+    for (i = 0; i < TILES * 128; i++) bad += (double)Dw[i] != want[i];
+  }
+  CHECK(bad == 0, "mma.sync m16n8k16 f16/bf16: %d elements differ from C + A B", bad);
+  rc = mma16_launch(d, A, B, Dw, 1, 32, 0, 1);
+  CHECK(rc == NCC_EINTERNAL && strstr(ncc_dev_error(d), "calls mma.sync.m16n8k16 (f16), but lanes 0x00000020 of its "
+                                                      "warp have exited"),
+        "mma k16 with an exited lane: rc %d, %s", rc, ncc_dev_error(d));
+  printf("mma.sync m16n8k16 f16, bf16: %d tiles exact each; exited lane reported\n", TILES);
+}
+
 /* a missing lane ends a program's run with an error, not a hang: a child
  * process under an alarm reports it and exits 2 */
 static void test_warp_missing_exit(void) {
@@ -845,6 +884,7 @@ int main(void) {
   test_warp_misuse(d);
   test_warp_missing_exit();
   test_mma(d);
+  test_mma_k16(d);
   test_round(d);
   ncc_dev_close(d);
   printf("%s: %d failures (%.2f s)\n", failures ? "FAILED" : "ok", failures, ncc_now() - t0);
