@@ -75,6 +75,23 @@ void __tsan_switch_to_fiber(void *fiber, unsigned flags);
 #else
 #define TSAN_SWITCH(tf) ((void)0)
 #endif
+/* AddressSanitizer poisons a frame's redzones on entry and clears them on
+ * return; a fiber abandoned mid-kernel (a deadlocked launch) never returns,
+ * so its restarted stack is unpoisoned, or the next kernel to run there would
+ * trip over the old frames' redzones */
+#if defined(__SANITIZE_ADDRESS__)
+#define NCC_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NCC_ASAN 1
+#endif
+#endif
+#ifdef NCC_ASAN
+#include <sanitizer/asan_interface.h>
+#define ASAN_STACK_CLEAN(f) ASAN_UNPOISON_MEMORY_REGION((f)->map + pagesz(), (f)->maplen - (size_t)pagesz())
+#else
+#define ASAN_STACK_CLEAN(f) ((void)0)
+#endif
 
 _Thread_local uint3 threadIdx NCC_EMU_TLS;
 _Thread_local uint3 blockIdx NCC_EMU_TLS;
@@ -408,6 +425,7 @@ static void fiber_reset(fiber *f) {
   uintptr_t top = ((uintptr_t)(f->map + f->maplen - 64 * f->colour)) & ~(uintptr_t)15;
   /* rsp after the six pops and the ret must be 16-byte aligned at the `call` */
   void **sp = (void **)(top - 72);
+  ASAN_STACK_CLEAN(f);
   memset(sp, 0, 72);
   sp[2] = (void *)fiber_main;            /* r13 */
   sp[3] = f;                             /* r12 */
@@ -421,6 +439,7 @@ static _Thread_local fiber *starting_fiber;   /* makecontext passes ints only */
 static void fiber_start_uc(void) { fiber_main(starting_fiber); }
 static void fiber_reset(fiber *f) {
   size_t pg = (size_t)pagesz();
+  ASAN_STACK_CLEAN(f);
   getcontext(&f->ctx);
   f->ctx.uc_stack.ss_sp = f->map + pg;
   f->ctx.uc_stack.ss_size = f->maplen - pg - 64 * (size_t)f->colour;
@@ -861,15 +880,23 @@ typedef struct job {
   long long nblocks;
   atomic_llong next;
   atomic_int failed;
+  long long failblock;   /* the block whose error msg holds (-1: not a block's) */
   int use_fibers, checked, dir;
   atomic_int nthreads_used;
   pthread_mutex_t mu;
   char msg[1024];
 } job;
 
-static void job_fail(job *j, const char *msg) {
+/* Records block b's error (b = -1: the worker's own, out of memory) and stops
+ * the launch.  The lowest block's error is kept: blocks are handed out in
+ * order and every block below a failing one runs to its end, so the report
+ * names the first failing block of the grid whatever the threads' timing. */
+static void job_fail(job *j, long long b, const char *msg) {
   pthread_mutex_lock(&j->mu);
-  if (!atomic_load(&j->failed)) snprintf(j->msg, sizeof j->msg, "%s", msg);
+  if (!atomic_load(&j->failed) || b < j->failblock) {
+    snprintf(j->msg, sizeof j->msg, "%s", msg);
+    j->failblock = b;
+  }
   atomic_store(&j->failed, 1);
   pthread_mutex_unlock(&j->mu);
   atomic_store(&j->next, j->nblocks);
@@ -881,13 +908,13 @@ static void run_job(job *j) {
   long long b;
   int ran = 0;
   unsigned nthreads = j->block.x * j->block.y * j->block.z;
-  if (!w) { job_fail(j, "emulator: out of memory"); return; }
+  if (!w) { job_fail(j, -1, "emulator: out of memory"); return; }
   if (j->checked) ensure_altstack(w);
   if (j->shmem > w->dyncap) {
     free(w->dyn);
     w->dyn = aligned_alloc(64, (j->shmem + 63) / 64 * 64);
     w->dyncap = w->dyn ? j->shmem : 0;
-    if (!w->dyn) { job_fail(j, "emulator: out of memory for dynamic shared memory"); return; }
+    if (!w->dyn) { job_fail(j, -1, "emulator: out of memory for dynamic shared memory"); return; }
   }
   ncc_emu_shared_dyn = j->shmem ? w->dyn : NULL;
   gridDim.x = j->grid.x; gridDim.y = j->grid.y; gridDim.z = j->grid.z;
@@ -907,7 +934,7 @@ static void run_job(job *j) {
     if (j->checked && j->shmem) memset(w->dyn, 0xff, j->shmem);
     if (j->use_fibers) {
       w->mode = MODE_FIBER;
-      if (run_block_fibers(w, j->checked, err, sizeof err)) { w->mode = MODE_IDLE; job_fail(j, err); break; }
+      if (run_block_fibers(w, j->checked, err, sizeof err)) { w->mode = MODE_IDLE; job_fail(j, b, err); break; }
     } else if (j->checked) {
       unsigned x, y, z;
       w->mode = MODE_THREAD;
@@ -932,7 +959,7 @@ static void run_job(job *j) {
                  "emulator: kernel %s calls a warp collective (__shfl_*_sync, __ballot_sync, __syncwarp...) "
                  "but is not flagged NCC_KF_WARP (its threads ran one after another, the lanes did not meet)",
                  j->k->name);
-      job_fail(j, err);
+      job_fail(j, b, err);
       break;
     }
   }
@@ -1066,6 +1093,7 @@ int ncc_emu_launch(const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block, size_t sh
   j->nblocks = (long long)grid.x * grid.y * grid.z;
   atomic_init(&j->next, 0);
   atomic_init(&j->failed, 0);
+  j->failblock = -1;
   atomic_init(&j->nthreads_used, 0);
   pthread_mutex_init(&j->mu, NULL);
   j->use_fibers = (k->flags & (NCC_KF_BARRIER | NCC_KF_WARP)) != 0;
