@@ -227,6 +227,26 @@ static int scale_fits(const ncc_st_entry *x, const ncc_st_entry *s) {
   return s->dtype == ST_F32 && ((s->rank == 0) || (s->rank == 1 && x->rank >= 1 && s->shape[0] == x->shape[0]));
 }
 
+/* Is entry name the training state of a checkpoint (`ncc train`, M_save)
+ * that a model without that state (an inference build, training's initial
+ * --weights) skips: its step, epoch and learning rate, or the optimizer
+ * state of one of the wanted tensors, under torch.optim's names
+ * ("P.momentum_buffer", "P.exp_avg", "P.exp_avg_sq")?  A model that wants
+ * them matches them first. */
+static int training_state(const char *name, const ncc_st_want *w, int n) {
+  static const char *const opt[] = {".momentum_buffer", ".exp_avg", ".exp_avg_sq"};
+  size_t l;
+  int i, k;
+  if (!strcmp(name, "__step__") || !strcmp(name, "__epoch__") || !strcmp(name, "__lr__")) return 1;
+  for (i = 0; i < n; i++) {
+    l = strlen(w[i].t.name);
+    if (strncmp(name, w[i].t.name, l) != 0) continue;
+    for (k = 0; k < 3; k++)
+      if (!strcmp(name + l, opt[k])) return 1;
+  }
+  return 0;
+}
+
 /* The matching of ncc_st_match and ncc_load_safetensors_opt: map[i] is the
  * entry of w[i], or -1 when the file lacks it (an error unless optional). */
 static int match_want(const ncc_st_entry *e, int ne, const char *path, const ncc_st_want *w, int n, int allow_extra,
@@ -250,7 +270,7 @@ static int match_want(const ncc_st_entry *e, int ne, const char *path, const ncc
     if (map[i] < 0 && !(w[i].flags & NCC_ST_OPTIONAL))
       cat(err, errn, "%s '%s'", nmiss++ ? "," : "\n  missing:", w[i].t.name);
   for (j = 0; j < ne && !allow_extra; j++)
-    if (!used[j] && !ends_with(e[j].name, "num_batches_tracked"))
+    if (!used[j] && !ends_with(e[j].name, "num_batches_tracked") && !training_state(e[j].name, w, n))
       cat(err, errn, "%s '%s'", nextra++ ? "," : "\n  unexpected:", e[j].name);
   for (i = 0; i < n; i++) {
     const ncc_st_entry *x;

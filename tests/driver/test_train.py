@@ -34,7 +34,9 @@ What they hold `ncc train` to:
                   checkpoint of another model is refused, --save-grads writes
   train_digits    end to end: examples/digits.net on examples/make_digits.py's
                   data, 10 epochs, >= 97% test accuracy (PyTorch: 97.6-99.0%
-                  over 8 seeds); skipped (status 77) while the generated
+                  over 8 seeds); `ncc run --weights` on its checkpoint gives
+                  the accuracy training reported, and at fp16 and bf16 one
+                  within 0.5% of it; skipped (status 77) while the generated
                   training API is missing or scikit-learn is not installed
 Only numpy is needed.
 """
@@ -386,6 +388,7 @@ SKIP = 77
 @case("train_digits")
 def _digits(ctx):
     import re
+    import numpy as np
     import subprocess
     d = ctx.path("digits")
     mk = os.path.join(td.EXAMPLES, "make_digits.py")
@@ -396,13 +399,35 @@ def _digits(ctx):
             print("skipped: scikit-learn is not installed (tests/install-deps.sh installs python3-sklearn)")
             sys.exit(SKIP)
         raise Failure("make_digits.py failed: %s" % p.stderr)
-    p = ctx.ncc_cmd(["train", DIGITS, "--data", d, "--epochs", "10", "--device", "emu", "--seed", "1"])
+    ck = os.path.join(d, "ck.safetensors")
+    p = ctx.ncc_cmd(["train", DIGITS, "--data", d, "--epochs", "10", "--device", "emu", "--seed", "1",
+                     "--checkpoint", ck])
     show(p)
     if p.returncode != 0:
         raise Failure("ncc train exited with %d" % p.returncode)
     m = re.search(r"final test accuracy ([0-9.]+)%", p.stdout)
     if not m or float(m.group(1)) < 97.0:
         raise Failure("digits.net should reach 97%% test accuracy in 10 epochs: %s" % (m and m.group(1)))
+    # the checkpoint (parameters, Adam state, step) serves inference as it is, and
+    # the trained network keeps its accuracy at fp16/bf16 (within 0.5% of fp32)
+    ty = np.load(os.path.join(d, "test_y.npy"))
+    acc = {}
+    for prec in ("fp32", "fp16", "bf16"):
+        out = os.path.join(d, "logits_%s.npy" % prec)
+        q = ctx.ncc_cmd(["run", DIGITS, "--set", "N=%d" % len(ty), "--weights", ck, "--device", "emu",
+                         "--input", "x=" + os.path.join(d, "test_x.npy"), "--output", "logits=" + out,
+                         "--precision=" + prec])
+        if q.returncode != 0:
+            show(q)
+            raise Failure("ncc run --weights CHECKPOINT --precision=%s exited with %d" % (prec, q.returncode))
+        acc[prec] = 100.0 * float(np.mean(np.load(out).argmax(axis=1) == ty))
+    print("test accuracy of the checkpoint: fp32 %.2f%%, fp16 %.2f%%, bf16 %.2f%%" % (acc["fp32"], acc["fp16"], acc["bf16"]))
+    if abs(acc["fp32"] - float(m.group(1))) > 0.005:
+        raise Failure("ncc run on the checkpoint gives %.2f%%, ncc train reported %s%%" % (acc["fp32"], m.group(1)))
+    for prec in ("fp16", "bf16"):
+        if abs(acc[prec] - acc["fp32"]) > 0.5:
+            raise Failure("at %s the test accuracy is %.2f%%, fp32's %.2f%%: more than 0.5%% apart"
+                          % (prec, acc[prec], acc["fp32"]))
 
 
 if __name__ == "__main__":
