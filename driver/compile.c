@@ -159,7 +159,7 @@ PassCtx drv_pass_ctx(const Options *o, int train, int verify) {
   pc.print_after = o->print_after;
   pc.verbose = o->verbose;
   pc.cublas = o->cublas;
-  pc.precision = o->precision;   /* the training pipelines have no precision pass */
+  pc.precision = o->precision;
   pc.verify = verify;
   return pc;
 }
