@@ -441,8 +441,9 @@ def expect_refused(ctx, cases, out):
 @case("precision_flags")
 def _precision(ctx):
     """--precision: fp32, tf32, fp16 and bf16 compile, and a training step at
-    tf32 and bf16; int8, unknown names, a rounded precision with --cublas and
-    fp16 training are refused with status 1, a message, and no output."""
+    tf32 and bf16 (a model's training step beside fp16 inference stays fp32);
+    int8, unknown names, a rounded precision with --cublas and fp16 training
+    are refused with status 1, a message, and no output."""
     net = ctx.write("tiny.net", "model tiny\ninput x: f32[2, 3]\ny = linear(x, 4, name=\"fc\")\noutput y\n")
     out = ctx.path("tiny.cu")
     for prec in ("fp32", "tf32", "fp16", "bf16"):
@@ -472,6 +473,17 @@ def _precision(ctx):
             raise Failure("--train --precision=%s: the weight gradient's GEMM does not round dy" % prec)
         os.unlink(out)
     expect_refused(ctx, [([tnet, "--train", "--precision=fp16", "-o", out], ["loss scaling"])], out)
+    # without --train, the training step MODEL.cu carries beside fp16 inference stays fp32
+    p = ctx.ncc_cmd([tnet, "--precision=fp16", "-o", out])
+    show(p)
+    if p.returncode != 0 or not os.path.exists(out):
+        raise Failure("a model with a train block should compile at --precision=fp16 (its training step in fp32)")
+    src = open(out).read()
+    if "ncc_fp16(" not in src:
+        raise Failure("--precision=fp16: the inference GEMM does not round")
+    if "ncc_fp16(dy[" in src:
+        raise Failure("--precision=fp16 without --train: the training step's gradients should stay fp32")
+    os.unlink(out)
 
 
 @case("model_names")
