@@ -244,6 +244,14 @@ static void window_back(Buf *b, int ind, const char *o, const char *ip, const ch
   }
 }
 
+/* e, or e rounded by rnd (cg_operand_round: a gradient's GEMM at tf32 or
+ * bf16 rounds both operands as it loads them, like the forward's GEMMs) */
+static const char *rounded(char *buf, size_t n, const char *rnd, const char *e) {
+  if (!rnd) snprintf(buf, n, "%s", e);
+  else snprintf(buf, n, "%s(%s)", rnd, e);
+  return buf;
+}
+
 /* conv2d_bwd_data(dy[N, O, OH, OW], weight[O, C/g, KH, KW]) -> dx[N, C, H, W]:
  * per dx element, the sum over its group's output channels and the taps
  * whose strided window reaches it. */
@@ -277,9 +285,11 @@ int emit_conv2d_bwd_data(Cg *c, const KGroup *gr) {
   buf_printf(&b, "        for (int kw = 0; kw < %lld; kw++) {\n", LL(KW));
   window_back(&b, 5, "ow", "iw", "kw", a->stride[1], a->pad[1], a->dilation[1], OW);
   {
-    char i0[200], i1[200];
-    buf_printf(&b, "          v = fmaf(dyp[%s], wp[%s], v);\n", cg_lin(i0, sizeof i0, "oh", OW, "ow"),
-               cg_lin(i1, sizeof i1, "kh", KW, "kw"));
+    char i0[200], i1[200], e0[300], e1[300], r0[320], r1[320];
+    const char *rnd = cg_operand_round(n);
+    snprintf(e0, sizeof e0, "dyp[%s]", cg_lin(i0, sizeof i0, "oh", OW, "ow"));
+    snprintf(e1, sizeof e1, "wp[%s]", cg_lin(i1, sizeof i1, "kh", KW, "kw"));
+    buf_printf(&b, "          v = fmaf(%s, %s, v);\n", rounded(r0, sizeof r0, rnd, e0), rounded(r1, sizeof r1, rnd, e1));
   }
   buf_puts(&b, "        }\n      }\n    }\n");
   return cg_flat_finish(c, gr, &p, &b, total);
@@ -308,15 +318,20 @@ int emit_conv2d_bwd_weight(Cg *c, const KGroup *gr) {
   buf_printf(&t, "      int ih = %s;\n", ix);
   cg_window_index(ix, sizeof ix, "ow", a->stride[1], a->pad[1], "kw", a->dilation[1]);
   buf_printf(&t, "      int iw = %s;\n", ix);
+  const char *rnd = cg_operand_round(n);
+  char ex[400], rx[420];
   cg_lin(i0, sizeof i0, "nb", O, "oc");
   cg_lin(i1, sizeof i1, i0, OH, "oh");
-  buf_printf(&t, "      float e = %s[%s];\n", dy, cg_lin(i2, sizeof i2, i1, OW, "ow"));
+  snprintf(ex, sizeof ex, "%s[%s]", dy, cg_lin(i2, sizeof i2, i1, OW, "ow"));
+  buf_printf(&t, "      float e = %s;\n", rounded(rx, sizeof rx, rnd, ex));
   cg_lin(i0, sizeof i0, "nb", C, "ci");
   cg_lin(i1, sizeof i1, i0, H, "ih");
   cg_lin(i2, sizeof i2, i1, W, "iw");
+  snprintf(ex, sizeof ex, "%s[%s]", x, i2);
+  rounded(rx, sizeof rx, rnd, ex);
   if (a->pad[0] || a->pad[1])
-    buf_printf(&t, "      e = (ih < 0 || ih >= %lld || iw < 0 || iw >= %lld) ? 0.0f : e * %s[%s];\n", LL(H), LL(W), x, i2);
-  else buf_printf(&t, "      e = e * %s[%s];\n", x, i2);
+    buf_printf(&t, "      e = (ih < 0 || ih >= %lld || iw < 0 || iw >= %lld) ? 0.0f : e * %s;\n", LL(H), LL(W), rx);
+  else buf_printf(&t, "      e = e * %s;\n", rx);
   int rc = reduce_out(c, gr, &p, s.s, t.s, N * OH * OW, shape_numel(ws), "acc");
   buf_free(&s);
   buf_free(&t);
@@ -331,7 +346,13 @@ int emit_linear_bwd_weight(Cg *c, const KGroup *gr) {
   const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *x = kp_value(c, &p, n->in[1], 0, "x");
   Buf s = {0}, t = {0};
   buf_printf(&s, "    int oi = o / %lld, ii = o %% %lld;\n", LL(I), LL(I));
-  buf_printf(&t, "      float e = %s[j * %lld + oi] * %s[j * %lld + ii];\n", dy, LL(O), x, LL(I));
+  {
+    const char *rnd = cg_operand_round(n);
+    char e0[200], e1[200], r0[220], r1[220];
+    snprintf(e0, sizeof e0, "%s[j * %lld + oi]", dy, LL(O));
+    snprintf(e1, sizeof e1, "%s[j * %lld + ii]", x, LL(I));
+    buf_printf(&t, "      float e = %s * %s;\n", rounded(r0, sizeof r0, rnd, e0), rounded(r1, sizeof r1, rnd, e1));
+  }
   int rc = reduce_out(c, gr, &p, s.s, t.s, N, O * I, "acc");
   buf_free(&s);
   buf_free(&t);

@@ -28,6 +28,8 @@ void buf_puts(Buf *b, const char *s);
 void buf_free(Buf *b);
 /* A float literal that both C and CUDA read back as the same float ("2.0f", "1e-05f"). */
 const char *cg_flit(char out[40], double v);
+/* "ncc_tf32", "ncc_fp16" or "ncc_bf16": what rounds an operand of n (Node.prec); NULL at fp32 */
+const char *cg_operand_round(const Node *n);
 
 /* ---- the CUDA dialect, in one place (tinygrad's habit) -----------------
  * Everything the kernels spell that is not plain C comes from here, so a

@@ -702,3 +702,14 @@ int cg_row_finish(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t rows, int
   CgBatch bg;
   return finish_store(c, gr, p, b, NCC_KF_BARRIER_, rows, T, cg_batch_grid(c, gr, 0, rows, 1, &bg));
 }
+
+/* The kernel-header function that rounds a GEMM operand element to the op's
+ * precision (passes/precision.c), NULL at fp32 */
+const char *cg_operand_round(const Node *n) {
+  switch (n->prec) {
+  case PREC_TF32: return "ncc_tf32";
+  case PREC_FP16: return "ncc_fp16";
+  case PREC_BF16: return "ncc_bf16";
+  default: return NULL;
+  }
+}

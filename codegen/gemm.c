@@ -92,16 +92,6 @@ static int store_tail(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Bu
 
 static int tile_of(int64_t d) { return d >= 64 ? 4 : d >= 32 ? 2 : 1; }
 
-/* The kernel-header function that rounds a GEMM operand element to the op's
- * precision (passes/precision.c), NULL at fp32 */
-static const char *operand_round(const Node *n) {
-  switch (n->prec) {
-  case PREC_TF32: return "ncc_tf32";
-  case PREC_FP16: return "ncc_fp16";
-  case PREC_BF16: return "ncc_bf16";
-  default: return NULL;
-  }
-}
 
 /* v, or v rounded by rnd ("ncc_fp16(v)") */
 static const char *rounded_v(char *buf, size_t n, const char *rnd) {
@@ -176,7 +166,7 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_printf(&b, "  float acc[%d][%d];\n", TM, TN);
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n", TM, TN);
   k_loop(&b, s, BK);
-  const char *rnd = operand_round(gr->main);
+  const char *rnd = cg_operand_round(gr->main);
   load_tile(&b, "As[kk][rr]", BM, 256, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, rnd);
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
   else load_tile(&b, "Bs[kk][rr]", BN, 256, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, rnd);
@@ -291,9 +281,9 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   k_loop(&b, s, BK);
   char dst[160];
   int k16 = mma_k16(gr->main);
-  load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", k16), BM, MMA_THREADS, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, operand_round(gr->main));
+  load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", k16), BM, MMA_THREADS, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, cg_operand_round(gr->main));
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
-  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", k16), BN, MMA_THREADS, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, operand_round(gr->main));
+  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", k16), BN, MMA_THREADS, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, cg_operand_round(gr->main));
   buf_printf(&b, "    %s\n", D_BARRIER);
   if (k16) {
     const char *t = gr->main->prec == PREC_BF16 ? "bf16" : "f16";
@@ -358,7 +348,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
 static int gemv(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   int R = s->M < IR_GEMV_BLOCK_ROWS ? (int)s->M : IR_GEMV_BLOCK_ROWS;
   int S = s->b_kcontig ? 32 : 8, F = 256 / S, U = 4;
-  const char *rnd = operand_round(gr->main);
+  const char *rnd = cg_operand_round(gr->main);
   int mrem = s->M % R != 0, nrem = s->N % F != 0;
   if (s->Z > 65535) {
     diag_error(gr->main->loc, "codegen: %s with %lld batches exceeds the GEMV kernel's grid (65535); try --cublas",
@@ -589,9 +579,9 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
   cg_window_index(ix, sizeof ix, "ow", d->sw, d->pw, "kw", d->dw);
   buf_printf(&b, "          int iw = %s;\n", ix);
   if (d->pw) buf_printf(&b, "          if (iw < 0 || iw >= %lld) continue;\n", LL(d->W));
-  if (operand_round(nd))   /* --precision=tf32|fp16|bf16: both operands rounded */
+  if (cg_operand_round(nd))   /* --precision=tf32|fp16|bf16: both operands rounded */
     buf_printf(&b, "          v = fmaf(%s(xp[(ci * %lld + ih) * %lld + iw]), %s(wp[(ci * %lld + kh) * %lld + kw]), v);\n",
-               operand_round(nd), LL(d->H), LL(d->W), operand_round(nd), LL(d->KH), LL(d->KW));
+               cg_operand_round(nd), LL(d->H), LL(d->W), cg_operand_round(nd), LL(d->KH), LL(d->KW));
   else
     buf_printf(&b, "          v = fmaf(xp[(ci * %lld + ih) * %lld + iw], wp[(ci * %lld + kh) * %lld + kw], v);\n",
                LL(d->H), LL(d->W), LL(d->KH), LL(d->KW));
@@ -733,9 +723,9 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   if (ir_gemm_mma(nd)) {
     char dst[160];
     int BN = mma_cfg(s.M, s.N).BN;
-    im2col_tile(&s, d, x, cb, pool, operand_round(nd), BN, MMA_THREADS, mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_k16(nd)));
+    im2col_tile(&s, d, x, cb, pool, cg_operand_round(nd), BN, MMA_THREADS, mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_k16(nd)));
   } else {
-    im2col_tile(&s, d, x, cb, pool, operand_round(nd), 16 * tile_of(s.N), 256, "Bs[kk][rb]");
+    im2col_tile(&s, d, x, cb, pool, cg_operand_round(nd), 16 * tile_of(s.N), 256, "Bs[kk][rb]");
   }
   /* output channel of row m */
   if (s.uses_z) snprintf(ch, sizeof ch, "z * %lld + m", LL(d->Mg));

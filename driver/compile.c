@@ -159,7 +159,7 @@ PassCtx drv_pass_ctx(const Options *o, int train, int verify) {
   pc.print_after = o->print_after;
   pc.verbose = o->verbose;
   pc.cublas = o->cublas;
-  pc.precision = o->precision;   /* the training pipelines have no precision pass */
+  pc.precision = o->precision;
   pc.verify = verify;
   return pc;
 }
@@ -173,6 +173,10 @@ Graph *train_graph_load(const Options *o) {
     return NULL;
   }
   PassCtx pc = drv_pass_ctx(o, 1, 1);
+  /* the training step a model's MODEL.cu carries beside fp16 inference (no
+   * --train, not ncc train) stays fp32: fp16 training needs loss scaling,
+   * not done yet, and the precision pass refuses it when it is asked for */
+  if (pc.precision == PREC_FP16 && !o->train && o->cmd != CMD_TRAIN) pc.precision = PREC_FP32;
   if (passes_run(gt, &pc, o->passes) != 0 || diag_errors()) { ir_graph_free(gt); return NULL; }
   return gt;
 }

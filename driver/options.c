@@ -124,7 +124,8 @@ static const OptSpec opts[] = {
    "convolutions and GEMMs through cuBLAS (a CPU BLAS under emulation) instead of ncc's tiled kernels"},
   {O_PRECISION, "--precision", NULL, "=P", CMD_ALL, 0,
    "fp32 (default), tf32, fp16 or bf16: conv2d, linear and matmul round their operands to that type and "
-   "accumulate in fp32 (inference; values stored in fp32; docs/precision.md); int8: not available yet"},
+   "accumulate in fp32, values stored in fp32 (docs/precision.md); a training step at tf32 or bf16 rounds its "
+   "gradients' GEMMs too (fp16 training: not yet); int8: not available yet"},
   {O_CALIBRATE, "--calibrate", NULL, "=X.npy", CMD_ALL, 0, "int8 calibration data (needs --precision=int8: not available yet)"},
   {O_VERBOSE, "-v", "--verbose", NULL, CMD_ALL, 0, "say what ncc does: per-pass statistics, compiler command, timings"},
 };
@@ -549,9 +550,9 @@ static int check(Options *o) {
     if (o->resume && !o->checkpoint) return oerr("--resume needs --checkpoint FILE (the checkpoint to resume)");
     if (o->resume && o->weights)
       return oerr("--resume and --weights: the checkpoint holds the parameters; give one of them");
-    if (o->precision != PREC_FP32)
-      return oerr("--precision=%s: ncc train computes its step in fp32 (tf32, fp16 and bf16 are for inference)",
-                  ir_prec_name(o->precision));
+    if (o->precision == PREC_FP16)
+      return oerr("--precision=fp16: ncc train does not offer fp16 yet (its gradients need dynamic loss scaling, "
+                  "not done yet); bf16 (float32's range) and tf32 train");
   }
   if (o->freeze && !o->weights) return oerr("--freeze needs --weights FILE: the weights to carry");
   if (o->freeze && o->train) return oerr("--freeze leaves the training step out; it does not go with --train");

@@ -142,7 +142,7 @@ struct Node {
   int dead;                /* marked by passes; removed by ir_compact() */
   int param_kind;          /* PARAM: PK_* below */
   int prec;                /* set by the precision pass: the math of a GEMM-like op
-                              (PREC_FP32; PREC_TF32, PREC_FP16, PREC_BF16: both
+                              or a gradient's GEMM (ir_op_rounds) (PREC_FP32; PREC_TF32, PREC_FP16, PREC_BF16: both
                               operands rounded to that type as they are loaded,
                               products accumulated in float32) */
   int load_time;           /* set by the fold pass: computed once, right after the
@@ -172,6 +172,14 @@ struct Node {
 enum { PREC_FP32, PREC_TF32, PREC_FP16, PREC_BF16 };
 const char *ir_prec_name(int prec);   /* "fp32", "tf32", "fp16", "bf16" */
 int ir_prec_lookup(const char *name); /* PREC_* of a name, -1 if none */
+/* Does the precision pass round this op's operands?  The GEMM-like ops
+ * (OPF_GEMM_LIKE: conv2d, linear, matmul; a linear's input gradient is a
+ * matmul) and, in a training step, the GEMMs of the gradients: conv2d's
+ * input and weight gradients and linear's weight gradient. */
+static inline int ir_op_rounds(int op) {
+  return (ncc_ops[op].flags & OPF_GEMM_LIKE) || op == OP_CONV2D_BWD_DATA || op == OP_CONV2D_BWD_WEIGHT ||
+         op == OP_LINEAR_BWD_WEIGHT;
+}
 
 enum { GROLE_NONE, GROLE_MAIN, GROLE_EPILOGUE, GROLE_SIDE, GROLE_PROLOGUE };
 

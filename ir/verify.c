@@ -331,9 +331,10 @@ int ir_verify(Graph *g) {
             ncc_ops[v->def->op].name);
       uses[v->def->id]++;
     }
-    if (n->prec != PREC_FP32 && (n->prec < 0 || n->prec > PREC_BF16 || !(oi->flags & OPF_GEMM_LIKE) ||
+    if (n->prec != PREC_FP32 && (n->prec < 0 || n->prec > PREC_BF16 || !ir_op_rounds(n->op) ||
                                  n->prec != g->precision))
-      bad(n, "precision %s: only a GEMM-like op takes rounded operands, and only at the graph's precision (%s)",
+      bad(n, "precision %s: only a GEMM-like op (or a gradient's GEMM) takes rounded operands, and only at the "
+             "graph's precision (%s)",
           ir_prec_name(n->prec), ir_prec_name(g->precision));
     if ((n->op == OP_CONV2D || n->op == OP_LINEAR) && (n->nin == 3) != (n->a.has_bias != 0))
       bad(n, "attrs.has_bias is %d but the node has %d inputs", n->a.has_bias, n->nin);

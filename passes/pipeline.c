@@ -38,7 +38,8 @@
  * that one build serves batches 1..N (passes/batch.c).  Without it (a
  * --passes list that leaves it out) the build runs the compiled batch only.
  * --precision other than fp32 adds the precision pass to the inference
- * pipelines, after fold and before fuse (docs/precision.md). */
+ * pipelines, after fold and before fuse, and to the training ones right
+ * after autodiff (docs/precision.md). */
 #include "passes.h"
 
 #include <stdio.h>
@@ -80,6 +81,15 @@ static const char *const train_pipelines[4] = {
   "autodiff,fuse,plan",      /* -O3 */
 };
 
+/* with --precision tf32 or bf16: the precision pass after autodiff, so that
+ * the gradients' GEMMs are marked too */
+static const char *const prec_train_pipelines[4] = {
+  "autodiff,precision",
+  "autodiff,precision,plan",
+  "autodiff,precision,fuse,plan",
+  "autodiff,precision,fuse,plan",
+};
+
 const Pass *pass_lookup(const char *name) {
   for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++)
     if (strcmp(passes[i].name, name) == 0) return &passes[i];
@@ -99,6 +109,7 @@ void passes_usage(FILE *f) {
   fputs("  with --precision other than fp32, the precision pass runs after fold (before fuse)\n", f);
   fputs("training (--train, ncc train): autodiff first; prune and fold are inference passes:\n", f);
   for (int o = 0; o < 4; o++) fprintf(f, "  -O%d  %s\n", o, train_pipelines[o]);
+  fputs("  with --precision tf32 or bf16, the precision pass runs after autodiff\n", f);
   fputs("passes (--passes=LIST, --print-after=NAME|all; -v prints what each did):\n", f);
   for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++)
     fprintf(f, "  %-8s %s\n", passes[i].name, passes[i].brief);
@@ -115,7 +126,9 @@ static double now_ms(void) {
 
 int passes_run(Graph *g, PassCtx *c, const char *list) {
   int o = c->opt_level < 0 ? 0 : c->opt_level > 3 ? 3 : c->opt_level, from_level = !list;
-  if (!list) list = c->train ? train_pipelines[o] : c->precision != PREC_FP32 ? prec_pipelines[o] : pipelines[o];
+  if (!list)
+    list = c->train ? (c->precision != PREC_FP32 ? prec_train_pipelines[o] : train_pipelines[o])
+                    : c->precision != PREC_FP32 ? prec_pipelines[o] : pipelines[o];
   g->training = c->train;
   /* Check every name first: a typo must not leave a half-run pipeline. */
   char name[64];

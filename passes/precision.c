@@ -18,9 +18,16 @@
  * in float32 between kernels: a rounded operand is rounded again where the
  * next GEMM loads it, so the numbers are those of low-precision storage of
  * the GEMMs' inputs; the bytes are float32's.
+ * In a training step (after autodiff) the gradients' GEMMs round their
+ * operands too: conv2d's input gradient (dy and the weight), its weight
+ * gradient (dy and the input), linear's weight gradient (dy and the input)
+ * and its input gradient (a matmul of dy and the weight), as autocast's
+ * backward runs the GEMMs of the forward's type.  Bias gradients, the
+ * optimizer and the parameters (float32 master weights) stay float32.
+ * Training at fp16 is refused: it needs dynamic loss scaling, which is not
+ * done yet; bf16 keeps float32's exponent range and needs none.
  * The decision is written on the IR (Node.prec, Graph.precision); the
- * verifier checks it and codegen renders it.  The training step keeps
- * float32 (reduced-precision training is not offered yet), and the cuBLAS
+ * verifier checks it and codegen renders it.  The cuBLAS
  * path has no rounded rendering here (the emulation's CPU BLAS could not round
  * as the GPU does), so --cublas with a rounded precision is refused. */
 #include <stdio.h>
@@ -39,10 +46,15 @@ int pass_precision(Graph *g, PassCtx *c) {
                ir_prec_name(prec));
     return -1;
   }
-  g->precision = c->train ? PREC_FP32 : prec;
+  if (c->train && prec == PREC_FP16) {
+    diag_error((Loc){0}, "--precision=fp16: a training step in fp16 needs dynamic loss scaling (its small gradients "
+                         "underflow fp16), not done yet; bf16 (float32's range) and tf32 train");
+    return -1;
+  }
+  g->precision = prec;
   for (int i = 0; i < g->nnodes; i++) {
     Node *nd = g->nodes[i];
-    int gemm = (ncc_ops[nd->op].flags & OPF_GEMM_LIKE) && !nd->load_time;
+    int gemm = ir_op_rounds(nd->op) && !nd->load_time;
     nd->prec = gemm ? g->precision : PREC_FP32;
     n += nd->prec != PREC_FP32;
   }
@@ -51,7 +63,6 @@ int pass_precision(Graph *g, PassCtx *c) {
     fprintf(stderr, "pass precision: %s: %d GEMM-like op%s with %s operands, the rest in float32\n",
             ir_prec_name(g->precision), n, n == 1 ? "" : "s", upper[g->precision]);
   else if (c->verbose)
-    fprintf(stderr, "pass precision: fp32%s: every op in float32\n",
-            c->train && prec != PREC_FP32 ? " (a training step stays fp32)" : "");
+    fprintf(stderr, "pass precision: fp32: every op in float32\n");
   return 0;
 }

@@ -440,9 +440,10 @@ def expect_refused(ctx, cases, out):
 
 @case("precision_flags")
 def _precision(ctx):
-    """--precision: fp32, tf32, fp16 and bf16 compile; int8, unknown names,
-    a rounded precision with --cublas and for ncc train are refused with
-    status 1, a message, and no output."""
+    """--precision: fp32, tf32, fp16 and bf16 compile, and a training step at
+    tf32 and bf16 (a model's training step beside fp16 inference stays fp32);
+    int8, unknown names, a rounded precision with --cublas and fp16 training
+    are refused with status 1, a message, and no output."""
     net = ctx.write("tiny.net", "model tiny\ninput x: f32[2, 3]\ny = linear(x, 4, name=\"fc\")\noutput y\n")
     out = ctx.path("tiny.cu")
     for prec in ("fp32", "tf32", "fp16", "bf16"):
@@ -456,9 +457,33 @@ def _precision(ctx):
         ([net, "--precision=fp64", "-o", out], ["unknown precision"]),
         ([net, "--precision=tf32", "--cublas", "-o", out], ["--cublas"]),
         ([net, "--precision=bf16", "--cublas", "-o", out], ["--cublas"]),
-        (["train", net, "--data", ctx.path("none"), "--precision=tf32"], ["fp32"]),
-        (["train", net, "--data", ctx.path("none"), "--precision=fp16"], ["fp32"]),
+        (["train", net, "--data", ctx.path("none"), "--precision=fp16"], ["loss scaling"]),
     ], out)
+    # a training step at tf32 and bf16 compiles, its gradients' GEMMs rounded too
+    tnet = ctx.write("tiny_train.net", "model tiny\ninput x: f32[2, 3]\ninput y: i32[2]\n"
+                                       "z = linear(x, 4, name=\"fc\")\noutput z\nloss = cross_entropy(z, y)\n"
+                                       "train {\n  optimizer sgd(lr=0.1)\n  minimize loss\n}\n")
+    for prec in ("tf32", "bf16"):
+        p = ctx.ncc_cmd([tnet, "--train", "--precision=" + prec, "-o", out])
+        show(p)
+        if p.returncode != 0 or not os.path.exists(out):
+            raise Failure("--train --precision=%s should compile" % prec)
+        src = open(out).read()
+        if "ncc_%s(dy[" % prec not in src:
+            raise Failure("--train --precision=%s: the weight gradient's GEMM does not round dy" % prec)
+        os.unlink(out)
+    expect_refused(ctx, [([tnet, "--train", "--precision=fp16", "-o", out], ["loss scaling"])], out)
+    # without --train, the training step MODEL.cu carries beside fp16 inference stays fp32
+    p = ctx.ncc_cmd([tnet, "--precision=fp16", "-o", out])
+    show(p)
+    if p.returncode != 0 or not os.path.exists(out):
+        raise Failure("a model with a train block should compile at --precision=fp16 (its training step in fp32)")
+    src = open(out).read()
+    if "ncc_fp16(" not in src:
+        raise Failure("--precision=fp16: the inference GEMM does not round")
+    if "ncc_fp16(dy[" in src:
+        raise Failure("--precision=fp16 without --train: the training step's gradients should stay fp32")
+    os.unlink(out)
 
 
 @case("model_names")
