@@ -593,8 +593,9 @@ int train_main(const Options *o) {
       printf("resumed from %s at step %lld (epoch %lld, step %lld of it)\n", o->checkpoint, (long long)R.start,
              (long long)(R.start / R.spe + 1), (long long)(R.start % R.spe));
     fflush(stdout);
-    if (R.start > R.total)
-      rc = drv_error("the checkpoint %s is at step %lld, past the %lld steps asked for", o->checkpoint,
+    if (R.start > R.total)   /* --resume's checkpoint, or a checkpoint given as --weights (it brings its step) */
+      rc = drv_error("the checkpoint %s is at step %lld, past the %lld steps asked for (--steps and --epochs "
+                     "count from the start of the run)", o->resume ? o->checkpoint : o->weights,
                      (long long)R.start, (long long)R.total);
   }
   if (!rc) rc = open_log(&R);

@@ -236,6 +236,11 @@ def _bad_targets(ctx):
         f.write(b)
     expect_error(ctx, [reg, "--data", d, "--steps", "5", "--checkpoint", bad, "--resume"], bad, "__step__",
                  "must not be negative")
+    # a checkpoint given as --weights brings its step: fewer steps asked for is
+    # refused, naming that file (not the absent --checkpoint)
+    p = expect_error(ctx, [reg, "--data", d, "--steps", "2", "--weights", ck], ck, "at step 3, past the 2 steps")
+    if "(null)" in p.stderr:
+        raise Failure("the message names no file: %s" % p.stderr)
 
 
 @case("train_good_data")
