@@ -228,8 +228,8 @@ static int scale_fits(const ncc_st_entry *x, const ncc_st_entry *s) {
 }
 
 /* Is entry name the training state of a checkpoint (`ncc train`, M_save)
- * that a model without that state (an inference build, training's initial
- * --weights) skips: its step, epoch and learning rate, or the optimizer
+ * that a model without that state (an inference build, `ncc run --weights`)
+ * skips: its step, epoch and learning rate, or the optimizer
  * state of one of the wanted tensors, under torch.optim's names
  * ("P.momentum_buffer", "P.exp_avg", "P.exp_avg_sq")?  A model that wants
  * them matches them first. */
