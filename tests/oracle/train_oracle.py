@@ -489,8 +489,9 @@ class rounding:
         return False
 
 
-def torch_train(spec, K):
-    """K steps as `ncc train --no-shuffle` takes them.  Returns a dict:
+def torch_train(spec, K, autocast=False):
+    """K steps as `ncc train --no-shuffle` takes them (autocast: under
+    PyTorch's CPU autocast to BF16 instead of rounding(spec.prec)).  Returns a dict:
     losses, lrs (per step), grads (the last step's), params (after the
     last step; buffers included), state (optimizer state by parameter
     name), lr (the next step's), epoch."""
@@ -505,7 +506,7 @@ def torch_train(spec, K):
         i = step % spe
         xb, yb = spec.x_all[i * B:(i + 1) * B], spec.y_all[i * B:(i + 1) * B]
         opt.zero_grad()
-        with rounding(spec.prec):
+        with torch.autocast("cpu", dtype=torch.bfloat16) if autocast else rounding(spec.prec):
             loss = spec.forward(P, xb, yb)
             loss.backward()
         losses.append(float(loss))
@@ -1370,10 +1371,7 @@ def example_grad_run(ctx, name, prec=None):
     spec = example_spec(name, kind, batch, size, in_ch)
     if prec:
         spec.prec = prec
-        m = rounding_matters(spec, 1)
-        print("PyTorch without the %s rounding is %.1fx the tolerance away from PyTorch with it" % (prec, m))
-        if m <= 1.0:
-            raise Failure("the %s rounding changes PyTorch's result by less than the tolerance" % prec)
+        require_rounding_matters(spec, 1)
     ref = torch_train(spec, 1)
     net, data, w0 = write_inputs(ctx, spec)
     G, C, L = ctx.path("G.safetensors"), ctx.path("C.safetensors"), ctx.path("log.csv")
@@ -1473,35 +1471,26 @@ def rounding_matters(spec, K):
     return worst
 
 
+def require_rounding_matters(spec, K):
+    m = rounding_matters(spec, K)
+    print("PyTorch without the %s rounding is %.1fx the tolerance away from PyTorch with it" % (spec.prec, m))
+    if m <= 1.0:
+        raise Failure("the %s rounding changes PyTorch's result by less than the tolerance: the case proves nothing"
+                      % spec.prec)
+
+
 AUTOCAST_RTOL = 5e-3   # ncc's bf16 losses against PyTorch's own autocast: a little over one BF16 step (2^-8)
 
 
 def autocast_losses(spec, K):
     """The K losses of PyTorch's CPU autocast to BF16 (float32 parameters and
     data; conv2d, linear and matmul in BF16, outputs stored in BF16 too)."""
-    import torch
     s32 = copy.copy(spec)
     s32.prec = None
     s32.params = {k: (v.float() if v.is_floating_point() else v) for k, v in spec.params.items()}
     s32.x_all = spec.x_all.float()
     s32.y_all = spec.y_all.float() if spec.y_all.is_floating_point() else spec.y_all
-    global rounding
-    plain = rounding
-
-    class autocast:
-        def __init__(self, prec):
-            self.ac = torch.autocast("cpu", dtype=torch.bfloat16)
-
-        def __enter__(self):
-            self.ac.__enter__()
-
-        def __exit__(self, *exc):
-            return self.ac.__exit__(*exc)
-    rounding = autocast
-    try:
-        return torch_train(s32, K)["losses"]
-    finally:
-        rounding = plain
+    return torch_train(s32, K, autocast=True)["losses"]
 
 
 def prec_run(ctx, name):
@@ -1509,10 +1498,7 @@ def prec_run(ctx, name):
     spec = build()
     spec.model, spec.prec = name, prec
     spec.text = re.sub(r"^model\s+\S+", "model " + name, spec.text, count=1, flags=re.M)
-    m = rounding_matters(spec, K)
-    print("PyTorch without the %s rounding is %.1fx the tolerance away from PyTorch with it" % (prec, m))
-    if m <= 1.0:
-        raise Failure("the %s rounding changes PyTorch's result by less than the tolerance: the case proves nothing" % prec)
+    require_rounding_matters(spec, K)
     if K == 1:
         grad_run(ctx, spec)
         return
@@ -1552,10 +1538,17 @@ def spec_for(name, seed=0):
         rng = np.random.RandomState(seed)
         units = 64 if two_d else 256
         return masked_spec(spec, mark, (rng.rand(units) > p).astype(np.float64), p), 1, []
-    if name in EXAMPLE_CASES:
-        kind, batch, size, in_ch, sets, _ = EXAMPLE_CASES[name]
-        s = example_spec(name, kind, batch, size, in_ch)
+    if name in EXAMPLE_CASES or (name.startswith("bf16_") and name[5:] in EXAMPLE_CASES):
+        base = name[5:] if name.startswith("bf16_") else name
+        kind, batch, size, in_ch, sets, _ = EXAMPLE_CASES[base]
+        s = example_spec(base, kind, batch, size, in_ch)
+        s.prec = "bf16" if base != name else None
         return s, 1, sets
+    if name in PREC_CASES:
+        build, prec, K, _ = PREC_CASES[name]
+        s = build()
+        s.prec = prec
+        return s, K, []
     if name in EXAMPLE_TRAIN:
         kind, batch, size, in_ch, sets, samples, opt, K, _ = EXAMPLE_TRAIN[name]
         s = example_spec(name, kind, batch, size, in_ch, samples=samples, opt=opt)
