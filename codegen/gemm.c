@@ -92,7 +92,6 @@ static int store_tail(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Bu
 
 static int tile_of(int64_t d) { return d >= 64 ? 4 : d >= 32 ? 2 : 1; }
 
-
 /* v, or v rounded by rnd ("ncc_fp16(v)") */
 static const char *rounded_v(char *buf, size_t n, const char *rnd) {
   if (!rnd) return "v";
