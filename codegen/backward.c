@@ -718,7 +718,27 @@ int emit_slice(Cg *c, const KGroup *gr) {
  *          p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps)
  *   AdamW: p *= 1 - lr * wd, then Adam without the wd term.
  * lr, bc1 and bc2 are host variables (they change per step); the rest are
- * the model's constants.  The dummy output is not written. */
+ * the model's constants.  The dummy output is not written.
+ * With loss scaling (fp16 training, passes/precision.c) a kernel before it
+ * does GradScaler's unscale_: every gradient times inv_scale (1 / the scale,
+ * a host variable), and found_inf set where one is Inf or NaN; the update
+ * then returns at once when found_inf is set: the step is skipped. */
+static void emit_unscale(Cg *c) {
+  KParams p = {0};
+  Buf b = {0};
+  const char *g = kp_buf(c, &p, c->opt_buf[1], 1, "grad");
+  const char *fi = kp_flag(c, &p, c->found_buf, 1, "found_inf");
+  const char *inv = kp_float(&p, "inv_scale", "m->inv_scale");
+  cg_flat_head(&b, c->opt_count);
+  buf_printf(&b, "    float v = %s[i];\n", g);
+  /* v - v is 0 for a finite v, NaN for Inf and NaN (no fast-math anywhere) */
+  buf_printf(&b, "    if (!(v - v == 0.0f)) *%s = 1;   /* Inf or NaN; every writer stores the same 1 */\n", fi);
+  buf_printf(&b, "    %s[i] = v * %s;\n  }\n", g, inv);
+  const char *name = cg_finish(c, "unscale_grads", 0, &p, &b);
+  cg_launch(c, name, &p, (c->opt_count + 255) / 256, 1, 1, 256, 1, 0);
+  buf_free(&b);
+}
+
 int emit_optimizer(Cg *c, const KGroup *gr) {
   const TrainCfg *tc = &c->g->train;
   NCC_ASSERT(c->train && c->opt_buf[0] >= 0 && c->opt_buf[1] >= 0 && c->opt_count > 0);
@@ -728,9 +748,11 @@ int emit_optimizer(Cg *c, const KGroup *gr) {
   if (mom || !sgd) NCC_ASSERT(c->opt_buf[2] >= 0);
   if (!sgd) NCC_ASSERT(c->opt_buf[3] >= 0);
   (void)gr;
+  if (c->found_buf >= 0) emit_unscale(c);
   KParams p = {0};
   Buf b = {0};
   const char *pp = kp_buf(c, &p, c->opt_buf[0], 1, "param"), *g = kp_buf(c, &p, c->opt_buf[1], 0, "grad");
+  const char *skip = c->found_buf >= 0 ? kp_flag(c, &p, c->found_buf, 0, "found_inf") : NULL;
   const char *s1 = NULL, *s2 = NULL;
   if (mom) s1 = kp_buf(c, &p, c->opt_buf[2], 1, "momentum_buffer");
   if (!sgd) {
@@ -749,6 +771,7 @@ int emit_optimizer(Cg *c, const KGroup *gr) {
   cg_flit(b1, 1.0 - tc->beta1);
   cg_flit(b2, tc->beta2);
   cg_flit(eps, tc->eps);
+  if (skip) buf_printf(&b, "  if (*%s) return;   /* a gradient overflowed: the step is skipped */\n", skip);
   cg_flat_head(&b, c->opt_count);
   buf_printf(&b, "    float g = %s[i], w = %s[i];\n", g, pp);
   if (sgd) {

@@ -187,8 +187,13 @@ typedef struct Cg {
    * Host variables a kernel may take as scalar arguments (kp_int/kp_float):
    * m->lr, m->bc1, m->bc2 (float: learning rate now; adam's bias corrections
    * 1 - beta^step), m->step32 (int: the step being computed, 1-based),
-   * m->seed32 (int: the dropout seed). */
+   * m->seed32 (int: the dropout seed); with loss scaling (Graph.train.
+   * loss_scaling) m->inv_scale (float: 1 / the loss scale).
+   * scale_buf: the loss_scale value (the host writes the scale before each
+   * step); found_buf: an int the unscale kernel sets when a gradient is not
+   * finite (the host clears it before each step); -1 without loss scaling. */
   int train;
+  int scale_buf, found_buf;
   int nbatched, nlaunch;     /* launches of <model>_run() whose grid follows the batch, and all */
   int64_t step_rows;         /* > 0: the training step takes 1..step_rows rows (cg_train_batch) */
   int opt_buf[4];
@@ -256,6 +261,8 @@ const char *cg_digit(char *dst, size_t n, const char *var, int64_t div, int64_t 
 const char *cg_lin(char *dst, size_t n, const char *a, int64_t k, const char *b);
 /* Adds a pointer parameter for buffer b (a float range, e.g. Cg.opt_buf[i]). */
 const char *kp_buf(Cg *c, KParams *p, int b, int is_out, const char *role);
+/* Adds a pointer parameter for buffer b holding ints (Cg.found_buf). */
+const char *kp_flag(Cg *c, KParams *p, int b, int is_out, const char *role);
 /* Adds a float parameter whose host value is the C variable `hostvar`. */
 const char *kp_float(KParams *p, const char *role, const char *hostvar);
 /* Adds a pointer parameter for the workspace, in the role given ("cols":

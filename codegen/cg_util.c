@@ -490,6 +490,12 @@ const char *kp_buf(Cg *c, KParams *p, int b, int is_out, const char *role) {
   return kp_add(p, is_out ? "float *" : "const float *", role, host);
 }
 
+const char *kp_flag(Cg *c, KParams *p, int b, int is_out, const char *role) {
+  char host[CG_HOST_LEN];
+  snprintf(host, sizeof host, "&m->bufs[%s]", cg_buf_name(c, b));
+  return kp_add(p, is_out ? "int *" : "const int *", role, host);
+}
+
 void kp_decl(const KParams *p, Buf *b) {
   /* one line while it is short; else the parameters on lines of their own,
    * a few to a line, under the kernel's name */

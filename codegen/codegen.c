@@ -245,6 +245,7 @@ static int prepare_x(Graph *g, const CodegenOpts *o, Prepared *p, int train_only
   c->model = g->model;
   c->work = -1;
   for (int i = 0; i < 4; i++) c->opt_buf[i] = -1;
+  c->scale_buf = c->found_buf = -1;
   if (!valid_ident(g->model)) {
     diag_error(noloc(), "codegen: the model name '%s' is not a C identifier", g->model ? g->model : "");
     return -1;
@@ -308,12 +309,17 @@ static int prepare_x(Graph *g, const CodegenOpts *o, Prepared *p, int train_only
   for (int i = 0; i < g->nnodes; i++)
     if (lv->need[i] && g->nodes[i]->op == OP_CONST) add_buf(c, BK_CONST, g->nodes[i]->out, vbytes(g->nodes[i]->out));
   for (int i = 0; gt && i < gt->nnodes; i++)
-    if (lvt->need[i] && gt->nodes[i]->op == OP_CONST) {
+    if (lvt->need[i] && (gt->nodes[i]->op == OP_CONST || gt->nodes[i]->op == OP_LOSS_SCALE)) {
       c->vbuf = c->vbuf_t;
       int b = add_buf(c, BK_CONST, gt->nodes[i]->out, vbytes(gt->nodes[i]->out));
       c->vbuf = c->vbuf_i;
       c->bufs[b].train = 1;
+      if (gt->nodes[i]->op == OP_LOSS_SCALE) c->scale_buf = b;
     }
+  if (gt && gt->train.loss_scaling) {
+    NCC_ASSERT(c->scale_buf >= 0);
+    c->found_buf = add_span(c, BK_WORK, "found_inf", 4, end_of_bufs(c));
+  }
   /* load-time values (inference only: the fold pass does not run on training graphs) */
   {
     size_t base = end_of_bufs(c), run = 0;

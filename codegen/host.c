@@ -184,9 +184,14 @@ void host_header(Cg *c, FILE *h) {
             "int64_t %s_step(const %s *m);      /* steps taken */\n"
             "int64_t %s_epoch(const %s *m);     /* schedule steps taken */\n"
             "void %s_set_seed(%s *m, uint64_t seed);   /* dropout's masks: (seed, step, layer, element) */\n"
+            "/* fp16 training scales the loss as torch.cuda.amp.GradScaler does: the scale of the\n"
+            " * next step (1 in a build without loss scaling), and the steps skipped so far because a\n"
+            " * gradient overflowed (their update was not applied; the scale was halved). */\n"
+            "double %s_loss_scale(const %s *m);\n"
+            "int64_t %s_skipped_steps(const %s *m);\n"
             "/* The gradients of the last step, by parameter name, as safetensors. */\n"
             "int %s_save_grads(%s *m, const char *path);\n\n",
-            M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
+            M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
   fprintf(h, "#ifdef __cplusplus\n}\n#endif\n#endif\n");
 }
 
@@ -226,7 +231,8 @@ static void host_train_checkpoint(Cg *c, FILE *f, const Io *par, int prep) {
   const char *M = c->model;
   int ntr = c->opt_buf[0] >= 0 ? ntrainable(c, par) : 0, nst = 0;
   for (int k = 2; k < 4; k++) nst += c->opt_buf[k] >= 0;
-  int nck = par->n + nst * ntr + 3;
+  int ls = c->gt->train.loss_scaling, nhost = ls ? 6 : 3;
+  int nck = par->n + nst * ntr + nhost;
   fprintf(f, "/* the checkpoint: parameters and optimizer state on the device, then the\n"
              " * counters and the learning rate of the next step on the host */\n");
   fprintf(f, "static const ncc_tensor_info %s_ckpt_[] = {\n", M);
@@ -241,8 +247,12 @@ static void host_train_checkpoint(Cg *c, FILE *f, const Io *par, int prep) {
   }
   fprintf(f, "  {\"__step__\", NCC_I64, 1, {1, 0, 0, 0, 0, 0, 0, 0}},\n"
              "  {\"__epoch__\", NCC_I64, 1, {1, 0, 0, 0, 0, 0, 0, 0}},\n"
-             "  {\"__lr__\", NCC_F64, 1, {1, 0, 0, 0, 0, 0, 0, 0}},\n};\n");
-  fprintf(f, "#define %s_NCKPT %d\n#define %s_NDEVCKPT %d   /* those on the device */\n", M, nck, M, nck - 3);
+             "  {\"__lr__\", NCC_F64, 1, {1, 0, 0, 0, 0, 0, 0, 0}},\n");
+  if (ls)   /* GradScaler's state, and the steps Adam counted (skipped ones are not) */
+    fprintf(f, "  {\"__loss_scale__\", NCC_F64, 1, {1, 0, 0, 0, 0, 0, 0, 0}},\n"
+               "  {\"__growth_tracker__\", NCC_I64, 1, {1, 0, 0, 0, 0, 0, 0, 0}},\n"
+               "  {\"__optimizer_step__\", NCC_I64, 1, {1, 0, 0, 0, 0, 0, 0, 0}},\n");
+  fprintf(f, "};\n#define %s_NCKPT %d\n#define %s_NDEVCKPT %d   /* those on the device */\n", M, nck, M, nck - nhost);
   size_t p0 = c->opt_buf[0] >= 0 ? c->bufs[c->opt_buf[0]].offset : 0;
   fprintf(f, "static const size_t %s_trainable_off_[] = {", M);
   for (int j = 0; j < ntr; j++) fprintf(f, "%s%zu", j ? ", " : "", c->bufs[par->b[j]].offset - p0);
@@ -265,18 +275,23 @@ static void host_train_checkpoint(Cg *c, FILE *f, const Io *par, int prep) {
   fprintf(f,
           "static void %s_schedule_(%s *m);\n"
           "int %s_load(%s *m, const char *path) {\n"
-          "  ncc_st_want w[%s_NCKPT];\n  void *p[%d];\n  int64_t cnt[2] = {0, 0};\n  double lr = 0.0;\n  int rc;\n"
+          "  ncc_st_want w[%s_NCKPT];\n  void *p[%d];\n"
+          "  int64_t cnt[4] = {0, 0, 0, 0};   /* __step__, __epoch__, __growth_tracker__, __optimizer_step__ */\n"
+          "  double fl[2] = {0.0, 0.0};       /* __lr__, __loss_scale__ */\n"
+          "  void *host[6];\n  int rc;\n"
+          "  host[0] = &cnt[0];\n  host[1] = &cnt[1];\n  host[2] = &fl[0];\n  host[3] = &fl[1];\n"
+          "  host[4] = &cnt[2];\n  host[5] = &cnt[3];\n"
           "  if (!m || !m->dev) return %s_user_error(m, \"%s_load: no model\");\n"
           "  if (!path) return %s_user_error(m, \"%s_load: no file name\");\n"
           "  for (int i = 0; i < %s_NCKPT; i++) {\n"
           "    w[i].t = %s_ckpt_[i];\n"
-          "    w[i].dst = i < %s_NDEVCKPT ? %s_ckpt_ptr_(m, i) : i == %s_NDEVCKPT ? (void *)&cnt[0]\n"
-          "             : i == %s_NDEVCKPT + 1 ? (void *)&cnt[1] : (void *)&lr;\n"
-          "    w[i].flags = i < %s_NDEVCKPT ? 0 : NCC_ST_HOST;\n"
+          "    w[i].dst = i < %s_NDEVCKPT ? %s_ckpt_ptr_(m, i) : host[i - %s_NDEVCKPT];\n"
+          "    w[i].flags = i < %s_NDEVCKPT ? 0 : i < %s_NDEVCKPT + 2 ? NCC_ST_HOST : NCC_ST_HOST | NCC_ST_OPTIONAL;\n"
           "    w[i].present = 0;\n"
           "    if (i < %d) p[i] = w[i].dst;\n"
           "  }\n"
-          "  w[%s_NCKPT - 1].flags |= NCC_ST_OPTIONAL;   /* __lr__: informative; the schedule sets the rate */\n"
+          "  /* optional: __lr__ (informative; the schedule sets the rate) and the loss\n"
+          "   * scaler's state (a checkpoint of a run without one: it starts afresh) */\n"
           "  rc = ncc_load_safetensors_opt(m->dev, path, w, %s_NCKPT, 0, m->err, sizeof m->err);\n"
           "  if (rc) {   /* a file of weights alone: the optimizer starts afresh */\n"
           "    rc = ncc_load_safetensors(m->dev, path, %s_params_, %d, p, m->err, sizeof m->err);\n"
@@ -290,10 +305,16 @@ static void host_train_checkpoint(Cg *c, FILE *f, const Io *par, int prep) {
           "    rc = NCC_EUSER;\n"
           "  }\n"
           "  if (!rc) {\n"
-          "    m->step = cnt[0];\n    m->epoch = cnt[1];\n    %s_schedule_(m);\n"
-          "  }\n",
-          M, M, M, M, M, par->n > 0 ? par->n : 1, M, M, M, M, M, M, M, M, M, M, M, par->n, M, M, M, par->n,
+          "    m->step = cnt[0];\n    m->epoch = cnt[1];\n    %s_schedule_(m);\n",
+          M, M, M, M, M, par->n > 0 ? par->n : 1, M, M, M, M, M, M, M, M, M, M, M, par->n, M, M, par->n,
           par->n, M, M, M, M, M, M);
+  if (ls)
+    fprintf(f, "    /* the scaler's state where the file has it, else GradScaler's start */\n"
+               "    m->loss_scale = w[%s_NDEVCKPT + 3].present && fl[1] > 0.0 ? fl[1] : %s_INIT_SCALE;\n"
+               "    m->growth_tracker = w[%s_NDEVCKPT + 4].present && cnt[2] >= 0 ? cnt[2] : 0;\n"
+               "    m->opt_step = w[%s_NDEVCKPT + 5].present && cnt[3] >= 0 && cnt[3] <= cnt[0] ? cnt[3] : cnt[0];\n",
+            M, M, M, M);
+  fprintf(f, "  }\n");
   if (prep)
     fprintf(f, "  {\n    char msg[sizeof m->err];\n    int rp;\n    memcpy(msg, m->err, sizeof msg);\n"
                "    rp = %s_prepare(m);   /* the folded values follow the parameters now held */\n"
@@ -301,7 +322,7 @@ static void host_train_checkpoint(Cg *c, FILE *f, const Io *par, int prep) {
   fprintf(f, "  return rc;\n}\n\n");
   fprintf(f,
           "int %s_save(%s *m, const char *path) {\n"
-          "  const void *h[%s_NCKPT] = {0};\n  int64_t cnt[2];\n  double lr;\n  int rc = 0, n = 0;\n"
+          "  const void *h[%s_NCKPT] = {0};\n  int64_t cnt[4];\n  double fl[2];\n  int rc = 0, n = 0;\n"
           "  if (!m || !m->dev) return %s_user_error(m, \"%s_save: no model\");\n"
           "  if (!path) return %s_user_error(m, \"%s_save: no file name\");\n"
           "  for (; n < %s_NDEVCKPT; n++) {\n"
@@ -312,12 +333,18 @@ static void host_train_checkpoint(Cg *c, FILE *f, const Io *par, int prep) {
           "    rc = ncc_memcpy_d2h(m->dev, b, %s_ckpt_ptr_(m, n), bytes);\n"
           "    if (rc) { rc = %s_fail(m, rc, \"%s_save: reading the model\"); n++; break; }\n"
           "  }\n"
-          "  cnt[0] = m->step;\n  cnt[1] = m->epoch;\n  lr = m->cur_lr;\n"
-          "  h[%s_NDEVCKPT] = &cnt[0];\n  h[%s_NDEVCKPT + 1] = &cnt[1];\n  h[%s_NDEVCKPT + 2] = &lr;\n"
+          "  cnt[0] = m->step;\n  cnt[1] = m->epoch;\n  fl[0] = m->cur_lr;\n"
+          "  h[%s_NDEVCKPT] = &cnt[0];\n  h[%s_NDEVCKPT + 1] = &cnt[1];\n  h[%s_NDEVCKPT + 2] = &fl[0];\n",
+          M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
+  if (ls)
+    fprintf(f, "  fl[1] = m->loss_scale;\n  cnt[2] = m->growth_tracker;\n  cnt[3] = m->opt_step;\n"
+               "  h[%s_NDEVCKPT + 3] = &fl[1];\n  h[%s_NDEVCKPT + 4] = &cnt[2];\n  h[%s_NDEVCKPT + 5] = &cnt[3];\n",
+            M, M, M);
+  fprintf(f,
           "  if (!rc) rc = ncc_save_safetensors(path, %s_ckpt_, %s_NCKPT, h, m->err, sizeof m->err);\n"
           "  for (int i = 0; i < n; i++) free((void *)h[i]);\n"
           "  return rc;\n}\n\n",
-          M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M);
+          M, M);
 }
 
 /* Whether the training step takes 1..N rows: its forward keeps rows apart
@@ -383,21 +410,57 @@ static void host_train_api(Cg *c, FILE *f, const Io *tin, const Io *par) {
           "    if (rc) return %s_fail(m, rc, what);\n  }\n"
           "  m->nb = batch;\n",
           tin->n, M, M, M, M, M, M, M, M, M, M);
+  int ls = c->gt->train.loss_scaling;
+  const char *adam_t = ls ? "(double)(m->opt_step + 1)" : "(double)m->step";   /* skipped steps do not count */
   fprintf(f,
           "  m->step++;\n  m->step32 = (int)m->step;\n  m->seed32 = (int)(m->seed ^ (m->seed >> 32));\n"
           "  m->lr = (float)m->cur_lr;\n"
-          "  m->bc1 = (float)(1.0 - pow(%.17g, (double)m->step));\n"
-          "  m->bc2 = (float)(1.0 - pow(%.17g, (double)m->step));\n"
-          "  m->stale = 1;\n"
+          "  m->bc1 = (float)(1.0 - pow(%.17g, %s));\n"
+          "  m->bc2 = (float)(1.0 - pow(%.17g, %s));\n"
+          "  m->stale = 1;\n",
+          t->opt == OPT_SGD ? 0.0 : t->beta1, adam_t, t->opt == OPT_SGD ? 0.0 : t->beta2, adam_t);
+  if (ls)
+    fprintf(f,
+            "  {   /* the scale seeds the backward; the unscale kernel flags a gradient that overflowed */\n"
+            "    float s = (float)m->loss_scale;\n"
+            "    m->inv_scale = (float)(1.0 / m->loss_scale);\n"
+            "    rc = ncc_memcpy_h2d(m->dev, m->bufs[%s], &s, sizeof s);\n"
+            "    if (!rc) rc = ncc_memset(m->dev, m->bufs[%s], 0, sizeof(int));\n"
+            "    if (rc) return %s_fail(m, rc, \"%s_train_step: setting the loss scale\");\n  }\n",
+            cg_buf_name(c, c->scale_buf), cg_buf_name(c, c->found_buf), M, M);
+  fprintf(f,
           "  rc = %s_graph_run_(m, &m->tgraph, &m->tran, %s_train_run, \"%s_train_step: graph\");\n  if (rc) return rc;\n"
           "  rc = ncc_sync(m->dev);\n  if (rc) return %s_fail(m, rc, \"%s_train_step: running the kernels\");\n"
           "  rc = ncc_memcpy_d2h(m->dev, &l, m->bufs[%s], sizeof l);\n"
-          "  if (rc) return %s_fail(m, rc, \"%s_train_step: reading the loss\");\n"
+          "  if (rc) return %s_fail(m, rc, \"%s_train_step: reading the loss\");\n",
+          M, M, M, M, M, cg_buf_name(c, lb), M, M);
+  if (ls)
+    fprintf(f,
+            "  {   /* GradScaler.update: halve the scale after an overflow (the update was skipped),\n"
+            "      * double it after %s_GROWTH_INTERVAL steps in a row without one */\n"
+            "    int found = 0;\n"
+            "    rc = ncc_memcpy_d2h(m->dev, &found, m->bufs[%s], sizeof found);\n"
+            "    if (rc) return %s_fail(m, rc, \"%s_train_step: reading the overflow flag\");\n"
+            "    if (found) {\n"
+            "      m->loss_scale = (float)(m->loss_scale * 0.5);\n      m->growth_tracker = 0;\n      m->skipped++;\n"
+            "    } else {\n"
+            "      m->opt_step++;\n"
+            "      if (++m->growth_tracker == %s_GROWTH_INTERVAL) {\n"
+            "        float grown = (float)(m->loss_scale * 2.0);\n"
+            "        if (grown - grown == 0.0f) m->loss_scale = grown;   /* finite */\n"
+            "        m->growth_tracker = 0;\n      }\n    }\n  }\n",
+            M, cg_buf_name(c, c->found_buf), M, M, M);
+  fprintf(f,
           "  if (loss != NULL) *loss = l;\n  return 0;\n}\n\n"
           "int %s_train_step_io(%s *m, const void *const *in, float *loss) {\n"
           "  return %s_train_step_io_batch(m, %s_TRAIN_NMAX, in, loss);\n}\n\n",
-          t->opt == OPT_SGD ? 0.0 : t->beta1, t->opt == OPT_SGD ? 0.0 : t->beta2, M, M, M, M, M, cg_buf_name(c, lb), M, M,
           M, M, M, M);
+  if (ls)
+    fprintf(f, "double %s_loss_scale(const %s *m) { return m ? m->loss_scale : 0.0; }\n\n"
+               "int64_t %s_skipped_steps(const %s *m) { return m ? m->skipped : 0; }\n\n", M, M, M, M);
+  else
+    fprintf(f, "double %s_loss_scale(const %s *m) { return m ? 1.0 : 0.0; }\n\n"
+               "int64_t %s_skipped_steps(const %s *m) {\n  (void)m;\n  return 0;\n}\n\n", M, M, M, M);
   fprintf(f, "int %s_train_step(%s *m, const float *x, const int32_t *y, float *loss) {\n", M, M);
   if (tin->n == 2)
     fprintf(f, "  const void *in[2];\n  in[0] = x;\n  in[1] = y;\n  return %s_train_step_io(m, in, loss);\n}\n\n", M);
@@ -576,7 +639,16 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
                "  int step32, seed32;   /* dropout's key */\n"
                "  int stale;            /* the weights changed since %s_prepare ran */\n"
                "  ncc_graph *tgraph;    /* the training step captured */\n  unsigned char tran;\n", M);
+  if (gt && gt->train.loss_scaling)
+    fprintf(f, "  /* the loss scaler (GradScaler): the scale, steps since it last changed, the\n"
+               "   * updates applied (Adam's step count) and the steps skipped */\n"
+               "  double loss_scale;\n  int64_t growth_tracker, opt_step, skipped;\n"
+               "  float inv_scale;      /* 1 / loss_scale, taken by the unscale kernel */\n");
   fprintf(f, "};\n\n");
+  if (gt && gt->train.loss_scaling)
+    fprintf(f, "#define %s_INIT_SCALE %.17g   /* GradScaler's init_scale (ncc --loss-scale) */\n"
+               "#define %s_GROWTH_INTERVAL 2000   /* and its growth_interval; backoff 0.5, growth 2 */\n\n",
+            M, gt->train.init_scale, M);
 
   /* helpers */
   fprintf(f,
@@ -637,6 +709,7 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
                "  if (!rc) rc = ncc_graph_live(m->dev, &m->bc2, sizeof m->bc2);\n"
                "  if (!rc) rc = ncc_graph_live(m->dev, &m->step32, sizeof m->step32);\n"
                "  if (!rc) rc = ncc_graph_live(m->dev, &m->seed32, sizeof m->seed32);\n");
+  if (gt && gt->train.loss_scaling) fprintf(f, "  if (!rc) rc = ncc_graph_live(m->dev, &m->inv_scale, sizeof m->inv_scale);\n");
   fprintf(f, "  if (rc) return %s_fail(m, rc, \"%s_create: graphs\");\n", M, M);
   fprintf(f, "  rc = ncc_alloc_buffers(m->dev, %s_NBUFS, %s_buf_off_, %s_buf_size_, m->bufs, &m->arena);\n", M, M, M);
   fprintf(f, "  if (rc) return %s_fail(m, rc, \"%s_create: allocating buffers\");\n", M, M);
@@ -660,6 +733,7 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   if (gt) {
     char lit[40];
     fprintf(f, "  m->base_lr = m->cur_lr = %.17g;\n  m->lr = %s;\n", gt->train.lr, cg_flit(lit, gt->train.lr));
+    if (gt->train.loss_scaling) fprintf(f, "  m->loss_scale = %s_INIT_SCALE;\n", M);
   }
   if (c->o->frozen)
     fprintf(f, "  {   /* the frozen weights */\n    void *p[%d];\n"

@@ -160,6 +160,7 @@ PassCtx drv_pass_ctx(const Options *o, int train, int verify) {
   pc.verbose = o->verbose;
   pc.cublas = o->cublas;
   pc.precision = o->precision;
+  pc.loss_scale = o->loss_scale;
   pc.verify = verify;
   return pc;
 }
@@ -174,8 +175,8 @@ Graph *train_graph_load(const Options *o) {
   }
   PassCtx pc = drv_pass_ctx(o, 1, 1);
   /* the training step a model's MODEL.cu carries beside fp16 inference (no
-   * --train, not ncc train) stays fp32: fp16 training needs loss scaling,
-   * not done yet, and the precision pass refuses it when it is asked for */
+   * --train, not ncc train) stays fp32: fp16 training scales the loss and
+   * may skip steps, which a user asks for (--train or ncc train) */
   if (pc.precision == PREC_FP16 && !o->train && o->cmd != CMD_TRAIN) pc.precision = PREC_FP32;
   if (passes_run(gt, &pc, o->passes) != 0 || diag_errors()) { ir_graph_free(gt); return NULL; }
   return gt;

@@ -27,7 +27,7 @@
 typedef enum {
   O_HELP, O_VERSION, O_LIST_OPTIONS,
   O_OUT, O_EMIT, O_JIT, O_ARCH, O_TRAIN, O_FREEZE,
-  O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_CALIBRATE, O_VERBOSE,
+  O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_LOSS_SCALE, O_CALIBRATE, O_VERBOSE,
   O_MAX_MEMORY, O_WEIGHTS, O_DEVICE, O_CHECK, O_SEED, O_INPUT, O_OUTPUT,
   O_PRINT_OBJECT, O_ITERS, O_WARMUP, O_COMPARE,
   O_DATA, O_EPOCHS, O_STEPS, O_NO_SHUFFLE, O_KEEP_LAST, O_CHECKPOINT, O_RESUME, O_LOG, O_SAVE_GRADS,
@@ -124,8 +124,11 @@ static const OptSpec opts[] = {
    "convolutions and GEMMs through cuBLAS (a CPU BLAS under emulation) instead of ncc's tiled kernels"},
   {O_PRECISION, "--precision", NULL, "=P", CMD_ALL, 0,
    "fp32 (default), tf32, fp16 or bf16: conv2d, linear and matmul round their operands to that type and "
-   "accumulate in fp32, values stored in fp32 (docs/precision.md); a training step at tf32 or bf16 rounds its "
-   "gradients' GEMMs too (fp16 training: not yet); int8: not available yet"},
+   "accumulate in fp32, values stored in fp32 (docs/precision.md); a training step rounds its gradients' GEMMs "
+   "too, and at fp16 scales the loss dynamically (as torch.cuda.amp.GradScaler); int8: not available yet"},
+  {O_LOSS_SCALE, "--loss-scale", NULL, "=S", CMD_COMPILE | CMD_BENCH | CMD_TRAIN, 0,
+   "fp16 training: the initial loss scale (default 65536, GradScaler's; halved after an overflow, "
+   "doubled after 2000 steps without one)"},
   {O_CALIBRATE, "--calibrate", NULL, "=X.npy", CMD_ALL, 0, "int8 calibration data (needs --precision=int8: not available yet)"},
   {O_VERBOSE, "-v", "--verbose", NULL, CMD_ALL, 0, "say what ncc does: per-pass statistics, compiler command, timings"},
 };
@@ -467,6 +470,14 @@ static int apply(Options *o, const OptSpec *s, const char *v) {
       return oerr("--precision=int8 is not supported yet (fp32, tf32, fp16 and bf16 are; int8 with calibration is planned)");
     else return oerr("--precision=%s: unknown precision (fp32, tf32, fp16 or bf16)", v);
     return 0;
+  case O_LOSS_SCALE: {
+    char *end;
+    double d = strtod(v, &end);
+    if (end == v || *end || !(d > 0.0) || !(d <= 3.4e38))
+      return oerr("--loss-scale=%s: expected a positive number (e.g. 65536)", v);
+    o->loss_scale = d;
+    return 0;
+  }
   case O_CALIBRATE: return oerr("--calibrate (%s) needs --precision=int8, which is not supported yet", v);
   case O_VERBOSE: o->verbose = 1; return 0;
   case O_WEIGHTS: o->weights = v; return 0;
@@ -550,10 +561,10 @@ static int check(Options *o) {
     if (o->resume && !o->checkpoint) return oerr("--resume needs --checkpoint FILE (the checkpoint to resume)");
     if (o->resume && o->weights)
       return oerr("--resume and --weights: the checkpoint holds the parameters; give one of them");
-    if (o->precision == PREC_FP16)
-      return oerr("--precision=fp16: ncc train does not offer fp16 yet (its gradients need dynamic loss scaling, "
-                  "not done yet); bf16 (float32's range) and tf32 train");
   }
+  if (o->loss_scale > 0.0 && !(o->precision == PREC_FP16 && (o->cmd == CMD_TRAIN || o->train)))
+    return oerr("--loss-scale goes with fp16 training (--precision=fp16 with ncc train, or --train): "
+                "only fp16 gradients need the loss scaled");
   if (o->freeze && !o->weights) return oerr("--freeze needs --weights FILE: the weights to carry");
   if (o->freeze && o->train) return oerr("--freeze leaves the training step out; it does not go with --train");
   if (o->cmd == CMD_COMPILE && o->weights && !o->freeze)

@@ -47,6 +47,7 @@ typedef struct Options {
   const char *passes, *print_after;
   int cublas, verbose;
   int precision;                /* PREC_* (ir/ir.h), --precision */
+  double loss_scale;            /* --loss-scale: fp16 training's initial loss scale (0: 65536) */
   SetOpt sets[MAX_SETS];
   int nsets;
   /* running a model */

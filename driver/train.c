@@ -183,6 +183,8 @@ typedef struct TrainApi {
   int (*save_grads)(void *m, const char *path);
   int (*host_alloc)(void *m, void **p, size_t bytes);   /* optional: page-locked batches */
   void (*host_free)(void *m, void *p);
+  double (*loss_scale)(const void *m);          /* optional: fp16 training's loss scaler */
+  int64_t (*skipped_steps)(const void *m);
 } TrainApi;
 
 static int train_api(const Model *M, TrainApi *A) {
@@ -208,6 +210,10 @@ static int train_api(const Model *M, TrainApi *A) {
   snprintf(sym, sizeof sym, "%s_host_free", M->name);
   *(void **)&A->host_free = dlsym(M->so, sym);
   if (!A->host_alloc || !A->host_free) A->host_alloc = NULL, A->host_free = NULL;
+  snprintf(sym, sizeof sym, "%s_loss_scale", M->name);
+  *(void **)&A->loss_scale = dlsym(M->so, sym);
+  snprintf(sym, sizeof sym, "%s_skipped_steps", M->name);
+  *(void **)&A->skipped_steps = dlsym(M->so, sym);
   return 0;
 }
 
@@ -513,6 +519,11 @@ static int loop(Run *R) {
   if (last_acc >= 0) printf("; final test accuracy %.2f%%", last_acc);
   else if (last_tl >= 0) printf("; final test loss (mean squared error) %.6g", last_tl);
   printf("\n");
+  if (o->precision == PREC_FP16 && R->A.loss_scale && R->A.skipped_steps) {
+    int64_t sk = R->A.skipped_steps(R->M.m);
+    printf("fp16 loss scaling: scale %g now; %lld step%s skipped (a gradient overflowed: no update, the scale halved)\n",
+           R->A.loss_scale(R->M.m), (long long)sk, sk == 1 ? "" : "s");
+  }
   return 0;
 }
 

@@ -1016,7 +1016,7 @@ static Val call_op(Elab *E, const OpSpec *sp, Expr *c) {
   case OP_CROSS_ENTROPY: case OP_NLL_LOSS: case OP_MSE_LOSS:
     break;
   case OP_CONCAT:   /* op_concat, above */
-  case OP_INPUT: case OP_PARAM: case OP_CONST:   /* no call makes a source */
+  case OP_INPUT: case OP_PARAM: case OP_CONST: case OP_LOSS_SCALE:/* no call makes a source */
   /* nor an op only autodiff makes (OPF_INTERNAL) */
   case OP_BN_STATS: case OP_BN_TRAIN: case OP_BN_RUNNING: case OP_DROPOUT_APPLY: case OP_ACT_GRAD:
   case OP_CONV2D_BWD_DATA: case OP_CONV2D_BWD_WEIGHT: case OP_LINEAR_BWD_WEIGHT: case OP_SUM_TO:

@@ -197,6 +197,12 @@ typedef struct TrainCfg {
   double gamma;
   Value *minimize;
   Loc loc;
+  /* set by passes: autodiff's seed (the gradient of `minimize`, a const 1.0);
+   * the precision pass at fp16 makes it a loss_scale source and sets
+   * loss_scaling with GradScaler's initial scale */
+  Value *seed;
+  int loss_scaling;
+  double init_scale;
 } TrainCfg;
 
 typedef struct NamedValue { const char *name; Value *v; } NamedValue;

@@ -142,7 +142,7 @@ void ir_liveness(const Graph *g, int train, Liveness *lv) {
     Node *n = g->nodes[i];
     if (!lv->need[i]) continue;
     int id = n->out->id, k = lv->gid[i];
-    if (n->op == OP_PARAM || n->op == OP_CONST) lv->kind[id] = LV_PARAM;
+    if (n->op == OP_PARAM || n->op == OP_CONST || n->op == OP_LOSS_SCALE) lv->kind[id] = LV_PARAM;
     else if (n->op == OP_INPUT) lv->kind[id] = LV_INPUT;
     else if (ir_is_view(n)) lv->kind[id] = LV_VIEW;
     else if (k >= 0 && (lv->stored[k] == n->out || lv->role[i] == GROLE_SIDE))

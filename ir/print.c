@@ -85,7 +85,7 @@ static void print_attrs(FILE *f, const Node *n) {
   case OP_RESHAPE: print_list(f, "shape", a); break;
   case OP_TRANSPOSE: print_list(f, "perm", a); break;
   /* no attributes (a source's are printed by ir_print) */
-  case OP_INPUT: case OP_PARAM: case OP_CONST:
+  case OP_INPUT: case OP_PARAM: case OP_CONST: case OP_LOSS_SCALE:
   case OP_MATMUL: case OP_RELU: case OP_RELU6: case OP_SIGMOID: case OP_TANH: case OP_GELU: case OP_SILU:
   case OP_HARDSWISH: case OP_SQRT: case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_GAVGPOOL2D: case OP_FLATTEN:
   case OP_CROSS_ENTROPY: case OP_NLL_LOSS: case OP_MSE_LOSS: case OP__COUNT:
@@ -136,6 +136,8 @@ void ir_print(Graph *g, FILE *f) {
       fprintf(f, "param \"%s\"", n->name ? n->name : "?");
     } else if (n->op == OP_CONST) {
       fprintf(f, "const %g", n->a.fval);
+    } else if (n->op == OP_LOSS_SCALE) {
+      fprintf(f, "loss_scale %g", n->a.fval);   /* the initial scale; the host sets it each step */
     } else {
       fprintf(f, "%s(", ncc_ops[n->op].name);
       for (int k = 0; k < n->nin; k++) fprintf(f, "%s%%%d", k ? ", " : "", n->in[k] ? n->in[k]->id : -1);

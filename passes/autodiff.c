@@ -484,7 +484,7 @@ int pass_autodiff(Graph *g, PassCtx *pc) {
   }
   if (rc == 0) {
     c.cur = NULL;
-    c.grad[loss->id] = konst(&c, 1.0);
+    c.grad[loss->id] = g->train.seed = konst(&c, 1.0);
     if (!c.grad[loss->id]) rc = -1;
   }
   for (int i = c.nfwd - 1; i >= 0 && rc == 0; i--) {

@@ -139,6 +139,7 @@ static int eval_const(const Node *n, float x, float y, float *r) {
   case OP_INPUT:
   case OP_PARAM:
   case OP_CONST:
+  case OP_LOSS_SCALE:
   case OP_CONV2D:
   case OP_LINEAR:
   case OP_MATMUL:

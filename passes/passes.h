@@ -14,6 +14,7 @@ typedef struct PassCtx {
   int verbose;        /* -v: each pass prints its statistics to stderr */
   int cublas;         /* the GEMMs go to cuBLAS (--cublas): they read their operands from memory */
   int precision;      /* PREC_* (--precision): the precision pass's policy */
+  double loss_scale;  /* fp16 training: the initial loss scale (--loss-scale; 0: GradScaler's 65536) */
 } PassCtx;
 
 typedef int (*PassFn)(Graph *g, PassCtx *c);

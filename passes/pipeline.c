@@ -81,8 +81,8 @@ static const char *const train_pipelines[4] = {
   "autodiff,fuse,plan",      /* -O3 */
 };
 
-/* with --precision tf32 or bf16: the precision pass after autodiff, so that
- * the gradients' GEMMs are marked too */
+/* with --precision tf32, fp16 or bf16: the precision pass after autodiff, so
+ * that the gradients' GEMMs are marked too (and, at fp16, the loss scaled) */
 static const char *const prec_train_pipelines[4] = {
   "autodiff,precision",
   "autodiff,precision,plan",

@@ -24,8 +24,18 @@
  * and its input gradient (a matmul of dy and the weight), as autocast's
  * backward runs the GEMMs of the forward's type.  Bias gradients, the
  * optimizer and the parameters (float32 master weights) stay float32.
- * Training at fp16 is refused: it needs dynamic loss scaling, which is not
- * done yet; bf16 keeps float32's exponent range and needs none.
+ * Training at fp16 scales the loss, as torch.cuda.amp.GradScaler does: small
+ * gradients would underflow fp16 operands (and big ones overflow to Inf).
+ * The pass turns autodiff's seed (the const 1.0 gradient of the minimised
+ * loss) into a loss_scale source; codegen renders it as a value the host
+ * sets before each step (GradScaler's scale S, initially 65536 or
+ * --loss-scale), so every gradient of the step is S times the true one.
+ * Before the update, one kernel multiplies the gradients by 1/S in float32
+ * and flags any Inf or NaN; a flagged step updates nothing (parameters and
+ * optimizer state, Adam's step count included, stay) and halves S; after
+ * 2000 steps in a row without one, S doubles (GradScaler's defaults:
+ * backoff 0.5, growth 2, interval 2000).  bf16 keeps float32's exponent
+ * range and needs none of it.
  * The decision is written on the IR (Node.prec, Graph.precision); the
  * verifier checks it and codegen renders it.  The cuBLAS
  * path has no rounded rendering here (the emulation's CPU BLAS could not round
@@ -47,9 +57,15 @@ int pass_precision(Graph *g, PassCtx *c) {
     return -1;
   }
   if (c->train && prec == PREC_FP16) {
-    diag_error((Loc){0}, "--precision=fp16: a training step in fp16 needs dynamic loss scaling (its small gradients "
-                         "underflow fp16), not done yet; bf16 (float32's range) and tf32 train");
-    return -1;
+    Value *seed = g->train.seed;
+    if (!seed || seed->def->op != OP_CONST || seed->def->a.fval != 1.0) {
+      diag_error((Loc){0}, "precision: fp16 training needs autodiff's seed (the const 1.0 gradient of the loss) "
+                           "to scale; run autodiff first");
+      return -1;
+    }
+    seed->def->op = OP_LOSS_SCALE;
+    seed->def->a.fval = g->train.init_scale = c->loss_scale > 0 ? c->loss_scale : 65536.0;
+    g->train.loss_scaling = 1;
   }
   g->precision = prec;
   for (int i = 0; i < g->nnodes; i++) {
@@ -60,8 +76,9 @@ int pass_precision(Graph *g, PassCtx *c) {
   }
   static const char *const upper[] = {"FP32", "TF32", "FP16", "BF16"};
   if (c->verbose && g->precision != PREC_FP32)
-    fprintf(stderr, "pass precision: %s: %d GEMM-like op%s with %s operands, the rest in float32\n",
-            ir_prec_name(g->precision), n, n == 1 ? "" : "s", upper[g->precision]);
+    fprintf(stderr, "pass precision: %s: %d GEMM-like op%s with %s operands, the rest in float32%s\n",
+            ir_prec_name(g->precision), n, n == 1 ? "" : "s", upper[g->precision],
+            g->train.loss_scaling ? "; the loss scaled (dynamic, as GradScaler)" : "");
   else if (c->verbose)
     fprintf(stderr, "pass precision: fp32: every op in float32\n");
   return 0;

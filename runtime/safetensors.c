@@ -235,9 +235,12 @@ static int scale_fits(const ncc_st_entry *x, const ncc_st_entry *s) {
  * them matches them first. */
 static int training_state(const char *name, const ncc_st_want *w, int n) {
   static const char *const opt[] = {".momentum_buffer", ".exp_avg", ".exp_avg_sq"};
+  static const char *const counters[] = {"__step__", "__epoch__", "__lr__",
+                                         "__loss_scale__", "__growth_tracker__", "__optimizer_step__"};
   size_t l;
   int i, k;
-  if (!strcmp(name, "__step__") || !strcmp(name, "__epoch__") || !strcmp(name, "__lr__")) return 1;
+  for (k = 0; k < 6; k++)
+    if (!strcmp(name, counters[k])) return 1;
   for (i = 0; i < n; i++) {
     l = strlen(w[i].t.name);
     if (strncmp(name, w[i].t.name, l) != 0) continue;

@@ -441,9 +441,11 @@ def expect_refused(ctx, cases, out):
 @case("precision_flags")
 def _precision(ctx):
     """--precision: fp32, tf32, fp16 and bf16 compile, and a training step at
-    tf32 and bf16 (a model's training step beside fp16 inference stays fp32);
-    int8, unknown names, a rounded precision with --cublas and fp16 training
-    are refused with status 1, a message, and no output."""
+    tf32, bf16 and fp16 (fp16's with the loss scaled; a model's training
+    step beside fp16 inference stays fp32); int8, unknown names, a rounded
+    precision with --cublas, and --loss-scale that is not a positive number
+    or not with fp16 training are refused with status 1, a message, and no
+    output."""
     net = ctx.write("tiny.net", "model tiny\ninput x: f32[2, 3]\ny = linear(x, 4, name=\"fc\")\noutput y\n")
     out = ctx.path("tiny.cu")
     for prec in ("fp32", "tf32", "fp16", "bf16"):
@@ -457,22 +459,34 @@ def _precision(ctx):
         ([net, "--precision=fp64", "-o", out], ["unknown precision"]),
         ([net, "--precision=tf32", "--cublas", "-o", out], ["--cublas"]),
         ([net, "--precision=bf16", "--cublas", "-o", out], ["--cublas"]),
-        (["train", net, "--data", ctx.path("none"), "--precision=fp16"], ["loss scaling"]),
+        ([net, "--precision=fp16", "--loss-scale=1024", "-o", out], ["--loss-scale goes with fp16 training"]),
+        (["train", net, "--data", ctx.path("none"), "--precision=bf16", "--loss-scale=1024"],
+         ["--loss-scale goes with fp16 training"]),
+        (["train", net, "--data", ctx.path("none"), "--precision=fp16", "--loss-scale=0"], ["positive number"]),
+        (["train", net, "--data", ctx.path("none"), "--precision=fp16", "--loss-scale=big"], ["positive number"]),
+        (["train", net, "--data", ctx.path("none"), "--precision=fp16", "--loss-scale=nan"], ["positive number"]),
+        (["train", net, "--data", ctx.path("none"), "--precision=fp16", "--loss-scale=1e39"], ["positive number"]),
     ], out)
     # a training step at tf32 and bf16 compiles, its gradients' GEMMs rounded too
     tnet = ctx.write("tiny_train.net", "model tiny\ninput x: f32[2, 3]\ninput y: i32[2]\n"
                                        "z = linear(x, 4, name=\"fc\")\noutput z\nloss = cross_entropy(z, y)\n"
                                        "train {\n  optimizer sgd(lr=0.1)\n  minimize loss\n}\n")
-    for prec in ("tf32", "bf16"):
-        p = ctx.ncc_cmd([tnet, "--train", "--precision=" + prec, "-o", out])
+    for prec in ("tf32", "bf16", "fp16"):
+        p = ctx.ncc_cmd([tnet, "--train", "--precision=" + prec, "-o", out] +
+                        (["--loss-scale=1024"] if prec == "fp16" else []))
         show(p)
         if p.returncode != 0 or not os.path.exists(out):
             raise Failure("--train --precision=%s should compile" % prec)
         src = open(out).read()
         if "ncc_%s(dy[" % prec not in src:
             raise Failure("--train --precision=%s: the weight gradient's GEMM does not round dy" % prec)
+        # fp16 alone scales the loss: the unscale kernel, the skip, the scale given
+        scaled = ["_unscale_grads(", "if (*found_inf) return;", "_INIT_SCALE 1024 "]
+        for frag in scaled:
+            if (frag in src) != (prec == "fp16"):
+                raise Failure("--train --precision=%s: '%s' %s the generated code" %
+                              (prec, frag, "missing from" if prec == "fp16" else "unexpected in"))
         os.unlink(out)
-    expect_refused(ctx, [([tnet, "--train", "--precision=fp16", "-o", out], ["loss scaling"])], out)
     # without --train, the training step MODEL.cu carries beside fp16 inference stays fp32
     p = ctx.ncc_cmd([tnet, "--precision=fp16", "-o", out])
     show(p)

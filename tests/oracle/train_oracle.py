@@ -410,7 +410,8 @@ class Spec:
         self.model, self.text, self.params, self.trainable = model, text, params, trainable
         self.forward, self.x_all, self.y_all, self.batch, self.opt = forward, x_all, y_all, batch, opt
         self.keep_last = False   # ncc train --keep-last: the last partial batch is a step (drop_last=False)
-        self.prec = None         # ncc train --precision=tf32|bf16: the GEMMs' operands rounded (rounding())
+        self.prec = None         # ncc train --precision=tf32|fp16|bf16: the GEMMs' operands rounded (rounding())
+        self.loss_scale = None   # fp16: --loss-scale (the scaler's initial scale; None: GradScaler's 65536)
 
     @property
     def steps_per_epoch(self):
@@ -502,18 +503,43 @@ def torch_train(spec, K, autocast=False):
     opt, sched = spec.opt.torch([P[k] for k in spec.trainable])
     spe, B = spec.steps_per_epoch, spec.batch
     losses, lrs, grads = [], [], {}
+    # fp16: torch.cuda.amp.GradScaler's algorithm (its CUDA kernels have no
+    # CPU build in this PyTorch): the loss times the scale S seeds the
+    # backward; the gradients are multiplied by 1/S; a step with an Inf or
+    # NaN among them skips opt.step() and halves S; 2000 good steps in a row
+    # double it (init_scale 65536, backoff 0.5, growth 2, interval 2000).
+    scaler = None
+    if spec.prec == "fp16" and not autocast:
+        scaler = {"scale": float(spec.loss_scale or 65536.0), "tracker": 0, "opt_step": 0, "skipped": 0}
     for step in range(K):
         i = step % spe
         xb, yb = spec.x_all[i * B:(i + 1) * B], spec.y_all[i * B:(i + 1) * B]
         opt.zero_grad()
         with torch.autocast("cpu", dtype=torch.bfloat16) if autocast else rounding(spec.prec):
             loss = spec.forward(P, xb, yb)
-            loss.backward()
+            (loss * scaler["scale"] if scaler else loss).backward()
         losses.append(float(loss))
         lrs.append(float(opt.param_groups[0]["lr"]))
+        found = False
+        if scaler:
+            for k in spec.trainable:
+                if P[k].grad is not None:
+                    found |= not bool(torch.isfinite(P[k].grad).all())
+                    P[k].grad.mul_(1.0 / scaler["scale"])
         grads = {k: (P[k].grad.detach().clone() if P[k].grad is not None else torch.zeros_like(P[k]))
                  for k in spec.trainable}
-        opt.step()
+        if found:
+            scaler["scale"] *= 0.5
+            scaler["tracker"] = 0
+            scaler["skipped"] += 1
+        else:
+            opt.step()
+            if scaler:
+                scaler["opt_step"] += 1
+                scaler["tracker"] += 1
+                if scaler["tracker"] == 2000:
+                    scaler["scale"] *= 2.0
+                    scaler["tracker"] = 0
         if (step + 1) % spe == 0 and sched is not None:
             sched.step()
     state = {}
@@ -524,7 +550,7 @@ def torch_train(spec, K, autocast=False):
                 state["%s.%s" % (k, sk)] = st[sk].detach().clone()
     return {"losses": losses, "lrs": lrs, "grads": grads,
             "params": {k: v.detach().clone() for k, v in P.items()}, "state": state,
-            "lr": float(opt.param_groups[0]["lr"]), "epoch": K // spe}
+            "lr": float(opt.param_groups[0]["lr"]), "epoch": K // spe, "scaler": scaler}
 
 
 # ---------------------------------------------------------------- running ncc train
@@ -715,6 +741,16 @@ def check_checkpoint(cfile, spec, ref, K, weights=True, opt_state=True, counters
             print("  %-40s %.9g (PyTorch %.9g)" % ("__lr__", lr, ref["lr"]))
             if not ok:
                 bad.append("__lr__ %.9g != PyTorch's %.9g" % (lr, ref["lr"]))
+        sc = ref.get("scaler")
+        if sc:   # fp16: the scaler's state, exactly (powers of two)
+            for k, want in (("__loss_scale__", sc["scale"]), ("__growth_tracker__", sc["tracker"]),
+                            ("__optimizer_step__", sc["opt_step"])):
+                if k not in C:
+                    bad.append("%s missing from the checkpoint" % k)
+                elif float(C[k][0].reshape(-1)[0]) != want:
+                    bad.append("%s = %s, GradScaler's algorithm says %s" % (k, C[k][0].reshape(-1)[0], want))
+                else:
+                    print("  %-40s %g" % (k, want))
     return bad
 
 
@@ -727,7 +763,8 @@ def finish(bad):
 
 # ---------------------------------------------------------------- the case kinds
 def prec_flags(spec):
-    return ["--precision=" + spec.prec] if spec.prec else []
+    f = ["--precision=" + spec.prec] if spec.prec else []
+    return f + (["--loss-scale=%r" % float(spec.loss_scale)] if spec.loss_scale else [])
 
 
 def grad_run(ctx, spec, check_running=True):
@@ -761,12 +798,13 @@ def resume_run(ctx, spec, k, m):
     net, data, w0 = write_inputs(ctx, spec)
     C1, C2, L1, L2 = (ctx.path(f) for f in ("C_split.safetensors", "C_whole.safetensors", "split1.csv", "split2.csv"))
     Lw = ctx.path("whole.csv")
-    run_train(ctx, net, data, k, weights=w0, checkpoint=C1, log=L1)
+    pf = prec_flags(spec)
+    run_train(ctx, net, data, k, weights=w0, checkpoint=C1, log=L1, extra=pf)
     shutil.copyfile(C1, ctx.path("C_after_%d.safetensors" % k))
     # --steps counts from the start of the run (the same command line plus
     # --resume finishes an interrupted run): k + m in all, m of them now
-    run_train(ctx, net, data, k + m, checkpoint=C1, log=L2, resume=True)
-    run_train(ctx, net, data, k + m, weights=w0, checkpoint=C2, log=Lw)
+    run_train(ctx, net, data, k + m, checkpoint=C1, log=L2, resume=True, extra=pf)
+    run_train(ctx, net, data, k + m, weights=w0, checkpoint=C2, log=Lw, extra=pf)
     a, b = read_safetensors(C1), read_safetensors(C2)
     bad = []
     if set(a) != set(b):
@@ -1448,7 +1486,21 @@ PREC_CASES = {   # name: (spec builder, precision, K, labels)
                               ["optim"]),
     "bf16_opt_adamw": (lambda: small_cnn("bf16_opt_adamw", OPTS["opt_adamw"][0]), "bf16", 8, ["optim"]),
     "tf32_opt_adam": (lambda: small_cnn("tf32_opt_adam", OPTS["opt_adam"][0]), "tf32", 8, ["optim"]),
+    # fp16: the same rounding, and the loss scaled as GradScaler scales it
+    "fp16_grad_conv_s2_p1": (lambda: conv_spec("s2_p1"), "fp16", 1, ["grad", "conv"]),
+    "fp16_grad_linear": (lambda: GRAD["grad_linear"](), "fp16", 1, ["grad"]),
+    "fp16_opt_adamw": (lambda: small_cnn("fp16_opt_adamw", OPTS["opt_adamw"][0]), "fp16", 8, ["optim"]),
+    "fp16_opt_adam": (lambda: small_cnn("fp16_opt_adam", OPTS["opt_adam"][0]), "fp16", 8, ["optim"]),
+    # a scale too big for fp16 (2^26): the first steps' gradients overflow,
+    # those steps are skipped and halve the scale until it fits
+    "fp16_overflow_adam": (lambda: scaled(small_cnn("fp16_overflow_adam", OPTS["opt_adam"][0]), 2.0 ** 26), "fp16",
+                           12, ["optim"]),
 }
+
+
+def scaled(spec, s):
+    spec.loss_scale = s
+    return spec
 
 
 def rounding_matters(spec, K):
@@ -1499,6 +1551,12 @@ def prec_run(ctx, name):
     spec.model, spec.prec = name, prec
     spec.text = re.sub(r"^model\s+\S+", "model " + name, spec.text, count=1, flags=re.M)
     require_rounding_matters(spec, K)
+    if spec.loss_scale:   # the scale is meant to overflow: some steps, not all, are skipped
+        sc = torch_train(spec, K)["scaler"]
+        print("GradScaler's algorithm: %d of %d steps skipped, the scale %g -> %g"
+              % (sc["skipped"], K, spec.loss_scale, sc["scale"]))
+        if not 0 < sc["skipped"] < K - 2:
+            raise Failure("the forced overflow skips %d of %d steps: the case proves nothing" % (sc["skipped"], K))
     if K == 1:
         grad_run(ctx, spec)
         return
@@ -1520,6 +1578,19 @@ def prec_run(ctx, name):
 
 for _n, _e in PREC_CASES.items():
     CASES[_n] = (lambda ctx, n=_n: prec_run(ctx, n), tuple(_e[3]) + (_e[1],))
+
+
+def fp16_resume_spec():
+    s = scaled(small_cnn("fp16_resume_overflow", OPTS["opt_adam"][0]), 2.0 ** 26)
+    s.prec = "fp16"
+    return s
+
+
+# fp16 resumed in the middle of the skipped steps (5 of 8 skipped): the
+# checkpoint carries the scaler (__loss_scale__, __growth_tracker__) and
+# Adam's own step count (__optimizer_step__), so the resumed run is the
+# unbroken one, byte for byte
+CASES["fp16_resume_overflow"] = (lambda ctx: resume_run(ctx, fp16_resume_spec(), 5, 7), ("resume", "fp16"))
 
 
 # ---------------------------------------------------------------- the PyTorch side alone
@@ -1544,6 +1615,8 @@ def spec_for(name, seed=0):
         s = example_spec(base, kind, batch, size, in_ch)
         s.prec = "bf16" if base != name else None
         return s, 1, sets
+    if name == "fp16_resume_overflow":
+        return fp16_resume_spec(), 12, []
     if name in PREC_CASES:
         build, prec, K, _ = PREC_CASES[name]
         s = build()
