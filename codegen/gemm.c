@@ -808,7 +808,8 @@ static int split_sum(Cg *c, const KGroup *gr, const GemmSpec *s) {
 }
 
 static const char *what(const Node *n, char *buf, size_t len) {
-  snprintf(buf, len, "%s%s%s (ncc_sgemm)", ncc_ops[n->op].name, n->name ? " " : "", n->name ? n->name : "");
+  snprintf(buf, len, "%s%s%s (%s)", ncc_ops[n->op].name, n->name ? " " : "", n->name ? n->name : "",
+           n->prec == PREC_FP32 ? "ncc_sgemm" : "ncc_gemm_ex");
   return buf;
 }
 
@@ -829,11 +830,14 @@ static void sgemm(Cg *c, const Node *n, int ta, int tb, const char *M, int64_t N
     if (*q == '"' || *q == '\\' || (unsigned char)*q < 32) *q = '_';
   snprintf(ao, sizeof ao, "%lld", LL(aoff));
   snprintf(bo, sizeof bo, "%lld", LL(boff));
+  /* a rounded precision: cuBLAS's reduced-precision compute type (ncc_gemm_ex; the ops' PREC_* are its NCC_GEMM_*) */
+  static const char *const gemm_prec[] = {"", "NCC_GEMM_TF32, ", "NCC_GEMM_FP16, ", "NCC_GEMM_BF16, "};
+  NCC_ASSERT(n->prec >= PREC_FP32 && n->prec <= PREC_BF16);
   buf_printf(&c->run,
-             "  rc = ncc_sgemm(m->dev, %d, %d, %s, %lld, %lld, 1.0f, %s, %lld, %lldLL,\n"
+             "  rc = %s(m->dev, %s%d, %d, %s, %lld, %lld, 1.0f, %s, %lld, %lldLL,\n"
              "                 %s, %lld, %lldLL, 0.0f, %s, %lld, %lldLL, %s);\n"
              "  if (rc) return %s_fail(m, rc, \"%s\");\n",
-             ta, tb, M, LL(N), LL(K), buf_ptr(c, pa, sizeof pa, "const float *", A, ao), LL(lda), LL(sa),
+             n->prec == PREC_FP32 ? "ncc_sgemm" : "ncc_gemm_ex", gemm_prec[n->prec], ta, tb, M, LL(N), LL(K), buf_ptr(c, pa, sizeof pa, "const float *", A, ao), LL(lda), LL(sa),
              buf_ptr(c, pb, sizeof pb, "const float *", B, bo), LL(ldb), LL(sb),
              buf_ptr(c, pc, sizeof pc, "float *", C, coff), LL(ldc), LL(sc), batch, c->model, w);
 }
@@ -1011,8 +1015,6 @@ static int emit_matmul(Cg *c, const KGroup *gr) {
 
 int emit_gemm(Cg *c, const KGroup *gr) {
   Node *n = gr->main;
-  if (n->prec != PREC_FP32 && c->o->use_cublas)   /* the precision pass refuses --cublas with a rounded precision */
-    ncc_die("a %s %s on the cuBLAS path", ir_prec_name(n->prec), ncc_ops[n->op].name);
   if (n->op == OP_LINEAR) return emit_linear(c, gr);
   if (n->op == OP_MATMUL) return emit_matmul(c, gr);
   ConvDims d = conv_dims(n);

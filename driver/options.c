@@ -570,9 +570,6 @@ static int check(Options *o) {
   if (o->cmd == CMD_COMPILE && o->weights && !o->freeze)
     return oerr("--weights when compiling goes with --freeze (the weights MODEL.cu carries); "
                 "without it, load them at run time (M_load, or `ncc run --weights`)");
-  if (o->precision != PREC_FP32 && o->cublas)
-    return oerr("--precision=%s with --cublas: the cuBLAS path has no %s rendering yet; leave out --cublas "
-                "(ncc's tiled kernels round the operands)", ir_prec_name(o->precision), ir_prec_name(o->precision));
   if (o->print_object && (o->nin || o->nout))
     return oerr("--print-object builds the model and runs nothing: --%s does not go with it", o->nin ? "input" : "output");
   if (o->cmd == CMD_RUN || o->cmd == CMD_BENCH) {

@@ -37,9 +37,10 @@
  * backoff 0.5, growth 2, interval 2000).  bf16 keeps float32's exponent
  * range and needs none of it.
  * The decision is written on the IR (Node.prec, Graph.precision); the
- * verifier checks it and codegen renders it.  The cuBLAS
- * path has no rounded rendering here (the emulation's CPU BLAS could not round
- * as the GPU does), so --cublas with a rounded precision is refused. */
+ * verifier checks it and codegen renders it.  With --cublas a rounded GEMM
+ * is a cuBLAS call with a reduced-precision compute type (ncc_gemm_ex:
+ * cuBLAS rounds the operands itself on a GPU; the emulation rounds copies
+ * with the kernels' functions before the CPU BLAS). */
 #include <stdio.h>
 
 #include "passes.h"
@@ -48,12 +49,6 @@ int pass_precision(Graph *g, PassCtx *c) {
   int prec = c->precision, n = 0;
   if (prec < PREC_FP32 || prec > PREC_BF16) {
     diag_error((Loc){0}, "precision: unknown precision %d", prec);
-    return -1;
-  }
-  if (prec != PREC_FP32 && c->cublas) {
-    diag_error((Loc){0}, "--precision=%s with --cublas: the cuBLAS path has no %s rendering yet; "
-                         "leave out --cublas (ncc's tiled kernels round the operands)", ir_prec_name(prec),
-               ir_prec_name(prec));
     return -1;
   }
   if (c->train && prec == PREC_FP16) {

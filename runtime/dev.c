@@ -95,12 +95,34 @@ static int emu_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 b
 }
 static int emu_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
                      long long sa, const float *B, int ldb, long long sb, float beta, float *C, int ldc,
-                     long long sc, int batch) {
+                     long long sc, int batch, int prec) {
   int b;
-  (void)d;
-  for (b = 0; b < batch; b++)
+  float *ra = NULL, *rb = NULL;
+  /* rounded operands: each batch's matrix copied densely (rows x cols as
+   * stored, leading dimension cols), every element rounded as a kernel would */
+  int arows = ta ? k : m, acols = ta ? m : k, brows = tb ? n : k, bcols = tb ? k : n;
+  if (prec != NCC_GEMM_FP32 && k > 0) {
+    ra = malloc(sizeof(float) * (size_t)arows * (size_t)acols);
+    rb = malloc(sizeof(float) * (size_t)brows * (size_t)bcols);
+    if (!ra || !rb) {
+      free(ra);
+      free(rb);
+      return ncc_dev_fail(d, NCC_EUSER, "ncc_gemm_ex: out of memory for the rounded operands");
+    }
+  }
+  for (b = 0; b < batch; b++) {
+    const float *a = A + b * sa, *bb = B + b * sb;
+    int la = lda, lb = ldb;
+    if (ra) {
+      ncc_round_matrix(prec, a, lda, arows, acols, ra);
+      ncc_round_matrix(prec, bb, ldb, brows, bcols, rb);
+      a = ra, bb = rb, la = acols, lb = bcols;
+    }
     cblas_sgemm(NccCblasRowMajor, ta ? NccCblasTrans : NccCblasNoTrans, tb ? NccCblasTrans : NccCblasNoTrans, m, n,
-                k, alpha, A + b * sa, lda, B + b * sb, ldb, beta, C + b * sc, ldc);
+                k, alpha, a, la, bb, lb, beta, C + b * sc, ldc);
+  }
+  free(ra);
+  free(rb);
   return 0;
 }
 
@@ -222,7 +244,16 @@ int ncc_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block, s
 int ncc_sgemm(ncc_dev *d, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *A, int lda,
               long long stride_a, const float *B, int ldb, long long stride_b, float beta, float *C, int ldc,
               long long stride_c, int batch) {
+  return ncc_gemm_ex(d, NCC_GEMM_FP32, trans_a, trans_b, m, n, k, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C,
+                     ldc, stride_c, batch);
+}
+
+int ncc_gemm_ex(ncc_dev *d, int prec, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *A,
+                int lda, long long stride_a, const float *B, int ldb, long long stride_b, float beta, float *C,
+                int ldc, long long stride_c, int batch) {
   NEED_DEV(d);
+  if (prec < NCC_GEMM_FP32 || prec > NCC_GEMM_BF16)
+    return ncc_dev_fail(d, NCC_EINTERNAL, "ncc_gemm_ex: unknown precision %d", prec);
   /* the checks cuBLAS would make, so that every backend rejects the same calls */
   if (m < 0 || n < 0 || k < 0 || batch < 0 || ldc < (n > 1 ? n : 1) ||
       lda < ((trans_a ? m : k) > 1 ? (trans_a ? m : k) : 1) || ldb < ((trans_b ? k : n) > 1 ? (trans_b ? k : n) : 1))
@@ -232,9 +263,9 @@ int ncc_sgemm(ncc_dev *d, int trans_a, int trans_b, int m, int n, int k, float a
   if (!m || !n || !batch) return 0;
   if (d->cap)
     return ncc_graph_cap_sgemm(d, trans_a, trans_b, m, n, k, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
-                               stride_c, batch);
+                               stride_c, batch, prec);
   return d->be->sgemm(d, trans_a, trans_b, m, n, k, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
-                      stride_c, batch);
+                      stride_c, batch, prec);
 }
 
 int ncc_alloc_buffers(ncc_dev *d, int n, const size_t *offsets, const size_t *sizes, void **ptrs, void **arena) {

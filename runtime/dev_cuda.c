@@ -209,6 +209,11 @@ static struct {
   int (*SetStream)(cublasHandle_t, CUstream);
   int (*SgemmStridedBatched)(cublasHandle_t, int, int, int, int, int, const float *, const float *, int, long long,
                              const float *, int, long long, const float *, float *, int, long long, int);
+  /* (handle, opA, opB, m, n, k, alpha, A, Atype, lda, sA, B, Btype, ldb, sB, beta, C, Ctype, ldc, sC, batch,
+   *  computeType, algo): ncc_gemm_ex's reduced precisions */
+  int (*GemmStridedBatchedEx)(cublasHandle_t, int, int, int, int, int, const void *, const void *, int, int, long long,
+                              const void *, int, int, long long, const void *, void *, int, int, long long, int, int,
+                              int);
 } cb;
 
 static pthread_mutex_t g_load_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -320,6 +325,7 @@ static int load_cublas_syms(char *why, size_t n) {
   SYM(cb, Destroy, "cublasDestroy_v2");
   SYM(cb, SetStream, "cublasSetStream_v2");
   SYM(cb, SgemmStridedBatched, "cublasSgemmStridedBatched");
+  SYM(cb, GemmStridedBatchedEx, "cublasGemmStridedBatchedEx");
   return 0;
 }
 
@@ -744,7 +750,7 @@ static void jit_graph_free(ncc_dev *d, void *exec) {
 }
 static int jit_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
                      long long sa, const float *B, int ldb, long long sb, float beta, float *C, int ldc, long long sc,
-                     int batch) {
+                     int batch, int prec) {
   jit_state *s = (jit_state *)ncc_dev_state(d);
   int st;
   JIT_CTX(d);
@@ -761,6 +767,16 @@ static int jit_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alph
       return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cublasSetStream: status %d", __FILE__, __LINE__, st);
   }
   /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands */
+  if (prec != NCC_GEMM_FP32) {
+    /* float32 data (CUDA_R_32F = 0), the compute type CUBLAS_COMPUTE_32F_FAST_TF32 (77), _FAST_16F (74) or
+     * _FAST_16BF (75): cuBLAS rounds the operands and runs tensor cores; CUBLAS_GEMM_DEFAULT (-1) */
+    int ct = prec == NCC_GEMM_TF32 ? 77 : prec == NCC_GEMM_FP16 ? 74 : 75;
+    st = cb.GemmStridedBatchedEx(s->blas, tb ? 1 : 0, ta ? 1 : 0, n, m, k, &alpha, B, 0, ldb, sb, A, 0, lda, sa, &beta,
+                                 C, 0, ldc, sc, batch, ct, -1);
+    if (st != 0)
+      return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cublasGemmStridedBatchedEx: status %d", __FILE__, __LINE__, st);
+    return 0;
+  }
   st = cb.SgemmStridedBatched(s->blas, tb ? 1 : 0, ta ? 1 : 0, n, m, k, &alpha, B, ldb, sb, A, lda, sa, &beta, C, ldc,
                               sc, batch);
   if (st != 0)

@@ -42,7 +42,7 @@ typedef struct grec {
   unsigned char *snap;    /* the argument values at capture */
   void *node;             /* GPU: the kernel node (launches with live arguments) */
   /* sgemm */
-  int ta, tb, m, n, kk, lda, ldb, ldc, batch;
+  int ta, tb, m, n, kk, lda, ldb, ldc, batch, prec;
   float alpha, beta;
   const float *A, *B;
   float *C;
@@ -203,7 +203,7 @@ int ncc_graph_launch(ncc_dev *d, ncc_graph *g) {
       rc = d->be->launch(d, r->k, r->grid, r->block, r->shmem, r->argp);
     } else if (r->kind == GR_SGEMM) {
       rc = d->be->sgemm(d, r->ta, r->tb, r->m, r->n, r->kk, r->alpha, r->A, r->lda, r->sa, r->B, r->ldb, r->sb,
-                        r->beta, r->C, r->ldc, r->sc, r->batch);
+                        r->beta, r->C, r->ldc, r->sc, r->batch, r->prec);
     } else {
       rc = d->be->memset_(d, r->p, r->byte, r->bytes);
     }
@@ -277,18 +277,18 @@ int ncc_graph_cap_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 grid, ncc_dim
 
 int ncc_graph_cap_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
                         long long sa, const float *B, int ldb, long long sb, float beta, float *C, int ldc,
-                        long long sc, int batch) {
+                        long long sc, int batch, int prec) {
   grec *r;
   int rc;
   if (native(d)) {
-    rc = d->be->sgemm(d, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
+    rc = d->be->sgemm(d, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch, prec);
     if (rc) d->cap->failed = 1;
     if (rc) return rc;
   }
   if (!(r = rec_new(d, GR_SGEMM))) return cap_fail(d, NCC_EUSER, "out of memory at a GEMM", NULL);
   r->ta = ta, r->tb = tb, r->m = m, r->n = n, r->kk = k, r->alpha = alpha, r->beta = beta;
   r->A = A, r->lda = lda, r->sa = sa, r->B = B, r->ldb = ldb, r->sb = sb, r->C = C, r->ldc = ldc, r->sc = sc;
-  r->batch = batch;
+  r->batch = batch, r->prec = prec;
   return 0;
 }
 

@@ -106,7 +106,7 @@ static int ncc_cudart_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 g, ncc_di
 }
 static int ncc_cudart_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
                             long long sa, const float *B, int ldb, long long sb, float beta, float *C, int ldc,
-                            long long sc, int batch) {
+                            long long sc, int batch, int prec) {
   ncc_cudart_state *s = (ncc_cudart_state *)ncc_dev_state(d);
   cublasStatus_t st;
   if (!s->blas) {
@@ -116,6 +116,16 @@ static int ncc_cudart_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, flo
       return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cublasSetStream: status %d", __FILE__, __LINE__, (int)st);
   }
   /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T */
+  if (prec != NCC_GEMM_FP32) {   /* float32 data; cuBLAS rounds the operands to the compute type's and runs tensor cores */
+    cublasComputeType_t ct = prec == NCC_GEMM_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                             : prec == NCC_GEMM_FP16 ? CUBLAS_COMPUTE_32F_FAST_16F : CUBLAS_COMPUTE_32F_FAST_16BF;
+    st = cublasGemmStridedBatchedEx(s->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                                    &alpha, B, CUDA_R_32F, ldb, sb, A, CUDA_R_32F, lda, sa, &beta, C, CUDA_R_32F, ldc,
+                                    sc, batch, ct, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS)
+      return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cublasGemmStridedBatchedEx: status %d", __FILE__, __LINE__, (int)st);
+    return 0;
+  }
   st = cublasSgemmStridedBatched(s->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
                                  &alpha, B, ldb, sb, A, lda, sa, &beta, C, ldc, sc, batch);
   if (st != CUBLAS_STATUS_SUCCESS)

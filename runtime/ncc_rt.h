@@ -108,6 +108,18 @@ int ncc_sgemm(ncc_dev *d, int trans_a, int trans_b, int m, int n, int k, float a
               const float *A, int lda, long long stride_a,
               const float *B, int ldb, long long stride_b, float beta,
               float *C, int ldc, long long stride_c, int batch);
+/* The same GEMM with both operands' elements rounded to `prec` and products
+ * summed in float32 (--precision with --cublas, docs/precision.md): on a GPU
+ * cublasGemmStridedBatchedEx with float32 data and the compute type
+ * CUBLAS_COMPUTE_32F_FAST_TF32, _FAST_16F or _FAST_16BF (cuBLAS converts the
+ * operands and runs tensor cores); under emulation rounded copies of the
+ * operands (ncc_kernel.h's ncc_tf32, ncc_fp16, ncc_bf16) go to the CPU BLAS.
+ * NCC_GEMM_FP32 is ncc_sgemm. */
+enum { NCC_GEMM_FP32 = 0, NCC_GEMM_TF32 = 1, NCC_GEMM_FP16 = 2, NCC_GEMM_BF16 = 3 };
+int ncc_gemm_ex(ncc_dev *d, int prec, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                const float *A, int lda, long long stride_a,
+                const float *B, int ldb, long long stride_b, float beta,
+                float *C, int ldc, long long stride_c, int batch);
 
 /* Allocates n buffers at once (create time only).  Normally one arena of
  * max(offsets[i] + sizes[i]) bytes with ptrs[i] = arena + offsets[i]; in checked
@@ -236,7 +248,7 @@ typedef struct ncc_backend {
   int  (*sgemm)(ncc_dev *d, int trans_a, int trans_b, int m, int n, int k, float alpha,
                 const float *A, int lda, long long stride_a,
                 const float *B, int ldb, long long stride_b, float beta,
-                float *C, int ldc, long long stride_c, int batch);
+                float *C, int ldc, long long stride_c, int batch, int prec);   /* NCC_GEMM_* */
   /* page-locked host memory (ncc_host_alloc); NULL: plain malloc */
   int  (*host_alloc)(ncc_dev *d, void **p, size_t n);
   int  (*host_free)(ncc_dev *d, void *p);

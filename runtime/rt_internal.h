@@ -47,7 +47,11 @@ NCC_HIDDEN int ncc_graph_cap_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 gr
                                     void **args);
 NCC_HIDDEN int ncc_graph_cap_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alpha, const float *A,
                                    int lda, long long sa, const float *B, int ldb, long long sb, float beta, float *C,
-                                   int ldc, long long sc, int batch);
+                                   int ldc, long long sc, int batch, int prec);
+/* dst (rows x cols, leading dimension cols) = src (leading dimension ld) with
+ * every element rounded to NCC_GEMM_TF32/FP16/BF16 as ncc_kernel.h rounds
+ * (emu_round.c: the kernel header's own functions) */
+NCC_HIDDEN void ncc_round_matrix(int prec, const float *src, int ld, int rows, int cols, float *dst);
 NCC_HIDDEN int ncc_graph_cap_memset(ncc_dev *d, void *p, int byte, size_t n);
 
 /* emu.c */

@@ -81,14 +81,11 @@ else()
     set_tests_properties(train_${_case} PROPERTIES
       LABELS "${_labels}" TIMEOUT ${_timeout} SKIP_RETURN_CODE ${NCC_SKIP_CODE}
       ENVIRONMENT "NCC_CACHE_DIR=${CMAKE_BINARY_DIR}/ncc-cache")
-    # every gradient case again on the cuBLAS path, and on the tiled path in
-    # checked mode (guarded buffers) in reverse fiber order (label matrix);
-    # the tf32/bf16 cases have no cuBLAS path (the precision pass refuses it)
+    # every gradient case again on the cuBLAS path (at tf32/fp16/bf16 its
+    # reduced-precision compute type, ncc_gemm_ex), and on the tiled path in
+    # checked mode (guarded buffers) in reverse fiber order (label matrix)
     if("grad" IN_LIST _labels)
       set(_variants cublas checked)
-      if("bf16" IN_LIST _labels OR "tf32" IN_LIST _labels)
-        set(_variants checked)
-      endif()
       foreach(_v ${_variants})
         add_test(NAME train_${_case}_${_v}
                  COMMAND ${NCC_PYTHON} ${NCC_TRAIN_ORACLE_PY} ${_case} --ncc $<TARGET_FILE:ncc>

@@ -442,10 +442,10 @@ def expect_refused(ctx, cases, out):
 def _precision(ctx):
     """--precision: fp32, tf32, fp16 and bf16 compile, and a training step at
     tf32, bf16 and fp16 (fp16's with the loss scaled; a model's training
-    step beside fp16 inference stays fp32); int8, unknown names, a rounded
-    precision with --cublas, and --loss-scale that is not a positive number
-    or not with fp16 training are refused with status 1, a message, and no
-    output."""
+    step beside fp16 inference stays fp32), each also with --cublas
+    (ncc_gemm_ex at a rounded precision); int8, unknown names, and
+    --loss-scale that is not a positive number or not with fp16 training are
+    refused with status 1, a message, and no output."""
     net = ctx.write("tiny.net", "model tiny\ninput x: f32[2, 3]\ny = linear(x, 4, name=\"fc\")\noutput y\n")
     out = ctx.path("tiny.cu")
     for prec in ("fp32", "tf32", "fp16", "bf16"):
@@ -454,11 +454,16 @@ def _precision(ctx):
         if p.returncode != 0 or not os.path.exists(out):
             raise Failure("--precision=%s should compile" % prec)
         os.unlink(out)
+        # and with --cublas: a rounded precision is cuBLAS's reduced-precision compute type
+        p = ctx.ncc_cmd([net, "--precision=" + prec, "--cublas", "-o", out])
+        show(p)
+        call = "ncc_sgemm(m->dev, " if prec == "fp32" else "ncc_gemm_ex(m->dev, NCC_GEMM_%s, " % prec.upper()
+        if p.returncode != 0 or not os.path.exists(out) or call not in open(out).read():
+            raise Failure("--precision=%s --cublas should compile to a %s...) call" % (prec, call))
+        os.unlink(out)
     expect_refused(ctx, [
         ([net, "--precision=int8", "-o", out], ["not supported yet"]),
         ([net, "--precision=fp64", "-o", out], ["unknown precision"]),
-        ([net, "--precision=tf32", "--cublas", "-o", out], ["--cublas"]),
-        ([net, "--precision=bf16", "--cublas", "-o", out], ["--cublas"]),
         ([net, "--precision=fp16", "--loss-scale=1024", "-o", out], ["--loss-scale goes with fp16 training"]),
         (["train", net, "--data", ctx.path("none"), "--precision=bf16", "--loss-scale=1024"],
          ["--loss-scale goes with fp16 training"]),

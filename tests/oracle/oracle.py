@@ -1300,15 +1300,30 @@ def bf16(t):
 ROUND = {"tf32": tf32, "fp16": fp16, "bf16": bf16}
 
 
-def tf32_case(ctx, net, params, inputs, rounded, plain, prec="tf32"):
-    """rounded/plain: {output: reference} with and without the operands' rounding to prec."""
+def tf32_case(ctx, net, params, inputs, rounded, plain, prec="tf32", cublas=False):
+    """rounded/plain: {output: reference} with and without the operands' rounding to prec.
+    cublas: through ncc_gemm_ex (cuBLAS's reduced-precision compute type; the
+    emulation rounds the operands before the CPU BLAS), which the generated
+    code must call."""
     import numpy as np
     got = {}
 
     def keep(name, out, ref):
         got[name] = out
         check_close(name, out, ref)
-    run_and_compare(ctx, net, params, inputs, rounded, flags=["--precision=" + prec], compare=keep)
+    flags = ["--precision=" + prec] + (["--cublas"] if cublas else [])
+    if cublas:
+        net_path = ctx.path("gemm_ex.net")
+        with open(net_path, "w") as f:
+            f.write(net)
+        cu = ctx.path("gemm_ex.cu")
+        p = subprocess.run([ctx.ncc, net_path, "-o", cu] + flags, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True)
+        if p.returncode != 0:
+            raise Failure("ncc %s failed: %s" % (" ".join(flags), p.stderr))
+        if "ncc_gemm_ex(m->dev, NCC_GEMM_%s, " % prec.upper() not in open(cu).read():
+            raise Failure("--cublas --precision=%s: the generated code does not call ncc_gemm_ex at %s" % (prec, prec))
+    run_and_compare(ctx, net, params, inputs, rounded, flags=flags, compare=keep)
     for k, ref in plain.items():
         d = float(np.abs(got[k].astype(np.float64) - np.asarray(ref)).max())
         tol = RTOL * max(1.0, float(np.abs(np.asarray(ref)).max()))
@@ -1317,7 +1332,7 @@ def tf32_case(ctx, net, params, inputs, rounded, plain, prec="tf32"):
             raise Failure("output %s is within tolerance of the fp32 result: were the operands rounded?" % k)
 
 
-def tf32_conv(ctx, variant, prec="tf32"):
+def tf32_conv(ctx, variant, prec="tf32", cublas=False):
     import torch.nn.functional as F
     N, C, H, W, O, k, s, p, d, g, bias = CONV_VARIANTS[variant]
     kh, kw = k if isinstance(k, tuple) else (k, k)
@@ -1336,7 +1351,7 @@ def tf32_conv(ctx, variant, prec="tf32"):
     def conv(xx, ww):
         return F.conv2d(xx, ww, b, stride=s, padding=p, dilation=d, groups=g).numpy()
     r = ROUND[prec]
-    tf32_case(ctx, net, params, {"x": f32np(x)}, {"y": conv(r(x), r(w))}, {"y": conv(x, w)}, prec)
+    tf32_case(ctx, net, params, {"x": f32np(x)}, {"y": conv(r(x), r(w))}, {"y": conv(x, w)}, prec, cublas)
 
 
 case("tf32_conv_k3", ["op", "tf32"])(lambda ctx: tf32_conv(ctx, "k3"))
@@ -1344,24 +1359,24 @@ case("tf32_conv_groups2", ["op", "tf32"])(lambda ctx: tf32_conv(ctx, "groups2"))
 case("tf32_conv_depthwise", ["op", "tf32"])(lambda ctx: tf32_conv(ctx, "depthwise"))   # the direct kernel
 
 
-def tf32_linear(ctx, prec, M=8):
+def tf32_linear(ctx, prec, M=8, cublas=False):
     import torch.nn.functional as F
     seed(2)
     x, w, b = as64(rand(M, 130)) * 8, as64(rand(70, 130)), as64(rand(70))
     net = "model %s\ninput x: f32[%d, 130]\ny = linear(x, 70, name=\"fc\")\noutput y\n" % (ctx.name, M)
     r = ROUND[prec]
     tf32_case(ctx, net, {"fc.weight": w, "fc.bias": b}, {"x": f32np(x)},
-              {"y": F.linear(r(x), r(w), b).numpy()}, {"y": F.linear(x, w, b).numpy()}, prec)
+              {"y": F.linear(r(x), r(w), b).numpy()}, {"y": F.linear(x, w, b).numpy()}, prec, cublas)
 
 
-def tf32_matmul(ctx, prec):
+def tf32_matmul(ctx, prec, cublas=False):
     import torch
     seed(3)
     a, b = as64(rand(2, 3, 4, 60)) * 8, as64(rand(2, 3, 60, 5))
     net = "model %s\ninput a: f32[2, 3, 4, 60]\ninput b: f32[2, 3, 60, 5]\ny = matmul(a, b)\noutput y\n" % ctx.name
     r = ROUND[prec]
     tf32_case(ctx, net, None, {"a": f32np(a), "b": f32np(b)}, {"y": torch.matmul(r(a), r(b)).numpy()},
-              {"y": torch.matmul(a, b).numpy()}, prec)
+              {"y": torch.matmul(a, b).numpy()}, prec, cublas)
 
 
 case("tf32_linear", ["op", "tf32"])(lambda ctx: tf32_linear(ctx, "tf32"))   # M = 8: the GEMV
@@ -1376,6 +1391,15 @@ for _p in ("fp16", "bf16"):
     case("%s_linear_gemv" % _p, ["op", _p])(lambda ctx, p=_p: tf32_linear(ctx, p))
     case("%s_linear" % _p, ["op", _p])(lambda ctx, p=_p: tf32_linear(ctx, p, M=40))
     case("%s_matmul_batched" % _p, ["op", _p])(lambda ctx, p=_p: tf32_matmul(ctx, p))
+# and through cuBLAS (--cublas): ncc_gemm_ex with the precision's compute type
+# (conv: im2col and one GEMM per image and group; 1x1: no im2col)
+for _p in ("tf32", "fp16", "bf16"):
+    for _v in ("k3", "groups2", "k1"):
+        case("%s_conv_%s_cublas" % (_p, _v), ["op", _p, "cublas"])(
+            lambda ctx, v=_v, p=_p: tf32_conv(ctx, v, p, cublas=True))
+    case("%s_linear_cublas" % _p, ["op", _p, "cublas"])(lambda ctx, p=_p: tf32_linear(ctx, p, M=40, cublas=True))
+    case("%s_matmul_batched_cublas" % _p, ["op", _p, "cublas"])(
+        lambda ctx, p=_p: tf32_matmul(ctx, p, cublas=True))
 
 
 def low_close(prec, rel, min_cos):
@@ -1413,6 +1437,12 @@ for _k, _b, _s, _sets, _ch in (("digits", 2, 8, ["N=2"], 1), ("resnet18", 1, 32,
         case("%s_model_%s" % (_p, _k), ["model", _p])(
             lambda ctx, k=_k, b=_b, sz=_s, st=_sets, ch=_ch, p=_p, r=_rel, c=_cos: model_case(
                 ctx, k, b, sz, st, flags=["--precision=" + p, "-O3"], in_ch=ch, compare=low_close(p, r, c)))
+# a whole model through cuBLAS at each rounded precision (ncc_gemm_ex)
+for _p, _rel, _cos in (("tf32", 1e-2, 0.9999), ("fp16", 1e-2, 0.999), ("bf16", 5e-2, 0.995)):
+    case("%s_model_resnet18_cublas" % _p, ["model", _p, "cublas"])(
+        lambda ctx, p=_p, r=_rel, c=_cos: model_case(ctx, "resnet18", 1, 32, ["N=1", "S=32"],
+                                                    flags=["--precision=" + p, "--cublas"], in_ch=3,
+                                                    compare=low_close(p, r, c)))
 
 
 # ---------------------------------------------------------------- tensor cores: exact bits

@@ -106,10 +106,26 @@ static void naive(int ta, int tb, int m, int n, int k, float alpha, const float 
     }
 }
 
+/* ncc_gemm_ex at NCC_GEMM_FP16 rounds both operands to FP16 (to nearest
+ * even): the naive loop gets operands the compiler's _Float16 rounded */
+static float round_prec(int prec, float x) {
+#ifdef __FLT16_MAX__
+  if (prec == NCC_GEMM_FP16) return (float)(_Float16)x;
+#endif
+  return x;
+}
+
 static void test_sgemm(ncc_dev *d) {
-  int ta, tb, m = 23, n = 17, k = 31, batch = 3, b, i, bad = 0;
+  int ta, tb, m = 23, n = 17, k = 31, batch = 3, b, i, bad = 0, prec;
+#ifdef __FLT16_MAX__
+  const int nprec = 2;
+#else
+  const int nprec = 1;
+#endif
+  for (prec = 0; prec < nprec; prec++)
   for (ta = 0; ta < 2; ta++)
     for (tb = 0; tb < 2; tb++) {
+      int gp = prec ? NCC_GEMM_FP16 : NCC_GEMM_FP32;
       int lda = (ta ? m : k) + 2, ldb = (tb ? k : n) + 1, ldc = n + 3;
       long long sa = (long long)lda * (ta ? k : m), sb = (long long)ldb * (tb ? n : k), sc = (long long)ldc * m;
       float *A = malloc(sizeof(float) * sa * batch), *B = malloc(sizeof(float) * sb * batch);
@@ -117,14 +133,26 @@ static void test_sgemm(ncc_dev *d) {
       for (i = 0; i < sa * batch; i++) A[i] = frand();
       for (i = 0; i < sb * batch; i++) B[i] = frand();
       for (i = 0; i < sc * batch; i++) C[i] = R[i] = frand();
-      CHECK(ncc_sgemm(d, ta, tb, m, n, k, 0.5f, A, lda, sa, B, ldb, sb, 0.25f, C, ldc, sc, batch) == 0, "%s",
-            ncc_dev_error(d));
+      if (gp == NCC_GEMM_FP32)
+        CHECK(ncc_sgemm(d, ta, tb, m, n, k, 0.5f, A, lda, sa, B, ldb, sb, 0.25f, C, ldc, sc, batch) == 0, "%s",
+              ncc_dev_error(d));
+      else
+        CHECK(ncc_gemm_ex(d, gp, ta, tb, m, n, k, 0.5f, A, lda, sa, B, ldb, sb, 0.25f, C, ldc, sc, batch) == 0, "%s",
+              ncc_dev_error(d));
+      for (i = 0; i < sa * batch; i++) A[i] = round_prec(gp, A[i]);   /* the reference's operands */
+      for (i = 0; i < sb * batch; i++) B[i] = round_prec(gp, B[i]);
       for (b = 0; b < batch; b++) naive(ta, tb, m, n, k, 0.5f, A + b * sa, lda, B + b * sb, ldb, 0.25f, R + b * sc, ldc);
       for (i = 0; i < sc * batch; i++)
         if (fabsf(C[i] - R[i]) > 1e-5f + 1e-5f * fabsf(R[i])) bad++;
       free(A); free(B); free(C); free(R);
     }
-  CHECK(bad == 0, "sgemm: %d mismatches against the naive loop", bad);
+  CHECK(bad == 0, "sgemm / gemm_ex at fp16: %d mismatches against the naive loop", bad);
+  {
+    float x = 0;
+    CHECK(ncc_gemm_ex(d, 7, 0, 0, 1, 1, 1, 1, &x, 1, 0, &x, 1, 0, 0, &x, 1, 0, 1) == NCC_EINTERNAL &&
+              strstr(ncc_dev_error(d), "unknown precision"),
+          "gemm_ex: precision 7 accepted: %s", ncc_dev_error(d));
+  }
   {
     float x = 0;
     CHECK(ncc_sgemm(d, 0, 0, 4, 4, 4, 1, &x, 2, 0, &x, 4, 0, 0, &x, 4, 0, 1) == NCC_EINTERNAL &&
