@@ -29,7 +29,8 @@
  *   - multiply-adds: conv/linear/matmul only — the figure torchvision and
  *     fvcore publish as "GFLOPS" (4.09 G for ResNet-50, 15.47 G for VGG-16).
  *   - launches: kernels launched per inference: one a kernel group, two for
- *     a split-K GEMM (ir_gemm_split_k: the ranges, then their sum).  Sources, views
+ *     a split-K GEMM (ir_gemm_split_k: the ranges, then their sum) and for
+ *     the update of an fp16 training step (the unscale kernel first).  Sources, views
  *     (flatten/reshape alias their input's bytes) and train-only identities
  *     form none; load-time groups (computed once after the weights load)
  *     are listed apart and not counted.
@@ -463,6 +464,9 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
     int64_t np = 0, fl = 0, gm = 0, by = vbytes(out);
     for (int j = 0; j < gr->nside; j++)   /* a side node's value is a second output (an update's is a dummy) */
       if (!(ncc_ops[gr->side[j]->op].flags & OPF_UPDATE)) by = add(by, vbytes(gr->side[j]->out));
+    /* fp16 training: GradScaler's unscale kernel runs before the update, reading and writing every gradient */
+    int unscale = gr->main->op == OP_OPTIMIZER && g->train.loss_scaling;
+    for (int q = 0; unscale && q < gr->main->nin; q++) by = add(by, 2 * vbytes(gr->main->in[q]));
     char ops[128];
     size_t ol = 0;
     ops[0] = 0;
@@ -478,6 +482,8 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
         char mk[64];
         ol += (size_t)snprintf(ops + ol, sizeof ops - ol, "%s", kernel_marks(gr->main, cublas, mk, sizeof mk));
       }
+      if (j == m - 1 && ol < sizeof ops && unscale)   /* fp16 training: the loss scaler's kernel before the update */
+        ol += (size_t)snprintf(ops + ol, sizeof ops - ol, " [+unscale]");
       if (ol >= sizeof ops) ol = sizeof ops - 1;
       Cost cost = costs[n->op](n, train);
       fl = add(fl, cost.flops);
@@ -507,8 +513,9 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
                                                          : arch_peak(arch, gr->main->nin ? gr->main->in[0]->dtype : out->dtype));
     double tb = (double)by / arch->bw;
     double roof = (t > tb ? t : tb) * 1e6;
-    /* a split-K GEMM is two kernels: the ranges, then their sum (ir_gemm_split_k; not on the cuBLAS path) */
-    int nk = 1 + (split_k(gr->main, cublas) > 1);
+    /* a split-K GEMM is two kernels: the ranges, then their sum (ir_gemm_split_k; not on the cuBLAS path);
+     * the update of a loss-scaled step too: the gradients unscaled (read and written), then the update */
+    int nk = 1 + (split_k(gr->main, cublas) > 1) + unscale;
     /* the waves: the roofline's throughput on the share of the SMs they keep busy */
     int nl = 0;
     int lib = library_gemm(gr, cublas);
