@@ -491,7 +491,8 @@ static char *read_all(const char *path, size_t *n) {
 static void write_atomic(const char *path, const void *p, size_t n) {
   char tmp[1200];
   int fd;
-  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+  int len = snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+  if (len < 0 || (size_t)len >= sizeof tmp) return;   /* a name too long: no cache (never a truncated name) */
   fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return;   /* the cache is an optimisation: no cache, no error */
   if (write(fd, p, n) == (ssize_t)n && fsync(fd) == 0) {

@@ -56,6 +56,7 @@ static int emit(const OptCase *oc, const char *dir) {
   c.nbufs = 4;
   c.bufs = calloc(4, sizeof(CgBuf));
   for (int i = 0; i < 4; i++) c.bufs[i].v = v[i], c.opt_buf[i] = i;
+  c.scale_buf = c.found_buf = -1;   /* no loss scaling */
   KGroup gr = {0};
   gr.main = opt->def;
   if (emit_optimizer(&c, &gr) || c.nk != 1) return 1;

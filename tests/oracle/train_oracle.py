@@ -1586,6 +1586,38 @@ def fp16_resume_spec():
     return s
 
 
+def fp16_growth_run(ctx):
+    """GradScaler's growth: 2000 steps in a row without an overflow double
+    the scale.  2003 steps of a small linear network at fp16 from a scale
+    of 2^10: the checkpoint's scaler state must be GradScaler's after them
+    (the scale 2^11, the tracker 3, 2003 updates), and the losses PyTorch's
+    at the steps around the doubling."""
+    spec = GRAD["grad_linear"]()
+    spec.model, spec.prec, spec.loss_scale = "fp16_growth", "fp16", 1024.0
+    spec.text = re.sub(r"^model\s+\S+", "model fp16_growth", spec.text, count=1, flags=re.M)
+    K = 2003
+    ref = torch_train(spec, K)
+    sc = ref["scaler"]
+    print("GradScaler's algorithm after %d steps: scale %g, tracker %d, %d updates, %d skipped"
+          % (K, sc["scale"], sc["tracker"], sc["opt_step"], sc["skipped"]))
+    if sc["skipped"] or sc["scale"] != 2048.0:
+        raise Failure("the reference should double the scale once and skip nothing: the case proves nothing")
+    net, data, w0 = write_inputs(ctx, spec)
+    C, L = ctx.path("C.safetensors"), ctx.path("log.csv")
+    run_train(ctx, net, data, K, weights=w0, checkpoint=C, log=L, extra=prec_flags(spec))
+    bad = check_checkpoint(C, spec, ref, K)
+    rows = read_log(L)
+    for i in (0, 1998, 1999, 2000, 2001, 2002):   # around the doubling (after step 2000)
+        a, b = float(rows[i]["loss"]), ref["losses"][i]
+        print("  step %4d: loss %.7g (PyTorch %.7g)" % (i + 1, a, b))
+        if abs(a - b) > TRAIN_RTOL * max(abs(b), 1e-3):
+            bad.append("step %d: loss %.7g, PyTorch %.7g" % (i + 1, a, b))
+    finish(bad)
+
+
+CASES["fp16_growth"] = (fp16_growth_run, ("optim", "fp16"))
+
+
 # fp16 resumed in the middle of the skipped steps (5 of 8 skipped): the
 # checkpoint carries the scaler (__loss_scale__, __growth_tracker__) and
 # Adam's own step count (__optimizer_step__), so the resumed run is the
