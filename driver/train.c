@@ -425,6 +425,7 @@ static int loop(Run *R) {
   int nti = R->ntin;
   double t0 = ncc_now(), tlast = 0, ep_sum = 0, last_acc = -1, last_tl = -1;
   int64_t ep_steps = 0, k;
+  int64_t skipped_before = 0;   /* fp16: steps the loss scaler skipped before this epoch (this run) */
   int saved_at_end = 0;
   if (rc) { loader_stop(&L); return rc; }
   if (nti > 64) { loader_stop(&L); return drv_internal("more than 64 training inputs"); }
@@ -491,6 +492,14 @@ static int loop(Run *R) {
         last_tl = tl;
       } else {
         printf("epoch %lld: train loss %.4f\n", (long long)(epoch + 1), ep_sum / (double)ep_steps);
+      }
+      if (R->A.skipped_steps && R->A.loss_scale) {   /* fp16: the loss scaler's say in this epoch */
+        int64_t sk = R->A.skipped_steps(R->M.m);
+        if (sk > skipped_before)
+          printf("epoch %lld: %lld step%s skipped (fp16 gradients overflowed: no update); loss scale now %g\n",
+                 (long long)(epoch + 1), (long long)(sk - skipped_before), sk - skipped_before == 1 ? "" : "s",
+                 R->A.loss_scale(R->M.m));
+        skipped_before = sk;
       }
       fflush(stdout);
       ep_sum = 0;
