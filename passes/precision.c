@@ -53,14 +53,16 @@ int pass_precision(Graph *g, PassCtx *c) {
   }
   if (c->train && prec == PREC_FP16) {
     Value *seed = g->train.seed;
-    if (!seed || seed->def->op != OP_CONST || seed->def->a.fval != 1.0) {
+    if (seed && seed->def->op == OP_LOSS_SCALE) {   /* the pass ran before (--passes=...,precision,precision) */
+    } else if (!seed || seed->def->op != OP_CONST || seed->def->a.fval != 1.0) {
       diag_error((Loc){0}, "precision: fp16 training needs autodiff's seed (the const 1.0 gradient of the loss) "
                            "to scale; run autodiff first");
       return -1;
+    } else {
+      seed->def->op = OP_LOSS_SCALE;
+      seed->def->a.fval = g->train.init_scale = c->loss_scale > 0 ? c->loss_scale : 65536.0;
+      g->train.loss_scaling = 1;
     }
-    seed->def->op = OP_LOSS_SCALE;
-    seed->def->a.fval = g->train.init_scale = c->loss_scale > 0 ? c->loss_scale : 65536.0;
-    g->train.loss_scaling = 1;
   }
   g->precision = prec;
   for (int i = 0; i < g->nnodes; i++) {
