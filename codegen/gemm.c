@@ -837,7 +837,8 @@ static void sgemm(Cg *c, const Node *n, int ta, int tb, const char *M, int64_t N
              "  rc = %s(m->dev, %s%d, %d, %s, %lld, %lld, 1.0f, %s, %lld, %lldLL,\n"
              "                 %s, %lld, %lldLL, 0.0f, %s, %lld, %lldLL, %s);\n"
              "  if (rc) return %s_fail(m, rc, \"%s\");\n",
-             n->prec == PREC_FP32 ? "ncc_sgemm" : "ncc_gemm_ex", gemm_prec[n->prec], ta, tb, M, LL(N), LL(K), buf_ptr(c, pa, sizeof pa, "const float *", A, ao), LL(lda), LL(sa),
+             n->prec == PREC_FP32 ? "ncc_sgemm" : "ncc_gemm_ex", gemm_prec[n->prec], ta, tb, M, LL(N), LL(K),
+             buf_ptr(c, pa, sizeof pa, "const float *", A, ao), LL(lda), LL(sa),
              buf_ptr(c, pb, sizeof pb, "const float *", B, bo), LL(ldb), LL(sb),
              buf_ptr(c, pc, sizeof pc, "float *", C, coff), LL(ldc), LL(sc), batch, c->model, w);
 }

@@ -52,15 +52,16 @@ int pass_precision(Graph *g, PassCtx *c) {
     return -1;
   }
   if (c->train && prec == PREC_FP16) {
-    Value *seed = g->train.seed;
-    if (seed && seed->def->op == OP_LOSS_SCALE) {   /* the pass ran before (--passes=...,precision,precision) */
-    } else if (!seed || seed->def->op != OP_CONST || seed->def->a.fval != 1.0) {
+    Node *seed = g->train.seed ? g->train.seed->def : NULL;
+    /* a loss_scale seed already: the pass ran before (--passes=...,precision,precision) */
+    if (!seed || (seed->op != OP_LOSS_SCALE && (seed->op != OP_CONST || seed->a.fval != 1.0))) {
       diag_error((Loc){0}, "precision: fp16 training needs autodiff's seed (the const 1.0 gradient of the loss) "
                            "to scale; run autodiff first");
       return -1;
-    } else {
-      seed->def->op = OP_LOSS_SCALE;
-      seed->def->a.fval = g->train.init_scale = c->loss_scale > 0 ? c->loss_scale : 65536.0;
+    }
+    if (seed->op == OP_CONST) {
+      seed->op = OP_LOSS_SCALE;
+      seed->a.fval = g->train.init_scale = c->loss_scale > 0 ? c->loss_scale : 65536.0;
       g->train.loss_scaling = 1;
     }
   }

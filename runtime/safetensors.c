@@ -239,7 +239,7 @@ static int training_state(const char *name, const ncc_st_want *w, int n) {
                                          "__loss_scale__", "__growth_tracker__", "__optimizer_step__"};
   size_t l;
   int i, k;
-  for (k = 0; k < 6; k++)
+  for (k = 0; k < (int)(sizeof counters / sizeof counters[0]); k++)
     if (!strcmp(name, counters[k])) return 1;
   for (i = 0; i < n; i++) {
     l = strlen(w[i].t.name);
