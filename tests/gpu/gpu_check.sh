@@ -1,51 +1,210 @@
 #!/usr/bin/env bash
 # gpu_check.sh — the checks that need a real GPU, in one command (never run by CI:
 # CI machines have none).  Run on a machine with an NVIDIA GPU, the CUDA toolkit
-# and python3 with torch and numpy, from the repository root, after a build:
+# and python3 with torch, torchvision and numpy, from the repository root:
 #
-#   tests/gpu/gpu_check.sh [BUILD_DIR] [LOG_DIR]
+#   tests/gpu/gpu_check.sh [BUILD_OR_PREFIX] [LOG_DIR]
 #
-# 1. the runtime tests that run kernels (cudart backend built by nvcc; NVRTC + driver API)
-# 2. every numeric oracle case (op, fusion, model labels; PyTorch float64 reference)
-#    with the model built by nvcc (--device cuda), then with kernels compiled by
-#    NVRTC at load time (--jit)
-# 3. ncc bench of the example models on the GPU, tiled kernels (fp32 and tf32 on
-#    tensor cores) and --cublas
+# BUILD_OR_PREFIX is a build folder (BUILD/ncc) or an installed prefix
+# (PREFIX/bin/ncc, from `cmake --install BUILD --prefix PREFIX`); default build.
+#
+#  0. smoke: LeNet on the GPU built by nvcc with CUDA graphs, without them
+#     (NCC_GRAPHS=0) and through NVRTC (--jit); if graphs fail and plain
+#     launches pass, the rest runs with NCC_GRAPHS=0 and says so
+#  1. runtime tests that run kernels (only from a build folder: ctest -R '^rt\.')
+#  2. numeric oracle cases against PyTorch's float64 reference on the GPU, most
+#     telling first: every precision case (tf32/fp16/bf16/int8, tensor cores,
+#     split-K, GEMV) built by nvcc; every training case (train_oracle.py);
+#     every model case; the precision cases again through NVRTC; the other
+#     op and fusion cases.  One log per case, a summary, what the time left out
+#  3. training on the GPU: the digits network, 10 epochs at fp32/fp16/bf16
+#     (test accuracy); the first steps on the GPU and under emulation (loss
+#     curves side by side); a run stopped on the GPU and resumed under emulation
+#  4. ncc bench on the GPU: ResNet-50, MobileNetV2, VGG-16 at batch 1 and 32,
+#     tiled kernels at fp32/tf32/fp16/bf16 and cuBLAS at fp32/fp16; batch 1
+#     with NCC_GRAPHS=0; training steps (VGG-16 -O0 against -O2, each
+#     precision; ResNet-18); a 4096^3 GEMM (gemm4096.net) at each precision,
+#     ncc's kernels and cuBLAS.  Objects are compiled in parallel first, then
+#     timed one at a time
+#  5. PyTorch eager on the same models, steps and GEMM (tests/gpu/torch_bench.py)
+#
+# Time limits a step, in seconds (0: none): NCC_GPU_ORACLE_S (step 2),
+# NCC_GPU_TRAIN_S, NCC_GPU_BENCH_S, NCC_GPU_TORCH_S.  NCC_GPU_JOBS: parallel
+# oracle cases and compiles (default: the cores).  NCC_GPU_STEPS: which of
+# smoke,rt,oracle,train,bench,torch to run (default all).  NCC_GPU_DEVICE=emu
+# runs the ncc steps on the CPU emulation instead (the oracle's cuda cases as
+# emu, jit ones skipped): a dry run of this script on a machine with no GPU.
 set -uo pipefail
-build=${1:-build}
-logs=${2:-$build/gpu-logs}
+src=${1:-build}
+logs=${2:-$src/gpu-logs}
 mkdir -p "$logs"
-build=$(cd "$build" && pwd)
-ncc=$build/ncc
-jobs=${NCC_GPU_JOBS:-8}
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || { echo "no GPU answers"; exit 77; }
+logs=$(cd "$logs" && pwd)
+src=$(cd "$src" && pwd)
+if [ -x "$src/ncc" ]; then ncc=$src/ncc; else ncc=$src/bin/ncc; fi
+[ -x "$ncc" ] || { echo "no ncc in $src or $src/bin"; exit 2; }
+export NCC="$ncc"
+jobs=${NCC_GPU_JOBS:-$(nproc)}
+steps=${NCC_GPU_STEPS:-smoke,rt,oracle,train,bench,torch}
+want() { case ",$steps," in *",$1,"*) return 0;; esac; return 1; }
+limit() { local s=$1; shift; if [ "$s" -gt 0 ] 2>/dev/null; then timeout -k 5 "$s" "$@"; else "$@"; fi; }
+t0=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 
-echo "== runtime tests on the GPU"
-ctest --test-dir "$build" -R '^rt\.' --output-on-failure 2>&1 | tail -n 25
+dev=${NCC_GPU_DEVICE:-cuda}   # emu: the same steps on the CPU emulation, to try this script without a GPU
+export dev
+if [ "$dev" = cuda ]; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || { echo "no GPU answers"; exit 77; }
+fi
+nvcc --version 2>/dev/null | tail -n 2
+python3 -c 'import torch, numpy; print("python3: torch", torch.__version__, "numpy", numpy.__version__)' || true
 
-cases=$(python3 tests/oracle/oracle.py --list --labels | awk '$2 ~ /(^|,)(op|fusion|model)(,|$)/ && $2 !~ /slow|check|fiber/ {print $1}')
-for dev in cuda jit; do
-  echo "== oracle cases on the GPU (--device $dev)"
-  mkdir -p "$logs/$dev"
-  printf '%s\n' $cases | NCC_ORACLE_DEVICE=$dev xargs -P "$jobs" -I{} sh -c \
-    'python3 tests/oracle/oracle.py {} --ncc "$0" --work "$1/work/{}" >"$1/{}.log" 2>&1 && echo "PASS {}" || echo "FAIL {}"' \
-    "$ncc" "$logs/$dev" | sort > "$logs/$dev/summary.txt"
-  p=$(grep -c '^PASS' "$logs/$dev/summary.txt"); f=$(grep -c '^FAIL' "$logs/$dev/summary.txt")
-  echo "$dev: $p passed, $f failed"
-  grep '^FAIL' "$logs/$dev/summary.txt" | head -n 40
-  rm -rf "$logs/$dev/work"
-done
-
-echo "== ncc bench on the GPU"
-bench() { echo "-- $*"; "$ncc" bench "$@" --device cuda --iters 30 2>&1 | tail -n 3; }
-for m in resnet18 resnet50 mobilenet_v2 vgg16; do
-  for n in 1 32; do
-    bench examples/$m.net --set N=$n
-    bench examples/$m.net --set N=$n --precision=tf32   # tensor cores (mma.sync)
-    bench examples/$m.net --set N=$n --cublas
+if want smoke; then
+  stamp "== smoke: LeNet on the GPU"
+  sm="$logs/smoke"; mkdir -p "$sm"
+  ok_graphs=0; ok_plain=0
+  for v in graphs plain jit; do
+    case $v in
+      graphs) env=(); flags=();;
+      plain) env=(NCC_GRAPHS=0); flags=();;
+      jit) env=(); flags=(--jit);;
+    esac
+    if env "${env[@]}" "$ncc" bench examples/lenet.net --set N=64 --device $dev --iters 5 "${flags[@]}" >"$sm/$v.log" 2>&1; then
+      echo "smoke $v: ok: $(grep -h 'ms/batch' "$sm/$v.log")"
+      [ $v = graphs ] && ok_graphs=1; [ $v = plain ] && ok_plain=1
+    else
+      echo "smoke $v: FAILED"; tail -n 15 "$sm/$v.log"
+    fi
   done
-done
-bench examples/lenet.net --set N=64
+  if [ $ok_graphs = 0 ] && [ $ok_plain = 1 ]; then
+    echo "CUDA graphs failed where plain launches ran: the rest runs with NCC_GRAPHS=0"
+    export NCC_GRAPHS=0
+  fi
+  # one oracle case in the open, so that a broken set-up shows at once
+  NCC_ORACLE_DEVICE=$dev python3 tests/oracle/oracle.py conv_k3 --ncc "$ncc" --work "$sm/conv_k3" 2>&1 | tail -n 8
+fi
 
-echo "== PyTorch eager on the same GPU (the figures to compare with)"
-python3 tests/gpu/torch_bench.py --iters 30 || echo "(PyTorch bench failed or torchvision missing)"
+if want rt && [ -f "$src/CTestTestfile.cmake" ]; then
+  stamp "== runtime tests on the GPU"
+  ctest --test-dir "$src" -R '^rt\.' --output-on-failure 2>&1 | tail -n 25
+fi
+
+if want oracle; then
+  stamp "== oracle cases on the GPU"
+  python3 tests/oracle/oracle.py --list --labels >"$logs/cases.txt"
+  python3 tests/oracle/train_oracle.py --list --labels >"$logs/train_cases.txt"
+  num='$2 ~ /(^|,)(op|fusion|model)(,|$)/ && $2 !~ /slow|check|fiber/'
+  prec='$2 ~ /mma|tf32|fp16|bf16|int8|splitk|gemv/'
+  {
+    awk "$num && $prec"' {print "cuda oracle " $1}' "$logs/cases.txt"
+    awk '$2 !~ /slow|check|fiber/ {print "cuda train_oracle " $1}' "$logs/train_cases.txt"
+    awk "$num && !($prec) && \$2 ~ /model/"' {print "cuda oracle " $1}' "$logs/cases.txt"
+    [ "$dev" = emu ] || awk "$num && $prec"' {print "jit oracle " $1}' "$logs/cases.txt"
+    awk "$num && !($prec) && \$2 !~ /model/"' {print "cuda oracle " $1}' "$logs/cases.txt"
+  } >"$logs/queue.txt"
+  mkdir -p "$logs/cuda" "$logs/jit"
+  one='d=$1; s=$2; c=$3; l="$LOGS/$d/$c.log";
+       od=$d; [ "$dev" = emu ] && od=emu;
+       NCC_ORACLE_DEVICE=$od python3 tests/oracle/$s.py "$c" --ncc "$NCC" --work "$LOGS/work/$d/$c" >"$l" 2>&1;
+       case $? in 0) r=PASS;; 77) r=SKIP;; *) r=FAIL;; esac;
+       echo "$r $d $c" >>"$LOGS/summary.txt"; rm -rf "$LOGS/work/$d/$c"'
+  : >"$logs/summary.txt"
+  LOGS=$logs limit "${NCC_GPU_ORACLE_S:-0}" xargs -P "$jobs" -L 1 sh -c "$one" sh <"$logs/queue.txt"
+  rm -rf "$logs/work"
+  for d in cuda jit; do
+    q=$(grep -c "^$d " "$logs/queue.txt"); p=$(grep -c "^PASS $d " "$logs/summary.txt")
+    f=$(grep -c "^FAIL $d " "$logs/summary.txt"); s=$(grep -c "^SKIP $d " "$logs/summary.txt")
+    echo "oracle --device $d: $p passed, $f failed, $s skipped, $((q - p - f - s)) not run (time) of $q"
+  done
+  grep '^FAIL' "$logs/summary.txt" | sort | head -n 60
+fi
+
+train_step() {
+  tr="$logs/train"; mkdir -p "$tr"
+  python3 examples/make_digits.py "$tr/data" >/dev/null || cp -r "${NCC_GPU_DIGITS:-none}" "$tr/data"
+  for p in fp32 fp16 bf16; do
+    echo "-- 10 epochs on the GPU at $p"
+    "$ncc" train examples/digits.net --data "$tr/data" --epochs 10 --device $dev --precision=$p \
+      --log "$tr/gpu_$p.csv" >"$tr/gpu_$p.log" 2>&1 || echo "FAILED (status $?)"
+    grep -E "^epoch|accuracy|loss scaling|error" "$tr/gpu_$p.log" | tail -n 4
+  done
+  echo "-- 40 steps, GPU and emulation, same seed"
+  "$ncc" train examples/digits.net --data "$tr/data" --steps 40 --device $dev --log "$tr/a_gpu.csv" >"$tr/a_gpu.log" 2>&1 || echo "GPU run FAILED"
+  "$ncc" train examples/digits.net --data "$tr/data" --steps 40 --device emu --log "$tr/a_emu.csv" >"$tr/a_emu.log" 2>&1 || echo "emulated run FAILED"
+  echo "-- 20 steps on the GPU, saved, resumed under emulation to 40"
+  "$ncc" train examples/digits.net --data "$tr/data" --steps 20 --device $dev --checkpoint "$tr/b.safetensors" >"$tr/b1.log" 2>&1 || echo "GPU part FAILED"
+  "$ncc" train examples/digits.net --data "$tr/data" --steps 40 --device emu --checkpoint "$tr/b.safetensors" --resume --log "$tr/b_emu.csv" >"$tr/b2.log" 2>&1 || { echo "emulated resume FAILED"; tail -n 5 "$tr/b2.log"; }
+  python3 - "$tr" <<'EOF'
+import csv, os, sys
+d = sys.argv[1]
+def losses(name):
+    p = os.path.join(d, name)
+    if not os.path.exists(p):
+        return {}
+    with open(p) as f:
+        return {int(r["step"]): float(r["loss"]) for r in csv.DictReader(f)}
+g, e, b = losses("a_gpu.csv"), losses("a_emu.csv"), losses("b_emu.csv")
+def cmp(what, x, y):
+    ks = sorted(set(x) & set(y))
+    if not ks:
+        print("%s: nothing to compare" % what); return
+    r = max(abs(x[k] - y[k]) / max(abs(y[k]), 1e-12) for k in ks)
+    print("%s: steps %d..%d, losses %.5f..%.5f, max relative difference %.2e" % (what, ks[0], ks[-1], y[ks[0]], y[ks[-1]], r))
+cmp("GPU against emulation", g, e)
+cmp("resumed under emulation against the GPU's unbroken run", b, g)
+EOF
+}
+if want train; then
+  stamp "== training on the GPU (examples/digits.net)"
+  export -f train_step; export logs ncc
+  limit "${NCC_GPU_TRAIN_S:-0}" bash -c train_step 2>&1
+fi
+
+# times the objects of bench_list.txt one at a time, into $bl
+time_list() {
+  while read -r line; do
+    e=(); case $line in env:*) e=("${line%% *}"); e=("${e[0]#env:}"); line=${line#* };; esac
+    # shellcheck disable=SC2086
+    set -- $line
+    it=30; case "$*" in *--iters*) it=;; esac
+    echo "-- ${e[*]:+${e[*]} }$*" >>"$bl"
+    env "${e[@]}" "$ncc" bench "$@" --device $dev ${it:+--iters $it} --warmup 3 2>&1 | grep -E "^model|ms/|samples/s|speed|error|scaling" >>"$bl"
+  done <"$logs/bench_list.txt"
+}
+if want bench; then
+  stamp "== ncc bench on the GPU"
+  bl="$logs/bench.txt"; : >"$bl"
+  {
+    for n in 32 1; do
+      for m in resnet50 mobilenet_v2 vgg16; do
+        for p in fp32 tf32 fp16 bf16; do echo "examples/$m.net --set N=$n --precision=$p"; done
+        echo "examples/$m.net --set N=$n --cublas"
+        echo "examples/$m.net --set N=$n --cublas --precision=fp16"
+      done
+    done
+    for p in fp32 tf32 fp16 bf16; do
+      echo "tests/gpu/gemm4096.net --precision=$p"
+      echo "tests/gpu/gemm4096.net --precision=$p --cublas"
+    done
+    echo "examples/vgg16.net --set N=32 --train --compare --iters 10"
+    for p in tf32 fp16 bf16; do echo "examples/vgg16.net --set N=32 --train --precision=$p --iters 10"; done
+    echo "examples/vgg16.net --set N=32 --train --cublas --iters 10"
+    echo "examples/resnet18.net --set N=32 --train --iters 10"
+    echo "examples/resnet18.net --set N=32 --train --precision=fp16 --iters 10"
+    for m in resnet50 mobilenet_v2 vgg16; do echo "env:NCC_GRAPHS=0 examples/$m.net --set N=1"; done
+  } >"$logs/bench_list.txt"
+  # compile every object first, in parallel (the compile cache keeps them)
+  bs=${NCC_GPU_BENCH_S:-0}
+  grep -v '^env:' "$logs/bench_list.txt" | sed 's/ --iters [0-9]*//' |
+    awk '/--compare/ { sub(/ --compare/, ""); print $0 " -O0" } { print }' |
+    NCC="$ncc" limit $((bs / 3)) xargs -P "$jobs" -L 1 sh -c '"$NCC" bench "$@" --device $dev --iters 1 --warmup 0 >/dev/null 2>&1' sh
+  stamp "compiled; timing one at a time"
+  export -f time_list; export logs ncc bl
+  limit $((bs - bs / 3)) bash -c time_list
+  cat "$bl"
+fi
+
+if want torch; then
+  stamp "== PyTorch eager on the same GPU"
+  limit "${NCC_GPU_TORCH_S:-0}" python3 tests/gpu/torch_bench.py --iters 30 2>&1 || echo "(PyTorch bench failed, stopped, or torchvision missing)"
+fi
+stamp "done"
