@@ -702,16 +702,29 @@ static int jit_graph_begin(ncc_dev *d) {
   CU_CHECK(d, cu.StreamBeginCapture(JIT_STREAM(d), 2));   /* CU_STREAM_CAPTURE_MODE_RELAXED */
   return 0;
 }
+/* The captured graph lives as long as its instance: the nodes whose arguments
+ * a replay replaces (cuGraphExecKernelNodeSetParams) are nodes of that graph,
+ * and a destroyed graph's node handles are invalid (CUDA_ERROR_INVALID_VALUE
+ * on the first replay with a live argument: what the first GPU run of a
+ * training step met). */
+typedef struct { CUgraph graph; CUgraphExec exec; } jit_graph;
 static int jit_graph_end(ncc_dev *d, void **exec) {
   CUgraph graph = NULL;
+  jit_graph *g = NULL;
   CUresult r;
   JIT_CTX(d);
   r = cu.StreamEndCapture(JIT_STREAM(d), &graph);
-  if (r == 0 && exec) r = cu.GraphInstantiate((CUgraphExec *)exec, graph, 0);
-  if (graph) cu.GraphDestroy(graph);   /* the instance keeps what it needs */
-  if (r != 0)
+  if (r == 0 && exec && !(g = (jit_graph *)calloc(1, sizeof *g))) r = 2;   /* CUDA_ERROR_OUT_OF_MEMORY */
+  if (r == 0 && exec) r = cu.GraphInstantiate(&g->exec, graph, 0);
+  if (r != 0 || !exec) {
+    if (graph) cu.GraphDestroy(graph);
+    free(g);
+    if (r == 0) return 0;
     return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cuStreamEndCapture/cuGraphInstantiate: %s (CUDA error %d)", __FILE__,
                         __LINE__, cu_str(r), r);
+  }
+  g->graph = graph;
+  *exec = g;
   return 0;
 }
 static int jit_graph_node(ncc_dev *d, void **node) {
@@ -736,18 +749,22 @@ static int jit_graph_set_args(ncc_dev *d, void *exec, void *node, const ncc_kern
   p.blockDimX = b.x, p.blockDimY = b.y, p.blockDimZ = b.z;
   p.sharedMemBytes = (unsigned)shmem;
   p.kernelParams = args;
-  CU_CHECK(d, cu.GraphExecKernelNodeSetParams((CUgraphExec)exec, (CUgraphNode)node, &p));
+  CU_CHECK(d, cu.GraphExecKernelNodeSetParams(((jit_graph *)exec)->exec, (CUgraphNode)node, &p));
   return 0;
 }
 static int jit_graph_launch(ncc_dev *d, void *exec) {
   JIT_CTX(d);
-  CU_CHECK(d, cu.GraphLaunch((CUgraphExec)exec, JIT_STREAM(d)));
+  CU_CHECK(d, cu.GraphLaunch(((jit_graph *)exec)->exec, JIT_STREAM(d)));
   return 0;
 }
 static void jit_graph_free(ncc_dev *d, void *exec) {
   jit_state *s = (jit_state *)ncc_dev_state(d);
+  jit_graph *g = (jit_graph *)exec;
   if (s && s->ctx) cu.CtxSetCurrent(s->ctx);
-  cu.GraphExecDestroy((CUgraphExec)exec);
+  if (!g) return;
+  cu.GraphExecDestroy(g->exec);
+  cu.GraphDestroy(g->graph);
+  free(g);
 }
 static int jit_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
                      long long sa, const float *B, int ldb, long long sb, float beta, float *C, int ldc, long long sc,

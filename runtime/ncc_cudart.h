@@ -139,16 +139,27 @@ static int ncc_cudart_graph_begin(ncc_dev *d) {
   NCC_CUDART_CHECK(d, cudaStreamBeginCapture(NCC_CUDART_STREAM(d), cudaStreamCaptureModeRelaxed));
   return 0;
 }
+/* The captured graph lives as long as its instance: the nodes whose arguments
+ * a replay replaces are nodes of that graph, invalid once it is destroyed. */
+typedef struct { cudaGraph_t graph; cudaGraphExec_t exec; } ncc_cudart_graph;
 static int ncc_cudart_graph_end(ncc_dev *d, void **exec) {
   cudaGraph_t graph = NULL;
+  ncc_cudart_graph *g = NULL;
   cudaError_t e = cudaStreamEndCapture(NCC_CUDART_STREAM(d), &graph);
+  if (e == cudaSuccess && exec && !(g = (ncc_cudart_graph *)calloc(1, sizeof *g))) e = cudaErrorMemoryAllocation;
 #if CUDART_VERSION >= 12000
-  if (e == cudaSuccess && exec) e = cudaGraphInstantiate((cudaGraphExec_t *)exec, graph, 0);
+  if (e == cudaSuccess && exec) e = cudaGraphInstantiate(&g->exec, graph, 0);
 #else
-  if (e == cudaSuccess && exec) e = cudaGraphInstantiate((cudaGraphExec_t *)exec, graph, NULL, NULL, 0);
+  if (e == cudaSuccess && exec) e = cudaGraphInstantiate(&g->exec, graph, NULL, NULL, 0);
 #endif
-  if (graph) cudaGraphDestroy(graph);   /* the instance keeps what it needs */
-  NCC_CUDART_CHECK(d, e);
+  if (e != cudaSuccess || !exec) {
+    if (graph) cudaGraphDestroy(graph);
+    free(g);
+    NCC_CUDART_CHECK(d, e);
+    return 0;
+  }
+  g->graph = graph;
+  *exec = g;
   return 0;
 }
 static int ncc_cudart_graph_node(ncc_dev *d, void **node) {
@@ -174,16 +185,20 @@ static int ncc_cudart_graph_set_args(ncc_dev *d, void *exec, void *node, const n
   p.blockDim = dim3(b.x, b.y, b.z);
   p.sharedMemBytes = (unsigned)shmem;
   p.kernelParams = args;
-  NCC_CUDART_CHECK(d, cudaGraphExecKernelNodeSetParams((cudaGraphExec_t)exec, (cudaGraphNode_t)node, &p));
+  NCC_CUDART_CHECK(d, cudaGraphExecKernelNodeSetParams(((ncc_cudart_graph *)exec)->exec, (cudaGraphNode_t)node, &p));
   return 0;
 }
 static int ncc_cudart_graph_launch(ncc_dev *d, void *exec) {
-  NCC_CUDART_CHECK(d, cudaGraphLaunch((cudaGraphExec_t)exec, NCC_CUDART_STREAM(d)));
+  NCC_CUDART_CHECK(d, cudaGraphLaunch(((ncc_cudart_graph *)exec)->exec, NCC_CUDART_STREAM(d)));
   return 0;
 }
 static void ncc_cudart_graph_free(ncc_dev *d, void *exec) {
+  ncc_cudart_graph *g = (ncc_cudart_graph *)exec;
   (void)d;
-  cudaGraphExecDestroy((cudaGraphExec_t)exec);
+  if (!g) return;
+  cudaGraphExecDestroy(g->exec);
+  cudaGraphDestroy(g->graph);
+  free(g);
 }
 
 static const ncc_backend ncc_cudart_backend = {

@@ -2,7 +2,8 @@
  * machine without a GPU: one "device" of compute capability 9.0, host memory
  * as device memory, modules that must be real ELF cubins (as NVRTC makes
  * them) whose symbol names are looked up in the image, and launches that are
- * recorded rather than run.  Only test_jit loads it (LD_LIBRARY_PATH). */
+ * recorded rather than run, and CUDA graphs by stream capture (below).  Only
+ * test_jit loads it (LD_LIBRARY_PATH). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,9 +76,11 @@ CUresult cuModuleGetFunction(void **f, void *m, const char *name) {
   return 0;
 }
 CUresult cuFuncSetAttribute(void *f, int a, int v) { (void)f; (void)a; (void)v; fake_func_attr_sets++; return 0; }
+static void capture_node(void *stream);
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shmem, void *stream, void **args, void **extra) {
   (void)extra;
+  capture_node(stream);
   fake_last_stream = stream;
   snprintf(fake_last_kernel, sizeof fake_last_kernel, "%s", ((function *)f)->name);
   fake_last_grid[0] = gx; fake_last_grid[1] = gy; fake_last_grid[2] = gz;
@@ -106,3 +109,74 @@ CUresult cuGetErrorString(CUresult r, const char **s) {
   *s = r == 200 ? "device kernel image is invalid" : r == 500 ? "named symbol not found" : "fake error";
   return 0;
 }
+
+/* CUDA graphs by stream capture, modelling the rule a real driver enforces:
+ * a kernel node whose arguments cuGraphExecKernelNodeSetParams replaces must
+ * belong to the graph the instance was made from, and that graph must still
+ * exist (a destroyed graph's nodes are invalid: CUDA_ERROR_INVALID_VALUE).
+ * Launches during a capture become nodes; nothing runs. */
+typedef struct fgraph { int alive; } fgraph;
+typedef struct fnode { fgraph *g; } fnode;
+typedef struct fexec { fgraph *g; } fexec;
+typedef struct {   /* CUDA_KERNEL_NODE_PARAMS_v2 */
+  void *func;
+  unsigned gx, gy, gz, bx, by, bz, shmem;
+  void **params, **extra;
+  void *kern, *ctx;
+} fparams;
+static void *cap_stream;          /* the stream being captured, if any */
+static fgraph *cap_graph;
+static fnode *cap_last;
+int fake_graph_launches, fake_node_sets, fake_last_set_arg_int = -1;
+
+static void capture_node(void *stream) {
+  if (!cap_stream || stream != cap_stream) return;
+  cap_last = calloc(1, sizeof *cap_last);
+  cap_last->g = cap_graph;
+}
+CUresult cuStreamBeginCapture_v2(void *st, int mode) {
+  (void)mode;
+  if (cap_stream) return 900;   /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED */
+  cap_stream = st;
+  cap_graph = calloc(1, sizeof *cap_graph);
+  cap_graph->alive = 1;
+  cap_last = NULL;
+  return 0;
+}
+CUresult cuStreamGetCaptureInfo_v3(void *st, int *status, unsigned long long *id, void **graph,
+                                   const void **deps, const void **edges, size_t *n) {
+  (void)id; (void)graph; (void)edges;
+  *status = st == cap_stream ? 1 : 0;
+  *deps = (const void *)&cap_last;   /* one node: the last launch's */
+  *n = cap_last ? 1 : 0;
+  return 0;
+}
+CUresult cuStreamEndCapture(void *st, void **graph) {
+  if (st != cap_stream) return 901;   /* CUDA_ERROR_STREAM_CAPTURE_INVALIDATED */
+  *graph = cap_graph;
+  cap_stream = NULL, cap_graph = NULL, cap_last = NULL;
+  return 0;
+}
+CUresult cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long flags) {
+  fexec *e = calloc(1, sizeof *e);
+  (void)flags;
+  e->g = (fgraph *)graph;
+  *exec = e;
+  return 0;
+}
+CUresult cuGraphExecKernelNodeSetParams_v2(void *exec, void *node, const fparams *p) {
+  fnode *nd = (fnode *)node;
+  if (!nd || nd->g != ((fexec *)exec)->g || !nd->g->alive) return 1;   /* CUDA_ERROR_INVALID_VALUE */
+  fake_node_sets++;
+  fake_last_set_arg_int = p->params && p->params[3] ? *(int *)p->params[3] : -1;
+  return 0;
+}
+CUresult cuGraphLaunch(void *exec, void *st) {
+  (void)st;
+  if (!((fexec *)exec)->g->alive) return 1;
+  fake_graph_launches++;
+  return 0;
+}
+CUresult cuGraphExecDestroy(void *exec) { free(exec); return 0; }
+/* the graph is marked dead, not freed, so that a node handle kept past it is caught */
+CUresult cuGraphDestroy(void *graph) { ((fgraph *)graph)->alive = 0; return 0; }

@@ -2,7 +2,8 @@
  * fake_cuda.c standing in for libcuda.so.1 (LD_LIBRARY_PATH): NVRTC really
  * compiles the kernels section to an sm_90 cubin, the cubin is cached under
  * $XDG_CACHE_HOME/ncc and reused, a damaged cache entry is dropped, kernels are
- * found by name, launch geometry and arguments reach cuLaunchKernel, and
+ * found by name, launch geometry and arguments reach cuLaunchKernel, a
+ * captured launch's live argument reaches every replay, and
  * failures name the failing call with file:line.  Exits 77 (ctest: skipped)
  * when NVRTC cannot be loaded. */
 #define _GNU_SOURCE
@@ -123,6 +124,34 @@ int main(int argc, char **argv) {
             "two devices launch on one stream: %s", ncc_dev_error(d2));
       ncc_dev_close(d2);
       CHECK(*(int *)dlsym(fake, "fake_streams") == 1, "closing a device leaves its stream");
+    }
+    {
+      /* CUDA graphs: a launch with a live argument captured, then replayed
+       * twice; each replay replaces the node's arguments with the value now
+       * (cuGraphExecKernelNodeSetParams), which the driver allows only while
+       * the graph the instance came from exists (the fake driver checks) */
+      static const unsigned short sz[] = {sizeof(void *), sizeof(void *), sizeof(void *), sizeof(int), sizeof(int),
+                                          sizeof(int)};
+      ncc_kernel_args ka;
+      ncc_graph *g = NULL;
+      ka.k = &k, ka.nargs = 6, ka.size = sz;
+      ncc_dev_set_graphs(d, 1);
+      CHECK(ncc_dev_graphs(d) == 1, "graphs are off on the (fake) driver");
+      CHECK(ncc_dev_kernel_args(d, &ka, 1) == 0 && ncc_graph_live(d, &nn, sizeof nn) == 0, "graph set-up: %s",
+            ncc_dev_error(d));
+      nn = 1;
+      CHECK(ncc_graph_begin(d) == 0 && ncc_launch(d, &k, d3(49, 2, 1), d3(256, 1, 1), 0, args) == 0 &&
+                ncc_graph_end(d, &g) == 0 && g,
+            "capture: %s", ncc_dev_error(d));
+      for (int r = 1; r <= 2 && g; r++) {
+        nn = 100 * r;
+        rc = ncc_graph_launch(d, g);
+        CHECK(rc == 0, "replay %d: %s", r, ncc_dev_error(d));
+        CHECK(*(int *)dlsym(fake, "fake_last_set_arg_int") == 100 * r && *(int *)dlsym(fake, "fake_graph_launches") == r,
+              "replay %d did not pass the live argument's value now", r);
+      }
+      ncc_graph_free(d, g);
+      ncc_dev_set_graphs(d, 0);
     }
     k.name = "no_such_kernel";
     rc = ncc_launch(d, &k, d3(1, 1, 1), d3(1, 1, 1), 0, args);
