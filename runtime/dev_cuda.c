@@ -125,6 +125,17 @@ static const char NCC_NVRTC_PRELUDE[] =
     "  l.f = lo, h.f = hi;\n"
     "  return (l.u >> 16) | (h.u & 0xffff0000u);\n"
     "}\n"
+    "/* ncc_kernel.h's ncc_round_k (nvcc: static there), the same text: rounded operand copies for cuBLAS */\n"
+    "#define NCC_ROUND_K_DECL extern \"C\" __global__\n"
+    "NCC_ROUND_K_DECL void ncc_round_k(const float *src, long long ld, long long stride, int rows, int cols, int batch,\n"
+    "                                   int prec, float *dst) {\n"
+    "  long long per = (long long)rows * cols, total = per * batch;\n"
+    "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {\n"
+    "    long long b = i / per, rc = i - b * per, r = rc / cols, c = rc - r * cols;\n"
+    "    float v = src[b * stride + r * ld + c];\n"
+    "    dst[i] = prec == 1 ? ncc_tf32(v) : prec == 2 ? ncc_fp16(v) : ncc_bf16(v);\n"
+    "  }\n"
+    "}\n"
     "#endif\n";
 
 /* ---------------------------------------------------------------- driver API, by hand */
@@ -513,6 +524,12 @@ typedef struct jit_state {
   cublasHandle_t blas;
   int blas_tried;
   int smem_optin;
+  /* rounded GEMM operands (ncc_gemm_ex): grown, never moved while a captured
+   * graph may use it (an outgrown buffer is kept until close) */
+  CUdeviceptr scratch;
+  size_t scratch_n;
+  CUdeviceptr *old;
+  int nold;
   /* kernel lookup cache: name -> function */
   int nfn;
   struct { const char *name; CUfunction fn; size_t shmem_set; } fn[256];
@@ -601,6 +618,9 @@ static void jit_close(ncc_dev *d) {
   if (s->ctx) cu.CtxSetCurrent(s->ctx);   /* closed from any thread, like every other call */
   if (s->blas) cb.Destroy(s->blas);
   if (s->stream) cu.StreamDestroy(s->stream);
+  if (s->scratch) cu.MemFree(s->scratch);
+  for (int i = 0; i < s->nold; i++) cu.MemFree(s->old[i]);
+  free(s->old);
   if (s->mod) cu.ModuleUnload(s->mod);
   if (s->ctx) cu.PrimaryCtxRelease(s->dev);
   free(s);
@@ -786,11 +806,45 @@ static int jit_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alph
   }
   /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands */
   if (prec != NCC_GEMM_FP32) {
-    /* float32 data (CUDA_R_32F = 0), the compute type CUBLAS_COMPUTE_32F_FAST_TF32 (77), _FAST_16F (74) or
-     * _FAST_16BF (75): cuBLAS rounds the operands and runs tensor cores; CUBLAS_GEMM_DEFAULT (-1) */
-    int ct = prec == NCC_GEMM_TF32 ? 77 : prec == NCC_GEMM_FP16 ? 74 : 75;
+    /* both operands rounded into dense copies by the prelude's ncc_round_k (a
+     * matrix shared by the batch, stride 0, once), then float32 data
+     * (CUDA_R_32F = 0) with CUBLAS_COMPUTE_32F_FAST_TF32 (77): TF32 tensor cores,
+     * exact on the rounded values; CUBLAS_GEMM_DEFAULT (-1) */
+    static const ncc_kernel round_k = {"ncc_round_k", 0, 0, 0, 0};
+    int arows = ta ? k : m, acols = ta ? m : k, brows = tb ? n : k, bcols = tb ? k : n;
+    int na = sa ? batch : 1, nb = sb ? batch : 1;
+    size_t ea = (size_t)na * arows * acols, eb = (size_t)nb * brows * bcols;
+    if (m > 0 && n > 0 && k > 0) {
+      CUdeviceptr ra, rb;
+      if (ea + eb > s->scratch_n) {
+        CUdeviceptr p = 0;
+        if (s->scratch) {
+          CUdeviceptr *o = (CUdeviceptr *)realloc(s->old, sizeof *o * (size_t)(s->nold + 1));
+          if (!o) return ncc_dev_fail(d, NCC_EUSER, "ncc_gemm_ex: out of memory");
+          s->old = o;
+          s->old[s->nold++] = s->scratch;
+          s->scratch = 0, s->scratch_n = 0;
+        }
+        CU_CHECK(d, cu.MemAlloc(&p, (ea + eb) * sizeof(float)));
+        s->scratch = p, s->scratch_n = ea + eb;
+      }
+      ra = s->scratch, rb = s->scratch + ea * sizeof(float);
+      {
+        long long lda_ = lda, ldb_ = ldb;
+        int p_ = prec;
+        void *aa[] = {&A, &lda_, &sa, &arows, &acols, &na, &p_, &ra};
+        void *ab[] = {&B, &ldb_, &sb, &brows, &bcols, &nb, &p_, &rb};
+        ncc_dim3 blk = {256, 1, 1}, ga = {(unsigned)((ea + 255) / 256 < 4096 ? (ea + 255) / 256 : 4096), 1, 1},
+                 gb = {(unsigned)((eb + 255) / 256 < 4096 ? (eb + 255) / 256 : 4096), 1, 1};
+        int rc = jit_launch(d, &round_k, ga, blk, 0, aa);
+        if (!rc) rc = jit_launch(d, &round_k, gb, blk, 0, ab);
+        if (rc) return rc;
+      }
+      A = (const float *)(uintptr_t)ra, lda = acols, sa = sa ? (long long)arows * acols : 0;
+      B = (const float *)(uintptr_t)rb, ldb = bcols, sb = sb ? (long long)brows * bcols : 0;
+    }
     st = cb.GemmStridedBatchedEx(s->blas, tb ? 1 : 0, ta ? 1 : 0, n, m, k, &alpha, B, 0, ldb, sb, A, 0, lda, sa, &beta,
-                                 C, 0, ldc, sc, batch, ct, -1);
+                                 C, 0, ldc, sc, batch, 77, -1);
     if (st != 0)
       return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cublasGemmStridedBatchedEx: status %d", __FILE__, __LINE__, st);
     return 0;

@@ -24,7 +24,16 @@ typedef struct ncc_cudart_state {
   int dev;
   cudaStream_t stream;
   cublasHandle_t blas;
+  /* rounded GEMM operands (ncc_gemm_ex): grown, never moved while a captured
+   * graph may use it (an outgrown buffer is kept until close) */
+  float *scratch;
+  size_t scratch_n;
+  void **old;
+  int nold;
 } ncc_cudart_state;
+/* ncc_kernel.h defines it, after the rounding functions it calls */
+static __global__ void ncc_round_k(const float *src, long long ld, long long stride, int rows, int cols, int batch,
+                                   int prec, float *dst);
 #define NCC_CUDART_STREAM(d) (((ncc_cudart_state *)ncc_dev_state(d))->stream)
 
 #define NCC_CUDART_CHECK(d, call)                                                                         \
@@ -60,6 +69,9 @@ static void ncc_cudart_close(ncc_dev *d) {
   if (!s) return;
   if (s->blas) cublasDestroy(s->blas);
   if (s->stream) cudaStreamDestroy(s->stream);
+  if (s->scratch) cudaFree(s->scratch);
+  for (int i = 0; i < s->nold; i++) cudaFree(s->old[i]);
+  free(s->old);
   free(s);
 }
 static int ncc_cudart_malloc(ncc_dev *d, void **p, size_t n) {
@@ -116,12 +128,37 @@ static int ncc_cudart_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, flo
       return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cublasSetStream: status %d", __FILE__, __LINE__, (int)st);
   }
   /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T */
-  if (prec != NCC_GEMM_FP32) {   /* float32 data; cuBLAS rounds the operands to the compute type's and runs tensor cores */
-    cublasComputeType_t ct = prec == NCC_GEMM_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                             : prec == NCC_GEMM_FP16 ? CUBLAS_COMPUTE_32F_FAST_16F : CUBLAS_COMPUTE_32F_FAST_16BF;
+  if (prec != NCC_GEMM_FP32) {
+    /* both operands rounded into dense copies (ncc_round_k; a matrix shared by
+     * the batch, stride 0, once), then TF32 tensor cores, exact on them */
+    int arows = ta ? k : m, acols = ta ? m : k, brows = tb ? n : k, bcols = tb ? k : n;
+    int na = sa ? batch : 1, nb = sb ? batch : 1;
+    size_t ea = (size_t)na * arows * acols, eb = (size_t)nb * brows * bcols;
+    if (m > 0 && n > 0 && k > 0 && ea + eb > s->scratch_n) {
+      void *p = NULL;
+      if (s->scratch) {
+        void **o = (void **)realloc(s->old, sizeof *o * (size_t)(s->nold + 1));
+        if (!o) return ncc_dev_fail(d, NCC_EUSER, "ncc_gemm_ex: out of memory");
+        s->old = o;
+        s->old[s->nold++] = s->scratch;
+        s->scratch = NULL, s->scratch_n = 0;
+      }
+      NCC_CUDART_CHECK(d, cudaMalloc(&p, (ea + eb) * sizeof(float)));
+      s->scratch = (float *)p, s->scratch_n = ea + eb;
+    }
+    if (m > 0 && n > 0 && k > 0) {
+      float *ra = s->scratch, *rb = s->scratch + ea;
+      ncc_round_k<<<(unsigned)((ea + 255) / 256 < 4096 ? (ea + 255) / 256 : 4096), 256, 0, s->stream>>>(
+          A, lda, sa, arows, acols, na, prec, ra);
+      ncc_round_k<<<(unsigned)((eb + 255) / 256 < 4096 ? (eb + 255) / 256 : 4096), 256, 0, s->stream>>>(
+          B, ldb, sb, brows, bcols, nb, prec, rb);
+      NCC_CUDART_CHECK(d, cudaGetLastError());
+      A = ra, lda = acols, sa = sa ? (long long)arows * acols : 0;
+      B = rb, ldb = bcols, sb = sb ? (long long)brows * bcols : 0;
+    }
     st = cublasGemmStridedBatchedEx(s->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
                                     &alpha, B, CUDA_R_32F, ldb, sb, A, CUDA_R_32F, lda, sa, &beta, C, CUDA_R_32F, ldc,
-                                    sc, batch, ct, CUBLAS_GEMM_DEFAULT);
+                                    sc, batch, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
     if (st != CUBLAS_STATUS_SUCCESS)
       return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cublasGemmStridedBatchedEx: status %d", __FILE__, __LINE__, (int)st);
     return 0;

@@ -211,6 +211,27 @@ static __device__ __forceinline__ unsigned ncc_pack_bf16x2(float lo, float hi) {
   l.f = lo, h.f = hi;
   return (l.u >> 16) | (h.u & 0xffff0000u);
 }
+#if defined(__CUDACC__) && !defined(__CUDACC_RTC__)
+/* ncc_round_k: the rounded operand copies of a reduced-precision cuBLAS GEMM on
+ * a GPU (ncc_gemm_ex; ncc_cudart.h, dev_cuda.c).  dst, dense (batch x rows x
+ * cols), is src (row r, column c of matrix b at b * stride + r * ld + c)
+ * rounded by prec (NCC_GEMM_TF32 1, _FP16 2, _BF16 3) with the functions
+ * above, as ncc's own kernels and the emulator round.  Every such value is a
+ * TF32 number, so cuBLAS then runs TF32 tensor cores on exact products with
+ * float32 sums, whatever the precision: cuBLAS's own _FAST_16F/_16BF compute
+ * types round differently (and not as PyTorch does), which the first GPU run
+ * showed. */
+#define NCC_ROUND_K_DECL static __global__
+NCC_ROUND_K_DECL void ncc_round_k(const float *src, long long ld, long long stride, int rows, int cols, int batch,
+                                   int prec, float *dst) {
+  long long per = (long long)rows * cols, total = per * batch;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+    long long b = i / per, rc = i - b * per, r = rc / cols, c = rc - r * cols;
+    float v = src[b * stride + r * ld + c];
+    dst[i] = prec == 1 ? ncc_tf32(v) : prec == 2 ? ncc_fp16(v) : ncc_bf16(v);
+  }
+}
+#endif
 #endif
 
 #endif

@@ -13,6 +13,9 @@ trap 'rm -f "$out" "$out.cubin"' EXIT
 bad=0 n=0
 for k in $(sed -n "s/^ptxas info *: Compiling entry function '\([A-Za-z0-9_]*\)'.*/\1/p" "$out"); do
   case "$skip" in *",$k,"*) continue ;; esac
+  # ncc_kernel.h's own ncc_round_k (cuBLAS's rounded operands on a GPU) is no
+  # model kernel: it has no descriptor and never runs under emulation
+  case "$k" in *ncc_round_k*) continue ;; esac
   bars=$(awk -v k="$k" '$0 ~ "Compiling entry function \x27" k "\x27" {f=1} f && /used [0-9]+ barriers/ {
            for (i = 1; i <= NF; i++) if ($i == "barriers" || $i == "barriers,") { print $(i-1); exit } }' "$out")
   flag=$(tr -d '\n' <"$src" | sed 's/NCC_KERNEL_DESC(/\n&/g' | sed -n "s/^NCC_KERNEL_DESC($k, *\([A-Z0-9_]*\).*/\1/p")
