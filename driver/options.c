@@ -92,7 +92,7 @@ static const OptSpec opts[] = {
    "seed of the initial weights (without --weights) and of bench's random inputs (default 0)"},
   {O_CHECK, "--check", NULL, NULL, CMD_RUN | CMD_BENCH, 0,
    "emulation in checked mode: guarded buffers, thread by thread; an out-of-bounds access is reported"},
-  {O_JIT, "--jit", NULL, NULL, CMD_RUN | CMD_BENCH, 0,
+  {O_JIT, "--jit", NULL, NULL, CMD_RUN | CMD_BENCH | CMD_TRAIN, 0,
    "on a GPU, build host C with cc and the kernels with NVRTC instead of nvcc"},
   {O_ITERS, "--iters", NULL, "K", CMD_BENCH, 0, "timed runs (default 10)"},
   {O_WARMUP, "--warmup", NULL, "W", CMD_BENCH, 0, "untimed runs first (default 2)"},
@@ -572,7 +572,7 @@ static int check(Options *o) {
                 "without it, load them at run time (M_load, or `ncc run --weights`)");
   if (o->print_object && (o->nin || o->nout))
     return oerr("--print-object builds the model and runs nothing: --%s does not go with it", o->nin ? "input" : "output");
-  if (o->cmd == CMD_RUN || o->cmd == CMD_BENCH) {
+  if (o->cmd == CMD_RUN || o->cmd == CMD_BENCH || o->cmd == CMD_TRAIN) {
     if (o->jit && o->device == DEVICE_EMU)
       return oerr("--jit compiles kernels for a GPU with NVRTC; it does not go with --device emu");
   }
