@@ -31,7 +31,9 @@
 # Time limits a step, in seconds (0: none): NCC_GPU_ORACLE_S (step 2),
 # NCC_GPU_TRAIN_S, NCC_GPU_BENCH_S, NCC_GPU_TORCH_S.  NCC_GPU_JOBS: parallel
 # oracle cases and compiles (default: the cores).  NCC_GPU_STEPS: which of
-# smoke,rt,oracle,train,bench,torch to run (default all).  NCC_GPU_DEVICE=emu
+# smoke,rt,oracle,train,bench,torch to run (default all).  NCC_GPU_QUEUE: a
+# file of oracle cases to run instead ("cuda|jit oracle|train_oracle CASE" a
+# line); NCC_GPU_BENCHES: a file of `ncc bench` argument lines instead.  NCC_GPU_DEVICE=emu
 # runs the ncc steps on the CPU emulation instead (the oracle's cuda cases as
 # emu, jit ones skipped): a dry run of this script on a machine with no GPU.
 set -uo pipefail
@@ -94,13 +96,13 @@ if want oracle; then
   python3 tests/oracle/train_oracle.py --list --labels >"$logs/train_cases.txt"
   num='$2 ~ /(^|,)(op|fusion|model)(,|$)/ && $2 !~ /slow|check|fiber/'
   prec='$2 ~ /mma|tf32|fp16|bf16|int8|splitk|gemv/'
-  {
+  if [ -n "${NCC_GPU_QUEUE:-}" ]; then cp "$NCC_GPU_QUEUE" "$logs/queue.txt"; else {
     awk "$num && $prec"' {print "cuda oracle " $1}' "$logs/cases.txt"
     awk '$2 !~ /slow|check|fiber/ {print "cuda train_oracle " $1}' "$logs/train_cases.txt"
     awk "$num && !($prec) && \$2 ~ /model/"' {print "cuda oracle " $1}' "$logs/cases.txt"
     [ "$dev" = emu ] || awk "$num && $prec"' {print "jit oracle " $1}' "$logs/cases.txt"
     awk "$num && !($prec) && \$2 !~ /model/"' {print "cuda oracle " $1}' "$logs/cases.txt"
-  } >"$logs/queue.txt"
+  } >"$logs/queue.txt"; fi
   mkdir -p "$logs/cuda" "$logs/jit"
   one='d=$1; s=$2; c=$3; l="$LOGS/$d/$c.log";
        od=$d; [ "$dev" = emu ] && od=emu;
@@ -108,7 +110,7 @@ if want oracle; then
        case $? in 0) r=PASS;; 77) r=SKIP;; *) r=FAIL;; esac;
        echo "$r $d $c" >>"$LOGS/summary.txt"; rm -rf "$LOGS/work/$d/$c"'
   : >"$logs/summary.txt"
-  LOGS=$logs limit "${NCC_GPU_ORACLE_S:-0}" xargs -P "$jobs" -L 1 sh -c "$one" sh <"$logs/queue.txt"
+  OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} LOGS=$logs limit "${NCC_GPU_ORACLE_S:-0}" xargs -P "$jobs" -L 1 sh -c "$one" sh <"$logs/queue.txt"
   rm -rf "$logs/work"
   for d in cuda jit; do
     q=$(grep -c "^$d " "$logs/queue.txt"); p=$(grep -c "^PASS $d " "$logs/summary.txt")
@@ -173,7 +175,7 @@ time_list() {
 if want bench; then
   stamp "== ncc bench on the GPU"
   bl="$logs/bench.txt"; : >"$bl"
-  {
+  if [ -n "${NCC_GPU_BENCHES:-}" ]; then cp "$NCC_GPU_BENCHES" "$logs/bench_list.txt"; else {
     for n in 32 1; do
       for m in resnet50 mobilenet_v2 vgg16; do
         for p in fp32 tf32 fp16 bf16; do echo "examples/$m.net --set N=$n --precision=$p"; done
@@ -191,7 +193,7 @@ if want bench; then
     echo "examples/resnet18.net --set N=32 --train --iters 10"
     echo "examples/resnet18.net --set N=32 --train --precision=fp16 --iters 10"
     for m in resnet50 mobilenet_v2 vgg16; do echo "env:NCC_GRAPHS=0 examples/$m.net --set N=1"; done
-  } >"$logs/bench_list.txt"
+  } >"$logs/bench_list.txt"; fi
   # compile every object first, in parallel (the compile cache keeps them)
   bs=${NCC_GPU_BENCH_S:-0}
   grep -v '^env:' "$logs/bench_list.txt" | sed 's/ --iters [0-9]*//' |
