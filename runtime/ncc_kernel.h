@@ -119,8 +119,17 @@ static __device__ __forceinline__ float ncc_tf32(float x) {
  * FP16: 10 mantissa bits, magnitudes of 65520 and more overflow to Inf,
  * below 2^-14 the subnormals (multiples of 2^-24), 2^-25 and less to zero.
  * BF16: 7 mantissa bits, float32's exponent (subnormals and overflow to Inf
- * included).  Inf and NaN pass unchanged.  Integer operations only, so every
- * build rounds alike.  dev_cuda.c's NVRTC prelude carries the same text. */
+ * included).  Inf and NaN pass unchanged.  Under emulation integer
+ * operations; on a GPU the hardware's conversions, the same IEEE rounding.
+ * dev_cuda.c's NVRTC prelude carries the same text. */
+#if defined(__CUDA_ARCH__)
+/* on the GPU the hardware's conversion (cvt.rn.f16.f32 and back: round to
+ * nearest even, subnormals, overflow to Inf; ncc builds no -ftz) gives these
+ * very values in two instructions, where the integer routine below costs a
+ * dozen and a branch in every staged operand of an fp16 GEMM: the main loops
+ * of ResNet-50's fp16 kernels were 2.5 times as long as bf16's (sass_report) */
+static __device__ __forceinline__ float ncc_fp16(float x) { return __half2float(__float2half_rn(x)); }
+#else
 static __device__ __forceinline__ float ncc_fp16(float x) {
   union { float f; unsigned u; } v;
   v.f = x;
@@ -139,12 +148,18 @@ static __device__ __forceinline__ float ncc_fp16(float x) {
   v.u = s | a;
   return v.f;
 }
+#endif
+#if defined(__CUDA_ARCH__)
+/* likewise cvt.rn.bf16.f32 and back */
+static __device__ __forceinline__ float ncc_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+#else
 static __device__ __forceinline__ float ncc_bf16(float x) {
   union { float f; unsigned u; } v;
   v.f = x;
   if ((v.u & 0x7f800000u) != 0x7f800000u) v.u = (v.u + 0x7fffu + ((v.u >> 16) & 1u)) & 0xffff0000u;
   return v.f;
 }
+#endif
 
 /* ------------------------------------------------------------ tensor cores
  * ncc_mma_tf32_16x8x8(d, a, b): d += A B for one warp, PTX's
