@@ -256,6 +256,7 @@ static const char *rounded(char *buf, size_t n, const char *rnd, const char *e) 
  * per dx element, the sum over its group's output channels and the taps
  * whose strided window reaches it. */
 int emit_conv2d_bwd_data(Cg *c, const KGroup *gr) {
+  if (ir_grad_gemm(gr->main)) return emit_grad_gemm(c, gr);   /* a tiled GEMM (codegen/gemm.c) */
   Node *n = gr->main;
   const Attrs *a = &n->a;
   const Shape *ds = &n->in[0]->shape, *ws = &n->in[1]->shape, *xs = &n->out->shape;
@@ -298,6 +299,7 @@ int emit_conv2d_bwd_data(Cg *c, const KGroup *gr) {
 /* conv2d_bwd_weight(dy, x) -> dweight[O, C/g, KH, KW]: per weight element
  * the sum over images and output positions of dy * the input under the tap. */
 int emit_conv2d_bwd_weight(Cg *c, const KGroup *gr) {
+  if (ir_grad_gemm(gr->main)) return emit_grad_gemm(c, gr);   /* a tiled GEMM (codegen/gemm.c) */
   Node *n = gr->main;
   const Attrs *a = &n->a;
   const Shape *ds = &n->in[0]->shape, *xs = &n->in[1]->shape, *ws = &n->out->shape;
@@ -340,6 +342,7 @@ int emit_conv2d_bwd_weight(Cg *c, const KGroup *gr) {
 
 /* linear_bwd_weight(dy[N, O], x[N, I]) -> dweight[O, I] = dy^T x. */
 int emit_linear_bwd_weight(Cg *c, const KGroup *gr) {
+  if (ir_grad_gemm(gr->main)) return emit_grad_gemm(c, gr);   /* a tiled GEMM (codegen/gemm.c) */
   Node *n = gr->main;
   int64_t N = n->in[0]->shape.d[0], O = n->in[0]->shape.d[1], I = n->in[1]->shape.d[1];
   KParams p = {0};

@@ -319,6 +319,7 @@ int emit_concat(Cg *c, const KGroup *gr);
 int emit_transpose(Cg *c, const KGroup *gr);
 int emit_loss(Cg *c, const KGroup *gr);
 int emit_gemm(Cg *c, const KGroup *gr);   /* conv2d, linear, matmul: tiled or cuBLAS */
+int emit_grad_gemm(Cg *c, const KGroup *gr);   /* the gradient ops of ir_grad_gemm: tiled */
 /* training (backward.c): the forward ops in training mode, the gradient ops
  * autodiff writes and the updates (docs/generated-code.md, "Training") */
 int emit_bn_stats(Cg *c, const KGroup *gr);

@@ -759,7 +759,8 @@ static int64_t conv_chunk(const Cg *c, const ConvDims *d) {
 }
 
 size_t gemm_workspace_bytes(const Cg *c, const Node *n) {
-  if (!c->o->use_cublas && ncc_ops[n->op].flags & OPF_GEMM_LIKE && ir_gemm_split_k(n) > 1)   /* split-K's partial sums */
+  if ((ir_grad_gemm(n) || (!c->o->use_cublas && ncc_ops[n->op].flags & OPF_GEMM_LIKE)) && ir_gemm_split_k(n) > 1)
+    /* split-K's partial sums */
     return (size_t)ir_gemm_split_k(n) * (size_t)shape_numel(&n->out->shape) * 4;
   if (!c->o->use_cublas || n->op != OP_CONV2D) return 0;
   ConvDims d = conv_dims(n);
@@ -1027,4 +1028,172 @@ int emit_gemm(Cg *c, const KGroup *gr) {
   if (d.Mg < 8) return conv_direct(c, gr, &d);
   if (c->o->use_cublas) return conv_cublas(c, gr, &d);
   return conv_tiled(c, gr, &d);
+}
+
+/* ---- the gradients' GEMMs (ir_grad_gemm) ------------------------------------
+ * conv2d_bwd_data, conv2d_bwd_weight and linear_bwd_weight as the tiled GEMM
+ * (tensor cores at a rounded precision, like the forward's; split-K for a
+ * long K of few tiles), their operands gathered by the load statements
+ * (A(z, m, k), B(z, k, n)) and the fused epilogue (act_grad) kept.  The
+ * dimensions are ir_gemm_dims'. */
+
+/* The digits of var in the mixed radix r[0..n) (r[0] the most significant,
+ * unbounded): "int name = digit," declared into b for each digit that is not
+ * always 0, whose expression (its name, or "0") goes to e[i]. */
+static void digits(Buf *b, const char *var, int n, const char *const *name, const int64_t *r, char e[][32]) {
+  int64_t div = 1;
+  for (int i = n - 1; i >= 0; i--) {
+    char d[96];
+    if (r[i] == 1) {
+      snprintf(e[i], 32, "0");
+    } else {
+      cg_digit(d, sizeof d, var, div, i == 0 ? 0 : r[i]);
+      buf_printf(b, "int %s = %s; ", name[i], d);
+      snprintf(e[i], 32, "%s", name[i]);
+    }
+    div *= r[i];
+  }
+}
+
+/* "x * s + c + t * d" (c may be negative), its zero terms left out */
+static const char *window_sum(char *dst, size_t n, const char *x, int64_t s, int64_t c, const char *t, int64_t d) {
+  Buf e = {0};
+  int k = 0;
+  cg_term(&e, &k, x, s);
+  if (c) buf_printf(&e, k++ ? " %c %lld" : "%c%lld", c < 0 ? '-' : '+', LL(c < 0 ? -c : c));
+  if (strcmp(t, "0") && d) {
+    char pt[64];
+    int64_t ad = d < 0 ? -d : d;
+    if (k++) buf_printf(&e, " %c ", d < 0 ? '-' : '+');
+    else if (d < 0) buf_puts(&e, "-");
+    if (ad == 1) buf_puts(&e, t);
+    else buf_printf(&e, "%s * %lld", cg_paren(pt, sizeof pt, t), LL(ad));
+  }
+  snprintf(dst, n, "%s", k ? (e.s[0] == '+' ? e.s + 1 : e.s) : "0");
+  buf_free(&e);
+  return dst;
+}
+
+/* buf[sum of e[i] * k[i]], the zero terms left out */
+static void gather(Buf *b, const char *buf, int n, const char *const *e, const int64_t *k) {
+  int t = 0;
+  buf_printf(b, "%s[", buf);
+  for (int i = 0; i < n; i++) cg_term(b, &t, e[i], k[i]);
+  buf_printf(b, "%s]", t ? "" : "0");
+}
+
+int emit_grad_gemm(Cg *c, const KGroup *gr) {
+  Node *n = gr->main;
+  const Attrs *a = &n->a;
+  KParams p = {0};
+  GemmSpec s;
+  memset(&s, 0, sizeof s);
+  ir_gemm_dims(n, &s.M, &s.N, &s.K, &s.Z);
+  split_of(&s, n, NULL, 1, 1);   /* a long K of few tiles: split-K, the epilogue in the sum kernel */
+  s.baxis = -1, s.uses_z = s.Z > 1;
+  const char *z = s.uses_z ? "z" : "0";
+  Buf la = {0}, lb = {0}, lo = {0};
+  if (n->op == OP_LINEAR_BWD_WEIGHT) {   /* dweight[O, I] = dy[rows, O]^T x[rows, I] */
+    const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *x = kp_value(c, &p, n->in[1], 0, "x");
+    const char *ea[] = {"k", "m"}, *eb[] = {"k", "n"}, *eo[] = {"m", "n"};
+    const int64_t ka[] = {s.M, 1}, kb[] = {s.N, 1}, ko[] = {s.N, 1};
+    s.a_kcontig = 0, s.b_kcontig = 0;   /* a warp's loads run along m (n): contiguous rows of dy (x) */
+    buf_puts(&la, "v = "), gather(&la, dy, 2, ea, ka), buf_puts(&la, ";");
+    buf_puts(&lb, "v = "), gather(&lb, x, 2, eb, kb), buf_puts(&lb, ";");
+    for (int i = 0, t = 0; i < 2; i++) cg_term(&lo, &t, eo[i], ko[i]);
+  } else {
+    int64_t KH = n->op == OP_CONV2D_BWD_DATA ? n->in[1]->shape.d[2] : n->out->shape.d[2];
+    int64_t KW = n->op == OP_CONV2D_BWD_DATA ? n->in[1]->shape.d[3] : n->out->shape.d[3];
+    const Shape *dys = &n->in[0]->shape;
+    int64_t O = dys->d[1], OH = dys->d[2], OW = dys->d[3], Og = O / a->groups;
+    int sh = a->stride[0], sw = a->stride[1], ph = a->pad[0], pw = a->pad[1], dh = a->dilation[0], dw = a->dilation[1];
+    const char *kn[] = {"co", "kh", "kw"};
+    char ke[3][32], ne[3][32], x0[160], x1[160], cond[600];
+    if (n->op == OP_CONV2D_BWD_DATA) {
+      /* dx[img, z Cg + m, h, w] = sum over k = (co, kh, kw) of weight[z Og + co, m, kh, kw]
+       * dy[img, z Og + co, oh, ow], (oh, ow) the output whose window puts tap (kh, kw) on (h, w) */
+      const Shape *xs = &n->out->shape;
+      int64_t C = xs->d[1], H = xs->d[2], W = xs->d[3], Cg = s.M;
+      const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *w = kp_value(c, &p, n->in[1], 0, "weight");
+      const char *nn[] = {"img", "h", "w"};
+      const int64_t kr[] = {Og, KH, KW}, nr[] = {xs->d[0], H, W};
+      s.a_kcontig = 1, s.b_kcontig = 0;
+      /* A: weight[z Og + co, m, t], t = kh KW + kw: k = co KH KW + t */
+      char te[2][32];
+      const char *tn[] = {"co", "t"};
+      const int64_t tr[] = {Og, KH * KW};
+      digits(&la, "k", 2, tn, tr, te);
+      {
+        const char *e[] = {z, te[0], "m", te[1]};
+        const int64_t k[] = {Og * Cg * KH * KW, Cg * KH * KW, KH * KW, 1};
+        buf_puts(&la, "v = "), gather(&la, w, 4, e, k), buf_puts(&la, ";");
+      }
+      /* B: dy at (th, tw) = (h + ph - kh dh, w + pw - kw dw) / stride, where that divides and lands inside */
+      digits(&lb, "k", 3, kn, kr, ke);
+      digits(&lb, "n", 3, nn, nr, ne);
+      window_sum(x0, sizeof x0, ne[1], 1, ph, ke[1], -dh);
+      window_sum(x1, sizeof x1, ne[2], 1, pw, ke[2], -dw);
+      buf_printf(&lb, "int th = %s, tw = %s; ", x0, x1);
+      if (sh == 1 && sw == 1) {
+        snprintf(cond, sizeof cond, "th >= 0 && th < %lld && tw >= 0 && tw < %lld", LL(OH), LL(OW));
+      } else {
+        buf_printf(&lb, "int oh = th / %d, ow = tw / %d; ", sh, sw);
+        snprintf(cond, sizeof cond, "th >= 0 && tw >= 0 && oh * %d == th && ow * %d == tw && oh < %lld && ow < %lld", sh,
+                 sw, LL(OH), LL(OW));
+      }
+      {
+        const char *e[] = {ne[0], z, ke[0], sh == 1 && sw == 1 ? "th" : "oh", sh == 1 && sw == 1 ? "tw" : "ow"};
+        const int64_t k[] = {O * OH * OW, Og * OH * OW, OH * OW, OW, 1};
+        buf_printf(&lb, "if (%s) v = ", cond), gather(&lb, dy, 5, e, k), buf_puts(&lb, ";");
+      }
+      /* C: dx[img, z Cg + m, h, w], n = img H W + (h W + w) */
+      {
+        char di[64], dr[64];
+        const char *e[] = {cg_digit(di, sizeof di, "n", H * W, 0), z, "m", cg_digit(dr, sizeof dr, "n", 1, H * W)};
+        const int64_t k[] = {C * H * W, Cg * H * W, H * W, 1};
+        for (int i = 0, t = 0; i < 4; i++) cg_term(&lo, &t, e[i], k[i]);
+      }
+    } else {
+      /* dweight[z Og + m, ci, kh, kw] = sum over k = (img, oh, ow) of dy[img, z Og + m, oh, ow]
+       * x[img, z Cg + ci, oh sh - ph + kh dh, ow sw - pw + kw dw] */
+      const Shape *xs = &n->in[1]->shape;
+      int64_t C = xs->d[1], H = xs->d[2], W = xs->d[3], Cg = C / a->groups;
+      const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *x = kp_value(c, &p, n->in[1], 0, "x");
+      const char *qn[] = {"img", "oh", "ow"}, *cn[] = {"ci", "kh", "kw"};
+      const int64_t qr[] = {dys->d[0], OH, OW}, cr[] = {Cg, KH, KW};
+      s.a_kcontig = 1, s.b_kcontig = 1;   /* consecutive k: consecutive output pixels of one image */
+      /* A: dy[img, z Og + m, p], k = img OH OW + p */
+      {
+        char di[64], dr[64];
+        const char *e[] = {cg_digit(di, sizeof di, "k", OH * OW, 0), z, "m", cg_digit(dr, sizeof dr, "k", 1, OH * OW)};
+        const int64_t k[] = {O * OH * OW, Og * OH * OW, OH * OW, 1};
+        buf_puts(&la, "v = "), gather(&la, dy, 4, e, k), buf_puts(&la, ";");
+      }
+      /* B: the input under tap (kh, kw) of output (oh, ow), 0 in the padding */
+      digits(&lb, "k", 3, qn, qr, ke);
+      digits(&lb, "n", 3, cn, cr, ne);
+      window_sum(x0, sizeof x0, ke[1], sh, -ph, ne[1], dh);
+      window_sum(x1, sizeof x1, ke[2], sw, -pw, ne[2], dw);
+      buf_printf(&lb, "int ih = %s, iw = %s; ", x0, x1);
+      {
+        const char *e[] = {ke[0], z, ne[0], "ih", "iw"};
+        const int64_t k[] = {C * H * W, Cg * H * W, H * W, W, 1};
+        buf_printf(&lb, "if (ih >= 0 && ih < %lld && iw >= 0 && iw < %lld) v = ", LL(H), LL(W));
+        gather(&lb, x, 5, e, k), buf_puts(&lb, ";");
+      }
+      /* C: dweight[z Og + m, n] */
+      {
+        const char *e[] = {z, "m", "n"};
+        const int64_t k[] = {Og * s.N, s.N, 1};
+        for (int i = 0, t = 0; i < 3; i++) cg_term(&lo, &t, e[i], k[i]);
+      }
+    }
+  }
+  snprintf(s.a_load, sizeof s.a_load, "%s", la.s);
+  snprintf(s.b_load, sizeof s.b_load, "%s", lb.s);
+  snprintf(s.out_idx, sizeof s.out_idx, "%s", lo.s ? lo.s : "0");
+  buf_free(&la);
+  buf_free(&lb);
+  buf_free(&lo);
+  return gemm_kernel(c, gr, &p, &s);
 }

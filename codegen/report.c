@@ -197,7 +197,7 @@ static const char *kernel_form(const Node *n) {
 /* The split-K of a group's main node (ir_gemm_split_k), 1 for none: the
  * cuBLAS path (--cublas) does not split */
 static int split_k(const Node *n, int cublas) {
-  return !cublas && (ncc_ops[n->op].flags & OPF_GEMM_LIKE) ? ir_gemm_split_k(n) : 1;
+  return ir_grad_gemm(n) || (!cublas && (ncc_ops[n->op].flags & OPF_GEMM_LIKE)) ? ir_gemm_split_k(n) : 1;
 }
 static const char *kernel_marks(const Node *n, int cublas, char *buf, size_t len) {
   const char *form = kernel_form(n);

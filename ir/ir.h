@@ -333,8 +333,27 @@ static inline int ir_gemm_gemv(const Node *n) {
  * gives it TF32, FP16 or BF16 operands (n->prec), and it is not a GEMV or a
  * direct convolution: mma.sync.m16n8k8 at TF32, m16n8k16 at FP16 and BF16.
  * (The cuBLAS path takes no rounded op: the pass refuses it.) */
+/* Does codegen emit this gradient op as a tiled GEMM (ir_gemm_dims gives
+ * its M, N, K, Z) rather than a sum per output element?  conv2d_bwd_data:
+ * M input channels of a group, N images x input pixels, K output channels of
+ * the group x taps (the transposed window gathered from dy); conv2d_bwd_weight:
+ * M output channels of a group, N input channels of the group x taps, K
+ * images x output pixels; linear_bwd_weight: M outputs, N inputs, K rows.
+ * Tiled when M >= 8 (below, as for ir_conv_direct, a 16-row tile is mostly
+ * padding; a sum per output element then).  A weight gradient of few tiles
+ * and a long K (the first layers': K is the batch's pixels, 1.6 M for VGG-16's
+ * first convolutions at batch 32) is split along K (ir_gemm_split_k). */
+static inline void ir_gemm_dims(const Node *n, int64_t *M, int64_t *N, int64_t *K, int64_t *Z);
+static inline int ir_grad_gemm(const Node *n) {
+  int64_t M, N, K, Z;
+  if (n->op != OP_CONV2D_BWD_DATA && n->op != OP_CONV2D_BWD_WEIGHT && n->op != OP_LINEAR_BWD_WEIGHT) return 0;
+  ir_gemm_dims(n, &M, &N, &K, &Z);
+  return M >= 8;
+}
+
 static inline int ir_gemm_mma(const Node *n) {
   if (n->prec == PREC_FP32) return 0;
+  if (ir_grad_gemm(n)) return 1;
   if (n->op == OP_CONV2D) return !ir_conv_direct(n);
   return (n->op == OP_LINEAR || n->op == OP_MATMUL) && !ir_gemm_gemv(n);
 }
@@ -343,10 +362,19 @@ static inline int ir_gemm_mma(const Node *n) {
  * = sum over k of A(z, m, k) B(z, k, n), z < Z.  conv2d: M output channels of
  * a group, N images x output pixels, K input channels of a group x kernel
  * taps, Z groups; linear: M rows, N outputs, K inputs; matmul: the last two
- * axes, Z the broadcast batch matrices. */
+ * axes, Z the broadcast batch matrices; the gradient ops of ir_grad_gemm as
+ * it says. */
 static inline void ir_gemm_dims(const Node *n, int64_t *M, int64_t *N, int64_t *K, int64_t *Z) {
   const Shape *o = &n->out->shape;
-  if (n->op == OP_CONV2D) {
+  if (n->op == OP_CONV2D_BWD_DATA) {   /* dy, weight -> dx */
+    const Shape *w = &n->in[1]->shape;
+    *Z = n->a.groups, *M = o->d[1] / n->a.groups, *N = o->d[0] * o->d[2] * o->d[3], *K = w->d[0] / n->a.groups * w->d[2] * w->d[3];
+  } else if (n->op == OP_CONV2D_BWD_WEIGHT) {   /* dy, x -> dweight */
+    const Shape *dy = &n->in[0]->shape;
+    *Z = n->a.groups, *M = o->d[0] / n->a.groups, *N = o->d[1] * o->d[2] * o->d[3], *K = dy->d[0] * dy->d[2] * dy->d[3];
+  } else if (n->op == OP_LINEAR_BWD_WEIGHT) {   /* dy[rows, O], x[rows, I] -> dweight[O, I] */
+    *Z = 1, *M = o->d[0], *N = o->d[1], *K = n->in[0]->shape.d[0];
+  } else if (n->op == OP_CONV2D) {
     const Shape *w = &n->in[1]->shape;
     *Z = n->a.groups, *M = o->d[1] / n->a.groups, *N = o->d[0] * o->d[2] * o->d[3], *K = w->d[1] * w->d[2] * w->d[3];
   } else if (n->op == OP_LINEAR) {
@@ -367,14 +395,18 @@ static inline void ir_gemm_dims(const Node *n, int64_t *M, int64_t *N, int64_t *
  * blocks, at most IR_SPLITK_MAX, each range at least IR_SPLITK_MIN_KTILES
  * K tiles of 16, and S is trimmed so that no range is empty.  Not for the
  * GEMV, a direct convolution, or a matmul whose batch matrices follow the
- * batch on grid axis z. */
+ * batch on grid axis z.  The gradients' GEMMs (ir_grad_gemm) split alike. */
 #define IR_SPLITK_SMS 132
 #define IR_SPLITK_MAX 16
 #define IR_SPLITK_MIN_KTILES 4
 static inline int ir_gemm_split_k(const Node *n) {
   int64_t M, N, K, Z;
-  if (n->op == OP_CONV2D ? ir_conv_direct(n) : (n->op != OP_LINEAR && n->op != OP_MATMUL) || ir_gemm_gemv(n)) return 1;
-  if (n->op == OP_MATMUL && n->out->shape.rank >= 3) return 1;
+  if (ir_grad_gemm(n)) {
+  } else if (n->op == OP_CONV2D ? ir_conv_direct(n) : (n->op != OP_LINEAR && n->op != OP_MATMUL) || ir_gemm_gemv(n)) {
+    return 1;
+  } else if (n->op == OP_MATMUL && n->out->shape.rank >= 3) {
+    return 1;
+  }
   ir_gemm_dims(n, &M, &N, &K, &Z);
   int64_t tiles = (M + 63) / 64 * ((N + 63) / 64) * Z, nk = (K + 15) / 16;
   if (2 * tiles > IR_SPLITK_SMS) return 1;

@@ -857,6 +857,14 @@ CONVS = {
     "asym":      (2, 3, 9, 10, 5, (3, 1), (2, 1), (1, 0), 1, 1, True),
     "nobias":    (2, 5, 6, 6, 7, 3, 1, 1, 1, 1, False),
     "wide":      (2, 8, 6, 6, 32, 3, 1, 1, 1, 1, True),
+    # 8 and more channels a group: the gradients run as tiled GEMMs
+    # (ir_grad_gemm: conv2d_bwd_data's M is the input channels of a group,
+    # conv2d_bwd_weight's the output channels), each attribute once
+    "s2_p1_c16": (2, 16, 9, 9, 16, 3, 2, 1, 1, 1, True),
+    "k1_s2_c8":  (2, 8, 6, 6, 8, 1, 2, 0, 1, 1, False),
+    "dil2_c8":   (2, 8, 11, 11, 8, 3, 1, 2, 2, 1, True),
+    "groups2_c16": (2, 16, 7, 7, 16, 3, 1, 1, 1, 2, True),
+    "asym_c8":   (2, 8, 9, 10, 12, (3, 1), (2, 1), (1, 0), 1, 1, True),
 }
 
 
@@ -1481,6 +1489,9 @@ PREC_CASES = {   # name: (spec builder, precision, K, labels)
     "bf16_grad_linear": (lambda: GRAD["grad_linear"](), "bf16", 1, ["grad"]),
     "bf16_grad_matmul_batched": (lambda: GRAD["grad_matmul_batched"](), "bf16", 1, ["grad", "matmul"]),
     "tf32_grad_conv_s2_p1": (lambda: conv_spec("s2_p1"), "tf32", 1, ["grad", "conv"]),
+    # the gradients' tiled GEMMs on tensor cores (ir_grad_gemm, ir_gemm_mma)
+    "bf16_grad_conv_s2_p1_c16": (lambda: conv_spec("s2_p1_c16"), "bf16", 1, ["grad", "conv"]),
+    "tf32_grad_conv_groups2_c16": (lambda: conv_spec("groups2_c16"), "tf32", 1, ["grad", "conv"]),
     "tf32_grad_linear": (lambda: GRAD["grad_linear"](), "tf32", 1, ["grad"]),
     "bf16_opt_sgd_momentum": (lambda: small_cnn("bf16_opt_sgd_momentum", OPTS["opt_sgd_momentum"][0]), "bf16", 8,
                               ["optim"]),
