@@ -395,13 +395,19 @@ static inline void ir_gemm_dims(const Node *n, int64_t *M, int64_t *N, int64_t *
  * blocks, at most IR_SPLITK_MAX, each range at least IR_SPLITK_MIN_KTILES
  * K tiles of 16, and S is trimmed so that no range is empty.  Not for the
  * GEMV, a direct convolution, or a matmul whose batch matrices follow the
- * batch on grid axis z.  The gradients' GEMMs (ir_grad_gemm) split alike. */
+ * batch on grid axis z.  The gradients' GEMMs (ir_grad_gemm) split alike
+ * when K is long, IR_GRAD_SPLIT_MIN_K or more (a weight gradient's K is the
+ * batch's output pixels: VGG-16's first layers' 1.6 M at batch 32); a shorter
+ * K runs in one range, its second launch not worth it. */
+#define IR_GRAD_SPLIT_MIN_K 16384
 #define IR_SPLITK_SMS 132
 #define IR_SPLITK_MAX 16
 #define IR_SPLITK_MIN_KTILES 4
 static inline int ir_gemm_split_k(const Node *n) {
   int64_t M, N, K, Z;
   if (ir_grad_gemm(n)) {
+    ir_gemm_dims(n, &M, &N, &K, &Z);
+    if (K < IR_GRAD_SPLIT_MIN_K) return 1;
   } else if (n->op == OP_CONV2D ? ir_conv_direct(n) : (n->op != OP_LINEAR && n->op != OP_MATMUL) || ir_gemm_gemv(n)) {
     return 1;
   } else if (n->op == OP_MATMUL && n->out->shape.rank >= 3) {

@@ -865,6 +865,9 @@ CONVS = {
     "dil2_c8":   (2, 8, 11, 11, 8, 3, 1, 2, 2, 1, True),
     "groups2_c16": (2, 16, 7, 7, 16, 3, 1, 1, 1, 2, True),
     "asym_c8":   (2, 8, 9, 10, 12, (3, 1), (2, 1), (1, 0), 1, 1, True),
+    # the weight gradients' K (images x output pixels) 4 x 64 x 64 = 16384:
+    # long enough to be split (IR_GRAD_SPLIT_MIN_K), 16 ranges
+    "long_k":    (4, 8, 64, 64, 8, 3, 1, 1, 1, 1, True),
 }
 
 
