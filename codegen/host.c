@@ -302,17 +302,32 @@ static void host_train_checkpoint(Cg *c, FILE *f, const Io *par, int prep) {
           "  } else if (cnt[0] < 0 || cnt[1] < 0) {\n"
           "    snprintf(m->err, sizeof m->err, \"%%s: __step__ (%%lld) and __epoch__ (%%lld) must not be negative\", path,\n"
           "             (long long)cnt[0], (long long)cnt[1]);\n"
-          "    rc = NCC_EUSER;\n"
+          "    rc = NCC_EUSER;\n",
+          M, M, M, M, M, par->n > 0 ? par->n : 1, M, M, M, M, M, M, M, M, M, M, M, par->n, M, M, par->n,
+          par->n, M, M, M, M, M);
+  if (ls)   /* the scaler's entries, where present, must be values GradScaler could have */
+    fprintf(f, "  } else if (w[%s_NDEVCKPT + 3].present && !(fl[1] > 0.0 && fl[1] <= 3.4028234663852886e38)) {\n"
+               "    snprintf(m->err, sizeof m->err, \"%%s: __loss_scale__ (%%g) must be a positive finite number\", path, fl[1]);\n"
+               "    rc = NCC_EUSER;\n"
+               "  } else if (w[%s_NDEVCKPT + 4].present && cnt[2] < 0) {\n"
+               "    snprintf(m->err, sizeof m->err, \"%%s: __growth_tracker__ (%%lld) must not be negative\", path,\n"
+               "             (long long)cnt[2]);\n"
+               "    rc = NCC_EUSER;\n"
+               "  } else if (w[%s_NDEVCKPT + 5].present && (cnt[3] < 0 || cnt[3] > cnt[0])) {\n"
+               "    snprintf(m->err, sizeof m->err, \"%%s: __optimizer_step__ (%%lld) must be from 0 to __step__ (%%lld)\", path,\n"
+               "             (long long)cnt[3], (long long)cnt[0]);\n"
+               "    rc = NCC_EUSER;\n",
+            M, M, M);
+  fprintf(f,
           "  }\n"
           "  if (!rc) {\n"
           "    m->step = cnt[0];\n    m->epoch = cnt[1];\n    %s_schedule_(m);\n",
-          M, M, M, M, M, par->n > 0 ? par->n : 1, M, M, M, M, M, M, M, M, M, M, M, par->n, M, M, par->n,
-          par->n, M, M, M, M, M, M);
+          M);
   if (ls)
     fprintf(f, "    /* the scaler's state where the file has it, else GradScaler's start */\n"
-               "    m->loss_scale = w[%s_NDEVCKPT + 3].present && fl[1] > 0.0 ? fl[1] : %s_INIT_SCALE;\n"
-               "    m->growth_tracker = w[%s_NDEVCKPT + 4].present && cnt[2] >= 0 ? cnt[2] : 0;\n"
-               "    m->opt_step = w[%s_NDEVCKPT + 5].present && cnt[3] >= 0 && cnt[3] <= cnt[0] ? cnt[3] : cnt[0];\n",
+               "    m->loss_scale = w[%s_NDEVCKPT + 3].present ? fl[1] : %s_INIT_SCALE;\n"
+               "    m->growth_tracker = w[%s_NDEVCKPT + 4].present ? cnt[2] : 0;\n"
+               "    m->opt_step = w[%s_NDEVCKPT + 5].present ? cnt[3] : cnt[0];\n",
             M, M, M, M);
   fprintf(f, "  }\n");
   if (prep)

@@ -19,8 +19,9 @@ What they hold `ncc train` to:
                   targets (dtype, shape, length) and models whose training
                   inputs `ncc train` cannot feed (both float inputs read by
                   inference, three inputs) are status 1 with a message naming
-                  the file or model; a checkpoint whose __step__ is negative
-                  is refused by --resume; good targets train
+                  the file or model; a checkpoint whose __step__ is negative,
+                  or an fp16 one whose loss scaler entries GradScaler could
+                  not have, is refused by --resume; good targets train
   train_good_data good data (y int32 or int64, with and without a test set)
                   passes every check: the run either trains or, while the
                   generated training API is missing, stops at it
@@ -237,6 +238,28 @@ def _bad_targets(ctx):
         f.write(b)
     expect_error(ctx, [reg, "--data", d, "--steps", "5", "--checkpoint", bad, "--resume"], bad, "__step__",
                  "must not be negative")
+    # an fp16 run's checkpoint carries the loss scaler; an entry GradScaler
+    # could not have is refused by --resume, naming the file and the entry
+    ck16 = ctx.path("reg16.safetensors")
+    passes_checks(ctx, [reg, "--data", d, "--steps", "3", "--checkpoint", ck16, "--precision=fp16"])
+    with open(ck16, "rb") as f:
+        b16 = bytes(f.read())
+    n16 = struct.unpack("<Q", b16[:8])[0]
+    hdr16 = json.loads(b16[8:8 + n16])
+    for key, fmt, value, words in (("__loss_scale__", "<d", -1.0, ["must be a positive finite number"]),
+                                   ("__loss_scale__", "<d", float("inf"), ["must be a positive finite number"]),
+                                   ("__growth_tracker__", "<q", -2, ["must not be negative"]),
+                                   ("__optimizer_step__", "<q", 4, ["must be from 0 to __step__ (3)"])):
+        if key not in hdr16:
+            raise Failure("the fp16 checkpoint has no %s: %r" % (key, sorted(hdr16)))
+        at = 8 + n16 + hdr16[key]["data_offsets"][0]
+        bb = bytearray(b16)
+        bb[at:at + 8] = struct.pack(fmt, value)
+        path = ctx.path("bad_%s_%s.safetensors" % (key.strip("_"), str(value).replace("-", "m")))
+        with open(path, "wb") as f:
+            f.write(bb)
+        expect_error(ctx, [reg, "--data", d, "--steps", "5", "--checkpoint", path, "--resume", "--precision=fp16"],
+                     path, key, *words)
     # a checkpoint given as --weights brings its step: fewer steps asked for is
     # refused, naming that file (not the absent --checkpoint)
     p = expect_error(ctx, [reg, "--data", d, "--steps", "2", "--weights", ck], ck, "at step 3, past the 2 steps")
