@@ -453,16 +453,30 @@ static ConvDims conv_dims(const Node *n) {
   return d;
 }
 
-/* "o * s - p + k * dil" without the multiplications by 1, the "- 0" and, for
- * k NULL (a kernel of extent 1), the "+ k", so that the generated index
- * arithmetic reads like hand-written code */
+/* "x * s + c + t * d" (c and d may be negative) without the multiplications
+ * by 1 and the terms that are 0 (x or t "0", c or d 0), so that the generated
+ * index arithmetic reads like hand-written code; "0" when nothing is left */
+static const char *window_sum(char *dst, size_t n, const char *x, int64_t s, int64_t c, const char *t, int64_t d) {
+  Buf e = {0};
+  int k = 0;
+  cg_term(&e, &k, x, s);
+  if (c) buf_printf(&e, k++ ? " %c %lld" : "%c%lld", c < 0 ? '-' : '+', LL(c < 0 ? -c : c));
+  if (strcmp(t, "0") && d) {
+    char pt[64];
+    int64_t ad = d < 0 ? -d : d;
+    if (k++) buf_printf(&e, " %c ", d < 0 ? '-' : '+');
+    else if (d < 0) buf_puts(&e, "-");
+    if (ad == 1) buf_puts(&e, t);
+    else buf_printf(&e, "%s * %lld", cg_paren(pt, sizeof pt, t), LL(ad));
+  }
+  snprintf(dst, n, "%s", k ? (e.s[0] == '+' ? e.s + 1 : e.s) : "0");
+  buf_free(&e);
+  return dst;
+}
+
+/* "o * s - p + k * dil"; k NULL: a kernel of extent 1 */
 void cg_window_index(char *dst, size_t n, const char *o, int s, int p, const char *k, int dil) {
-  char a[96], b[96] = "", c[32] = "", po[80], pk[80];
-  if (s == 1) snprintf(a, sizeof a, "%s", o); else snprintf(a, sizeof a, "%s * %d", cg_paren(po, sizeof po, o), s);
-  if (k && dil == 1) snprintf(b, sizeof b, " + %s", k);
-  else if (k) snprintf(b, sizeof b, " + %s * %d", cg_paren(pk, sizeof pk, k), dil);
-  if (p) snprintf(c, sizeof c, " - %d", p);
-  snprintf(dst, n, "%s%s%s", a, c, b);
+  window_sum(dst, n, o, s, -p, k ? k : "0", dil);
 }
 
 /* Statements that set v to the pooled element (plane, ph, pw) of the
@@ -1053,25 +1067,6 @@ static void digits(Buf *b, const char *var, int n, const char *const *name, cons
     }
     div *= r[i];
   }
-}
-
-/* "x * s + c + t * d" (c may be negative), its zero terms left out */
-static const char *window_sum(char *dst, size_t n, const char *x, int64_t s, int64_t c, const char *t, int64_t d) {
-  Buf e = {0};
-  int k = 0;
-  cg_term(&e, &k, x, s);
-  if (c) buf_printf(&e, k++ ? " %c %lld" : "%c%lld", c < 0 ? '-' : '+', LL(c < 0 ? -c : c));
-  if (strcmp(t, "0") && d) {
-    char pt[64];
-    int64_t ad = d < 0 ? -d : d;
-    if (k++) buf_printf(&e, " %c ", d < 0 ? '-' : '+');
-    else if (d < 0) buf_puts(&e, "-");
-    if (ad == 1) buf_puts(&e, t);
-    else buf_printf(&e, "%s * %lld", cg_paren(pt, sizeof pt, t), LL(ad));
-  }
-  snprintf(dst, n, "%s", k ? (e.s[0] == '+' ? e.s + 1 : e.s) : "0");
-  buf_free(&e);
-  return dst;
 }
 
 /* buf[sum of e[i] * k[i]], the zero terms left out */
