@@ -126,8 +126,8 @@ static __device__ __forceinline__ float ncc_tf32(float x) {
 /* on the GPU the hardware's conversion (cvt.rn.f16.f32 and back: round to
  * nearest even, subnormals, overflow to Inf; ncc builds no -ftz) gives these
  * very values in two instructions, where the integer routine below costs a
- * dozen and a branch in every staged operand of an fp16 GEMM: the main loops
- * of ResNet-50's fp16 kernels were 2.5 times as long as bf16's (sass_report) */
+ * dozen and a branch in every staged operand of an fp16 GEMM (ResNet-50's
+ * fp16 main loops: a median of 396 SASS instructions before, 109 after) */
 static __device__ __forceinline__ float ncc_fp16(float x) { return __half2float(__float2half_rn(x)); }
 #else
 static __device__ __forceinline__ float ncc_fp16(float x) {
