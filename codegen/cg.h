@@ -30,6 +30,7 @@ void buf_free(Buf *b);
 const char *cg_flit(char out[40], double v);
 /* "ncc_tf32", "ncc_fp16" or "ncc_bf16": what rounds an operand of n (Node.prec); NULL at fp32 */
 const char *cg_operand_round(const Node *n);
+const char *cg_operand_rv(char *buf, size_t n, const Node *nd, int which, const char *v);
 
 /* ---- the CUDA dialect, in one place (tinygrad's habit) -----------------
  * Everything the kernels spell that is not plain C comes from here, so a
@@ -330,6 +331,7 @@ int emit_conv2d_bwd_data(Cg *c, const KGroup *gr);
 int emit_conv2d_bwd_weight(Cg *c, const KGroup *gr);
 int emit_linear_bwd_weight(Cg *c, const KGroup *gr);
 int emit_sum_to(Cg *c, const KGroup *gr);
+int emit_qscale(Cg *c, const KGroup *gr);
 int emit_maxpool2d_bwd(Cg *c, const KGroup *gr);
 int emit_avgpool2d_bwd(Cg *c, const KGroup *gr);
 int emit_gavgpool2d_bwd(Cg *c, const KGroup *gr);

@@ -709,8 +709,24 @@ int cg_row_finish(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t rows, int
   return finish_store(c, gr, p, b, NCC_KF_BARRIER_, rows, T, cg_batch_grid(c, gr, 0, rows, 1, &bg));
 }
 
+/* The expression of a GEMM operand element held in `v` as the kernel
+ * multiplies it: v at fp32, v rounded at tf32/fp16/bf16; at int8 the
+ * activation (which 0) quantized with the op's scale, as a float integer,
+ * and the weight (which 1: the quantize node's integers) as it is. */
+const char *cg_operand_rv(char *buf, size_t n, const Node *nd, int which, const char *v) {
+  if (nd->prec == PREC_INT8 && which == 0) {
+    char lit[40];
+    snprintf(buf, n, "ncc_q8(%s * %s)", v, cg_flit(lit, (double)(1.0f / nd->qscale)));
+  } else if (cg_operand_round(nd)) {
+    snprintf(buf, n, "%s(%s)", cg_operand_round(nd), v);
+  } else {
+    snprintf(buf, n, "%s", v);
+  }
+  return buf;
+}
+
 /* The kernel-header function that rounds a GEMM operand element to the op's
- * precision (passes/precision.c), NULL at fp32 */
+ * precision (passes/precision.c), NULL at fp32 and int8 */
 const char *cg_operand_round(const Node *n) {
   switch (n->prec) {
   case PREC_TF32: return "ncc_tf32";

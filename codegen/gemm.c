@@ -36,7 +36,15 @@ typedef struct GemmSpec {
   int64_t bias_inner, bias_n;
   int baxis;           /* the grid axis whose index has the batch outermost (0: n, x; 1: m, y;
                           2: z), for a launch that follows the batch; -1: none */
+  int a_w, b_w;        /* is A (B) the op's weight (cg_operand_rv's which)?  At int8 the activation
+                          is quantized as it is loaded, the weight is integers already */
 } GemmSpec;
+
+/* The operand expressions of A and B for the spec (of v, the loaded element) */
+static void spec_rv(const Node *n, const GemmSpec *s, char ra[64], char rb[64]) {
+  cg_operand_rv(ra, 64, n, s->a_w, "v");
+  cg_operand_rv(rb, 64, n, s->b_w, "v");
+}
 
 /* "if (c1 && c2) {" with the conditions given (NULL: none), or "{" */
 static void guard_open(Buf *b, const char *ind, const char *c1, const char *c2) {
@@ -92,18 +100,11 @@ static int store_tail(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Bu
 
 static int tile_of(int64_t d) { return d >= 64 ? 4 : d >= 32 ? 2 : 1; }
 
-/* v, or v rounded by rnd ("ncc_fp16(v)") */
-static const char *rounded_v(char *buf, size_t n, const char *rnd) {
-  if (!rnd) return "v";
-  snprintf(buf, n, "%s(v)", rnd);
-  return buf;
-}
-
 /* Statements that fill a shared tile of BK x rows elements (element (kk,
  * rr): row rowbase + rr, k = k0 + kk) with T threads, numbered tid; dst is
  * the element's place, an lvalue in kk and rr */
 static void load_tile(Buf *b, const char *dst, int rows, int T, int kcontig, const char *rowvar, const char *rowbase,
-                      int64_t RMAX, int64_t K, const char *stmt, const char *rnd) {
+                      int64_t RMAX, int64_t K, const char *stmt, const char *rv) {
   buf_printf(b, "    for (int l = tid; l < %d; l += %d) {\n", BK * rows, T);
   if (kcontig) buf_printf(b, "      int kk = l %% %d, rr = l / %d;\n", BK, BK);
   else buf_printf(b, "      int rr = l %% %d, kk = l / %d;\n", rows, rows);
@@ -118,9 +119,8 @@ static void load_tile(Buf *b, const char *dst, int rows, int T, int kcontig, con
   } else {
     buf_printf(b, "      {\n        %s\n      }\n", stmt);
   }
-  /* --precision=tf32|fp16|bf16: the operand rounded as it enters shared memory */
-  char rv[32];
-  buf_printf(b, "      %s = %s;\n    }\n", dst, rounded_v(rv, sizeof rv, rnd));
+  /* --precision=tf32|fp16|bf16: the operand rounded as it enters shared memory (int8: quantized) */
+  buf_printf(b, "      %s = %s;\n    }\n", dst, rv);
 }
 
 /* The grid of a tiled kernel fits (row tiles of BM on y, batches on z) */
@@ -157,30 +157,38 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   int TM = tile_of(s->M), TN = tile_of(s->N), BM = 16 * TM, BN = 16 * TN;
   if (!grid_fits(c, gr, s, BM)) return -1;
   Buf b = {0};
-  buf_printf(&b, "  %s float As[%d][%d];\n  %s float Bs[%d][%d];\n", D_SHARED, BK, BM + 1, D_SHARED, BK, BN + 1);
+  /* int8: the tiles hold the quantized integers, the sums are int32 */
+  const char *T = gr->main->prec == PREC_INT8 ? "int" : "float";
+  buf_printf(&b, "  %s %s As[%d][%d];\n  %s %s Bs[%d][%d];\n", D_SHARED, T, BK, BM + 1, D_SHARED, T, BK, BN + 1);
   buf_printf(&b, "  int tx = %s, ty = %s, tid = ty * 16 + tx;\n", D_TID_X, D_TID_Y);
   buf_printf(&b, "  int m0 = %s * %d, n0 = %s * %d;\n", D_BID_Y, BM, D_BID_X, BN);
   z_and_range(&b, s);
   if (s->b_tile[0]) buf_puts(&b, s->b_pre);
-  buf_printf(&b, "  float acc[%d][%d];\n", TM, TN);
-  buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n", TM, TN);
+  buf_printf(&b, "  %s acc[%d][%d];\n", T, TM, TN);
+  buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) acc[i][j] = %s;\n", TM, TN,
+             gr->main->prec == PREC_INT8 ? "0" : "0.0f");
   k_loop(&b, s, BK);
-  const char *rnd = cg_operand_round(gr->main);
-  load_tile(&b, "As[kk][rr]", BM, 256, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, rnd);
+  char ra[64], rb[64];
+  spec_rv(gr->main, s, ra, rb);
+  load_tile(&b, "As[kk][rr]", BM, 256, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, ra);
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
-  else load_tile(&b, "Bs[kk][rr]", BN, 256, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, rnd);
+  else load_tile(&b, "Bs[kk][rr]", BN, 256, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, rb);
   buf_printf(&b, "    %s\n", D_BARRIER);
   /* af/bf, not a/b: matmul's parameters are a and b */
-  buf_printf(&b, "    for (int kk = 0; kk < %d; kk++) {\n      float af[%d], bf[%d];\n", BK, TM, TN);
+  buf_printf(&b, "    for (int kk = 0; kk < %d; kk++) {\n      %s af[%d], bf[%d];\n", BK, T, TM, TN);
   buf_printf(&b, "      for (int i = 0; i < %d; i++) af[i] = As[kk][ty + 16 * i];\n", TM);
   buf_printf(&b, "      for (int j = 0; j < %d; j++) bf[j] = Bs[kk][tx + 16 * j];\n", TN);
-  buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) acc[i][j] = fmaf(af[i], bf[j], acc[i][j]);\n",
-             TM, TN);
+  if (gr->main->prec == PREC_INT8)
+    buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) acc[i][j] += af[i] * bf[j];\n",
+               TM, TN);
+  else
+    buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) acc[i][j] = fmaf(af[i], bf[j], acc[i][j]);\n",
+               TM, TN);
   buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) {\n", TM, TN);
   buf_printf(&b, "      int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;\n");
   buf_printf(&b, "      if (m < %lld && n < %lld) {\n", LL(s->M), LL(s->N));
-  buf_printf(&b, "        float v = acc[i][j];\n");
+  buf_printf(&b, "        float v = %sacc[i][j];\n", gr->main->prec == PREC_INT8 ? "(float)" : "");
   if (store_tail(c, gr, p, s, &b, 4)) {
     buf_free(&b);
     return -1;
@@ -280,9 +288,11 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   k_loop(&b, s, BK);
   char dst[160];
   int k16 = mma_k16(gr->main);
-  load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", k16), BM, MMA_THREADS, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, cg_operand_round(gr->main));
+  char ra[64], rb[64];
+  spec_rv(gr->main, s, ra, rb);
+  load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", k16), BM, MMA_THREADS, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, ra);
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
-  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", k16), BN, MMA_THREADS, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, cg_operand_round(gr->main));
+  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", k16), BN, MMA_THREADS, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, rb);
   buf_printf(&b, "    %s\n", D_BARRIER);
   if (k16) {
     const char *t = gr->main->prec == PREC_BF16 ? "bf16" : "f16";
@@ -347,7 +357,8 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
 static int gemv(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   int R = s->M < IR_GEMV_BLOCK_ROWS ? (int)s->M : IR_GEMV_BLOCK_ROWS;
   int S = s->b_kcontig ? 32 : 8, F = 256 / S, U = 4;
-  const char *rnd = cg_operand_round(gr->main);
+  int q8 = gr->main->prec == PREC_INT8;   /* int8: int32 sums of the quantized integers */
+  const char *T = q8 ? "int" : "float";
   int mrem = s->M % R != 0, nrem = s->N % F != 0;
   if (s->Z > 65535) {
     diag_error(gr->main->loc, "codegen: %s with %lld batches exceeds the GEMV kernel's grid (65535); try --cublas",
@@ -356,34 +367,37 @@ static int gemv(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     return -1;
   }
   Buf b = {0};
-  if (!s->b_kcontig) buf_printf(&b, "  %s float red[%d][%d][%d];\n", D_SHARED, R, F, S + 1);
+  if (!s->b_kcontig) buf_printf(&b, "  %s %s red[%d][%d][%d];\n", D_SHARED, T, R, F, S + 1);
   if (s->b_kcontig) buf_printf(&b, "  int t = %s, ks = t %% 32, f = t / 32;\n", D_TID_X);
   else buf_printf(&b, "  int t = %s, f = t %% 32, ks = t / 32;\n", D_TID_X);
   if (R > 1) buf_printf(&b, "  int m0 = %s * %d, n0 = %s * %d;\n", D_BID_Y, R, D_BID_X, F);
   else buf_printf(&b, "  int m0 = %s, n0 = %s * %d;\n", D_BID_Y, D_BID_X, F);
   if (s->uses_z) buf_printf(&b, "  int z = %s;\n", D_BID_Z);
-  buf_printf(&b, "  float acc[%d];\n  for (int r = 0; r < %d; r++) acc[r] = 0.0f;\n", R, R);
+  buf_printf(&b, "  %s acc[%d];\n  for (int r = 0; r < %d; r++) acc[r] = %s;\n", T, R, R, q8 ? "0" : "0.0f");
   buf_printf(&b, "  {\n    int n = n0 + f;\n");
   if (nrem) buf_printf(&b, "    if (n < %lld) {\n", LL(s->N));
   else buf_puts(&b, "    {\n");
-  char rvb[32];
-  const char *ra = rounded_v(rvb, sizeof rvb, rnd), *rb = ra;
+  char ra[64], rb[64], fa[96];
+  spec_rv(gr->main, s, ra, rb);
+  /* the multiply-add of A's element (ra) and B's (bv[u], bk) into acc[r] */
+  snprintf(fa, sizeof fa, q8 ? "acc[r] += (int)(%s) * " : "acc[r] = fmaf(%s, ", ra);
+  const char *fz = q8 ? ";" : ", acc[r]);";
   /* four slices a step: the loads first, then the multiply-adds */
-  buf_printf(&b, "      int kb = ks;\n      for (; kb + %d < %lld; kb += %d) {\n        float bv[%d];\n", (U - 1) * S,
-             LL(s->K), U * S, U);
+  buf_printf(&b, "      int kb = ks;\n      for (; kb + %d < %lld; kb += %d) {\n        %s bv[%d];\n", (U - 1) * S,
+             LL(s->K), U * S, T, U);
   buf_printf(&b, "        for (int u = 0; u < %d; u++) {\n          int k = kb + u * %d;\n          float v = 0.0f;\n"
                  "          %s\n          bv[u] = %s;\n        }\n", U, S, s->b_load, rb);
   buf_printf(&b, "        for (int r = 0; r < %d; r++)\n          for (int u = 0; u < %d; u++) {\n", R, U);
   buf_printf(&b, "            int m = m0 + r, k = kb + u * %d;\n            float v = 0.0f;\n", S);
   if (mrem) buf_printf(&b, "            if (m < %lld) {\n              %s\n            }\n", LL(s->M), s->a_load);
   else buf_printf(&b, "            {\n              %s\n            }\n", s->a_load);
-  buf_printf(&b, "            acc[r] = fmaf(%s, bv[u], acc[r]);\n          }\n      }\n", ra);
-  buf_printf(&b, "      for (int k = kb; k < %lld; k += %d) {\n        float bk;\n", LL(s->K), S);
+  buf_printf(&b, "            %sbv[u]%s\n          }\n      }\n", fa, fz);
+  buf_printf(&b, "      for (int k = kb; k < %lld; k += %d) {\n        %s bk;\n", LL(s->K), S, T);
   buf_printf(&b, "        {\n          float v = 0.0f;\n          %s\n          bk = %s;\n        }\n", s->b_load, rb);
   buf_printf(&b, "        for (int r = 0; r < %d; r++) {\n          int m = m0 + r;\n          float v = 0.0f;\n", R);
   if (mrem) buf_printf(&b, "          if (m < %lld) {\n            %s\n          }\n", LL(s->M), s->a_load);
   else buf_printf(&b, "          {\n            %s\n          }\n", s->a_load);
-  buf_printf(&b, "          acc[r] = fmaf(%s, bk, acc[r]);\n        }\n      }\n    }\n  }\n", ra);
+  buf_printf(&b, "          %sbk%s\n        }\n      }\n    }\n  }\n", fa, fz);
   char c1[48], c2[48];
   snprintf(c1, sizeof c1, "m < %lld", LL(s->M));
   snprintf(c2, sizeof c2, "n < %lld", LL(s->N));
@@ -392,7 +406,7 @@ static int gemv(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
                    "    for (int o = 16; o > 0; o >>= 1) acc[r] = acc[r] + __shfl_xor_sync(0xffffffffu, acc[r], o);\n", R);
     buf_printf(&b, "  if (ks == 0)\n    for (int r = 0; r < %d; r++) {\n      int m = m0 + r, n = n0 + f;\n", R);
     guard_open(&b, "      ", mrem ? c1 : NULL, nrem ? c2 : NULL);
-    buf_puts(&b, "        float v = acc[r];\n");
+    buf_printf(&b, "        float v = %sacc[r];\n", q8 ? "(float)" : "");
     if (store_tail(c, gr, p, s, &b, 4)) {
       buf_free(&b);
       return -1;
@@ -402,7 +416,11 @@ static int gemv(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     buf_printf(&b, "  for (int r = 0; r < %d; r++) red[r][f][ks] = acc[r];\n  %s\n", R, D_BARRIER);
     buf_printf(&b, "  if (t < %d) {\n    int m = m0 + t / %d, n = n0 + t %% %d;\n", R * F, F, F);
     guard_open(&b, "    ", mrem ? c1 : NULL, nrem ? c2 : NULL);
-    buf_printf(&b, "      float v = 0.0f;\n      for (int q = 0; q < %d; q++) v = v + red[t / %d][t %% %d][q];\n", S, F, F);
+    if (q8)
+      buf_printf(&b, "      int vi = 0;\n      for (int q = 0; q < %d; q++) vi += red[t / %d][t %% %d][q];\n"
+                     "      float v = (float)vi;\n", S, F, F);
+    else
+      buf_printf(&b, "      float v = 0.0f;\n      for (int q = 0; q < %d; q++) v = v + red[t / %d][t %% %d][q];\n", S, F, F);
     if (store_tail(c, gr, p, s, &b, 3)) {
       buf_free(&b);
       return -1;
@@ -581,7 +599,8 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
   else if (d->Cig == 1) snprintf(c0, sizeof c0, "co / %lld", LL(d->Mg));
   else snprintf(c0, sizeof c0, "(co / %lld) * %lld", LL(d->Mg), LL(d->Cig));
   buf_printf(&b, "    const float *xp = %s + (img * %lld + %s) * %lld;\n", x, LL(d->Cin), c0, LL(d->H * d->W));
-  buf_printf(&b, "    const float *wp = %s + co * %lld;\n    float v = 0.0f;\n", w, LL(d->Kg));
+  int q8 = nd->prec == PREC_INT8;   /* int8: int32 sums of the quantized integers */
+  buf_printf(&b, "    const float *wp = %s + co * %lld;\n    %s;\n", w, LL(d->Kg), q8 ? "int vi = 0" : "float v = 0.0f");
   buf_printf(&b, "    for (int ci = 0; ci < %lld; ci++)\n      for (int kh = 0; kh < %lld; kh++) {\n", LL(d->Cig),
              LL(d->KH));
   char ix[160];
@@ -592,13 +611,17 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
   cg_window_index(ix, sizeof ix, "ow", d->sw, d->pw, "kw", d->dw);
   buf_printf(&b, "          int iw = %s;\n", ix);
   if (d->pw) buf_printf(&b, "          if (iw < 0 || iw >= %lld) continue;\n", LL(d->W));
-  if (cg_operand_round(nd))   /* --precision=tf32|fp16|bf16: both operands rounded */
-    buf_printf(&b, "          v = fmaf(%s(xp[(ci * %lld + ih) * %lld + iw]), %s(wp[(ci * %lld + kh) * %lld + kw]), v);\n",
-               cg_operand_round(nd), LL(d->H), LL(d->W), cg_operand_round(nd), LL(d->KH), LL(d->KW));
-  else
-    buf_printf(&b, "          v = fmaf(xp[(ci * %lld + ih) * %lld + iw], wp[(ci * %lld + kh) * %lld + kw], v);\n",
-               LL(d->H), LL(d->W), LL(d->KH), LL(d->KW));
+  {   /* --precision=tf32|fp16|bf16: both operands rounded; int8: x quantized, w integers */
+    char xe[96], we[96], xr[160], wr[160];
+    snprintf(xe, sizeof xe, "xp[(ci * %lld + ih) * %lld + iw]", LL(d->H), LL(d->W));
+    snprintf(we, sizeof we, "wp[(ci * %lld + kh) * %lld + kw]", LL(d->KH), LL(d->KW));
+    cg_operand_rv(xr, sizeof xr, nd, 0, xe);
+    cg_operand_rv(wr, sizeof wr, nd, 1, we);
+    if (q8) buf_printf(&b, "          vi += (int)%s * (int)%s;\n", xr, wr);
+    else buf_printf(&b, "          v = fmaf(%s, %s, v);\n", xr, wr);
+  }
   buf_puts(&b, "        }\n      }\n");
+  if (q8) buf_puts(&b, "    float v = (float)vi;\n");
   if (bias) buf_printf(&b, "    v = v + %s[co];\n", bias);
   if (cg_epilogue(c, gr, &p, &b, "v", "i", 2)) {
     buf_free(&b);
@@ -622,7 +645,7 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
  * loop, and each of the J rows keeps its k as digits (ci, kh, kw) that
  * advance by BK a tile with constant steps and at most one carry a digit.
  * The divisions that remain run once per thread. */
-static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const char *cbase, const Node *pool, const char *rnd,
+static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const char *cbase, const Node *pool, const char *rv,
                         int BN, int T, const char *dst) {
   int J = BK * BN / T, KS = T / BN;
   NCC_ASSERT(T % BN == 0 && BK * BN % T == 0);
@@ -691,8 +714,7 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const cha
   } else {
     buf_printf(&b, "        %sv = %s[((cb0 + ci[j]) * %lld + ih) * %lld + iw];\n", test, x, LL(d->H), LL(d->W));
   }
-  char rv[32];
-  buf_printf(&b, "      }\n      %s = %s;\n", dst, rounded_v(rv, sizeof rv, rnd));
+  buf_printf(&b, "      }\n      %s = %s;\n", dst, rv);
   /* k += BK as digits: kw += BK % KW, kh += (BK / KW) % KH, ci += BK / (KH * KW), carries */
   int64_t dw = hkw ? BK % d->KW : 0, dh = hkh ? (BK / d->KW) % d->KH : 0, dc = BK / KK;
   if (dw) buf_printf(&b, "      kw[j] += %lld;\n", LL(dw));
@@ -733,12 +755,15 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   char cb[64], ch[64];
   if (s.uses_z) snprintf(cb, sizeof cb, "z * %lld", LL(d->Cig));
   else snprintf(cb, sizeof cb, "0");
+  s.a_w = 1;   /* A the weight, B the image columns */
+  char ra[64], rb[64];
+  spec_rv(nd, &s, ra, rb);
   if (ir_gemm_mma(nd)) {
     char dst[160];
     int BN = mma_cfg(s.M, s.N).BN;
-    im2col_tile(&s, d, x, cb, pool, cg_operand_round(nd), BN, MMA_THREADS, mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_k16(nd)));
+    im2col_tile(&s, d, x, cb, pool, rb, BN, MMA_THREADS, mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_k16(nd)));
   } else {
-    im2col_tile(&s, d, x, cb, pool, cg_operand_round(nd), 16 * tile_of(s.N), 256, "Bs[kk][rb]");
+    im2col_tile(&s, d, x, cb, pool, rb, 16 * tile_of(s.N), 256, "Bs[kk][rb]");
   }
   /* output channel of row m */
   if (s.uses_z) snprintf(ch, sizeof ch, "z * %lld + m", LL(d->Mg));
@@ -932,6 +957,7 @@ static int emit_linear(Cg *c, const KGroup *gr) {
   const char *bias = nd->nin > 2 && s.S == 1 ? kp_value(c, &p, nd->in[2], 0, "bias") : NULL;
   s.M = rows, s.N = out, s.K = in, s.Z = 1;
   s.a_kcontig = s.b_kcontig = 1;
+  s.b_w = 1;   /* A the rows of x, B the weight */
   s.baxis = 1;   /* row m is image m */
   Buf la = {0}, lb = {0}, lo = {0};
   int na = 0, nb = 0, no = 0;

@@ -298,3 +298,20 @@ fail:
   buf_free(&b);
   return -1;
 }
+
+/* qscale(w) (int8, load time): per output channel c (w's first dimension)
+ * max |w[c, ...]| / 127, 1 where every element is 0 (the channel quantizes to
+ * zeros either way).  A thread per channel: it runs once, after the weights
+ * load. */
+int emit_qscale(Cg *c, const KGroup *gr) {
+  Node *n = gr->main;
+  int64_t C = n->in[0]->shape.d[0], K = shape_numel(&n->in[0]->shape) / C;
+  KParams p = {0};
+  Buf b = {0};
+  const char *w = kp_value(c, &p, n->in[0], 0, "w");
+  cg_flat_head(&b, C);
+  buf_printf(&b, "    const float *wr = %s + (long long)i * %lld;\n    float m = 0.0f;\n", w, (long long)K);
+  buf_printf(&b, "    for (long long k = 0; k < %lld; k++) m = fmaxf(m, fabsf(wr[k]));\n", (long long)K);
+  buf_puts(&b, "    float v = m > 0.0f ? m / 127.0f : 1.0f;\n");
+  return cg_flat_finish(c, gr, &p, &b, C);
+}

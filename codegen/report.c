@@ -367,6 +367,35 @@ static const CgLaunch *group_launch(const CgLaunchList *ll, const KGroup *gr, in
   }
   return best;
 }
+/* --precision=int8: the calibration and each layer's choice (driver/calibrate.c) */
+static void int8_table(FILE *f, const Graph *g) {
+  const QuantTable *t = g->quant;
+  int n8 = 0;
+  for (int i = 0; i < g->nnodes; i++) n8 += g->nodes[i]->prec == PREC_INT8;
+  fprintf(f, "# precision int8: %d conv2d/linear kernel%s (op:int8) quantize their input as they load it and sum "
+             "int8 products in int32 (CUDA cores, timed at the fp32 peak); the dequantization (mul) and bias "
+             "(add) are their epilogue\n", n8, n8 == 1 ? "" : "s");
+  if (!t) return;
+  int fb = 0, w = 5;
+  for (int i = 0; i < t->n; i++) {
+    fb += t->l[i].prec != PREC_INT8;
+    if ((int)strlen(t->l[i].key) > w) w = (int)strlen(t->l[i].key);
+  }
+  if (w > 40) w = 40;
+  char pct[48] = "";
+  if (!strcmp(t->method, "percentile")) snprintf(pct, sizeof pct, " %g", t->percentile);
+  fprintf(f, "# int8 calibration: %s%s, %lld samples (%s); weights per output channel, max |w| / 127; "
+             "%d of %d layers fell back to fp32 (error > %g)\n",
+          t->method, pct, (long long)t->samples, t->source, fb, t->n, t->max_error);
+  fprintf(f, "#   %-*s  %10s  %10s  %10s  %s\n", w, "layer", "absmax", "scale", "error", "precision");
+  for (int i = 0; i < t->n; i++) {
+    const QuantLayer *q = &t->l[i];
+    char why[96] = "int8";
+    if (q->prec != PREC_INT8) snprintf(why, sizeof why, "fp32 (error %.3g > %g)", q->error, t->max_error);
+    fprintf(f, "#   %-*s  %10.4g  %10.4g  %10.4g  %s\n", w, q->key, q->absmax, q->scale, q->error, why);
+  }
+}
+
 
 void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, const char *note, const CodegenOpts *co) {
   const Arch *arch = arch_lookup(arch_name);
@@ -418,7 +447,9 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
   fprintf(f, "# ncc report: model %s, %s, batch %lld, %s roofline (%.1f TFLOP/s fp32, %.0f fp16, %.0f GB/s, %.0f us/launch)\n",
           g->model, train ? "per training step" : "per inference", (long long)batch, arch->name, arch->flops / 1e12,
           arch->flops16 / 1e12, arch->bw / 1e9, arch->launch_us);
-  if (g->precision != PREC_FP32)
+  if (g->precision == PREC_INT8)
+    int8_table(f, g);
+  else if (g->precision != PREC_FP32)
     fprintf(f, "# precision %s: the GEMM-like kernels (op:%s) take %s operands, timed at the %s tensor-core peak\n",
             ir_prec_name(g->precision), ir_prec_name(g->precision), ir_prec_name(g->precision),
             ir_prec_name(g->precision));

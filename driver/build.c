@@ -261,6 +261,7 @@ static int choose_device(const Options *o, Model *M, const char **nvcc) {
 static int build_graph(const Options *o, Model *M) {
   Graph *g = M->g = frontend_load(o->model, o->sets, o->nsets);
   if (!g || diag_errors()) return 1;
+  drv_build_hook(g);   /* a calibration build's extra outputs (calibrate.c) */
   if (!o->weights) M->init = init_plan(g);
   PassCtx pc = drv_pass_ctx(o, 0, 1);   /* verify: cheap next to compiling C, and a broken pass fails loudly */
   if (passes_run(g, &pc, o->passes) != 0 || diag_errors()) return 1;
@@ -503,7 +504,9 @@ int model_build(const Options *o, Model *M) {
   if (o->weights && access(o->weights, R_OK) != 0)
     return drv_error("cannot read weights '%s': %s", o->weights, strerror(errno));
   const char *nvcc;
-  int rc = choose_device(o, M, &nvcc);
+  int rc = drv_calibrate(o);   /* int8: the calibration first (its builds come through here) */
+  if (rc) return rc;
+  rc = choose_device(o, M, &nvcc);
   if (!rc) rc = build_graph(o, M);
   if (rc) return rc;
   drv_log(o, "front end and passes: %.1f ms", (ncc_now() - t0) * 1e3);

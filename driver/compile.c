@@ -161,6 +161,7 @@ PassCtx drv_pass_ctx(const Options *o, int train, int verify) {
   pc.cublas = o->cublas;
   pc.precision = o->precision;
   pc.loss_scale = o->loss_scale;
+  pc.quant = drv_quant();
   pc.verify = verify;
   return pc;
 }
@@ -178,6 +179,7 @@ Graph *train_graph_load(const Options *o) {
    * --train, not ncc train) stays fp32: fp16 training scales the loss and
    * may skip steps, which a user asks for (--train or ncc train) */
   if (pc.precision == PREC_FP16 && !o->train && o->cmd != CMD_TRAIN) pc.precision = PREC_FP32;
+  if (pc.precision == PREC_INT8) pc.precision = PREC_FP32;   /* int8 is inference's; its training step stays fp32 */
   if (passes_run(gt, &pc, o->passes) != 0 || diag_errors()) { ir_graph_free(gt); return NULL; }
   return gt;
 }
@@ -320,6 +322,7 @@ static int emit_graph(const Options *o, Graph *g, Graph *gt, CodegenOpts *co, in
 }
 
 int compile_main(const Options *o) {
+  if (drv_calibrate(o)) return 1;
   Graph *g = frontend_load(o->model, o->sets, o->nsets);
   if (!g || diag_errors()) { ir_graph_free(g); return 1; }
   int rc = emit(o, g);

@@ -93,6 +93,14 @@ struct PassCtx drv_pass_ctx(const Options *o, int train, int verify);
  * instead of g; co->api_batch set).  note gets the line the report prints.
  * Returns 0, or 1 after a message (nothing fits: the smallest reachable). */
 int budget_fit(const Options *o, Graph *g, CodegenOpts *co, Graph **sliced, char *note, size_t noten);
+/* calibrate.c: int8 calibration (--precision=int8).  drv_calibrate runs it
+ * (or reads --calibration-cache) once per process, before the model is built;
+ * drv_quant is its table for the precision pass (NULL: none); drv_build_hook
+ * lets the calibration's own builds add outputs to the graph (build.c calls
+ * it after the front end).  0, or 1 after a message. */
+int drv_calibrate(const Options *o);
+const QuantTable *drv_quant(void);
+void drv_build_hook(Graph *g);
 /* build.c: compiles o->model into M->so_path.  Returns 0 or an exit status. */
 int model_build(const Options *o, Model *M);
 /* build.c's part of model_close: the temporary folder, the graph, the plan */

@@ -27,7 +27,8 @@
 typedef enum {
   O_HELP, O_VERSION, O_LIST_OPTIONS,
   O_OUT, O_EMIT, O_JIT, O_ARCH, O_TRAIN, O_FREEZE,
-  O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_LOSS_SCALE, O_CALIBRATE, O_VERBOSE,
+  O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_LOSS_SCALE, O_CALIBRATE, O_CAL_METHOD, O_PERCENTILE, O_CAL_CACHE, O_MAX_ERROR,
+  O_VERBOSE,
   O_MAX_MEMORY, O_WEIGHTS, O_DEVICE, O_CHECK, O_SEED, O_INPUT, O_OUTPUT,
   O_PRINT_OBJECT, O_ITERS, O_WARMUP, O_COMPARE,
   O_DATA, O_EPOCHS, O_STEPS, O_NO_SHUFFLE, O_KEEP_LAST, O_CHECKPOINT, O_RESUME, O_LOG, O_SAVE_GRADS,
@@ -75,7 +76,7 @@ static const OptSpec opts[] = {
   {O_FREEZE, "--freeze", NULL, NULL, CMD_COMPILE | CMD_RUN | CMD_BENCH, 0,
    "carry the --weights inside the generated code (int8 ones from `ncc quantize` too): create loads them, "
    "no weight file is needed at run time; the training step is left out"},
-  {O_WEIGHTS, "--weights", NULL, "FILE", CMD_COMPILE, 0, "with --freeze: the safetensors file MODEL.cu carries"},
+  {O_WEIGHTS, "--weights", NULL, "FILE", CMD_COMPILE, 0, "with --freeze: the safetensors file MODEL.cu carries; with --precision=int8 --calibrate: the weights to calibrate with"},
   {O_MAX_MEMORY, "--max-memory", NULL, "=BYTES", CMD_COMPILE | CMD_RUN | CMD_BENCH, 0,
    "a budget for the device memory the model allocates (M_info()->arena_bytes; K, M, G: 2^10, 2^20, 2^30 bytes): "
    "smaller cuBLAS workspaces, then the batch in slices; an error naming the smallest reachable when nothing fits"},
@@ -125,11 +126,26 @@ static const OptSpec opts[] = {
   {O_PRECISION, "--precision", NULL, "=P", CMD_ALL, 0,
    "fp32 (default), tf32, fp16 or bf16: conv2d, linear and matmul round their operands to that type and "
    "accumulate in fp32, values stored in fp32 (docs/precision.md); a training step rounds its gradients' GEMMs "
-   "too, and at fp16 scales the loss dynamically (as torch.cuda.amp.GradScaler); int8: not available yet"},
+   "too, and at fp16 scales the loss dynamically (as torch.cuda.amp.GradScaler); int8 (inference, with "
+   "--calibrate or --calibration-cache): conv2d and linear with int8 operands and int32 sums, per-channel "
+   "weight scales, calibrated activation scales, per-layer fallback to fp32"},
   {O_LOSS_SCALE, "--loss-scale", NULL, "=S", CMD_COMPILE | CMD_BENCH | CMD_TRAIN, 0,
    "fp16 training: the initial loss scale (default 65536, GradScaler's; halved after an overflow, "
    "doubled after 2000 steps without one)"},
-  {O_CALIBRATE, "--calibrate", NULL, "=X.npy", CMD_ALL, 0, "int8 calibration data (needs --precision=int8: not available yet)"},
+  {O_CALIBRATE, "--calibrate", NULL, "=X.npy", CMD_COMPILE | CMD_RUN | CMD_BENCH, 0,
+   "int8: calibration data, float32 rows of the model's input (a few hundred), run through the model to choose "
+   "each layer's activation scale and to measure each layer's int8 error"},
+  {O_CAL_METHOD, "--calibration-method", NULL, "=M", CMD_COMPILE | CMD_RUN | CMD_BENCH, 0,
+   "int8: how a scale is chosen from the calibration data: entropy (default; TensorRT's KL divergence), "
+   "percentile (--percentile) or minmax"},
+  {O_PERCENTILE, "--percentile", NULL, "=P", CMD_COMPILE | CMD_RUN | CMD_BENCH, 0,
+   "int8, --calibration-method=percentile: the percentile of |x| that maps to 127 (default 99.99)"},
+  {O_CAL_CACHE, "--calibration-cache", NULL, "=FILE", CMD_COMPILE | CMD_RUN | CMD_BENCH, 0,
+   "int8: the calibration's scales and errors: read when FILE exists and is of this model, else written "
+   "(atomically) after calibrating with --calibrate"},
+  {O_MAX_ERROR, "--int8-max-error", NULL, "=E", CMD_COMPILE | CMD_RUN | CMD_BENCH, 0,
+   "int8: a layer whose output error at int8 against fp32 on the calibration data, ||y8 - y|| / ||y||, "
+   "exceeds E stays fp32 (default 0.05)"},
   {O_VERBOSE, "-v", "--verbose", NULL, CMD_ALL, 0, "say what ncc does: per-pass statistics, compiler command, timings"},
 };
 enum { NOPTS = sizeof opts / sizeof opts[0] };
@@ -466,9 +482,7 @@ static int apply(Options *o, const OptSpec *s, const char *v) {
   case O_CUBLAS: o->cublas = 1; return 0;
   case O_PRECISION:
     if (ir_prec_lookup(v) >= 0) o->precision = ir_prec_lookup(v);
-    else if (!strcmp(v, "int8"))
-      return oerr("--precision=int8 is not supported yet (fp32, tf32, fp16 and bf16 are; int8 with calibration is planned)");
-    else return oerr("--precision=%s: unknown precision (fp32, tf32, fp16 or bf16)", v);
+    else return oerr("--precision=%s: unknown precision (fp32, tf32, fp16, bf16 or int8)", v);
     return 0;
   case O_LOSS_SCALE: {
     char *end;
@@ -478,7 +492,25 @@ static int apply(Options *o, const OptSpec *s, const char *v) {
     o->loss_scale = d;
     return 0;
   }
-  case O_CALIBRATE: return oerr("--calibrate (%s) needs --precision=int8, which is not supported yet", v);
+  case O_CALIBRATE: o->calibrate = v; return 0;
+  case O_CAL_CACHE: o->cal_cache = v; return 0;
+  case O_CAL_METHOD:
+    if (strcmp(v, "minmax") && strcmp(v, "percentile") && strcmp(v, "entropy"))
+      return oerr("--calibration-method=%s: expected minmax, percentile or entropy", v);
+    snprintf(o->cal_method, sizeof o->cal_method, "%s", v);
+    return 0;
+  case O_PERCENTILE:
+  case O_MAX_ERROR: {
+    char *end;
+    double d = strtod(v, &end);
+    int pct = s->id == O_PERCENTILE;
+    if (end == v || *end || !(d > 0.0) || (pct ? !(d <= 100.0) : !(d <= 1e30)))
+      return oerr(pct ? "--percentile=%s: expected a number in (0, 100], e.g. 99.99"
+                      : "--int8-max-error=%s: expected a positive number, e.g. 0.05", v);
+    if (pct) o->percentile = d;
+    else o->max_error = d;
+    return 0;
+  }
   case O_VERBOSE: o->verbose = 1; return 0;
   case O_WEIGHTS: o->weights = v; return 0;
   case O_FREEZE: o->freeze = 1; return 0;
@@ -565,9 +597,25 @@ static int check(Options *o) {
   if (o->loss_scale > 0.0 && !(o->precision == PREC_FP16 && (o->cmd == CMD_TRAIN || o->train)))
     return oerr("--loss-scale goes with fp16 training (--precision=fp16 with ncc train, or --train): "
                 "only fp16 gradients need the loss scaled");
+  if (o->precision == PREC_INT8) {
+    if (o->cmd == CMD_TRAIN || o->train)
+      return oerr("--precision=int8 is for inference; training runs at fp32, bf16 or fp16 (then compile the "
+                  "trained weights at int8)");
+    if (!o->calibrate && !o->cal_cache)
+      return oerr("--precision=int8 needs calibration: --calibrate=X.npy (a few hundred float32 rows of the "
+                  "model's input), or --calibration-cache=FILE written by an earlier calibration");
+    if (o->cublas) return oerr("--precision=int8 runs ncc's own int8 kernels; it does not go with --cublas");
+    if (o->cmd == CMD_COMPILE && o->calibrate && !o->weights)
+      return oerr("--calibrate runs the model: give the weights to calibrate with (--weights FILE)");
+  } else if (o->calibrate || o->cal_cache || o->cal_method[0] || o->percentile > 0 || o->max_error > 0) {
+    return oerr("%s goes with --precision=int8", o->calibrate ? "--calibrate" : o->cal_cache ? "--calibration-cache"
+                : o->cal_method[0] ? "--calibration-method" : o->percentile > 0 ? "--percentile" : "--int8-max-error");
+  }
+  if (o->percentile > 0 && strcmp(o->cal_method, "percentile"))
+    return oerr("--percentile goes with --calibration-method=percentile");
   if (o->freeze && !o->weights) return oerr("--freeze needs --weights FILE: the weights to carry");
   if (o->freeze && o->train) return oerr("--freeze leaves the training step out; it does not go with --train");
-  if (o->cmd == CMD_COMPILE && o->weights && !o->freeze)
+  if (o->cmd == CMD_COMPILE && o->weights && !o->freeze && !(o->precision == PREC_INT8 && o->calibrate))
     return oerr("--weights when compiling goes with --freeze (the weights MODEL.cu carries); "
                 "without it, load them at run time (M_load, or `ncc run --weights`)");
   if (o->print_object && (o->nin || o->nout))

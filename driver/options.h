@@ -48,6 +48,12 @@ typedef struct Options {
   int cublas, verbose;
   int precision;                /* PREC_* (ir/ir.h), --precision */
   double loss_scale;            /* --loss-scale: fp16 training's initial loss scale (0: 65536) */
+  /* int8 (driver/calibrate.c) */
+  const char *calibrate;        /* --calibrate=X.npy */
+  const char *cal_cache;        /* --calibration-cache=FILE */
+  char cal_method[16];          /* --calibration-method: minmax, percentile, entropy ("": entropy) */
+  double percentile;            /* --percentile (0: 99.99) */
+  double max_error;             /* --int8-max-error (0: 0.05) */
   SetOpt sets[MAX_SETS];
   int nsets;
   /* running a model */

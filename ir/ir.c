@@ -24,13 +24,26 @@ static const char *const dt_names[DT__COUNT] = {"f32", "f16", "bf16", "i32", "i8
 static const int dt_sizes[DT__COUNT] = {4, 2, 2, 4, 1};
 
 const char *dtype_name(DType t) { return (unsigned)t < DT__COUNT ? dt_names[t] : "?"; }
-static const char *const prec_names[] = {"fp32", "tf32", "fp16", "bf16"};
-const char *ir_prec_name(int prec) { return prec > 0 && prec <= PREC_BF16 ? prec_names[prec] : "fp32"; }
+static const char *const prec_names[] = {"fp32", "tf32", "fp16", "bf16", "int8"};
+const char *ir_prec_name(int prec) { return prec > 0 && prec <= PREC_INT8 ? prec_names[prec] : "fp32"; }
 int ir_prec_lookup(const char *name) {
-  for (int i = 0; i <= PREC_BF16; i++)
+  for (int i = 0; i <= PREC_INT8; i++)
     if (!strcmp(name, prec_names[i])) return i;
   return -1;
 }
+const QuantLayer *ir_quant_find(const QuantTable *t, const char *key) {
+  for (int i = 0; t && i < t->n; i++)
+    if (!strcmp(t->l[i].key, key)) return &t->l[i];
+  return NULL;
+}
+
+const char *ir_layer_key(const Node *n, char *buf, size_t len) {
+  if (n->name && *n->name) snprintf(buf, len, "%s", n->name);
+  else if (n->layer && *n->layer) snprintf(buf, len, "%s", n->layer);
+  else snprintf(buf, len, "%s@%d:%d", ncc_ops[n->op].name, n->loc.line, n->loc.col);
+  return buf;
+}
+
 int dtype_size(DType t) { return (unsigned)t < DT__COUNT ? dt_sizes[t] : 0; }
 int dtype_lookup(const char *name) {
   for (int i = 0; i < DT__COUNT; i++)
@@ -175,6 +188,7 @@ Value *ir_clone_at(Graph *g, const Node *src, Value **in, int pos, const char *n
   n->param_kind = src->param_kind;
   n->load_time = src->load_time;
   n->prec = src->prec;
+  n->qscale = src->qscale;
   DType t;
   Shape s;
   if (ir_infer(g, n, &t, &s) != 0) ncc_die("a copy of node %d (%s) does not infer", src->id, ncc_ops[src->op].name);

@@ -144,7 +144,13 @@ struct Node {
   int prec;                /* set by the precision pass: the math of a GEMM-like op
                               or a gradient's GEMM (ir_op_rounds) (PREC_FP32; PREC_TF32, PREC_FP16, PREC_BF16: both
                               operands rounded to that type as they are loaded,
-                              products accumulated in float32) */
+                              products accumulated in float32; PREC_INT8: a conv2d or
+                              linear whose weight the precision pass quantized (in[1] a
+                              quantize node: integers in [-127, 127]) and whose input x is
+                              quantized as it is loaded, q = clamp(rint(x / qscale), -127,
+                              127); products summed in int32; its value is that integer
+                              sum, which the mul (and add) after it dequantize) */
+  float qscale;            /* PREC_INT8: the activation scale of in[0] (calibration) */
   int load_time;           /* set by the fold pass: computed once, right after the
                               weights are loaded, from parameters and constants only
                               (a folded batchnorm's scale and shift); its value is
@@ -169,8 +175,8 @@ struct Node {
 };
 
 /* Precisions (--precision; passes/precision.c, docs/precision.md). */
-enum { PREC_FP32, PREC_TF32, PREC_FP16, PREC_BF16 };
-const char *ir_prec_name(int prec);   /* "fp32", "tf32", "fp16", "bf16" */
+enum { PREC_FP32, PREC_TF32, PREC_FP16, PREC_BF16, PREC_INT8 };
+const char *ir_prec_name(int prec);   /* "fp32", "tf32", "fp16", "bf16", "int8" */
 int ir_prec_lookup(const char *name); /* PREC_* of a name, -1 if none */
 /* Does the precision pass round this op's operands?  The GEMM-like ops
  * (OPF_GEMM_LIKE: conv2d, linear, matmul; a linear's input gradient is a
@@ -179,6 +185,40 @@ int ir_prec_lookup(const char *name); /* PREC_* of a name, -1 if none */
 static inline int ir_op_rounds(int op) {
   return (ncc_ops[op].flags & OPF_GEMM_LIKE) || op == OP_CONV2D_BWD_DATA || op == OP_CONV2D_BWD_WEIGHT ||
          op == OP_LINEAR_BWD_WEIGHT;
+}
+
+/* INT8 (--precision=int8): the calibration.  driver/calibrate.c fills it
+ * (or reads it from a calibration cache), the precision pass reads it, the
+ * report prints it.  One entry per int8 candidate (ir_int8_candidate), keyed
+ * by ir_layer_key. */
+typedef struct QuantLayer {
+  char key[160];
+  double absmax;     /* the largest |x| of the layer's input over the calibration data */
+  double scale;      /* the input's activation scale: x / scale is rounded to [-127, 127] */
+  double error;      /* the layer alone at int8 against fp32 on the calibration data (the same
+                        fp32 input): ||y_int8 - y_fp32|| / ||y_fp32||; < 0: not measured */
+  int prec;          /* PREC_INT8, or PREC_FP32 where error > max_error (it falls back) */
+} QuantLayer;
+typedef struct QuantTable {
+  QuantLayer *l;
+  int n;
+  int fp32_missing;  /* a candidate without an entry stays fp32 (the calibration's own builds); else an error */
+  char method[16];   /* minmax, percentile, entropy */
+  double percentile, max_error;
+  int64_t samples;
+  char source[512];  /* "X.npy" or "cache FILE" */
+} QuantTable;
+const QuantLayer *ir_quant_find(const QuantTable *t, const char *key);
+/* The name of a layer that calibration and the report key on: the node's
+ * name, else its layer, else "op@LINE:COL" of its source position. */
+const char *ir_layer_key(const Node *n, char *buf, size_t len);
+/* May the precision pass run this op at int8?  A conv2d or linear computed
+ * per inference whose weight is known at load time (a parameter, or the fold
+ * pass's folded weight). */
+static inline int ir_int8_candidate(const Node *n) {
+  if ((n->op != OP_CONV2D && n->op != OP_LINEAR) || n->load_time || n->dead) return 0;
+  const Node *w = n->in[1]->def;
+  return w->op == OP_PARAM || w->load_time;
 }
 
 enum { GROLE_NONE, GROLE_MAIN, GROLE_EPILOGUE, GROLE_SIDE, GROLE_PROLOGUE };
@@ -225,6 +265,8 @@ typedef struct Graph {
   int64_t act_bytes;       /* planned: size of the MEM_ACT region (= the report's peak_memory) */
   int64_t load_bytes;      /* planned: size of the MEM_LOAD region */
   int precision;           /* set by the precision pass: PREC_* asked for (--precision) */
+  const QuantTable *quant; /* set by the precision pass at int8: the calibration it applied (the
+                              caller's; it outlives the graph's use), for the report */
   int64_t max_batch;       /* set by the batch pass: > 0, the inference graph runs any batch
                               1..max_batch from one build (every output in VB_ROWS); 0: the
                               compiled batch only, batch_fixed says why (NULL: pass not run) */
@@ -352,7 +394,7 @@ static inline int ir_grad_gemm(const Node *n) {
 }
 
 static inline int ir_gemm_mma(const Node *n) {
-  if (n->prec == PREC_FP32) return 0;
+  if (n->prec == PREC_FP32 || n->prec == PREC_INT8) return 0;   /* int8: the CUDA-core kernels, int32 sums */
   if (ir_grad_gemm(n)) return 1;
   if (n->op == OP_CONV2D) return !ir_conv_direct(n);
   return (n->op == OP_LINEAR || n->op == OP_MATMUL) && !ir_gemm_gemv(n);
@@ -405,6 +447,7 @@ static inline void ir_gemm_dims(const Node *n, int64_t *M, int64_t *N, int64_t *
 #define IR_SPLITK_MIN_KTILES 4
 static inline int ir_gemm_split_k(const Node *n) {
   int64_t M, N, K, Z;
+  if (n->prec == PREC_INT8) return 1;   /* partial sums would leave int32 for float32 */
   if (ir_grad_gemm(n)) {
     ir_gemm_dims(n, &M, &N, &K, &Z);
     if (K < IR_GRAD_SPLIT_MIN_K) return 1;

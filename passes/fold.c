@@ -52,7 +52,7 @@ typedef struct Stats {
 /* ---- small graph helpers ------------------------------------------------ */
 /* Use counts follow, so that a later rewrite in the same walk (bn(bn(conv)))
  * sees who reads the new value. */
-static void replace_uses(Graph *g, Value *old, Value *new_) {
+void passes_replace_uses(Graph *g, Value *old, Value *new_) {
   for (int i = 0; i < g->nnodes; i++)
     for (int j = 0; j < g->nodes[i]->nin; j++)
       if (g->nodes[i]->in[j] == old) {
@@ -132,6 +132,9 @@ static int eval_const(const Node *n, float x, float y, float *r) {
   case OP_SUB: *r = x - y; return 1;
   case OP_MUL: *r = x * y; return 1;
   case OP_DIV: *r = x / y; return 1;
+  /* int8's weight quantization (the precision pass, after fold) */
+  case OP_QSCALE:
+  case OP_QUANTIZE:
   /* random in training, gone at inference (prune) */
   case OP_DROPOUT:
   case OP_DROPOUT2D:
@@ -213,7 +216,7 @@ static void fold_constants(Graph *g, Stats *st) {
     }
     Value *keep = identity_of(n);
     if (keep) {
-      replace_uses(g, n->out, keep);
+      passes_replace_uses(g, n->out, keep);
       n->dead = 1;
       st->identities++;
     }
@@ -254,7 +257,7 @@ static int fold_bn_into_conv(Graph *g, Node *bn) {
   Value *in[3] = {cv->in[0], w, b};
   Value *y = ir_node(g, OP_CONV2D, in, 3, &a, cv->name, cv->layer, cv->loc);
   if (!y) ncc_die("fold: rebuilding %s with the folded batchnorm failed", cv->layer ? cv->layer : "conv2d");
-  replace_uses(g, bn->out, y);
+  passes_replace_uses(g, bn->out, y);
   bn->dead = cv->dead = 1;
   return 1;
 }
@@ -265,7 +268,7 @@ static void fold_bn_affine(Graph *g, Node *bn) {
   int rank = bn->in[0]->shape.rank;
   Value *y = mk(g, OP_MUL, bn->in[0], mk_channel_view(g, s, rank, 1, bn), NULL, bn, 0);
   y = mk(g, OP_ADD, y, mk_channel_view(g, shift, rank, 1, bn), NULL, bn, 0);
-  replace_uses(g, bn->out, y);
+  passes_replace_uses(g, bn->out, y);
   bn->dead = 1;
 }
 
@@ -314,7 +317,7 @@ static void place(Node *n, char *done, Node **order, int *k, Node **stack) {
   }
 }
 
-static void reorder(Graph *g) {
+void passes_reorder(Graph *g) {
   int nn = g->nnodes;
   char *done = calloc((size_t)nn + 1, 1);
   Node **order = malloc(sizeof(Node *) * ((size_t)nn + 1));
@@ -378,7 +381,7 @@ int pass_fold(Graph *g, PassCtx *c) {
     for (int i = 0; i < g->nnodes; i++) {
       Node *n = g->nodes[i];
       for (int j = 0; j < n->nin && !n->dead; j++)
-        if (n->in[j]->def->id > i) { reorder(g); i = g->nnodes; break; }
+        if (n->in[j]->def->id > i) { passes_reorder(g); i = g->nnodes; break; }
     }
     mark_load_time(g);
   }

@@ -15,6 +15,7 @@ typedef struct PassCtx {
   int cublas;         /* the GEMMs go to cuBLAS (--cublas): they read their operands from memory */
   int precision;      /* PREC_* (--precision): the precision pass's policy */
   double loss_scale;  /* fp16 training: the initial loss scale (--loss-scale; 0: GradScaler's 65536) */
+  const QuantTable *quant;  /* int8: the calibration (activation scales, per-layer choice); NULL: none */
 } PassCtx;
 
 typedef int (*PassFn)(Graph *g, PassCtx *c);
@@ -34,6 +35,13 @@ int pass_fuse(Graph *g, PassCtx *c);    /* kernel groups by named rules (fuse.c)
 int pass_plan(Graph *g, PassCtx *c);    /* memory plan: offsets of stored values (plan.c) */
 int pass_batch(Graph *g, PassCtx *c);   /* inference: values whose rows follow the batch; Graph.max_batch (batch.c) */
 int pass_precision(Graph *g, PassCtx *c);  /* the math precision of each op from --precision (precision.c) */
+
+/* Graph edits the passes share (fold.c): every reader of `old` (nodes,
+ * outputs, losses, the minimised value) reads `new_`, use counts kept; and
+ * the nodes put back in a topological order after nodes were appended (an
+ * appended node goes before its first reader). */
+void passes_replace_uses(Graph *g, Value *old, Value *new_);
+void passes_reorder(Graph *g);
 
 /* The fusion rules (fuse.c), for documentation and tests: i in [0, count). */
 int fuse_rule_count(void);

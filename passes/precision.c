@@ -42,11 +42,112 @@
  * cuBLAS rounds the operands itself on a GPU; the emulation rounds copies
  * with the kernels' functions before the CPU BLAS). */
 #include <stdio.h>
+#include <string.h>
 
 #include "passes.h"
 
+/* ---- int8 -------------------------------------------------------------------
+ * A calibrated conv2d or linear y = x W^T + b (ir_int8_candidate) becomes
+ *   sw = qscale(W)                 load time: max |W[c, ...]| / 127 a channel
+ *   Wq = quantize(W, sw)           load time: rint(W / sw), in [-127, 127]
+ *   m  = op(x, Wq)   prec int8     x quantized as loaded (qscale: the
+ *                                  calibrated activation scale sx); int32 sums
+ *   y  = m * (sw * sx) [+ b]       the dequantization: an epilogue after fuse
+ * Per output channel the weight's scale is exact where a folded batchnorm
+ * scaled the channel: the integers are those of the unfolded weight. */
+static Value *mk(Graph *g, OpKind op, Value *a, Value *b, const Attrs *at, const Node *like, int load_time) {
+  Value *in[2] = {a, b};
+  Value *v = ir_node(g, op, in, b ? 2 : (a ? 1 : 0), at, NULL, like->layer, like->loc);
+  if (!v) ncc_die("precision: building %s for %s failed", ncc_ops[op].name, like->layer ? like->layer : "?");
+  v->def->load_time = load_time;
+  return v;
+}
+
+/* v ([C] or [C, 1, ...]) viewed as `rank` dims with C at dimension 1 */
+static Value *channel_view(Graph *g, Value *v, int rank, const Node *like) {
+  Attrs a;
+  ir_attrs_init(&a);
+  a.nlist = rank;
+  for (int i = 0; i < rank; i++) a.list[i] = i == 1 ? shape_numel(&v->shape) : 1;
+  return mk(g, OP_RESHAPE, v, NULL, &a, like, 1);
+}
+
+static void int8_layer(Graph *g, Node *nd, double sx) {
+  Value *x = nd->in[0], *w = nd->in[1], *b = nd->nin > 2 ? nd->in[2] : NULL;
+  Attrs a;
+  ir_attrs_init(&a);
+  a.nlist = w->shape.rank;
+  a.list[0] = w->shape.d[0];
+  for (int i = 1; i < a.nlist; i++) a.list[i] = 1;
+  Value *sw = mk(g, OP_QSCALE, w, NULL, &a, nd, 1);
+  Value *wq = mk(g, OP_QUANTIZE, w, sw, NULL, nd, 1);
+  Attrs ca = nd->a;
+  ca.has_bias = 0;
+  Value *in[2] = {x, wq};
+  Value *m = ir_node(g, nd->op, in, 2, &ca, nd->name, nd->layer, nd->loc);
+  if (!m) ncc_die("precision: rebuilding %s at int8 failed", nd->layer ? nd->layer : "?");
+  m->def->prec = PREC_INT8;
+  m->def->qscale = (float)sx;
+  ir_attrs_init(&a);
+  a.fval = (double)(float)sx;
+  Value *k = mk(g, OP_CONST, NULL, NULL, &a, nd, 0);
+  int rank = nd->out->shape.rank;
+  Value *sc = mk(g, OP_MUL, channel_view(g, sw, rank, nd), k, NULL, nd, 1);
+  Value *y = mk(g, OP_MUL, m, sc, NULL, nd, 0);
+  if (b) y = mk(g, OP_ADD, y, channel_view(g, b, rank, nd), NULL, nd, 0);
+  passes_replace_uses(g, nd->out, y);
+  nd->dead = 1;
+}
+
+static int pass_int8(Graph *g, PassCtx *c) {
+  const QuantTable *qt = c->quant;
+  if (!qt) {
+    diag_error((Loc){0}, "precision: int8 needs calibration (--calibrate=X.npy, or --calibration-cache=FILE "
+                         "written by an earlier calibration)");
+    return -1;
+  }
+  if (c->train) {
+    diag_error((Loc){0}, "precision: int8 is for inference; training runs at fp32, bf16 or fp16");
+    return -1;
+  }
+  for (int i = 0; i < g->nnodes; i++)
+    if (g->nodes[i]->prec == PREC_INT8) {
+      diag_error((Loc){0}, "precision: the graph is at int8 already (the pass ran before)");
+      return -1;
+    }
+  g->precision = PREC_INT8;
+  g->quant = qt;
+  int n0 = g->nnodes, nq = 0, nf = 0;
+  for (int i = 0; i < n0; i++) {
+    Node *nd = g->nodes[i];
+    nd->prec = PREC_FP32;
+    if (!ir_int8_candidate(nd)) continue;
+    char key[160];
+    const QuantLayer *L = ir_quant_find(qt, ir_layer_key(nd, key, sizeof key));
+    if (!L) {
+      if (qt->fp32_missing) continue;
+      diag_error(nd->loc, "precision: int8: the calibration (%s) has no layer '%s': it was made for another model",
+                 qt->source, key);
+      return -1;
+    }
+    if (L->prec != PREC_INT8) {
+      nf++;
+      continue;
+    }
+    int8_layer(g, nd, L->scale);
+    nq++;
+  }
+  ir_compact(g);
+  passes_reorder(g);
+  if (c->verbose)
+    fprintf(stderr, "pass precision: int8: %d conv2d/linear op%s with int8 operands and int32 sums, %d fell back "
+            "to fp32, the rest in float32\n", nq, nq == 1 ? "" : "s", nf);
+  return 0;
+}
+
 int pass_precision(Graph *g, PassCtx *c) {
   int prec = c->precision, n = 0;
+  if (prec == PREC_INT8) return pass_int8(g, c);
   if (prec < PREC_FP32 || prec > PREC_BF16) {
     diag_error((Loc){0}, "precision: unknown precision %d", prec);
     return -1;

@@ -13,17 +13,6 @@
  * needs goes (the updates are roots then: ir_needed). */
 #include "passes.h"
 
-static void replace_uses(Graph *g, Value *old, Value *new_) {
-  for (int i = 0; i < g->nnodes; i++)
-    for (int j = 0; j < g->nodes[i]->nin; j++)
-      if (g->nodes[i]->in[j] == old) g->nodes[i]->in[j] = new_;
-  for (int i = 0; i < g->noutputs; i++)
-    if (g->outputs[i].v == old) g->outputs[i].v = new_;
-  for (int i = 0; i < g->nlosses; i++)
-    if (g->losses[i].v == old) g->losses[i].v = new_;
-  if (g->train.minimize == old) g->train.minimize = new_;
-}
-
 int pass_prune(Graph *g, PassCtx *c) {
   int before = g->nnodes, identities = 0;
   int train = c->train || g->training;
@@ -33,7 +22,7 @@ int pass_prune(Graph *g, PassCtx *c) {
     for (int i = 0; i < g->nnodes; i++) {
       Node *n = g->nodes[i];
       if (ncc_ops[n->op].flags & OPF_TRAIN_ONLY) {
-        replace_uses(g, n->out, n->in[0]);
+        passes_replace_uses(g, n->out, n->in[0]);
         n->dead = 1;
         identities++;
       }

@@ -113,6 +113,18 @@ static __device__ __forceinline__ float ncc_tf32(float x) {
   return v.f;
 }
 
+/* ------------------------------------------------------------ INT8 (--precision=int8)
+ * x on the int8 grid: rounded to the nearest integer, ties to even (rintf,
+ * as torch.round), clamped to [-127, 127] (symmetric: -128 unused); NaN to
+ * 0.  An int8 GEMM loads its activation as ncc_q8(x * (1 / scale)) and its
+ * weight already quantized (the quantize node: ncc_q8(w / channel scale)),
+ * and sums the products as int.  dev_cuda.c's NVRTC prelude carries the same
+ * text. */
+static __device__ __forceinline__ float ncc_q8(float x) {
+  float r = rintf(x);
+  return r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r == r ? r : 0.0f;
+}
+
 /* ------------------------------------------------------------ FP16, BF16 (--precision=fp16|bf16)
  * x rounded to the nearest FP16 (BF16) value, ties to even, kept in a float:
  * the value cvt.rn.f16.f32 (cvt.rn.bf16.f32) then a conversion back give.
