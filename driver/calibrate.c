@@ -485,7 +485,8 @@ static int read_cache(const Options *o, const Cand *c, uint64_t mk, uint64_t wk,
                      "shapes differ): calibrate again (--calibrate=X.npy)", o->cal_cache, o->model);
   }
   t->n = nl;
-  if (fwk != wk) {
+  /* compiling without --weights: the weights come at run time; the cache's are taken as they are */
+  if (fwk != wk && !(o->cmd == CMD_COMPILE && !o->weights)) {
     snprintf(why, whyn, "it was made with other weights");
     return 2;
   }

@@ -220,3 +220,22 @@ add_test(NAME codegen.report_waves
          COMMAND ${NCC_PYTHON} ${NCC_CG_DIR}/check_report_waves.py $<TARGET_FILE:ncc>
                  ${CMAKE_CURRENT_SOURCE_DIR}/../examples ${NCC_CG_OUT}/report_waves)
 set_tests_properties(codegen.report_waves PROPERTIES LABELS "codegen;report" TIMEOUT 300)
+
+# --precision=int8 (int8 operands, int32 sums, the dequantizing epilogue):
+# calibrated on random rows by `ncc bench`, then through gcc, nvcc (sm_80,
+# sm_90) and NVRTC, and ptxas without spills: ResNet-18 (tiled convolutions,
+# the GEMV head), MobileNetV2 (the direct depthwise kernel), LeNet at -O3
+# (the pooling computed in the GEMM's loads)
+foreach(spec "resnet18|3 64 64|4|--set S=64" "mobilenet_v2|3 64 64|4|--set S=64" "lenet|1 28 28|64|-O3")
+  string(REPLACE "|" ";" spec_ "${spec}")
+  list(GET spec_ 0 n)
+  list(GET spec_ 1 shape)
+  list(GET spec_ 2 rows)
+  list(GET spec_ 3 extra)
+  separate_arguments(extra_ UNIX_COMMAND "${extra}")
+  add_test(NAME codegen.example.${n}.int8
+           COMMAND sh ${NCC_CG_DIR}/int8_compile.sh $<TARGET_FILE:ncc> ${NCC_PYTHON}
+                   ${CMAKE_CURRENT_SOURCE_DIR}/../examples/${n}.net ${NCC_CG_OUT}/examples_int8_${n} ${NCC_CG_RT}
+                   ${cg_nvcc} ${cg_nvrtc} ${rows} "${shape}" ${extra_})
+  set_tests_properties(codegen.example.${n}.int8 PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE} LABELS "codegen;int8")
+endforeach()

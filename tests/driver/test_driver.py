@@ -443,7 +443,7 @@ def _precision(ctx):
     """--precision: fp32, tf32, fp16 and bf16 compile, and a training step at
     tf32, bf16 and fp16 (fp16's with the loss scaled; a model's training
     step beside fp16 inference stays fp32), each also with --cublas
-    (ncc_gemm_ex at a rounded precision); int8, unknown names, and
+    (ncc_gemm_ex at a rounded precision); int8 without calibration, unknown names, and
     --loss-scale that is not a positive number or not with fp16 training are
     refused with status 1, a message, and no output."""
     net = ctx.write("tiny.net", "model tiny\ninput x: f32[2, 3]\ny = linear(x, 4, name=\"fc\")\noutput y\n")
@@ -462,7 +462,7 @@ def _precision(ctx):
             raise Failure("--precision=%s --cublas should compile to a %s...) call" % (prec, call))
         os.unlink(out)
     expect_refused(ctx, [
-        ([net, "--precision=int8", "-o", out], ["not supported yet"]),
+        ([net, "--precision=int8", "-o", out], ["needs calibration"]),
         ([net, "--precision=fp64", "-o", out], ["unknown precision"]),
         ([net, "--precision=fp16", "--loss-scale=1024", "-o", out], ["--loss-scale goes with fp16 training"]),
         (["train", net, "--data", ctx.path("none"), "--precision=bf16", "--loss-scale=1024"],
@@ -503,6 +503,107 @@ def _precision(ctx):
     if "ncc_fp16(dy[" in src:
         raise Failure("--precision=fp16 without --train: the training step's gradients should stay fp32")
     os.unlink(out)
+
+
+@case("int8_inputs")
+def _int8_inputs(ctx):
+    """--precision=int8 and its calibration flags: what is refused (no
+    calibration, a flag without int8, unknown methods, out-of-range numbers,
+    int8 with training or --cublas, calibration data of the wrong dtype,
+    shape or format, a cache of another model or a corrupt one), each with
+    status 1, a message naming the file where there is one, and no output;
+    and what works: a calibration writes the cache, a second compile reads it
+    (the same MODEL.cu, the report naming the cache), another method
+    calibrates again."""
+    import numpy as np
+    net = ctx.write("q.net", "model q\nconst N = 4\ninput x: f32[N, 6]\nh = relu(linear(x, 8, name=\"fc1\"))\n"
+                             "y = linear(h, 3, name=\"fc2\")\noutput y\n")
+    other = ctx.write("o.net", "model o\nconst N = 4\ninput x: f32[N, 6]\ny = linear(x, 3, name=\"head\")\noutput y\n")
+    rng = np.random.default_rng(0)
+    w = ctx.path("w.safetensors")
+    write_safetensors(w, {"fc1.weight": rng.standard_normal((8, 6)).astype(np.float32),
+                          "fc1.bias": rng.standard_normal(8).astype(np.float32),
+                          "fc2.weight": rng.standard_normal((3, 8)).astype(np.float32),
+                          "fc2.bias": rng.standard_normal(3).astype(np.float32)})
+    cal = ctx.path("cal.npy")
+    np.save(cal, rng.standard_normal((16, 6)).astype(np.float32))
+    bad64 = ctx.path("cali.npy")   # integers: not calibration data (float64 is taken, as float32)
+    np.save(bad64, rng.integers(0, 9, (16, 6)).astype(np.int32))
+    badshape = ctx.path("cal5.npy")
+    np.save(badshape, rng.standard_normal((16, 5)).astype(np.float32))
+    junk = ctx.write("junk.npy", "not an npy file\n")
+    out = ctx.path("q.cu")
+    cache = ctx.path("q.cal")
+    tnet = ctx.write("t.net", "model t\ninput x: f32[2, 3]\ninput y: i32[2]\nz = linear(x, 4, name=\"fc\")\n"
+                              "output z\nloss = cross_entropy(z, y)\ntrain {\n  optimizer sgd(lr=0.1)\n  minimize loss\n}\n")
+    i8 = [net, "--precision=int8", "-o", out]
+    expect_refused(ctx, [
+        (i8, ["needs calibration", "--calibrate"]),
+        ([net, "--calibrate=" + cal, "-o", out], ["--calibrate goes with --precision=int8"]),
+        ([net, "--calibration-cache=" + cache, "-o", out], ["--calibration-cache goes with --precision=int8"]),
+        (i8 + ["--calibrate=" + cal, "--weights", w, "--calibration-method=kl"], ["minmax, percentile or entropy"]),
+        (i8 + ["--calibrate=" + cal, "--weights", w, "--percentile=99"], ["--calibration-method=percentile"]),
+        (i8 + ["--calibrate=" + cal, "--weights", w, "--calibration-method=percentile", "--percentile=101"],
+         ["(0, 100]"]),
+        (i8 + ["--calibrate=" + cal, "--weights", w, "--int8-max-error=-1"], ["positive number"]),
+        (i8 + ["--calibrate=" + cal], ["--weights"]),
+        (i8 + ["--calibrate=" + cal, "--weights", w, "--cublas"], ["--cublas"]),
+        ([tnet, "--train", "--precision=int8", "--calibrate=" + cal, "--weights", w, "-o", out], ["for inference"]),
+        (["train", tnet, "--data", ctx.path("none"), "--precision=int8"], ["for inference"]),
+        (i8 + ["--calibrate=" + bad64, "--weights", w], [bad64, "float32"]),
+        (i8 + ["--calibrate=" + badshape, "--weights", w], [badshape, "rows of 5 floats"]),
+        (i8 + ["--calibrate=" + junk, "--weights", w], [junk]),
+        (i8 + ["--calibrate=" + ctx.path("missing.npy"), "--weights", w], ["missing.npy"]),
+        (i8 + ["--calibration-cache=" + cache], [cache, "cannot read"]),
+    ], out)
+    if os.path.exists(cache):
+        raise Failure("a refused calibration wrote the cache %s" % cache)
+    # a calibration writes the cache; a compile from the cache alone gives the same MODEL.cu
+    p = ctx.ncc_cmd(i8 + ["--calibrate=" + cal, "--weights", w, "--calibration-cache=" + cache])
+    show(p)
+    if p.returncode != 0 or not os.path.exists(out) or not os.path.exists(cache):
+        raise Failure("an int8 compile with --calibrate and --calibration-cache should write both files")
+    first = open(out).read()
+    if "ncc_q8(" not in first:
+        raise Failure("the int8 MODEL.cu quantizes nothing (no ncc_q8)")
+    lines = open(cache).read().splitlines()
+    if not [l for l in lines if l.startswith("layer fc1 ")] or not [l for l in lines if l.startswith("layer fc2 ")]:
+        raise Failure("the cache lists no layer fc1 and fc2:\n" + "\n".join(lines))
+    os.unlink(out)
+    p = ctx.ncc_cmd(i8 + ["--calibration-cache=" + cache])
+    show(p)
+    if p.returncode != 0 or not os.path.exists(out):
+        raise Failure("a compile from the calibration cache alone should work")
+    strip = lambda t: "\n".join(l for l in t.splitlines() if "command: ncc" not in l)
+    if strip(open(out).read()) != strip(first):
+        raise Failure("the MODEL.cu compiled from the cache differs from the calibrated one")
+    os.unlink(out)
+    p = ctx.ncc_cmd([net, "--precision=int8", "--calibration-cache=" + cache, "--emit=report"])
+    show(p)
+    if p.returncode != 0 or "cache " + cache not in p.stdout or "fc1" not in p.stdout:
+        raise Failure("the report should name the cache the scales came from and list fc1")
+    # another model's cache, or a corrupt one: refused, the file left as it was
+    saved = open(cache).read()
+    expect_refused(ctx, [
+        ([other, "--precision=int8", "--calibration-cache=" + cache, "-o", out], [cache, "another model"]),
+        ([other, "--precision=int8", "--calibration-cache=" + cache, "--calibrate=" + cal, "--weights", w, "-o", out],
+         [cache, "another model"]),
+    ], out)
+    if open(cache).read() != saved:
+        raise Failure("a refused compile changed the cache")
+    broken = ctx.write("broken.cal", saved.replace("scale ", "scael ", 1))
+    expect_refused(ctx, [(i8 + ["--calibration-cache=" + broken], [broken + ":", "cannot read"])], out)
+    negative = ctx.write("neg.cal", re.sub(r"scale [0-9.e+-]+", "scale -1", saved, count=1))
+    expect_refused(ctx, [(i8 + ["--calibration-cache=" + negative], [negative + ":", "positive and finite"])], out)
+    # another method with data: calibrated again, the cache rewritten with it
+    p = ctx.ncc_cmd(i8 + ["--calibration-cache=" + cache, "--calibrate=" + cal, "--weights", w,
+                          "--calibration-method=minmax"])
+    show(p)
+    if p.returncode != 0 or "calibrating again" not in p.stderr or "method minmax" not in open(cache).read():
+        raise Failure("--calibration-method=minmax with a cache of entropy scales should calibrate again")
+    # ... and without data it is refused
+    expect_refused(ctx, [(i8 + ["--calibration-cache=" + cache, "--calibration-method=entropy"],
+                          [cache, "--calibrate"])], ctx.path("none.cu"))
 
 
 @case("model_names")

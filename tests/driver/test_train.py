@@ -473,6 +473,70 @@ def _digits(ctx):
     if float(m16.group(1)) < 97.0:
         raise Failure("trained at fp16 digits.net should reach 97%% test accuracy in 10 epochs: %s%% (fp32: %s%%)"
                       % (m16.group(1), m.group(1)))
+    # int8 after calibration on 300 training images: within 1.5% of fp32 with
+    # the percentile and entropy methods (minmax printed too)
+    cal = os.path.join(d, "cal.npy")
+    np.save(cal, np.load(os.path.join(d, "x.npy"))[:300])
+
+    def int8_acc(weights, method, extra=()):
+        out = os.path.join(d, "logits_int8.npy")
+        q = ctx.ncc_cmd(["run", DIGITS, "--set", "N=%d" % len(ty), "--weights", weights, "--device", "emu",
+                         "--input", "x=" + os.path.join(d, "test_x.npy"), "--output", "logits=" + out,
+                         "--precision=int8", "--calibrate=" + cal, "--calibration-method=" + method] + list(extra))
+        if q.returncode != 0:
+            show(q)
+            raise Failure("ncc run --precision=int8 --calibration-method=%s exited with %d" % (method, q.returncode))
+        return 100.0 * float(np.mean(np.load(out).argmax(axis=1) == ty))
+
+    a8 = {meth: int8_acc(ck, meth) for meth in ("minmax", "percentile", "entropy")}
+    print("int8: minmax %.2f%%, percentile %.2f%%, entropy %.2f%% (fp32 %.2f%%)"
+          % (a8["minmax"], a8["percentile"], a8["entropy"], acc["fp32"]))
+    for meth in ("percentile", "entropy"):
+        if a8[meth] < acc["fp32"] - 1.5:
+            raise Failure("int8 with %s calibration: %.2f%%, more than 1.5%% below fp32's %.2f%%"
+                          % (meth, a8[meth], acc["fp32"]))
+    # a badly scaled layer: conv2's channel 0 made 1000 times larger and fc1's
+    # weights that read it 1000 times smaller (ReLU and max pooling commute
+    # with the scale): the same function in fp32, but fc1's one activation
+    # scale for all channels leaves the others almost no levels at int8.  The
+    # per-layer check finds fc1's error above the bound, fc1 falls back to
+    # fp32, and the accuracy recovers; with the check off it does not.
+    wts = read_safetensors(ck)
+    k = 1000.0
+    wts["conv2.weight"][0] *= k
+    wts["conv2.bias"][0] *= k
+    wts["fc1.weight"][:, 0:4] /= k     # channel 0 of conv2 is fc1's inputs 0..3 (2x2 pooled)
+    bad = os.path.join(d, "badly_scaled.safetensors")
+    td.write_safetensors(bad, {n: wts[n] for n in wts if not n.startswith("__") and "." in n and
+                               n.split(".")[-1] in ("weight", "bias")})
+    rep = ctx.ncc_cmd([DIGITS, "--weights", bad, "--precision=int8", "--calibrate=" + cal,
+                       "--calibration-method=minmax", "--emit=report"])
+    fell = [l.split()[1] for l in rep.stdout.splitlines() if l.startswith("#   ") and " fp32 (error" in l]
+    with_fb, without = int8_acc(bad, "minmax"), int8_acc(bad, "minmax", ["--int8-max-error=1e9"])
+    print("badly scaled fc1 input, int8 minmax: %.2f%% with the fallback (layers in fp32: %s), %.2f%% without"
+          % (with_fb, ", ".join(fell), without))
+    if rep.returncode != 0 or "fc1" not in fell:
+        show(rep)
+        raise Failure("the report should show fc1 falling back to fp32: %s" % fell)
+    if with_fb < acc["fp32"] - 1.5 or without > with_fb - 5.0:
+        raise Failure("with the fallback int8 should keep fp32's accuracy (%.2f%%: %.2f%%) and without it lose "
+                      "more than 5%% (%.2f%%)" % (acc["fp32"], with_fb, without))
+
+
+def read_safetensors(path):
+    import json
+    import struct
+    import numpy as np
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    out = {}
+    for name, t in h.items():
+        if name == "__metadata__" or t["dtype"] != "F32":
+            continue
+        s, e = t["data_offsets"]
+        out[name] = np.frombuffer(b[8 + n + s:8 + n + e], dtype="<f4").reshape(t["shape"]).copy()
+    return out
 
 
 if __name__ == "__main__":
