@@ -156,17 +156,15 @@ static const char *form_name(const KGroup *gr, const char *form, char opn[96]) {
 static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   int TM = tile_of(s->M), TN = tile_of(s->N), BM = 16 * TM, BN = 16 * TN;
   if (!grid_fits(c, gr, s, BM)) return -1;
+  NCC_ASSERT(gr->main->prec != PREC_INT8);   /* int8's tiled GEMMs are tensor-core ones (ir_gemm_mma) */
   Buf b = {0};
-  /* int8: the tiles hold the quantized integers, the sums are int32 */
-  const char *T = gr->main->prec == PREC_INT8 ? "int" : "float";
-  buf_printf(&b, "  %s %s As[%d][%d];\n  %s %s Bs[%d][%d];\n", D_SHARED, T, BK, BM + 1, D_SHARED, T, BK, BN + 1);
+  buf_printf(&b, "  %s float As[%d][%d];\n  %s float Bs[%d][%d];\n", D_SHARED, BK, BM + 1, D_SHARED, BK, BN + 1);
   buf_printf(&b, "  int tx = %s, ty = %s, tid = ty * 16 + tx;\n", D_TID_X, D_TID_Y);
   buf_printf(&b, "  int m0 = %s * %d, n0 = %s * %d;\n", D_BID_Y, BM, D_BID_X, BN);
   z_and_range(&b, s);
   if (s->b_tile[0]) buf_puts(&b, s->b_pre);
-  buf_printf(&b, "  %s acc[%d][%d];\n", T, TM, TN);
-  buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) acc[i][j] = %s;\n", TM, TN,
-             gr->main->prec == PREC_INT8 ? "0" : "0.0f");
+  buf_printf(&b, "  float acc[%d][%d];\n", TM, TN);
+  buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n", TM, TN);
   k_loop(&b, s, BK);
   char ra[64], rb[64];
   spec_rv(gr->main, s, ra, rb);
@@ -175,20 +173,16 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   else load_tile(&b, "Bs[kk][rr]", BN, 256, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, rb);
   buf_printf(&b, "    %s\n", D_BARRIER);
   /* af/bf, not a/b: matmul's parameters are a and b */
-  buf_printf(&b, "    for (int kk = 0; kk < %d; kk++) {\n      %s af[%d], bf[%d];\n", BK, T, TM, TN);
+  buf_printf(&b, "    for (int kk = 0; kk < %d; kk++) {\n      float af[%d], bf[%d];\n", BK, TM, TN);
   buf_printf(&b, "      for (int i = 0; i < %d; i++) af[i] = As[kk][ty + 16 * i];\n", TM);
   buf_printf(&b, "      for (int j = 0; j < %d; j++) bf[j] = Bs[kk][tx + 16 * j];\n", TN);
-  if (gr->main->prec == PREC_INT8)
-    buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) acc[i][j] += af[i] * bf[j];\n",
-               TM, TN);
-  else
-    buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) acc[i][j] = fmaf(af[i], bf[j], acc[i][j]);\n",
-               TM, TN);
+  buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) acc[i][j] = fmaf(af[i], bf[j], acc[i][j]);\n",
+             TM, TN);
   buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) {\n", TM, TN);
   buf_printf(&b, "      int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;\n");
   buf_printf(&b, "      if (m < %lld && n < %lld) {\n", LL(s->M), LL(s->N));
-  buf_printf(&b, "        float v = %sacc[i][j];\n", gr->main->prec == PREC_INT8 ? "(float)" : "");
+  buf_printf(&b, "        float v = acc[i][j];\n");
   if (store_tail(c, gr, p, s, &b, 4)) {
     buf_free(&b);
     return -1;
@@ -239,8 +233,12 @@ static MmaCfg mma_cfg(int64_t M, int64_t N) {
   return g;
 }
 
-/* Is the op's MMA m16n8k16 with FP16/BF16 operands (else m16n8k8, TF32)? */
-static int mma_k16(const Node *n) { return n->prec == PREC_FP16 || n->prec == PREC_BF16; }
+/* The op's MMA: MMA_TF32 m16n8k8; MMA_F16 m16n8k16 with FP16/BF16 operands;
+ * MMA_S8 m16n8k16 with int8 operands and int32 sums */
+enum { MMA_TF32, MMA_F16, MMA_S8 };
+static int mma_kind(const Node *n) {
+  return n->prec == PREC_INT8 ? MMA_S8 : n->prec == PREC_FP16 || n->prec == PREC_BF16 ? MMA_F16 : MMA_TF32;
+}
 
 /* The shared-memory place of element (kk, rr) of the A tile (rr: its row,
  * 16-row slices) or the B tile (rr: its column, 8-column slices) of `rows`
@@ -250,9 +248,17 @@ static int mma_k16(const Node *n) { return n->prec == PREC_FP16 || n->prec == PR
  * m16n8k16 (k16): lane (rr % 8) * 4 + kk % 8 / 2; A: slice (rr / 16, kk / 8),
  * then element rr % 16 / 8 * 2 + kk % 2 of the lane's four (registers 0, 1
  * for k < 8, registers 2, 3 after); B: slice rr / 8, then element
- * kk / 8 * 2 + kk % 2. */
-static const char *mma_dst(char *dst, size_t n, int ab, int rows, const char *rr, int k16) {
-  if (k16 && ab == 'A')
+ * kk / 8 * 2 + kk % 2.
+ * m16n8k16 s8 (MMA_S8): lane (rr % 8) * 4 + kk / 4; A: slice (rr / 16, rr % 16
+ * / 8), element kk % 4 (register 0 the rows 0..7 of the slice, 1 the rows
+ * 8..15); B: slice rr / 8, element kk % 4. */
+static const char *mma_dst(char *dst, size_t n, int ab, int rows, const char *rr, int kind) {
+  int k16 = kind == MMA_F16;
+  if (kind == MMA_S8 && ab == 'A')
+    snprintf(dst, n, "As[((%s / 16 * 2 + %s %% 16 / 8) * 32 + %s %% 8 * 4 + kk / 4) * 4 + kk %% 4]", rr, rr, rr);
+  else if (kind == MMA_S8)
+    snprintf(dst, n, "Bs[(%s / 8 * 32 + %s %% 8 * 4 + kk / 4) * 4 + kk %% 4]", rr, rr);
+  else if (k16 && ab == 'A')
     snprintf(dst, n, "As[((%s / 16 * 2 + kk / 8) * 32 + %s %% 8 * 4 + kk %% 8 / 2) * 4 + %s %% 16 / 8 * 2 + kk %% 2]", rr, rr,
              rr);
   else if (k16)
@@ -282,19 +288,33 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_printf(&b, "  int m0 = %s * %d, n0 = %s * %d;\n", D_BID_Y, BM, D_BID_X, BN);
   z_and_range(&b, s);
   if (s->b_tile[0]) buf_puts(&b, s->b_pre);
-  buf_printf(&b, "  float acc[%d][%d][4];\n", MI, NJ);
+  int kind = mma_kind(gr->main), k16 = kind != MMA_TF32;
+  buf_printf(&b, "  %s acc[%d][%d][4];\n", kind == MMA_S8 ? "int" : "float", MI, NJ);
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++)\n"
-                 "      for (int r = 0; r < 4; r++) acc[i][j][r] = 0.0f;\n", MI, NJ);
+                 "      for (int r = 0; r < 4; r++) acc[i][j][r] = %s;\n", MI, NJ, kind == MMA_S8 ? "0" : "0.0f");
   k_loop(&b, s, BK);
   char dst[160];
-  int k16 = mma_k16(gr->main);
   char ra[64], rb[64];
   spec_rv(gr->main, s, ra, rb);
-  load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", k16), BM, MMA_THREADS, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, ra);
+  load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind), BM, MMA_THREADS, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, ra);
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
-  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", k16), BN, MMA_THREADS, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, rb);
+  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind), BN, MMA_THREADS, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, rb);
   buf_printf(&b, "    %s\n", D_BARRIER);
-  if (k16) {
+  if (kind == MMA_S8) {   /* a lane's A: 8 values (2 registers of 4 int8), B: 4 (1 register) */
+    buf_printf(&b, "    {\n      float af[%d][8], bf[%d][4];\n      unsigned ah[%d][2], bh[%d][1];\n", MI, NJ, MI, NJ);
+    buf_printf(&b, "      for (int i = 0; i < %d; i++) {\n"
+                   "        ncc_lds4(af[i], &As[((wr / 16 + i) * 64 + lane) * 4]);\n"
+                   "        ncc_lds4(af[i] + 4, &As[((wr / 16 + i) * 64 + 32 + lane) * 4]);\n"
+                   "        for (int r = 0; r < 2; r++) ah[i][r] = ncc_pack_s8x4(af[i][4 * r], af[i][4 * r + 1], af[i][4 * r + 2], af[i][4 * r + 3]);\n"
+                   "      }\n", MI);
+    buf_printf(&b, "      for (int j = 0; j < %d; j++) {\n"
+                   "        ncc_lds4(bf[j], &Bs[((wc / 8 + j) * 32 + lane) * 4]);\n"
+                   "        bh[j][0] = ncc_pack_s8x4(bf[j][0], bf[j][1], bf[j][2], bf[j][3]);\n"
+                   "      }\n", NJ);
+    buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) ncc_mma_s8_16x8x16(acc[i][j], ah[i], bh[j]);\n",
+               MI, NJ);
+    buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
+  } else if (k16) {
     const char *t = gr->main->prec == PREC_BF16 ? "bf16" : "f16";
     buf_printf(&b, "    {\n      float af[%d][8], bf[%d][4];\n      unsigned ah[%d][4], bh[%d][2];\n", MI, NJ, MI, NJ);
     buf_printf(&b, "      for (int i = 0; i < %d; i++) {\n"
@@ -325,7 +345,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   snprintf(c1, sizeof c1, "m < %lld", LL(s->M));
   snprintf(c2, sizeof c2, "n < %lld", LL(s->N));
   guard_open(&b, "        ", s->M % BM ? c1 : NULL, s->N % BN ? c2 : NULL);
-  buf_puts(&b, "          float v = acc[i][j][r];\n");
+  buf_printf(&b, "          float v = %sacc[i][j][r];\n", kind == MMA_S8 ? "(float)" : "");
   if (store_tail(c, gr, p, s, &b, 5)) {
     buf_free(&b);
     return -1;
@@ -761,7 +781,7 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   if (ir_gemm_mma(nd)) {
     char dst[160];
     int BN = mma_cfg(s.M, s.N).BN;
-    im2col_tile(&s, d, x, cb, pool, rb, BN, MMA_THREADS, mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_k16(nd)));
+    im2col_tile(&s, d, x, cb, pool, rb, BN, MMA_THREADS, mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_kind(nd)));
   } else {
     im2col_tile(&s, d, x, cb, pool, rb, 16 * tile_of(s.N), 256, "Bs[kk][rb]");
   }

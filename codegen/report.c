@@ -373,8 +373,9 @@ static void int8_table(FILE *f, const Graph *g) {
   int n8 = 0;
   for (int i = 0; i < g->nnodes; i++) n8 += g->nodes[i]->prec == PREC_INT8;
   fprintf(f, "# precision int8: %d conv2d/linear kernel%s (op:int8) quantize their input as they load it and sum "
-             "int8 products in int32 (CUDA cores, timed at the fp32 peak); the dequantization (mul) and bias "
-             "(add) are their epilogue\n", n8, n8 == 1 ? "" : "s");
+             "int8 products in int32: the tiled ones on tensor cores ([mma], timed at the int8 peak), GEMV and "
+             "direct convolutions on CUDA cores (the fp32 peak); the dequantization (mul) and bias (add) are "
+             "their epilogue\n", n8, n8 == 1 ? "" : "s");
   if (!t) return;
   int fb = 0, w = 5;
   for (int i = 0; i < t->n; i++) {
@@ -540,7 +541,8 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
     int64_t act = vbytes(out);
     /* a GEMM computes in its inputs' dtype (int8 in, int32/f32 out) */
     double t = (double)fl / (ir_gemm_mma(gr->main) ? (gr->main->prec == PREC_TF32 ? arch->flops16 / 2   /* TF32: half of fp16's */
-                                                                                  : arch->flops16)      /* fp16, bf16 */
+                                                      : gr->main->prec == PREC_INT8 ? arch->ops8          /* int8 */
+                                                                                    : arch->flops16)      /* fp16, bf16 */
                                                          : arch_peak(arch, gr->main->nin ? gr->main->in[0]->dtype : out->dtype));
     double tb = (double)by / arch->bw;
     double roof = (t > tb ? t : tb) * 1e6;

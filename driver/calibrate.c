@@ -13,7 +13,8 @@
  *       entropy     TensorRT's KL-divergence method: of the thresholds of
  *                   128..HBINS bins, the one whose 128-level quantized
  *                   distribution is nearest (Kullback-Leibler) to the
- *                   clipped original, / 127
+ *                   clipped original, / 127 (th_entropy: the smoothing,
+ *                   and the first bin, where a ReLU's zeros fall)
  *  2. a build in which every candidate has an int8 twin reading the same
  *     float32 input (the precision pass quantizes the twins alone, with the
  *     scales of 1): the layer's error alone, ||y_int8 - y_fp32|| / ||y_fp32||
@@ -314,21 +315,32 @@ static double th_percentile(const double *h, double amax, double pct) {
   return (double)(i + 1) * amax / HBINS;
 }
 
-/* p and q normalised, zeros replaced by eps and the mass taken from the rest
- * (as MXNet's and TensorRT's KL calibration smooth); 0 when q has no mass */
+/* p (counts) smoothed as MXNet's and TensorRT's KL calibration do: each
+ * zero gets eps, the same mass taken evenly from the nonzero entries; then
+ * normalised.  0 when p has no mass. */
 static int smooth(double *p, int n) {
-  double s = 0;
-  int nz = 0;
-  for (int i = 0; i < n; i++) s += p[i], nz += p[i] == 0;
-  if (s <= 0 || nz == n) return 0;
   const double eps = 1e-4;
-  double take = eps * nz / (n - nz);
-  for (int i = 0; i < n; i++) p[i] = p[i] == 0 ? eps : p[i] / s - take;
+  int nz = 0;
+  for (int i = 0; i < n; i++) nz += p[i] == 0;
+  if (nz == n) return 0;
+  double take = eps * nz / (n - nz), s = 0;
+  for (int i = 0; i < n; i++) {
+    p[i] = p[i] == 0 ? eps : p[i] - take;
+    s += p[i];
+  }
+  if (!(s > 0)) return 0;
+  for (int i = 0; i < n; i++) p[i] /= s;
   return 1;
 }
 
-static double th_entropy(const double *h, double amax) {
-  static double p[HBINS], q[HBINS];
+/* The first bin holds every zero of a ReLU's output, often half the
+ * values: it is given the second bin's count (as NVIDIA's pytorch-quantization
+ * does), else merging it into a quantization level dominates every KL and
+ * the shortest threshold wins. */
+static double th_entropy(const double *hist, double amax) {
+  static double h[HBINS], p[HBINS], q[HBINS];
+  memcpy(h, hist, sizeof h);
+  h[0] = h[1];
   int best = HBINS;
   double bestkl = INFINITY;
   for (int i = 128; i <= HBINS; i++) {

@@ -372,8 +372,9 @@ static inline int ir_gemm_gemv(const Node *n) {
 
 /* Does codegen emit this GEMM-like op on tensor cores (mma.sync; docs/gpu.md,
  * "Tensor cores") rather than the CUDA-core tiled GEMM?  The precision pass
- * gives it TF32, FP16 or BF16 operands (n->prec), and it is not a GEMV or a
- * direct convolution: mma.sync.m16n8k8 at TF32, m16n8k16 at FP16 and BF16.
+ * gives it TF32, FP16, BF16 or INT8 operands (n->prec), and it is not a GEMV
+ * or a direct convolution: mma.sync.m16n8k8 at TF32, m16n8k16 at FP16 and
+ * BF16, m16n8k16 with s8 operands and s32 sums at INT8.
  * (The cuBLAS path takes no rounded op: the pass refuses it.) */
 /* Does codegen emit this gradient op as a tiled GEMM (ir_gemm_dims gives
  * its M, N, K, Z) rather than a sum per output element?  conv2d_bwd_data:
@@ -394,7 +395,7 @@ static inline int ir_grad_gemm(const Node *n) {
 }
 
 static inline int ir_gemm_mma(const Node *n) {
-  if (n->prec == PREC_FP32 || n->prec == PREC_INT8) return 0;   /* int8: the CUDA-core kernels, int32 sums */
+  if (n->prec == PREC_FP32) return 0;
   if (ir_grad_gemm(n)) return 1;
   if (n->op == OP_CONV2D) return !ir_conv_direct(n);
   return (n->op == OP_LINEAR || n->op == OP_MATMUL) && !ir_gemm_gemv(n);

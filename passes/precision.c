@@ -42,6 +42,7 @@
  * cuBLAS rounds the operands itself on a GPU; the emulation rounds copies
  * with the kernels' functions before the CPU BLAS). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "passes.h"
@@ -99,6 +100,26 @@ static void int8_layer(Graph *g, Node *nd, double sx) {
   nd->dead = 1;
 }
 
+/* The sources, then the load-time nodes, then the rest, each in its order
+ * (topological still: a load-time node reads sources and load-time nodes
+ * only).  The weights' quantization then sits before every per-inference
+ * node, not between a pooling and the GEMM that may load it (fuse's
+ * pool-prologue rule takes the pooling's kernel when it is the last one). */
+static void load_time_first(Graph *g) {
+  Node **order = malloc(sizeof(Node *) * ((size_t)g->nnodes + 1));
+  if (!order) ncc_die("out of memory");
+  int k = 0;
+  for (int pass = 0; pass < 3; pass++)
+    for (int i = 0; i < g->nnodes; i++) {
+      Node *n = g->nodes[i];
+      int cls = (ncc_ops[n->op].flags & OPF_SOURCE) ? 0 : n->load_time ? 1 : 2;
+      if (cls == pass) order[k++] = n;
+    }
+  memcpy(g->nodes, order, sizeof(Node *) * (size_t)g->nnodes);
+  for (int i = 0; i < g->nnodes; i++) g->nodes[i]->id = i;
+  free(order);
+}
+
 static int pass_int8(Graph *g, PassCtx *c) {
   const QuantTable *qt = c->quant;
   if (!qt) {
@@ -139,6 +160,7 @@ static int pass_int8(Graph *g, PassCtx *c) {
   }
   ir_compact(g);
   passes_reorder(g);
+  load_time_first(g);
   if (c->verbose)
     fprintf(stderr, "pass precision: int8: %d conv2d/linear op%s with int8 operands and int32 sums, %d fell back "
             "to fp32, the rest in float32\n", nq, nq == 1 ? "" : "s", nf);

@@ -542,7 +542,7 @@ void ncc_emu_syncthreads(void) {
 static const char *const wop_name[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
                                        "__ballot_sync", "__all_sync", "__any_sync", "__syncwarp", "__activemask",
                                        "mma.sync.m16n8k8 (tf32)", "mma.sync.m16n8k16 (f16)",
-                                       "mma.sync.m16n8k16 (bf16)"};
+                                       "mma.sync.m16n8k16 (bf16)", "mma.sync.m16n8k16 (s8)"};
 
 /* mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32: D = A B + C, A 16x8, B
  * 8x8, C and D 16x8, spread over the 32 lanes as the PTX ISA documents
@@ -625,6 +625,39 @@ static void mma_f16(fiber **L, int bf) {
   }
 }
 
+/* mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32: A 16x16, B 16x8 of int8,
+ * C and D 16x8 of int32; a lane's a[2] and b[1] are 32-bit registers of four
+ * int8 each, element 4i + j in byte j of register i.  As the PTX ISA
+ * documents ("Matrix Fragments for mma.m16n8k16 with integer type"), with
+ * g = lane / 4, t = lane % 4:
+ *   A: element i (0..7) is A[g + 8 (i / 4)][4 t + i % 4]
+ *   B: element i (0..3) is B[4 t + i][g]
+ *   C, D: element i (0..3) is D[g + 8 (i / 2)][2 t + i % 2], as m16n8k8.
+ * The sums are exact int32 (ncc's operands are in [-127, 127]: a K of 16
+ * adds at most 16 * 127^2). */
+static void mma_s8(fiber **L) {
+  int A[16][16], B[16][8], D[16][8];
+  int l, i, j, k;
+  for (l = 0; l < 32; l++) {
+    const ncc_emu_mma_frag *fr = (const ncc_emu_mma_frag *)(uintptr_t)L[l]->wval;
+    const unsigned *a = (const unsigned *)fr->a, *b = (const unsigned *)fr->b;
+    const int *d = (const int *)(const void *)fr->d;
+    int g = l / 4, t = l % 4;
+    for (i = 0; i < 8; i++) A[g + 8 * (i / 4)][4 * t + i % 4] = (signed char)((a[i / 4] >> (8 * (i % 4))) & 0xffu);
+    for (i = 0; i < 4; i++) B[4 * t + i][g] = (signed char)((b[0] >> (8 * i)) & 0xffu);
+    for (i = 0; i < 4; i++) D[g + 8 * (i / 2)][2 * t + i % 2] = d[i];
+  }
+  for (i = 0; i < 16; i++)
+    for (j = 0; j < 8; j++)
+      for (k = 0; k < 16; k++) D[i][j] += A[i][k] * B[k][j];
+  for (l = 0; l < 32; l++) {
+    const ncc_emu_mma_frag *fr = (const ncc_emu_mma_frag *)(uintptr_t)L[l]->wval;
+    int *d = (int *)(void *)fr->d;
+    int g = l / 4, t = l % 4;
+    for (i = 0; i < 4; i++) d[i] = D[g + 8 * (i / 2)][2 * t + i % 2];
+  }
+}
+
 unsigned long long ncc_emu_warp(int op, unsigned mask, unsigned long long v, int b, int width) {
   worker *w = tw;
   fiber *f;
@@ -654,6 +687,7 @@ static void warp_complete(fiber **L, unsigned part, int op, int checked) {
   int l;
   if (op >= NCC_EMU_MMA_TF32) {   /* warp_resolve has seen all 32 lanes arrive */
     if (op == NCC_EMU_MMA_TF32) mma_tf32(L);
+    else if (op == NCC_EMU_MMA_S8) mma_s8(L);
     else mma_f16(L, op == NCC_EMU_MMA_BF16);
     for (l = 0; l < 32; l++) L[l]->wait = W_RUN;
     return;

@@ -70,7 +70,7 @@ void ncc_emu_syncthreads(void);
  * 32 as in CUDA (the trailing "32, 0" fills the optional argument). */
 enum { NCC_EMU_SHFL_IDX, NCC_EMU_SHFL_UP, NCC_EMU_SHFL_DOWN, NCC_EMU_SHFL_XOR, NCC_EMU_BALLOT, NCC_EMU_ALL,
        NCC_EMU_ANY, NCC_EMU_SYNCWARP, NCC_EMU_ACTIVEMASK, NCC_EMU_MMA_TF32,
-       NCC_EMU_MMA_F16, NCC_EMU_MMA_BF16 };
+       NCC_EMU_MMA_F16, NCC_EMU_MMA_BF16, NCC_EMU_MMA_S8 };
 unsigned long long ncc_emu_warp(int op, unsigned mask, unsigned long long v, int b, int width);
 static __inline__ int ncc_emu_shfl_i32(int op, unsigned m, int v, int b, int w) {
   return (int)(unsigned)ncc_emu_warp(op, m, (unsigned)v, b, w);
@@ -129,7 +129,8 @@ static __inline__ double ncc_emu_shfl_f64(int op, unsigned m, double v, int b, i
  * fragment layouts, computes D and hands every lane its part of it. */
 typedef struct ncc_emu_mma_frag { const void *a, *b; float *d; } ncc_emu_mma_frag;
 /* a, b: floats (NCC_EMU_MMA_TF32) or 32-bit registers of two packed halves
- * (NCC_EMU_MMA_F16, NCC_EMU_MMA_BF16) */
+ * (NCC_EMU_MMA_F16, NCC_EMU_MMA_BF16) or of four int8 (NCC_EMU_MMA_S8, whose d
+ * points to 4 ints) */
 static __inline__ void ncc_emu_mma(int op, float *d, const void *a, const void *b) {
   ncc_emu_mma_frag fr;
   fr.a = a, fr.b = b, fr.d = d;

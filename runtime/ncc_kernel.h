@@ -188,7 +188,10 @@ static __device__ __forceinline__ float ncc_bf16(float x) {
  * B 16x8; a holds 4 and b 2 32-bit registers of two packed FP16 (BF16)
  * values each, the lower-indexed in the low half (ncc_pack_f16x2,
  * ncc_pack_bf16x2 of floats already rounded with ncc_fp16, ncc_bf16: the
- * packing is exact). */
+ * packing is exact).
+ * ncc_mma_s8_16x8x16(d, a, b): mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32,
+ * d 4 ints (int32 sums); a holds 2 and b 1 32-bit registers of four int8
+ * values each, the lowest-indexed in the lowest byte (ncc_pack_s8x4). */
 /* ncc_lds4(d, s), ncc_lds2(d, s): d[0..3] (d[0..1]) = s[0..3] (s[0..1]), s in
  * shared memory aligned to 16 (8) bytes: one 128-bit (64-bit) load, LDS.128
  * (LDS.64) */
@@ -196,6 +199,7 @@ static __device__ __forceinline__ float ncc_bf16(float x) {
 #define ncc_mma_tf32_16x8x8(d, a, b) ncc_emu_mma(NCC_EMU_MMA_TF32, (d), (a), (b))
 #define ncc_mma_f16_16x8x16(d, a, b) ncc_emu_mma(NCC_EMU_MMA_F16, (d), (a), (b))
 #define ncc_mma_bf16_16x8x16(d, a, b) ncc_emu_mma(NCC_EMU_MMA_BF16, (d), (a), (b))
+#define ncc_mma_s8_16x8x16(d, a, b) ncc_emu_mma(NCC_EMU_MMA_S8, (float *)(d), (a), (b))
 #define ncc_lds4(d, s) memcpy((d), (s), 4 * sizeof(float))
 #define ncc_lds2(d, s) memcpy((d), (s), 2 * sizeof(float))
 static __inline__ unsigned ncc_pack_f16x2(float lo, float hi) {
@@ -231,7 +235,18 @@ static __device__ __forceinline__ void ncc_mma_bf16_16x8x16(float *d, const unsi
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+static __device__ __forceinline__ void ncc_mma_s8_16x8x16(int *d, const unsigned *a, const unsigned *b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(b[0]));
+}
 #endif
+/* four int8 values (floats holding integers in [-127, 127]: ncc_q8's, or a
+ * quantized weight's) packed, a in the lowest byte: an s8 MMA's register */
+static __device__ __forceinline__ unsigned ncc_pack_s8x4(float a, float b, float c, float d) {
+  return ((unsigned)(int)a & 0xffu) | ((unsigned)(int)b & 0xffu) << 8 | ((unsigned)(int)c & 0xffu) << 16 |
+         ((unsigned)(int)d & 0xffu) << 24;
+}
 /* two BF16 values (floats rounded with ncc_bf16) packed, lo in the low half: their top 16 bits */
 static __device__ __forceinline__ unsigned ncc_pack_bf16x2(float lo, float hi) {
   union { float f; unsigned u; } l, h;

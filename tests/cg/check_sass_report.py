@@ -15,7 +15,7 @@
       barriers; the text table has one row per kernel and a summary line.
       Exits 77 (skipped) when sass_report.py finds no nvcc or disassembler.
   check_sass_report.py --tensor-cores NCC NVCC EXAMPLES WORKDIR
-      the tensor-core GEMMs (--precision=tf32, ir_gemm_mma; ResNet-18 at fp16 and
+      the tensor-core GEMMs (--precision=tf32, ir_gemm_mma; ResNet-18 at int8 (IMMA), fp16 and
       the MLP at bf16 too): ResNet-18 and
       the MLP (batch 64) at -O3, sm_80 and sm_90.  Every convolution and
       linear layer that is not a GEMV or a direct convolution is an "_mma"
@@ -247,7 +247,17 @@ def tensor_core_tests(ncc, nvcc, examples, work):
     os.makedirs(work)
     cus = []
     rn = ["--set", "N=2", "--set", "S=64"]
-    for net, sets, prec in (("resnet18", rn, "tf32"), ("mlp", [], "tf32"), ("resnet18", rn, "fp16"), ("mlp", [], "bf16")):
+    # int8: a calibration first (random rows, the initial weights of seed 0),
+    # its cache then read by the compile
+    import numpy as np
+    cal, cache = os.path.join(work, "cal.npy"), os.path.join(work, "cal.txt")
+    np.save(cal, np.random.default_rng(0).uniform(-1, 1, (4, 3, 64, 64)).astype(np.float32))
+    subprocess.run([ncc, "bench", os.path.join(examples, "resnet18.net"), "-O3", "--device", "emu", "--iters", "1",
+                    "--warmup", "0", "--precision=int8", "--calibrate=" + cal, "--calibration-cache=" + cache,
+                    "--int8-max-error=1e9"] + rn, check=True, stdout=subprocess.DEVNULL)
+    q8 = ["--calibration-cache=" + cache, "--int8-max-error=1e9"]
+    for net, sets, prec in (("resnet18", rn, "tf32"), ("mlp", [], "tf32"), ("resnet18", rn, "fp16"), ("mlp", [], "bf16"),
+                            ("resnet18", rn + q8, "int8")):
         cu = os.path.join(work, "%s_%s.cu" % (net, prec))
         subprocess.run([ncc, os.path.join(examples, net + ".net"), "-O3", "--precision=" + prec, "-o", cu] + sets,
                        check=True)
@@ -266,7 +276,7 @@ def tensor_core_tests(ncc, nvcc, examples, work):
             gemm = re.search(r"_(conv2d|linear|matmul)(_|$)", k["name"]) and not re.search(r"_(gemv|direct)(_|$)", k["name"])
             if gemm and "_mma" not in k["name"]:
                 # a direct convolution has no form suffix: it is the one without barriers
-                check(k["barriers"] == 0, f"{n}: a tiled GEMM at tf32/fp16/bf16 that is not on tensor cores")
+                check(k["barriers"] == 0, f"{n}: a tiled GEMM at tf32/fp16/bf16/int8 that is not on tensor cores")
             if "_mma" not in k["name"]:
                 continue
             nmma += 1

@@ -1687,6 +1687,711 @@ for _k, _b, _s, _sets, _ch in (("lenet", 2, 28, ["N=2"], 1), ("resnet18", 1, 32,
         lambda ctx, k=_k, b=_b, sz=_s, st=_sets, ch=_ch: model_case(ctx, k, b, sz, st, in_ch=ch, quantize=True))
 
 
+# ---------------------------------------------------------------- --precision=int8 (calibrated)
+# `ncc run --precision=int8 --calibrate=CAL.npy`: every conv2d and linear with
+# weights whose error on the calibration data is at most --int8-max-error
+# takes int8 operands and int32 sums (docs/precision.md, "INT8"):
+#   q_x   = clamp(rint(x * inv), -127, 127), inv = float32(1 / float32(s)), s the
+#           layer's activation scale (the calibration cache's), x * inv in float32
+#   sw[c] = float32(max_k |W[c, k]|) / 127 (float32; 1 for a zero row),
+#   Wq    = clamp(rint(W / sw[c]), -127, 127) (float32 division)
+#   y     = float32(sum_k q_x Wq) * float32(sw[c] * float32(s)) + b
+# rint rounds half to even (numpy's, torch.round).  The reference computes that
+# in float64, where the integer sums are exact; only the float32 roundings of
+# the dequantization (a few ulps) separate it from ncc:
+#   INT8 TOLERANCE: max|ncc - ref| <= 1e-5 * max|ref| for each layer's output,
+# while one integer step of a sum moves an output by sw * s * |Wq|, about 1e-3
+# of its range; and the output must differ from the layer's fp32 result on the
+# same input by more than the tolerance (or nothing was quantized).  Every
+# layer's output is an output of the model and each layer is checked on ncc's
+# own input to it: a float32 rounding upstream (1e-7) would otherwise move an
+# activation across a rounding boundary of q_x now and then, one integer step.
+# A layer that falls back (the cache's error above the bound) is checked
+# against fp32 at the usual tolerance (RTOL).  The calibration (the cache's
+# absmax and scale of each layer) is recomputed here in numpy from PyTorch's
+# float32 activations of the calibration rows: amax = max |x| over a layer's
+# input; minmax s = amax / 127; percentile and entropy from a 2048-bin
+# histogram of |x| over [0, amax] (driver/calibrate.c), within one bin.
+Q8_RTOL = 1e-5
+Q8_BINS = 2048
+
+
+def q8_net(name, in_shape, layers):
+    """A chain of conv2d/linear layers (dicts: kind conv|linear, name, out,
+    k, stride, pad, dil, groups, bias, relu; pool: a maxpool2d(pool) before the
+    layer; bn: a batchnorm2d NAME_bn after the conv2d); each layer's output an
+    output of the model (h1, h2, ..., y)."""
+    lines = ["model %s" % name, "input x: f32[%s]" % dims(in_shape)]
+    prev, rank, outs = "x", len(in_shape), []
+    for i, L in enumerate(layers):
+        o = "y" if i == len(layers) - 1 else "h%d" % (i + 1)
+        a = prev
+        if L.get("pool"):
+            a = "maxpool2d(%s, %d)" % (a, L["pool"])
+        bias = "true" if L.get("bias", True) else "false"
+        if L["kind"] == "conv":
+            e = ("conv2d(%s, %d, kernel=%d, stride=%d, pad=%d, dilation=%d, groups=%d, bias=%s, name=\"%s\")"
+                 % (a, L["out"], L["k"], L.get("stride", 1), L.get("pad", 0), L.get("dil", 1), L.get("groups", 1),
+                    bias, L["name"]))
+        else:
+            if rank > 2:
+                a, rank = "flatten(%s)" % a, 2
+            e = "linear(%s, %d, bias=%s, name=\"%s\")" % (a, L["out"], bias, L["name"])
+        if L.get("bn"):
+            e = "batchnorm2d(%s, name=\"%s_bn\")" % (e, L["name"])
+        if L.get("relu"):
+            e = "relu(%s)" % e
+        lines.append("%s = %s" % (o, e))
+        outs.append(o)
+        prev = o
+    lines.append("output " + ", ".join(outs))
+    return "\n".join(lines) + "\n", outs
+
+
+def q8_input(L, h):
+    """The layer's operand from the previous layer's output: the pooling, the flatten."""
+    import torch.nn.functional as F
+    if L.get("pool"):
+        h = F.max_pool2d(h, L["pool"])
+    if L["kind"] == "linear" and h.dim() > 2:
+        h = h.flatten(1)
+    return h
+
+
+def q8_op(L, x, w, b):
+    import torch.nn.functional as F
+    if L["kind"] == "conv":
+        return F.conv2d(x, w, b, stride=L.get("stride", 1), padding=L.get("pad", 0), dilation=L.get("dil", 1),
+                        groups=L.get("groups", 1))
+    return F.linear(x, w, b)
+
+
+def q8_fp32(L, x, P):
+    """The layer in floating point, in x's dtype (float64: the exact result);
+    its batchnorm (bn: inference, PyTorch's eps) and relu."""
+    import torch.nn.functional as F
+    n = L["name"]
+    w, b = P[n + ".weight"].to(x.dtype), P.get(n + ".bias")
+    y = q8_op(L, x, w, None if b is None else b.to(x.dtype))
+    if L.get("bn"):
+        bn = [P[n + "_bn." + k].to(x.dtype) for k in ("running_mean", "running_var", "weight", "bias")]
+        y = F.batch_norm(y, *bn, False, 0.0, 1e-5)
+    return F.relu(y) if L.get("relu") else y
+
+
+def q8_folded(L, P):
+    """The layer's weight and bias with its batchnorm folded in (as -O1 and up
+    do before the precision pass): W * k, (b - mean) * k + beta per output
+    channel, k = gamma / sqrt(var + eps), rounded to float32."""
+    import torch
+    n = L["name"]
+    w, b = P[n + ".weight"], P.get(n + ".bias")
+    if not L.get("bn"):
+        return w, b
+    mean, var, gamma, beta = (P[n + "_bn." + k] for k in ("running_mean", "running_var", "weight", "bias"))
+    k = gamma / torch.sqrt(var + 1e-5)
+    if not bool((k > 0).all()):
+        raise Failure("layer %s: the case means gamma / sqrt(var + eps) > 0" % n)
+    return as64(w * k.view(-1, *([1] * (w.dim() - 1)))), as64(((b if b is not None else 0) - mean) * k + beta)
+
+
+def q8_params(in_shape, layers, scale_bias=0.2):
+    """Random weights (uniform, / sqrt(fan in)) and biases, rounded to float32."""
+    import torch
+    P = {}
+    h = torch.zeros((1,) + tuple(in_shape[1:]), dtype=torch.float64)
+    for L in layers:
+        h = q8_input(L, h)
+        if L["kind"] == "conv":
+            g, k = L.get("groups", 1), L["k"]
+            fan = h.shape[1] // g * k * k
+            w = as64(rand(L["out"], h.shape[1] // g, k, k) / fan ** 0.5)
+        else:
+            w = as64(rand(L["out"], h.shape[1]) / h.shape[1] ** 0.5)
+        b = as64(rand(L["out"], lo=-scale_bias, hi=scale_bias)) if L.get("bias", True) else None
+        P[L["name"] + ".weight"] = w
+        if b is not None:
+            P[L["name"] + ".bias"] = b
+        if L.get("bn"):
+            P.update(bn_params(L["out"], L["name"] + "_bn")[0])
+        h = q8_fp32(L, h, P)
+    return P
+
+
+def q8_forward(layers, P, x):
+    """The whole chain in x's dtype: (the output, each layer's input)."""
+    taps = []
+    h = x
+    for L in layers:
+        h = q8_input(L, h)
+        taps.append(h)
+        h = q8_fp32(L, h, P)
+    return h, taps
+
+
+def q8_activation(x, s):
+    """clamp(rint(x * float32(1 / float32(s))), -127, 127), the product in
+    float32: x's int8 integers (a float64 tensor)."""
+    import numpy as np
+    import torch
+    inv = np.float32(1.0) / np.float32(s)
+    v = x.numpy().astype(np.float32) * inv
+    assert v.dtype == np.float32
+    return torch.from_numpy(np.clip(np.rint(v), -127, 127).astype(np.float64))
+
+
+def q8_weight(w):
+    """Per output channel (dim 0): the integers (float64 tensor) and sw (float32 numpy)."""
+    import numpy as np
+    import torch
+    a = w.numpy().astype(np.float32)
+    r = a.reshape(a.shape[0], -1)
+    m = np.abs(r).max(axis=1)
+    sw = np.where(m > 0, m / np.float32(127), np.float32(1)).astype(np.float32)
+    q = np.clip(np.rint(r / sw[:, None]), -127, 127)
+    assert (r / sw[:, None]).dtype == np.float32
+    return torch.from_numpy(q.reshape(a.shape).astype(np.float64)), sw
+
+
+def q8_int8(L, x, P, s):
+    """The layer at int8 (the exact semantics above; its batchnorm folded into
+    the weight first) on its input x, and its relu."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    w, b = q8_folded(L, P)
+    qx = q8_activation(x, s)
+    wq, sw = q8_weight(w)
+    acc = q8_op(L, qx, wq, None)   # integers: exact in float64
+    if float(acc.abs().max()) >= 2 ** 24:
+        raise Failure("layer %s: an int32 sum of %g is not exact in float32; this case means smaller sums"
+                      % (L["name"], float(acc.abs().max())))
+    sc = (sw * np.float32(s)).astype(np.float32)   # the float32 product, as the load-time mul
+    view = (1, -1, 1, 1) if L["kind"] == "conv" else (1, -1)
+    y = acc * torch.from_numpy(sc.astype(np.float64)).view(view)
+    if b is not None:
+        y = y + b.view(view)
+    return F.relu(y) if L.get("relu") else y
+
+
+def check_int8(name, got, ref, fp32):
+    """ncc's int8 output against the exact int8 reference (INT8 TOLERANCE),
+    and away from the fp32 result on the same input."""
+    import numpy as np
+    ref, fp32 = np.asarray(ref, dtype=np.float64), np.asarray(fp32, dtype=np.float64)
+    if got.shape != ref.shape:
+        raise Failure("output %s: shape %s, the reference's is %s" % (name, got.shape, ref.shape))
+    if got.dtype != np.float32:
+        raise Failure("output %s: dtype %s, expected float32" % (name, got.dtype))
+    if not np.all(np.isfinite(got)):
+        raise Failure("output %s: %d non-finite values" % (name, int(np.sum(~np.isfinite(got)))))
+    g = got.astype(np.float64)
+    err = np.abs(g - ref)
+    tol = Q8_RTOL * float(np.abs(ref).max())
+    m = float(err.max())
+    d = float(np.abs(g - fp32).max())
+    print("output %s %s: max|err| = %.3g against the int8 reference, tolerance %.3g (= %g * max|ref| = %.4g); "
+          "%.3g from fp32" % (name, tuple(ref.shape), m, tol, Q8_RTOL, float(np.abs(ref).max()), d))
+    if m > tol:
+        for i in np.argwhere(err > tol)[:5]:
+            i = tuple(int(k) for k in i)
+            print("  at %s: ncc %.9g, int8 reference %.9g, fp32 %.9g" % (i, got[i], ref[i], fp32[i]))
+        raise Failure("output %s differs from the int8 reference: max|err| %.3g > %.3g (%d of %d elements)"
+                      % (name, m, tol, int(np.sum(err > tol)), err.size))
+    if d <= tol:
+        raise Failure("output %s is within the int8 tolerance of the fp32 result: was the layer quantized?" % name)
+
+
+def cosine(a, b):
+    import numpy as np
+    a, b = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def read_calibration_cache(path):
+    """method, percentile, samples and layers: name -> {absmax, scale, error} (in file order)."""
+    c = {"layers": {}}
+    with open(path) as f:
+        lines = f.read().split("\n")
+    if lines[0] != "ncc-int8-calibration 1":
+        raise Failure("%s: not a calibration cache (first line %r)" % (path, lines[0]))
+    for line in lines[1:]:
+        w = line.split()
+        if not w or w[0].startswith("#"):
+            continue
+        if w[0] == "layer":
+            if len(w) != 8 or w[2::2] != ["absmax", "scale", "error"]:
+                raise Failure("%s: unexpected line %r" % (path, line))
+            c["layers"][w[1]] = {"absmax": float(w[3]), "scale": float(w[5]), "error": float(w[7])}
+        elif w[0] in ("method", "model_key", "weights_key"):
+            c[w[0]] = w[1]
+        elif w[0] == "percentile":
+            c["percentile"] = float(w[1])
+        elif w[0] == "samples":
+            c["samples"] = int(w[1])
+        else:
+            raise Failure("%s: unexpected line %r" % (path, line))
+    print("calibration cache %s: method %s, %s samples; %s" % (
+        path, c.get("method"), c.get("samples"),
+        ", ".join("%s absmax %.6g scale %.6g error %.4g" % (k, v["absmax"], v["scale"], v["error"])
+                  for k, v in c["layers"].items())))
+    return c
+
+
+class Q8:
+    """An int8 case's files: the model, its weights, the input and the calibration rows."""
+
+    def __init__(self, ctx, in_shape, layers, rows=64, data="uniform", params=None, seed_=60):
+        import torch
+        self.ctx, self.layers, self.in_shape = ctx, layers, tuple(in_shape)
+        seed(seed_)
+        self.P = params(in_shape, layers) if params else q8_params(in_shape, layers)
+        shape = (rows,) + self.in_shape[1:]
+        if data == "normal":   # a bell with tails: the percentile and entropy thresholds clip them
+            cal, x = torch.randn(*shape, dtype=torch.float64), torch.randn(*in_shape, dtype=torch.float64)
+        else:
+            cal, x = rand(*shape), rand(*in_shape)
+        self.cal, self.x = as64(cal), as64(x)
+        self.net, self.outs = q8_net(ctx.name, in_shape, layers)
+        self.net_path, self.wpath = ctx.path(ctx.name + ".net"), ctx.path("weights.safetensors")
+        self.xpath, self.calpath = ctx.path("in_x.npy"), ctx.path("cal.npy")
+        with open(self.net_path, "w") as f:
+            f.write(self.net)
+        print(self.net.rstrip())
+        write_safetensors(self.wpath, self.P)
+        save_npy(self.xpath, f32np(self.x))
+        save_npy(self.calpath, f32np(self.cal))
+
+    def run(self, flags, cache="calib.txt", tag="int8"):
+        """`ncc run --precision=int8` (-v): the outputs, the cache, the int8 and
+        fallback counts of the precision pass's last line, the log."""
+        import numpy as np
+        ctx = self.ctx
+        dev = oracle_device()
+        args = [self.net_path] + (["--device", "cuda", "--jit"] if dev == "jit" else ["--device", dev])
+        args += ["--weights", self.wpath, "--input", "x=" + self.xpath, "--precision=int8",
+                 "--calibrate=" + self.calpath, "--calibration-cache=" + ctx.path(cache), "-v"]
+        outs = {}
+        for k in self.outs:
+            outs[k] = ctx.path("%s_%s.npy" % (tag, k))
+            if os.path.exists(outs[k]):
+                os.unlink(outs[k])
+            args += ["--output", "%s=%s" % (k, outs[k])]
+        p = ctx.run_ncc(args + list(flags))
+        if p.returncode != 0:
+            raise Failure("ncc run exited with status %d" % p.returncode)
+        want = "device: emu" if dev == "emu" else "device: cuda"
+        if want not in p.stdout:
+            raise Failure("ncc run did not say '%s'" % want)
+        log = p.stdout + p.stderr
+        m = re.findall(r"pass precision: int8: (\d+) conv2d/linear ops? with int8 operands and int32 sums, "
+                       r"(\d+) fell back", log)
+        if not m:
+            raise Failure("ncc run -v printed no 'pass precision: int8: ...' line")
+        got = {}
+        for k, path in outs.items():
+            if not os.path.exists(path):
+                raise Failure("ncc run wrote no %s" % path)
+            got[k] = np.load(path)
+        return got, read_calibration_cache(ctx.path(cache)), (int(m[-1][0]), int(m[-1][1])), log
+
+    def compile(self, cache, flags=(), emit=None):
+        """The generated code (or --emit text) of the int8 build with the cache's scales."""
+        out = self.ctx.path("gen.cu" if emit is None else "gen." + emit)
+        cmd = [self.ctx.ncc, self.net_path, "-o", out, "--precision=int8", "--calibration-cache=" + self.ctx.path(cache),
+               "--weights", self.wpath, "--freeze"] + (["--emit=" + emit] if emit else []) + list(flags)
+        print("$", " ".join(cmd), flush=True)
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        if p.returncode != 0:
+            raise Failure("%s failed: %s" % (" ".join(cmd), p.stderr))
+        with open(out) as f:
+            return f.read()
+
+    def kernels(self, cache, flags=()):
+        """name -> body of the per-inference kernels of the int8 build, the
+        model's prefix left out of the names ("k2_conv2d_mul_add_relu")"""
+        code = self.compile(cache, flags)
+        ks = {}
+        for part in code.split("NCC_KERNEL void ")[1:]:
+            name = part.split("(", 1)[0]
+            if not name.startswith(self.ctx.name + "_"):
+                raise Failure("kernel %s: not prefixed by the model's name" % name)
+            name = name[len(self.ctx.name) + 1:]
+            if re.match(r"k\d+_", name):
+                ks[name] = part
+        return ks
+
+    def check(self, got, cache, max_error):
+        """Each layer on ncc's own input: the int8 reference (or fp32 where the
+        cache's error exceeds max_error); returns the fp32 model's output (float64)
+        for the model's input.  self.clamped: the activations of the int8 layers
+        beyond 127.5 scales (clamped to +-127)."""
+        import numpy as np
+        import torch
+        prev = self.x
+        self.clamped = 0
+        for L, o in zip(self.layers, self.outs):
+            xin = q8_input(L, prev)
+            ent = cache["layers"].get(L["name"])
+            if ent is None:
+                raise Failure("the calibration cache has no layer %s" % L["name"])
+            fp = q8_fp32(L, xin, self.P)
+            if ent["error"] > max_error:
+                print("layer %s: fp32 (the cache's error %.4g > %g)" % (L["name"], ent["error"], max_error))
+                check_close(o, got[o], fp.numpy())
+            else:
+                v = np.abs(xin.numpy().astype(np.float32) * (np.float32(1) / np.float32(ent["scale"])))
+                n = int(np.sum(v >= 127.5))
+                self.clamped += n
+                print("layer %s: int8, scale %.9g; %d of %d activations clamped to +-127"
+                      % (L["name"], ent["scale"], n, v.size))
+                check_int8(o, got[o], q8_int8(L, xin, self.P, ent["scale"]).numpy(), fp.numpy())
+            prev = torch.from_numpy(got[o].astype(np.float64))
+        return q8_forward(self.layers, self.P, self.x)[0]
+
+    def taps(self):
+        """Each layer's input over the calibration rows, from PyTorch in float32 (numpy)."""
+        import torch
+        with torch.no_grad():
+            return [t.numpy() for t in q8_forward(self.layers, self.P, self.cal.to(torch.float32))[1]]
+
+
+def q8_expect_counts(counts, n8, nfb):
+    print("precision pass: %d int8 layers, %d fell back" % counts)
+    if counts != (n8, nfb):
+        raise Failure("the precision pass made %d layers int8 with %d falling back; expected %d and %d"
+                      % (counts + (n8, nfb)))
+
+
+def q8_check_amax(c, layers, taps, rtol=1e-5):
+    """The cache's absmax against max |x| of PyTorch's float32 activations: the
+    model's input exactly, a computed activation within float32 sums' rounding."""
+    import numpy as np
+    out = []
+    for i, (L, t) in enumerate(zip(layers, taps)):
+        amax = float(np.abs(t).max())
+        got = c["layers"][L["name"]]["absmax"]
+        exact = i == 0 and not L.get("pool")
+        print("layer %s: absmax %.9g, PyTorch %.9g (%s)" % (L["name"], got, amax, "exact" if exact else "rtol %g" % rtol))
+        if exact and np.float32(got) != np.float32(amax):
+            raise Failure("layer %s: the cache's absmax %.9g is not max |x| of the calibration rows, %.9g"
+                          % (L["name"], got, amax))
+        if abs(got - amax) > rtol * amax:
+            raise Failure("layer %s: the cache's absmax %.9g differs from PyTorch's %.9g" % (L["name"], got, amax))
+        out.append(amax)
+    return out
+
+
+def q8_hist(t, amax):
+    """driver/calibrate.c's histogram: 2048 bins of |x| over [0, amax]; bin int(|x| / (amax / 2048)), the last
+    bin also holding |x| = amax"""
+    import numpy as np
+    a = np.abs(np.asarray(t, dtype=np.float64)).ravel()
+    a = a[~np.isnan(a)]
+    b = np.minimum(np.floor(a / (amax / Q8_BINS)).astype(np.int64), Q8_BINS - 1)
+    return np.bincount(b, minlength=Q8_BINS).astype(np.float64)
+
+
+def q8_percentile(h, amax, pct):
+    """The upper edge of the first bin where the cumulative count reaches pct% of the total."""
+    import numpy as np
+    c = np.cumsum(h)
+    i = int(np.argmax(c >= c[-1] * pct / 100.0)) if np.any(c >= c[-1] * pct / 100.0) else Q8_BINS - 1
+    return (min(i, Q8_BINS - 1) + 1) * amax / Q8_BINS
+
+
+def q8_smooth(p, eps=1e-4):
+    """p (counts) with its zeros set to eps and that mass taken evenly from its nonzero entries (MXNet's
+    _smooth_distribution), then normalised to 1; None for no mass."""
+    import numpy as np
+    n, zeros = p.size, p == 0
+    nz = int(zeros.sum())
+    if nz == n:
+        return None
+    r = np.where(zeros, eps, p - eps * nz / (n - nz))
+    return r / r.sum() if r.sum() > 0 else None
+
+
+def q8_entropy(h, amax, smooth=q8_smooth):
+    """TensorRT's KL threshold over 2048 bins (driver/calibrate.c's comment):
+    the first bin (a ReLU's zeros) given the second bin's count, as NVIDIA's
+    pytorch-quantization does; for i = 128..2048 bins, P = the first i bins,
+    the rest (the outliers) added to bin i-1; Q = the first i bins merged
+    into 128 levels (level b: bins floor(b i / 128) .. floor((b+1) i / 128) -
+    1), each level's count spread evenly over its nonzero bins (zero bins
+    stay 0); both smoothed; the i of the least KL(P || Q).  Returns
+    (threshold, i, the KL of every i, NaN where undefined)."""
+    import numpy as np
+    h = np.array(h, dtype=np.float64)
+    h[0] = h[1]
+    best, bestkl = Q8_BINS, np.inf
+    kls = np.full(Q8_BINS + 1, np.nan)
+    tail = np.concatenate([np.cumsum(h[::-1])[::-1], [0.0]])   # tail[i] = sum h[i:]
+    for i in range(128, Q8_BINS + 1):
+        p = h[:i].copy()
+        p[i - 1] += tail[i]
+        edges = np.arange(129) * i // 128
+        lvl = np.repeat(np.arange(128), np.diff(edges))
+        nzb = h[:i] != 0
+        sums = np.bincount(lvl, weights=h[:i], minlength=128)
+        cnt = np.bincount(lvl, weights=nzb.astype(np.float64), minlength=128)
+        q = np.where(nzb, sums[lvl] / np.maximum(cnt[lvl], 1), 0.0)
+        ps, qs = smooth(p), smooth(q)
+        if ps is None or qs is None:
+            continue
+        with np.errstate(all="ignore"):
+            kl = float(np.sum(ps * np.log(ps / qs)))
+        kls[i] = kl
+        if kl < bestkl:
+            best, bestkl = i, kl
+    return best * amax / Q8_BINS, best, kls
+
+
+def q8_check_scales(c, layers, amaxes, thresholds):
+    """The cache's scale of every layer against threshold / 127, within one bin (amax / 2048 / 127)."""
+    for L, amax, t in zip(layers, amaxes, thresholds):
+        got = c["layers"][L["name"]]["scale"]
+        want = t / 127 if t > 0 else 1.0
+        bin_ = amax / Q8_BINS / 127
+        print("layer %s: scale %.9g, recomputed %.9g (threshold %.6g of absmax %.6g): %.3g bins apart"
+              % (L["name"], got, want, t, amax, abs(got - want) / bin_))
+        if abs(got - want) > bin_ * (1 + 1e-6):
+            raise Failure("layer %s: the cache's scale %.9g is %.3g histogram bins from the recomputed %.9g"
+                          % (L["name"], got, abs(got - want) / bin_, want))
+
+
+# int8_conv_tiled: two convolutions on the tiled kernel, on tensor cores
+# (mma.sync s8; stride 1; stride 2 with dilation 2) and a linear head;
+# minmax scales = amax / 127.
+Q8_CONV_TILED = [
+    dict(kind="conv", name="conv1", out=16, k=3, pad=1, relu=True),
+    dict(kind="conv", name="conv2", out=16, k=3, stride=2, pad=2, dil=2, relu=True),
+    dict(kind="linear", name="fc", out=10),
+]
+
+
+@case("int8_conv_tiled", ["op", "int8"])
+def _int8_conv_tiled(ctx):
+    import numpy as np
+    q = Q8(ctx, (4, 8, 10, 10), Q8_CONV_TILED)
+    got, c, counts, _ = q.run(["--calibration-method=minmax", "--int8-max-error=1e9"])
+    q8_expect_counts(counts, 3, 0)
+    if c.get("method") != "minmax" or c.get("samples") != 64:
+        raise Failure("the cache says method %s, %s samples; expected minmax, 64" % (c.get("method"), c.get("samples")))
+    ref = q.check(got, c, 1e9)
+    print("output y: cosine %.6f against the fp32 model" % cosine(got["y"], ref.numpy()))
+    amaxes = q8_check_amax(c, q.layers, q.taps())
+    for L, amax in zip(q.layers, amaxes):
+        s, a = c["layers"][L["name"]]["scale"], c["layers"][L["name"]]["absmax"]
+        print("layer %s: minmax scale %.9g, absmax / 127 %.9g, PyTorch's amax / 127 %.9g" % (L["name"], s, a / 127, amax / 127))
+        if np.float32(s) != np.float32(a / 127) or abs(s - amax / 127) > 1e-5 * s:
+            raise Failure("layer %s: the minmax scale %.9g is not absmax / 127 (%.9g; PyTorch's %.9g)"
+                          % (L["name"], s, a / 127, amax / 127))
+    ks = q.kernels("calib.txt", ["--int8-max-error=1e9"])
+    conv = [k for k, v in ks.items() if "conv2d" in k and "ncc_q8" in v and "ncc_mma_s8_16x8x16(" in v]
+    print("tiled int8 convolution kernels: %s" % ", ".join(conv))
+    if len(conv) != 2:
+        raise Failure("expected both convolutions on the tiled s8 tensor-core kernel; kernels: %s"
+                      % ", ".join(ks))
+
+
+# int8_conv_direct: depthwise (groups = channels, stride 2) and a grouped
+# convolution of 2 outputs a group: the direct kernel (< 8 outputs a group),
+# percentile scales (99%: the largest activations clamp at 127).
+Q8_CONV_DIRECT = [
+    dict(kind="conv", name="dw", out=8, k=3, stride=2, pad=1, groups=8, relu=True),
+    dict(kind="conv", name="dw2", out=16, k=3, pad=1, groups=8),
+]
+
+
+@case("int8_conv_direct", ["op", "int8"])
+def _int8_conv_direct(ctx):
+    q = Q8(ctx, (2, 8, 9, 9), Q8_CONV_DIRECT)
+    got, c, counts, _ = q.run(["--calibration-method=percentile", "--percentile=99", "--int8-max-error=1e9"])
+    q8_expect_counts(counts, 2, 0)
+    q.check(got, c, 1e9)
+    if not q.clamped:
+        raise Failure("no activation was clamped: the case means the 99th percentile to clip some")
+    ks = q.kernels("calib.txt", ["--int8-max-error=1e9"])
+    direct = [k for k, v in ks.items() if "conv2d" in k and "vi += (int)ncc_q8(" in v and "Bs[" not in v]
+    print("direct int8 convolution kernels: %s" % ", ".join(direct))
+    if len(direct) != 2:
+        raise Failure("expected both convolutions on the direct kernel with int32 sums; kernels: %s" % ", ".join(ks))
+
+
+# int8_linear_gemv: 4 rows (the GEMV kernel); int8_linear_tiled: 32 rows (the
+# tiled GEMM on s8 tensor cores), percentile scales (99.5%: clamping).
+def q8_linear_case(ctx, rows, gemv):
+    q = Q8(ctx, (rows, 130), [dict(kind="linear", name="fc1", out=70, relu=True),
+                              dict(kind="linear", name="fc2", out=33)])
+    flags = ["--int8-max-error=1e9"] + (["--calibration-method=minmax"] if gemv else
+                                        ["--calibration-method=percentile", "--percentile=99.5"])
+    got, c, counts, _ = q.run(flags)
+    q8_expect_counts(counts, 2, 0)
+    q.check(got, c, 1e9)
+    if not gemv and not q.clamped:
+        raise Failure("no activation was clamped: the case means the 99.5th percentile to clip some")
+    ks = q.kernels("calib.txt", ["--int8-max-error=1e9"])
+    lin = [k for k, v in ks.items() if "linear" in k and "ncc_q8" in v]
+    g = [k for k in lin if "_gemv" in k]
+    tiled = [k for k in lin if "_gemv" not in k and "ncc_mma_s8_16x8x16(" in ks[k]]
+    print("int8 linear kernels: %s (GEMV: %s)" % (", ".join(lin), ", ".join(g) or "none"))
+    if len(lin) != 2 or len(g if gemv else tiled) != 2:
+        raise Failure("expected both linears %s; kernels: %s" % ("as GEMVs" if gemv else "on the tiled GEMM",
+                                                                  ", ".join(ks)))
+
+
+case("int8_linear_gemv", ["op", "int8"])(lambda ctx: q8_linear_case(ctx, 4, True))
+case("int8_linear_tiled", ["op", "int8"])(lambda ctx: q8_linear_case(ctx, 32, False))
+
+
+# int8_pool_prologue_O3: conv -> relu -> maxpool -> conv at -O3, the pooling
+# computed in the second convolution's loads (rule pool-prologue): the window's
+# maximum quantized as it enters the tile.
+@case("int8_pool_prologue_O3", ["op", "int8", "fusion"])
+def _int8_pool_prologue(ctx):
+    layers = [dict(kind="conv", name="conv1", out=16, k=3, pad=1, relu=True),
+              dict(kind="conv", name="conv2", out=16, k=3, pad=1, pool=2, relu=True)]
+    q = Q8(ctx, (2, 4, 12, 12), layers)
+    got, c, counts, log = q.run(["--calibration-method=minmax", "--int8-max-error=1e9", "-O3"])
+    q8_expect_counts(counts, 2, 0)
+    q.check(got, c, 1e9)
+    # the numbers first, then the kernels: the int8 build's fuse pass (the last one in the log)
+    last = log.split("pass fuse:")[-1].split("\n")
+    refused = [l.strip() for l in last if re.search(r"not fused: \S+ -> conv2 \[pool-prologue\]", l)]
+    ks = q.kernels("calib.txt", ["--int8-max-error=1e9", "-O3"])
+    pro = [k for k, v in ks.items() if "maxpool2d" in k and "conv2d" in k and "ncc_q8" in v]
+    print("int8 convolution kernels with the pooling as prologue: %s" % (", ".join(pro) or "none"))
+    if refused:
+        raise Failure("-O3: the pooling did not join conv2's loads as a prologue (%s)" % refused[0])
+    if len(pro) != 1 or any(re.match(r"k\d+_maxpool2d$", k) for k in ks):
+        raise Failure("expected one maxpool2d+conv2d kernel and no pooling kernel; kernels: %s" % ", ".join(ks))
+
+
+# int8_fold_bn: conv2d + batchnorm2d + relu at -O2: the batchnorm folded into
+# the convolution's weight and bias (at load time), then quantized per output
+# channel; the reference quantizes the folded weight (gamma / sqrt(var + eps) >
+# 0: the integers are the unfolded weight's).  A grouped convolution too.
+@case("int8_fold_bn", ["op", "int8", "fold"])
+def _int8_fold_bn(ctx):
+    layers = [dict(kind="conv", name="conv1", out=16, k=3, pad=1, bias=False, bn=True, relu=True),
+              dict(kind="conv", name="conv2", out=16, k=3, pad=1, groups=2, bn=True, relu=True),
+              dict(kind="linear", name="fc", out=10)]
+    q = Q8(ctx, (4, 4, 8, 8), layers)
+    got, c, counts, log = q.run(["--calibration-method=minmax", "--int8-max-error=1e9", "-O2"])
+    q8_expect_counts(counts, 3, 0)
+    if not re.search(r"pass fold: 2 batchnorms folded \(2 into convolutions", log.split("calibration: ")[-1]):
+        raise Failure("-O2: the two batchnorms were not folded into their convolutions")
+    q.check(got, c, 1e9)
+
+
+# int8_scales_percentile, int8_scales_entropy: the scales recomputed here
+# (amax, the histogram and the threshold, in numpy from PyTorch's float32
+# activations), within one histogram bin of the cache's; then the outputs at
+# those scales as above.  Normal calibration rows: tails to clip.
+Q8_SCALES = [
+    dict(kind="conv", name="conv1", out=16, k=3, pad=1, relu=True),
+    dict(kind="conv", name="conv2", out=16, k=3, pad=1, relu=True),
+    dict(kind="linear", name="fc", out=10),
+]
+
+
+def q8_scales_case(ctx, method):
+    q = Q8(ctx, (8, 3, 8, 8), Q8_SCALES, rows=64, data="normal")
+    flags = ["--calibration-method=" + method, "--int8-max-error=1e9"]
+    if method == "percentile":
+        flags.append("--percentile=99.9")
+    got, c, counts, _ = q.run(flags)
+    q8_expect_counts(counts, 3, 0)
+    pct = 99.9 if method == "percentile" else 99.99
+    if c.get("method") != method or c.get("samples") != 64 or c.get("percentile") != pct:
+        raise Failure("the cache says method %s, percentile %s, %s samples; expected %s, %g, 64"
+                      % (c.get("method"), c.get("percentile"), c.get("samples"), method, pct))
+    taps = q.taps()
+    amaxes = q8_check_amax(c, q.layers, taps)
+    ths = []
+    for L, t, amax in zip(q.layers, taps, amaxes):
+        h = q8_hist(t, amax)
+        if method == "percentile":
+            ths.append(q8_percentile(h, amax, pct))
+        else:
+            th, i, kls = q8_entropy(h, amax)
+            undefined = int(sum(1 for k in kls[128:] if k != k))
+            print("layer %s: entropy: the least KL at %d of 2048 bins (KL %.5g); KL undefined at %d of the 1921 "
+                  "thresholds" % (L["name"], i, kls[i], undefined))
+            ths.append(th)
+    q8_check_scales(c, q.layers, amaxes, ths)
+    q.check(got, c, 1e9)
+    if not q.clamped:
+        raise Failure("no activation was clamped: the case means the %s threshold to clip some" % method)
+
+
+case("int8_scales_percentile", ["op", "int8"])(lambda ctx: q8_scales_case(ctx, "percentile"))
+case("int8_scales_entropy", ["op", "int8"])(lambda ctx: q8_scales_case(ctx, "entropy"))
+
+
+# int8_fallback: conv1's output channel 0 scaled by 1e4 and conv2's weights of
+# that input channel divided by 1e4 (the fp32 function the same, relu being
+# positively homogeneous): conv2's one activation scale for all its input
+# channels is then 1e4 times too coarse for the others, which quantize to 0
+# (and so do the 1e-4-scaled weights).  The calibration measures conv2's
+# error above the bound (0.05), the report says it falls back, and ncc's
+# output (conv2 in fp32) is within the int8 tolerance of that reference and
+# close to fp32 (cosine > 0.999); with the fallback disabled
+# (--int8-max-error=1e9, the same cache) conv2 runs at int8 and the output is
+# far from fp32.
+def q8_fallback_params(in_shape, layers):
+    P = q8_params(in_shape, layers)
+    P["conv1.weight"][0] = as64(P["conv1.weight"][0] * 1e4)
+    P["conv1.bias"][0] = as64(P["conv1.bias"][0].abs() * 1e4)
+    P["conv2.weight"][:, 0] = as64(P["conv2.weight"][:, 0] / 1e4)
+    return P
+
+
+@case("int8_fallback", ["op", "int8"])
+def _int8_fallback(ctx):
+    import numpy as np
+    layers = [dict(kind="conv", name="conv1", out=8, k=3, pad=1, relu=True),
+              dict(kind="conv", name="conv2", out=16, k=3, pad=1, relu=True),
+              dict(kind="linear", name="fc", out=10)]
+    q = Q8(ctx, (4, 3, 8, 8), layers, params=q8_fallback_params)
+    got, c, counts, _ = q.run(["--calibration-method=minmax"], tag="fallback")
+    errs = {k: v["error"] for k, v in c["layers"].items()}
+    if not errs["conv2"] > 0.05 or errs["conv1"] > 0.05 or errs["fc"] > 0.05:
+        raise Failure("the cache's errors %s: expected conv2's alone above 0.05" % errs)
+    q8_expect_counts(counts, 2, 1)
+    report = q.compile("calib.txt", emit="report")
+    rows = {}
+    for line in report.split("\n"):
+        w = line.split()
+        if len(w) >= 6 and w[0] == "#" and w[1] in errs:
+            rows[w[1]] = " ".join(w[5:])
+    print("report: %s" % rows)
+    if not rows.get("conv2", "").startswith("fp32 (error") or rows.get("conv1") != "int8" or rows.get("fc") != "int8":
+        raise Failure("the report's int8 table should say conv2 fell back to fp32 and conv1, fc are int8: %s" % rows)
+    if "1 of 3 layers fell back to fp32" not in report:
+        raise Failure("the report does not say '1 of 3 layers fell back to fp32'")
+    ref = q.check(got, c, 0.05).numpy()
+    cos_fb = cosine(got["y"], ref)
+    err_fb = float(np.abs(got["y"] - ref).max())
+    # the same cache, no fallback: conv2 at int8
+    got8, c8, counts8, log8 = q.run(["--int8-max-error=1e9"], tag="all_int8")
+    if "calibration, the inputs' ranges" in log8:
+        raise Failure("the second run calibrated again instead of reading the cache")
+    q8_expect_counts(counts8, 3, 0)
+    q.check(got8, c8, 1e9)
+    cos8 = cosine(got8["y"], ref)
+    err8 = float(np.abs(got8["y"] - ref).max())
+    print("output y against the fp32 model: with the fallback cosine %.6f, max|err| %.3g; all int8 cosine %.6f, "
+          "max|err| %.3g" % (cos_fb, err_fb, cos8, err8))
+    if cos_fb < 0.999:
+        raise Failure("with conv2 in fp32 the output should be close to fp32 (cosine %.6f < 0.999)" % cos_fb)
+    if cos8 > 0.99 or err8 < 10 * err_fb:
+        raise Failure("with conv2 at int8 the output should be far from fp32 (cosine %.6f, max|err| %.3g; "
+                      "with the fallback %.3g)" % (cos8, err8, err_fb))
+
+
+
 # ---------------------------------------------------------------- the fold pass
 # Batchnorm at inference with folding (-O2: into the convolution before it, or
 # as a load-time scale/shift) and without (-O0: per element), against PyTorch.

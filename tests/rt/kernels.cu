@@ -290,6 +290,29 @@ NCC_KERNEL void k_mma_k16(const float *__restrict__ A, const float *__restrict__
   else ncc_mma_f16_16x8x16(d, a, b);
   for (r = 0; r < 4; r++) d_[(gid + 8 * (r / 2)) * 8 + 2 * tig + r % 2] = d[r];
 }
+/* mma.sync.m16n8k16 s8 (int32 sums): one tile a warp, A 16x16 and B 16x8
+ * row-major int8 values held as floats, D 16x8 ints (C = D); the fragments
+ * gathered by the PTX ISA's formulas ("Matrix Fragments for mma.m16n8k16
+ * with integer type"), independently of codegen's shared-memory order */
+NCC_KERNEL void k_mma_s8(const float *__restrict__ A, const float *__restrict__ B, int *__restrict__ D) {
+  int tid = (int)threadIdx.x, lane = tid & 31, gid = lane >> 2, tig = lane % 4, i, r;
+  int tile = (int)blockIdx.x * (int)(blockDim.x / 32) + tid / 32;
+  const float *a_ = A + tile * 256, *b_ = B + tile * 128;
+  int *d_ = D + tile * 128;
+  float av[8], bv[4];
+  int d[4];
+  unsigned a[2], b[1];
+  for (i = 0; i < 8; i++) {   /* row: groupID for i < 4, else groupID + 8; col: threadID_in_group * 4 + (i & 3) */
+    int row = i < 4 ? gid : gid + 8;
+    av[i] = a_[row * 16 + tig * 4 + (i & 3)];
+  }
+  for (i = 0; i < 4; i++) bv[i] = b_[(tig * 4 + i) * 8 + gid];   /* row: threadID_in_group * 4 + i; col: groupID */
+  for (r = 0; r < 2; r++) a[r] = ncc_pack_s8x4(av[4 * r], av[4 * r + 1], av[4 * r + 2], av[4 * r + 3]);
+  b[0] = ncc_pack_s8x4(bv[0], bv[1], bv[2], bv[3]);
+  for (r = 0; r < 4; r++) d[r] = d_[(gid + 8 * (r / 2)) * 8 + 2 * tig + r % 2];
+  ncc_mma_s8_16x8x16(d, a, b);
+  for (r = 0; r < 4; r++) d_[(gid + 8 * (r / 2)) * 8 + 2 * tig + r % 2] = d[r];
+}
 /* ---- end of kernels ---- */
 
 #include "ncc_rt.h"
@@ -315,6 +338,7 @@ NCC_KERNEL_DESC(k_warp_ops, NCC_KF_WARP, (NCC_ARG(int *, 0)))
 NCC_KERNEL_DESC(k_warp_misuse, NCC_KF_BARRIER_WARP, (NCC_ARG(int *, 0), NCC_ARG(int, 1)))
 NCC_KERNEL_DESC(k_warp_unflagged, 0, (NCC_ARG(int *, 0)))
 NCC_KERNEL_DESC(k_round, 0, (NCC_ARG(const float *, 0), NCC_ARG(float *, 1), NCC_ARG(float *, 2), NCC_ARG(int, 3)))
+NCC_KERNEL_DESC(k_mma_s8, NCC_KF_WARP, (NCC_ARG(const float *, 0), NCC_ARG(const float *, 1), NCC_ARG(int *, 2)))
 NCC_KERNEL_DESC(k_mma_k16, NCC_KF_WARP, (NCC_ARG(const float *, 0), NCC_ARG(const float *, 1), NCC_ARG(float *, 2),
                                          NCC_ARG(int, 3), NCC_ARG(int, 4)))
 NCC_KERNEL_DESC(k_mma_tf32, NCC_KF_WARP, (NCC_ARG(const float *, 0), NCC_ARG(const float *, 1), NCC_ARG(float *, 2),

@@ -822,6 +822,37 @@ static void test_mma_k16(ncc_dev *d) {
   printf("mma.sync m16n8k16 f16, bf16: %d tiles exact each; exited lane reported\n", TILES);
 }
 
+/* ---- mma.sync.m16n8k16 s8: k_mma_s8 on int8 values over the whole range
+ * [-127, 127] (int32 sums are exact), D must be C + A B exactly */
+static void test_mma_s8(ncc_dev *d) {
+  enum { TILES = 4 };
+  static float A[TILES * 256], B[TILES * 128];
+  static int D[TILES * 128];
+  static long long want[TILES * 128];
+  int t, i, j, k, bad = 0, rc;
+  unsigned s = 4242;
+  void *args[3];
+  float *pa = A, *pb = B;
+  int *pd = D;
+  for (i = 0; i < TILES * 256; i++) s = s * 1103515245u + 12345u, A[i] = (float)((int)(s >> 16) % 255 - 127);
+  for (i = 0; i < TILES * 128; i++) s = s * 1103515245u + 12345u, B[i] = (float)((int)(s >> 16) % 255 - 127);
+  A[0] = -127, B[0] = -127, A[1] = 127, B[8] = -127;   /* the extremes meet */
+  for (i = 0; i < TILES * 128; i++) s = s * 1103515245u + 12345u, D[i] = (int)(s >> 8) % 200001 - 100000;
+  for (t = 0; t < TILES; t++)
+    for (i = 0; i < 16; i++)
+      for (j = 0; j < 8; j++) {
+        long long v = D[t * 128 + i * 8 + j];
+        for (k = 0; k < 16; k++) v += (long long)A[t * 256 + i * 16 + k] * (long long)B[t * 128 + k * 8 + j];
+        want[t * 128 + i * 8 + j] = v;
+      }
+  args[0] = &pa, args[1] = &pb, args[2] = &pd;
+  rc = ncc_launch(d, &k_mma_s8_desc, d3(2, 1, 1), d3(64, 1, 1), 0, args);   /* 2 blocks of 2 warps */
+  CHECK(rc == 0, "mma s8: %s", ncc_dev_error(d));
+  for (i = 0; i < TILES * 128; i++) bad += (long long)D[i] != want[i];
+  CHECK(bad == 0, "mma.sync m16n8k16 s8: %d elements differ from C + A B", bad);
+  printf("mma.sync m16n8k16 s8: %d tiles exact\n", TILES);
+}
+
 /* a missing lane ends a program's run with an error, not a hang: a child
  * process under an alarm reports it and exits 2 */
 static void test_warp_missing_exit(void) {
@@ -885,6 +916,7 @@ int main(void) {
   test_warp_missing_exit();
   test_mma(d);
   test_mma_k16(d);
+  test_mma_s8(d);
   test_round(d);
   ncc_dev_close(d);
   printf("%s: %d failures (%.2f s)\n", failures ? "FAILED" : "ok", failures, ncc_now() - t0);
