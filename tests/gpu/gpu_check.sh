@@ -21,7 +21,7 @@
 #     (test accuracy); the first steps on the GPU and under emulation (loss
 #     curves side by side); a run stopped on the GPU and resumed under emulation
 #  4. ncc bench on the GPU: ResNet-50, MobileNetV2, VGG-16 at batch 1 and 32,
-#     tiled kernels at fp32/tf32/fp16/bf16 and cuBLAS at fp32/fp16; batch 1
+#     tiled kernels at fp32/tf32/fp16/bf16/int8 and cuBLAS at fp32/fp16; batch 1
 #     with NCC_GRAPHS=0; training steps (VGG-16 -O0 against -O2, each
 #     precision; ResNet-18); a 4096^3 GEMM (gemm4096.net) at each precision,
 #     ncc's kernels and cuBLAS.  Objects are compiled in parallel first, then
@@ -175,10 +175,14 @@ time_list() {
 if want bench; then
   stamp "== ncc bench on the GPU"
   bl="$logs/bench.txt"; : >"$bl"
+  python3 -c "import numpy as np, sys; np.save(sys.argv[1], np.random.default_rng(0).uniform(-1, 1, (8, 3, 224, 224)).astype(np.float32))" \
+    "$logs/cal224.npy"
   if [ -n "${NCC_GPU_BENCHES:-}" ]; then cp "$NCC_GPU_BENCHES" "$logs/bench_list.txt"; else {
     for n in 32 1; do
       for m in resnet50 mobilenet_v2 vgg16; do
         for p in fp32 tf32 fp16 bf16; do echo "examples/$m.net --set N=$n --precision=$p"; done
+        # int8: calibrated on 8 random images (the cache keeps the scales for the timed run)
+        echo "examples/$m.net --set N=$n --precision=int8 --calibrate=$logs/cal224.npy --calibration-cache=$logs/cal_${m}_$n.txt"
         echo "examples/$m.net --set N=$n --cublas"
         echo "examples/$m.net --set N=$n --cublas --precision=fp16"
       done
