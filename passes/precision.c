@@ -13,6 +13,10 @@
  *         accumulate in float32, as autocast's float16 GEMMs do;
  *   bf16  the same with BF16 operands (ncc_bf16: 7 mantissa bits, float32's
  *         exponent, to nearest even, as cvt.rn.bf16.f32).
+ *   int8  (inference; calibrated by the driver, PassCtx.quant) each conv2d
+ *         and linear with weights whose measured int8 error is small enough
+ *         gets int8 operands and int32 sums (pass_int8, below); the others,
+ *         matmul included, stay float32.
  * In every mode softmax, norms, losses, reductions and elementwise ops stay
  * float32 (autocast keeps the first four in float32), and values are stored
  * in float32 between kernels: a rounded operand is rounded again where the
