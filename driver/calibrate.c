@@ -76,7 +76,9 @@ static void hook_taps(Graph *g, void *ctx) {
     snprintf(name, sizeof name, "calib_in_%d", k);
     if (c) {
       ir_layer_key(n, c->key[k], sizeof c->key[k]);
-      shape_str(c->shape[k], sizeof c->shape[k], n->in[0]->dtype, &n->in[0]->shape);
+      Shape row = n->in[0]->shape;   /* without the batch: a cache serves every batch size */
+      if (row.rank > 0) row.d[0] = 1;
+      shape_str(c->shape[k], sizeof c->shape[k], n->in[0]->dtype, &row);
     }
     add_output(g, name, n->in[0]);
     k++;
@@ -149,6 +151,14 @@ static int read_data(const char *path, Data *d) {
     free(p);
     return drv_error("--calibrate: %s holds no rows", path);
   }
+  for (int64_t i = 0; i < d->rows * d->row; i++)
+    if (!isfinite(d->x[i])) {
+      float v = d->x[i];
+      free(p);
+      d->x = NULL;
+      return drv_error("--calibrate: %s: row %lld holds %s (element %lld): calibration data must be finite", path,
+                       (long long)(i / d->row), v != v ? "NaN" : "an infinity", (long long)(i % d->row));
+    }
   return 0;
 }
 
@@ -380,14 +390,11 @@ static int file_key(const char *path, uint64_t *h) {
   return 0;
 }
 
-/* the model: its source, the --set values, the candidates' names and input shapes */
+/* the model: its source, the candidates' names and input shapes (a row of
+ * each: --set values that change shapes other than the batch change it) */
 static uint64_t model_key(const Options *o, const Cand *c) {
   uint64_t h = 1469598103934665603ull;
   if (file_key(o->model, &h)) h = fnv(h, o->model, strlen(o->model));
-  for (int i = 0; i < o->nsets; i++) {
-    h = fnv(h, o->sets[i].name, strlen(o->sets[i].name) + 1);
-    h = fnv(h, o->sets[i].value, strlen(o->sets[i].value) + 1);
-  }
   for (int i = 0; i < c->n; i++) {
     h = fnv(h, c->key[i], strlen(c->key[i]) + 1);
     h = fnv(h, c->shape[i], strlen(c->shape[i]) + 1);
@@ -493,7 +500,7 @@ static int read_cache(const Options *o, const Cand *c, uint64_t mk, uint64_t wk,
         return drv_error("%s: made for another model (its layer %d is '%s', %s's is '%s'): calibrate this one "
                          "(--calibrate=X.npy) into another cache file", o->cal_cache, i + 1, t->l[i].key, o->model,
                          c->key[i]);
-    return drv_error("%s: made for another model (or another version of %s: its source, --set values or layer "
+    return drv_error("%s: made for another model (or another version of %s: its source or its layers' input "
                      "shapes differ): calibrate again (--calibrate=X.npy)", o->cal_cache, o->model);
   }
   t->n = nl;

@@ -532,6 +532,10 @@ def _int8_inputs(ctx):
     badshape = ctx.path("cal5.npy")
     np.save(badshape, rng.standard_normal((16, 5)).astype(np.float32))
     junk = ctx.write("junk.npy", "not an npy file\n")
+    nanfile = ctx.path("calnan.npy")
+    nans = rng.standard_normal((16, 6)).astype(np.float32)
+    nans[3, 2] = np.nan
+    np.save(nanfile, nans)
     out = ctx.path("q.cu")
     cache = ctx.path("q.cal")
     tnet = ctx.write("t.net", "model t\ninput x: f32[2, 3]\ninput y: i32[2]\nz = linear(x, 4, name=\"fc\")\n"
@@ -553,6 +557,7 @@ def _int8_inputs(ctx):
         (i8 + ["--calibrate=" + bad64, "--weights", w], [bad64, "float32"]),
         (i8 + ["--calibrate=" + badshape, "--weights", w], [badshape, "rows of 5 floats"]),
         (i8 + ["--calibrate=" + junk, "--weights", w], [junk]),
+        (i8 + ["--calibrate=" + nanfile, "--weights", w], [nanfile, "row 3", "NaN", "finite"]),
         (i8 + ["--calibrate=" + ctx.path("missing.npy"), "--weights", w], ["missing.npy"]),
         (i8 + ["--calibration-cache=" + cache], [cache, "cannot read"]),
     ], out)
@@ -577,6 +582,12 @@ def _int8_inputs(ctx):
     strip = lambda t: "\n".join(l for l in t.splitlines() if "command: ncc" not in l)
     if strip(open(out).read()) != strip(first):
         raise Failure("the MODEL.cu compiled from the cache differs from the calibrated one")
+    os.unlink(out)
+    # the cache serves another batch size (--set N=8: the layers' rows are the same)
+    p = ctx.ncc_cmd(i8 + ["--calibration-cache=" + cache, "--set", "N=8"])
+    show(p)
+    if p.returncode != 0 or not os.path.exists(out):
+        raise Failure("a compile at another batch size should read the calibration cache")
     os.unlink(out)
     p = ctx.ncc_cmd([net, "--precision=int8", "--calibration-cache=" + cache, "--emit=report"])
     show(p)
