@@ -237,5 +237,7 @@ foreach(spec "resnet18|3 64 64|4|--set S=64" "mobilenet_v2|3 64 64|4|--set S=64"
            COMMAND sh ${NCC_CG_DIR}/int8_compile.sh $<TARGET_FILE:ncc> ${NCC_PYTHON}
                    ${CMAKE_CURRENT_SOURCE_DIR}/../examples/${n}.net ${NCC_CG_OUT}/examples_int8_${n} ${NCC_CG_RT}
                    ${cg_nvcc} ${cg_nvrtc} ${rows} "${shape}" ${extra_})
-  set_tests_properties(codegen.example.${n}.int8 PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE} LABELS "codegen;int8")
+  # slow: nvcc's minutes, not ncc's; the sanitizer stage leaves them out (the
+  # int8 calibration and codegen run there in driver.int8_inputs and oracle_int8_*)
+  set_tests_properties(codegen.example.${n}.int8 PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE} LABELS "codegen;int8;slow")
 endforeach()
