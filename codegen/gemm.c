@@ -271,13 +271,23 @@ static const char *mma_dst(char *dst, size_t n, int ab, int rows, const char *rr
   return dst;
 }
 
+/* An operand element rv as an MMA tile stores it: at int8 the tiles hold
+ * bytes (rv is an integer in [-127, 127] already) */
+static const char *mma_store_rv(char *buf, size_t n, const Node *nd, const char *rv) {
+  if (mma_kind(nd) != MMA_S8) return rv;
+  snprintf(buf, n, "(signed char)%s", rv);
+  return buf;
+}
+
 static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   MmaCfg g = mma_cfg(s->M, s->N);
   int BM = g.BM, BN = g.BN, MI = g.MI, NJ = g.NJ;
   if (!grid_fits(c, gr, s, BM)) return -1;
   Buf b = {0};
-  buf_printf(&b, "  %s __align__(16) float As[%d];   /* A tile, %d x %d, in fragment order */\n", D_SHARED, BK * BM, BM, BK);
-  buf_printf(&b, "  %s __align__(16) float Bs[%d];   /* B tile, %d x %d, in fragment order */\n", D_SHARED, BK * BN, BK, BN);
+  /* int8: the tiles in bytes, a lane's four values of a register one 32-bit load */
+  const char *TT = mma_kind(gr->main) == MMA_S8 ? "signed char" : "float";
+  buf_printf(&b, "  %s __align__(16) %s As[%d];   /* A tile, %d x %d, in fragment order */\n", D_SHARED, TT, BK * BM, BM, BK);
+  buf_printf(&b, "  %s __align__(16) %s Bs[%d];   /* B tile, %d x %d, in fragment order */\n", D_SHARED, TT, BK * BN, BK, BN);
   buf_printf(&b, "  int tid = %s, lane = tid %% 32, warp = tid / 32;\n", D_TID_X);
   buf_puts(&b, "  int gid = lane / 4, tig = lane % 4;   /* the lane's group and its place in it (PTX: groupID, threadID_in_group) */\n");
   if (g.WM > 1)
@@ -294,23 +304,19 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
                  "      for (int r = 0; r < 4; r++) acc[i][j][r] = %s;\n", MI, NJ, kind == MMA_S8 ? "0" : "0.0f");
   k_loop(&b, s, BK);
   char dst[160];
-  char ra[64], rb[64];
+  char ra[64], rb[64], sa[96], sb[96];
   spec_rv(gr->main, s, ra, rb);
-  load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind), BM, MMA_THREADS, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, ra);
+  load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind), BM, MMA_THREADS, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load,
+            mma_store_rv(sa, sizeof sa, gr->main, ra));
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
-  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind), BN, MMA_THREADS, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, rb);
+  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind), BN, MMA_THREADS, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load,
+                 mma_store_rv(sb, sizeof sb, gr->main, rb));
   buf_printf(&b, "    %s\n", D_BARRIER);
-  if (kind == MMA_S8) {   /* a lane's A: 8 values (2 registers of 4 int8), B: 4 (1 register) */
-    buf_printf(&b, "    {\n      float af[%d][8], bf[%d][4];\n      unsigned ah[%d][2], bh[%d][1];\n", MI, NJ, MI, NJ);
-    buf_printf(&b, "      for (int i = 0; i < %d; i++) {\n"
-                   "        ncc_lds4(af[i], &As[((wr / 16 + i) * 64 + lane) * 4]);\n"
-                   "        ncc_lds4(af[i] + 4, &As[((wr / 16 + i) * 64 + 32 + lane) * 4]);\n"
-                   "        for (int r = 0; r < 2; r++) ah[i][r] = ncc_pack_s8x4(af[i][4 * r], af[i][4 * r + 1], af[i][4 * r + 2], af[i][4 * r + 3]);\n"
-                   "      }\n", MI);
-    buf_printf(&b, "      for (int j = 0; j < %d; j++) {\n"
-                   "        ncc_lds4(bf[j], &Bs[((wc / 8 + j) * 32 + lane) * 4]);\n"
-                   "        bh[j][0] = ncc_pack_s8x4(bf[j][0], bf[j][1], bf[j][2], bf[j][3]);\n"
-                   "      }\n", NJ);
+  if (kind == MMA_S8) {   /* a lane's A: 2 registers of 4 int8 (rows g, g + 8), B: 1, each one 32-bit load */
+    buf_printf(&b, "    {\n      unsigned ah[%d][2], bh[%d][1];\n", MI, NJ);
+    buf_printf(&b, "      for (int i = 0; i < %d; i++)\n"
+                   "        for (int r = 0; r < 2; r++) ah[i][r] = ncc_lds_s8x4(&As[((wr / 16 + i) * 64 + 32 * r + lane) * 4]);\n", MI);
+    buf_printf(&b, "      for (int j = 0; j < %d; j++) bh[j][0] = ncc_lds_s8x4(&Bs[((wc / 8 + j) * 32 + lane) * 4]);\n", NJ);
     buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) ncc_mma_s8_16x8x16(acc[i][j], ah[i], bh[j]);\n",
                MI, NJ);
     buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
@@ -779,9 +785,10 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   char ra[64], rb[64];
   spec_rv(nd, &s, ra, rb);
   if (ir_gemm_mma(nd)) {
-    char dst[160];
+    char dst[160], sb[96];
     int BN = mma_cfg(s.M, s.N).BN;
-    im2col_tile(&s, d, x, cb, pool, rb, BN, MMA_THREADS, mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_kind(nd)));
+    im2col_tile(&s, d, x, cb, pool, mma_store_rv(sb, sizeof sb, nd, rb), BN, MMA_THREADS,
+                mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_kind(nd)));
   } else {
     im2col_tile(&s, d, x, cb, pool, rb, 16 * tile_of(s.N), 256, "Bs[kk][rb]");
   }

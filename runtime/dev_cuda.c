@@ -111,6 +111,7 @@ static const char NCC_NVRTC_PRELUDE[] =
     "  float2 v = *(const float2 *)s;\n"
     "  d[0] = v.x, d[1] = v.y;\n"
     "}\n"
+    "static __device__ __forceinline__ unsigned ncc_lds_s8x4(const signed char *s) { return *(const unsigned *)s; }\n"
     "static __device__ __forceinline__ void ncc_mma_tf32_16x8x8(float *d, const float *a, const float *b) {\n"
     "  asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n\"\n"
     "               : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3])\n"

@@ -194,7 +194,8 @@ static __device__ __forceinline__ float ncc_bf16(float x) {
  * values each, the lowest-indexed in the lowest byte (ncc_pack_s8x4). */
 /* ncc_lds4(d, s), ncc_lds2(d, s): d[0..3] (d[0..1]) = s[0..3] (s[0..1]), s in
  * shared memory aligned to 16 (8) bytes: one 128-bit (64-bit) load, LDS.128
- * (LDS.64) */
+ * (LDS.64).  ncc_lds_s8x4(s): the four int8 s[0..3] (aligned to 4) as one
+ * register, s[0] in the lowest byte: one 32-bit load, an s8 MMA's operand */
 #if defined(NCC_EMU)
 #define ncc_mma_tf32_16x8x8(d, a, b) ncc_emu_mma(NCC_EMU_MMA_TF32, (d), (a), (b))
 #define ncc_mma_f16_16x8x16(d, a, b) ncc_emu_mma(NCC_EMU_MMA_F16, (d), (a), (b))
@@ -202,6 +203,11 @@ static __device__ __forceinline__ float ncc_bf16(float x) {
 #define ncc_mma_s8_16x8x16(d, a, b) ncc_emu_mma(NCC_EMU_MMA_S8, (float *)(d), (a), (b))
 #define ncc_lds4(d, s) memcpy((d), (s), 4 * sizeof(float))
 #define ncc_lds2(d, s) memcpy((d), (s), 2 * sizeof(float))
+static __inline__ unsigned ncc_lds_s8x4(const signed char *s) {
+  unsigned r;
+  memcpy(&r, s, 4);   /* little-endian: s[0] in the lowest byte, as on the GPU */
+  return r;
+}
 static __inline__ unsigned ncc_pack_f16x2(float lo, float hi) {
   return (unsigned)ncc_f32_to_f16_bits(lo) | (unsigned)ncc_f32_to_f16_bits(hi) << 16;
 }
@@ -214,6 +220,7 @@ static __device__ __forceinline__ void ncc_lds2(float *d, const float *s) {
   float2 v = *(const float2 *)s;
   d[0] = v.x, d[1] = v.y;
 }
+static __device__ __forceinline__ unsigned ncc_lds_s8x4(const signed char *s) { return *(const unsigned *)s; }
 static __device__ __forceinline__ void ncc_mma_tf32_16x8x8(float *d, const float *a, const float *b) {
   asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
