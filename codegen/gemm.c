@@ -271,11 +271,14 @@ static const char *mma_dst(char *dst, size_t n, int ab, int rows, const char *rr
   return dst;
 }
 
-/* An operand element rv as an MMA tile stores it: at int8 the tiles hold
- * bytes (rv is an integer in [-127, 127] already) */
+/* An operand element as an MMA tile stores it: tf32 the rounded float rv; fp16
+ * and bf16 the 16 bits of v rounded (ncc_fp16_bits, ncc_bf16_bits: the bits
+ * of ncc_fp16(v), ncc_bf16(v)); int8 a byte (rv is an integer in [-127, 127]
+ * already) */
 static const char *mma_store_rv(char *buf, size_t n, const Node *nd, const char *rv) {
-  if (mma_kind(nd) != MMA_S8) return rv;
-  snprintf(buf, n, "(signed char)%s", rv);
+  if (mma_kind(nd) == MMA_S8) snprintf(buf, n, "(signed char)%s", rv);
+  else if (mma_kind(nd) == MMA_F16) snprintf(buf, n, "%s_bits(v)", cg_operand_round(nd));
+  else return rv;
   return buf;
 }
 
@@ -284,8 +287,8 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   int BM = g.BM, BN = g.BN, MI = g.MI, NJ = g.NJ;
   if (!grid_fits(c, gr, s, BM)) return -1;
   Buf b = {0};
-  /* int8: the tiles in bytes, a lane's four values of a register one 32-bit load */
-  const char *TT = mma_kind(gr->main) == MMA_S8 ? "signed char" : "float";
+  /* fp16, bf16: the tiles in 16-bit values, int8 in bytes: a lane loads its registers as they are */
+  const char *TT = mma_kind(gr->main) == MMA_S8 ? "signed char" : mma_kind(gr->main) == MMA_F16 ? "unsigned short" : "float";
   buf_printf(&b, "  %s __align__(16) %s As[%d];   /* A tile, %d x %d, in fragment order */\n", D_SHARED, TT, BK * BM, BM, BK);
   buf_printf(&b, "  %s __align__(16) %s Bs[%d];   /* B tile, %d x %d, in fragment order */\n", D_SHARED, TT, BK * BN, BK, BN);
   buf_printf(&b, "  int tid = %s, lane = tid %% 32, warp = tid / 32;\n", D_TID_X);
@@ -320,18 +323,14 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) ncc_mma_s8_16x8x16(acc[i][j], ah[i], bh[j]);\n",
                MI, NJ);
     buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
-  } else if (k16) {
+  } else if (k16) {   /* a lane's A: 4 registers of two 16-bit values, B: 2; two values a 32-bit word */
     const char *t = gr->main->prec == PREC_BF16 ? "bf16" : "f16";
-    buf_printf(&b, "    {\n      float af[%d][8], bf[%d][4];\n      unsigned ah[%d][4], bh[%d][2];\n", MI, NJ, MI, NJ);
+    buf_printf(&b, "    {\n      unsigned ah[%d][4], bh[%d][2];\n", MI, NJ);
     buf_printf(&b, "      for (int i = 0; i < %d; i++) {\n"
-                   "        ncc_lds4(af[i], &As[((wr / 16 + i) * 64 + lane) * 4]);\n"
-                   "        ncc_lds4(af[i] + 4, &As[((wr / 16 + i) * 64 + 32 + lane) * 4]);\n"
-                   "        for (int r = 0; r < 4; r++) ah[i][r] = ncc_pack_%sx2(af[i][2 * r], af[i][2 * r + 1]);\n"
-                   "      }\n", MI, t);
-    buf_printf(&b, "      for (int j = 0; j < %d; j++) {\n"
-                   "        ncc_lds4(bf[j], &Bs[((wc / 8 + j) * 32 + lane) * 4]);\n"
-                   "        for (int r = 0; r < 2; r++) bh[j][r] = ncc_pack_%sx2(bf[j][2 * r], bf[j][2 * r + 1]);\n"
-                   "      }\n", NJ, t);
+                   "        ncc_lds_u32x2(ah[i], &As[((wr / 16 + i) * 64 + lane) * 4]);\n"
+                   "        ncc_lds_u32x2(ah[i] + 2, &As[((wr / 16 + i) * 64 + 32 + lane) * 4]);\n"
+                   "      }\n", MI);
+    buf_printf(&b, "      for (int j = 0; j < %d; j++) ncc_lds_u32x2(bh[j], &Bs[((wc / 8 + j) * 32 + lane) * 4]);\n", NJ);
     buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) ncc_mma_%s_16x8x16(acc[i][j], ah[i], bh[j]);\n",
                MI, NJ, t);
     buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);

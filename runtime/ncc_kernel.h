@@ -195,7 +195,11 @@ static __device__ __forceinline__ float ncc_bf16(float x) {
 /* ncc_lds4(d, s), ncc_lds2(d, s): d[0..3] (d[0..1]) = s[0..3] (s[0..1]), s in
  * shared memory aligned to 16 (8) bytes: one 128-bit (64-bit) load, LDS.128
  * (LDS.64).  ncc_lds_s8x4(s): the four int8 s[0..3] (aligned to 4) as one
- * register, s[0] in the lowest byte: one 32-bit load, an s8 MMA's operand */
+ * register, s[0] in the lowest byte: one 32-bit load, an s8 MMA's operand.
+ * ncc_lds_u32x2(d, s): the four 16-bit values s[0..3] (aligned to 8) as two
+ * registers, s[0] in the low half of d[0]: one 64-bit load, two FP16 (BF16)
+ * MMA operands.  ncc_fp16_bits(x), ncc_bf16_bits(x): the 16 bits of
+ * ncc_fp16(x) (ncc_bf16(x)), what the half-width tiles hold. */
 #if defined(NCC_EMU)
 #define ncc_mma_tf32_16x8x8(d, a, b) ncc_emu_mma(NCC_EMU_MMA_TF32, (d), (a), (b))
 #define ncc_mma_f16_16x8x16(d, a, b) ncc_emu_mma(NCC_EMU_MMA_F16, (d), (a), (b))
@@ -203,6 +207,11 @@ static __device__ __forceinline__ float ncc_bf16(float x) {
 #define ncc_mma_s8_16x8x16(d, a, b) ncc_emu_mma(NCC_EMU_MMA_S8, (float *)(d), (a), (b))
 #define ncc_lds4(d, s) memcpy((d), (s), 4 * sizeof(float))
 #define ncc_lds2(d, s) memcpy((d), (s), 2 * sizeof(float))
+static __inline__ void ncc_lds_u32x2(unsigned *d, const unsigned short *s) {
+  memcpy(d, s, 8);   /* little-endian: s[0] in the low half of d[0], as on the GPU */
+}
+#define ncc_fp16_bits(x) ncc_f32_to_f16_bits(x)
+#define ncc_bf16_bits(x) ncc_f32_to_bf16_bits(x)
 static __inline__ unsigned ncc_lds_s8x4(const signed char *s) {
   unsigned r;
   memcpy(&r, s, 4);   /* little-endian: s[0] in the lowest byte, as on the GPU */
@@ -221,6 +230,12 @@ static __device__ __forceinline__ void ncc_lds2(float *d, const float *s) {
   d[0] = v.x, d[1] = v.y;
 }
 static __device__ __forceinline__ unsigned ncc_lds_s8x4(const signed char *s) { return *(const unsigned *)s; }
+static __device__ __forceinline__ void ncc_lds_u32x2(unsigned *d, const unsigned short *s) {
+  uint2 v = *(const uint2 *)s;
+  d[0] = v.x, d[1] = v.y;
+}
+static __device__ __forceinline__ unsigned short ncc_fp16_bits(float x) { return __half_as_ushort(__float2half_rn(x)); }
+static __device__ __forceinline__ unsigned short ncc_bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
 static __device__ __forceinline__ void ncc_mma_tf32_16x8x8(float *d, const float *a, const float *b) {
   asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])

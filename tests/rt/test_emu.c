@@ -245,6 +245,18 @@ static void test_round(ncc_dev *d) {
   }
   CHECK(bad_h == 0, "ncc_fp16: %d of %d values differ from the reference", bad_h, n);
   CHECK(bad_b == 0, "ncc_bf16: %d of %d values differ from the reference", bad_b, n);
+  /* the bits the half-width tensor-core tiles hold: those of the same rounding */
+  {
+    int bad_hb = 0, bad_bb = 0;
+    for (i = 0; i < n; i++) {
+      float f = x[i];
+      if (f != f) continue;
+      bad_hb += ncc_f16_bits_to_f32(ncc_fp16_bits(f)) != h[i] || (ncc_fp16_bits(f) & 0x8000u) != (f_bits(h[i]) >> 16 & 0x8000u);
+      bad_bb += (unsigned)ncc_bf16_bits(f) << 16 != f_bits(b[i]);
+    }
+    CHECK(bad_hb == 0, "ncc_fp16_bits: %d of %d values are not the bits of ncc_fp16", bad_hb, n);
+    CHECK(bad_bb == 0, "ncc_bf16_bits: %d of %d values are not the bits of ncc_bf16", bad_bb, n);
+  }
   printf("ncc_fp16, ncc_bf16: %d values, every bit as the references\n", n);
   free(x);
   free(h);
