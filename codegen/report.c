@@ -386,13 +386,13 @@ static void int8_table(FILE *f, const Graph *g) {
   char pct[48] = "";
   if (!strcmp(t->method, "percentile")) snprintf(pct, sizeof pct, " %g", t->percentile);
   fprintf(f, "# int8 calibration: %s%s, %lld samples (%s); weights per output channel, max |w| / 127; "
-             "%d of %d layers fell back to fp32 (error > %g)\n",
-          t->method, pct, (long long)t->samples, t->source, fb, t->n, t->max_error);
+             "%d of %d layers fell back to %s (error > %g)\n",
+          t->method, pct, (long long)t->samples, t->source, fb, t->n, ir_prec_name(t->fallback), t->max_error);
   fprintf(f, "#   %-*s  %10s  %10s  %10s  %s\n", w, "layer", "absmax", "scale", "error", "precision");
   for (int i = 0; i < t->n; i++) {
     const QuantLayer *q = &t->l[i];
     char why[96] = "int8";
-    if (q->prec != PREC_INT8) snprintf(why, sizeof why, "fp32 (error %.3g > %g)", q->error, t->max_error);
+    if (q->prec != PREC_INT8) snprintf(why, sizeof why, "%s (error %.3g > %g)", ir_prec_name(q->prec), q->error, t->max_error);
     fprintf(f, "#   %-*s  %10.4g  %10.4g  %10.4g  %s\n", w, q->key, q->absmax, q->scale, q->error, why);
   }
 }

@@ -19,7 +19,8 @@
  *     float32 input (the precision pass quantizes the twins alone, with the
  *     scales of 1): the layer's error alone, ||y_int8 - y_fp32|| / ||y_fp32||
  *     over the calibration rows.  Above --int8-max-error (default 0.05) the
- *     layer falls back to fp32 and the report says why.
+ *     layer falls back to fp32 (--int8-fallback: fp16, bf16) and the report
+ *     says why.
  * The result (QuantTable, ir/ir.h) reaches the precision pass through
  * drv_pass_ctx, and, with --calibration-cache=FILE, a text file (written
  * atomically) that a later compile of the same model reads instead of
@@ -521,9 +522,10 @@ static int read_cache(const Options *o, const Cand *c, uint64_t mk, uint64_t wk,
 }
 
 /* ---- the whole ---- */
-static void decide(QuantTable *t, double max_error) {
+static void decide(QuantTable *t, double max_error, int fallback) {
   t->max_error = max_error;
-  for (int i = 0; i < t->n; i++) t->l[i].prec = t->l[i].error > max_error ? PREC_FP32 : PREC_INT8;
+  t->fallback = fallback;
+  for (int i = 0; i < t->n; i++) t->l[i].prec = t->l[i].error > max_error ? fallback : PREC_INT8;
 }
 
 static int calibrate_data(const Options *o, const Cand *c, QuantTable *t) {
@@ -628,7 +630,7 @@ int drv_calibrate(const Options *o) {
     }
   }
   if (!rc) {
-    decide(t, o->max_error > 0 ? o->max_error : 0.05);
+    decide(t, o->max_error > 0 ? o->max_error : 0.05, o->int8_fallback);
     g_have = 1;
   }
   free(c.key);

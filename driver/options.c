@@ -27,7 +27,7 @@
 typedef enum {
   O_HELP, O_VERSION, O_LIST_OPTIONS,
   O_OUT, O_EMIT, O_JIT, O_ARCH, O_TRAIN, O_FREEZE,
-  O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_LOSS_SCALE, O_CALIBRATE, O_CAL_METHOD, O_PERCENTILE, O_CAL_CACHE, O_MAX_ERROR,
+  O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_LOSS_SCALE, O_CALIBRATE, O_CAL_METHOD, O_PERCENTILE, O_CAL_CACHE, O_MAX_ERROR, O_FALLBACK,
   O_VERBOSE,
   O_MAX_MEMORY, O_WEIGHTS, O_DEVICE, O_CHECK, O_SEED, O_INPUT, O_OUTPUT,
   O_PRINT_OBJECT, O_ITERS, O_WARMUP, O_COMPARE,
@@ -143,6 +143,8 @@ static const OptSpec opts[] = {
   {O_CAL_CACHE, "--calibration-cache", NULL, "=FILE", CMD_COMPILE | CMD_RUN | CMD_BENCH, 0,
    "int8: the calibration's scales and errors: read when FILE exists and is of this model, else written "
    "(atomically) after calibrating with --calibrate"},
+  {O_FALLBACK, "--int8-fallback", NULL, "=P", CMD_COMPILE | CMD_RUN | CMD_BENCH, 0,
+   "int8: the precision of a layer that falls back: fp32 (default), fp16 or bf16"},
   {O_MAX_ERROR, "--int8-max-error", NULL, "=E", CMD_COMPILE | CMD_RUN | CMD_BENCH, 0,
    "int8: a layer whose output error at int8 against fp32 on the calibration data, ||y8 - y|| / ||y||, "
    "exceeds E stays fp32 (default 0.05)"},
@@ -499,6 +501,11 @@ static int apply(Options *o, const OptSpec *s, const char *v) {
       return oerr("--calibration-method=%s: expected minmax, percentile or entropy", v);
     snprintf(o->cal_method, sizeof o->cal_method, "%s", v);
     return 0;
+  case O_FALLBACK:
+    if (strcmp(v, "fp32") && strcmp(v, "fp16") && strcmp(v, "bf16"))
+      return oerr("--int8-fallback=%s: expected fp32, fp16 or bf16", v);
+    o->int8_fallback = ir_prec_lookup(v);
+    return 0;
   case O_PERCENTILE:
   case O_MAX_ERROR: {
     char *end;
@@ -607,9 +614,11 @@ static int check(Options *o) {
     if (o->cublas) return oerr("--precision=int8 runs ncc's own int8 kernels; it does not go with --cublas");
     if (o->cmd == CMD_COMPILE && o->calibrate && !o->weights)
       return oerr("--calibrate runs the model: give the weights to calibrate with (--weights FILE)");
-  } else if (o->calibrate || o->cal_cache || o->cal_method[0] || o->percentile > 0 || o->max_error > 0) {
+  } else if (o->calibrate || o->cal_cache || o->cal_method[0] || o->percentile > 0 || o->max_error > 0 ||
+             o->int8_fallback) {
     return oerr("%s goes with --precision=int8", o->calibrate ? "--calibrate" : o->cal_cache ? "--calibration-cache"
-                : o->cal_method[0] ? "--calibration-method" : o->percentile > 0 ? "--percentile" : "--int8-max-error");
+                : o->cal_method[0] ? "--calibration-method" : o->percentile > 0 ? "--percentile"
+                : o->max_error > 0 ? "--int8-max-error" : "--int8-fallback");
   }
   if (o->percentile > 0 && strcmp(o->cal_method, "percentile"))
     return oerr("--percentile goes with --calibration-method=percentile");

@@ -54,6 +54,7 @@ typedef struct Options {
   char cal_method[16];          /* --calibration-method: minmax, percentile, entropy ("": entropy) */
   double percentile;            /* --percentile (0: 99.99) */
   double max_error;             /* --int8-max-error (0: 0.05) */
+  int int8_fallback;            /* --int8-fallback: PREC_FP16 or PREC_BF16; 0 (PREC_FP32): fp32 */
   SetOpt sets[MAX_SETS];
   int nsets;
   /* running a model */

@@ -197,7 +197,8 @@ typedef struct QuantLayer {
   double scale;      /* the input's activation scale: x / scale is rounded to [-127, 127] */
   double error;      /* the layer alone at int8 against fp32 on the calibration data (the same
                         fp32 input): ||y_int8 - y_fp32|| / ||y_fp32||; < 0: not measured */
-  int prec;          /* PREC_INT8, or PREC_FP32 where error > max_error (it falls back) */
+  int prec;          /* PREC_INT8, or where error > max_error the precision it falls back to
+                        (PREC_FP32; PREC_FP16, PREC_BF16 with --int8-fallback) */
 } QuantLayer;
 typedef struct QuantTable {
   QuantLayer *l;
@@ -205,6 +206,7 @@ typedef struct QuantTable {
   int fp32_missing;  /* a candidate without an entry stays fp32 (the calibration's own builds); else an error */
   char method[16];   /* minmax, percentile, entropy */
   double percentile, max_error;
+  int fallback;      /* the precision a layer falls back to: PREC_FP32, PREC_FP16, PREC_BF16 */
   int64_t samples;
   char source[512];  /* "X.npy" or "cache FILE" */
 } QuantTable;

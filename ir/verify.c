@@ -337,7 +337,8 @@ int ir_verify(Graph *g) {
         bad(n, "int8: only a conv2d or linear without bias input, of a graph at int8, with a positive "
                "activation scale (%g) and a quantize node's weight", (double)n->qscale);
     } else if (n->prec != PREC_FP32 && (n->prec < 0 || n->prec > PREC_BF16 || !ir_op_rounds(n->op) ||
-                                 n->prec != g->precision))
+                                 (n->prec != g->precision &&   /* an int8 layer's fallback to fp16, bf16 */
+                                  !(g->precision == PREC_INT8 && (n->op == OP_CONV2D || n->op == OP_LINEAR)))))
       bad(n, "precision %s: only a GEMM-like op (or a gradient's GEMM) takes rounded operands, and only at the "
              "graph's precision (%s)",
           ir_prec_name(n->prec), ir_prec_name(g->precision));

@@ -156,6 +156,7 @@ static int pass_int8(Graph *g, PassCtx *c) {
       return -1;
     }
     if (L->prec != PREC_INT8) {
+      nd->prec = L->prec;   /* the fallback: fp32, or fp16/bf16 operands (--int8-fallback) */
       nf++;
       continue;
     }
@@ -167,7 +168,7 @@ static int pass_int8(Graph *g, PassCtx *c) {
   load_time_first(g);
   if (c->verbose)
     fprintf(stderr, "pass precision: int8: %d conv2d/linear op%s with int8 operands and int32 sums, %d fell back "
-            "to fp32, the rest in float32\n", nq, nq == 1 ? "" : "s", nf);
+            "(to fp32, or --int8-fallback's precision), the rest in float32\n", nq, nq == 1 ? "" : "s", nf);
   return 0;
 }
 

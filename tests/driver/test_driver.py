@@ -550,6 +550,8 @@ def _int8_inputs(ctx):
         (i8 + ["--calibrate=" + cal, "--weights", w, "--calibration-method=percentile", "--percentile=101"],
          ["(0, 100]"]),
         (i8 + ["--calibrate=" + cal, "--weights", w, "--int8-max-error=-1"], ["positive number"]),
+        (i8 + ["--calibrate=" + cal, "--weights", w, "--int8-fallback=int4"], ["fp32, fp16 or bf16"]),
+        ([net, "--int8-fallback=fp16", "-o", out], ["--int8-fallback goes with --precision=int8"]),
         (i8 + ["--calibrate=" + cal], ["--weights"]),
         (i8 + ["--calibrate=" + cal, "--weights", w, "--cublas"], ["--cublas"]),
         ([tnet, "--train", "--precision=int8", "--calibrate=" + cal, "--weights", w, "-o", out], ["for inference"]),

@@ -521,6 +521,18 @@ def _digits(ctx):
     if with_fb < acc["fp32"] - 1.5 or without > with_fb - 5.0:
         raise Failure("with the fallback int8 should keep fp32's accuracy (%.2f%%: %.2f%%) and without it lose "
                       "more than 5%% (%.2f%%)" % (acc["fp32"], with_fb, without))
+    # falling back to fp16 instead (--int8-fallback=fp16): fc1 with FP16 operands, the accuracy kept
+    rep16 = ctx.ncc_cmd([DIGITS, "--weights", bad, "--precision=int8", "--calibrate=" + cal,
+                         "--calibration-method=minmax", "--int8-fallback=fp16", "--emit=report"])
+    fell16 = [l.split()[1] for l in rep16.stdout.splitlines() if l.startswith("#   ") and " fp16 (error" in l]
+    kern16 = [l for l in rep16.stdout.splitlines() if "linear:fp16" in l and " fc1 " in l]
+    with_fb16 = int8_acc(bad, "minmax", ["--int8-fallback=fp16"])
+    print("the same, falling back to fp16: %.2f%% (layers in fp16: %s)" % (with_fb16, ", ".join(fell16)))
+    if rep16.returncode != 0 or "fc1" not in fell16 or not kern16:
+        show(rep16)
+        raise Failure("with --int8-fallback=fp16 the report should show fc1 falling back to fp16 (linear:fp16)")
+    if with_fb16 < acc["fp32"] - 1.5:
+        raise Failure("falling back to fp16 int8 should keep fp32's accuracy (%.2f%%): %.2f%%" % (acc["fp32"], with_fb16))
 
 
 def read_safetensors(path):
