@@ -30,7 +30,7 @@ void buf_free(Buf *b);
 const char *cg_flit(char out[40], double v);
 /* "ncc_tf32", "ncc_fp16" or "ncc_bf16": what rounds an operand of n (Node.prec); NULL at fp32 */
 const char *cg_operand_round(const Node *n);
-const char *cg_operand_rv(char *buf, size_t n, const Node *nd, int which, const char *v);
+const char *cg_operand_rv(char *buf, size_t n, const Node *nd, int which, const char *v, const char *inv);
 
 /* ---- the CUDA dialect, in one place (tinygrad's habit) -----------------
  * Everything the kernels spell that is not plain C comes from here, so a
@@ -164,6 +164,9 @@ typedef struct Cg {
   Buf trun;                  /* host statements of <model>_train_run(): the training step */
   const CodegenOpts *o;
   const char *model;
+  float *q8inv;              /* int8: the layers' 1 / activation scale, the host table <model>_q8_inv_
+                                their kernels take as a parameter (cg_q8_param) */
+  int nq8;
   int *vbuf;                 /* value id -> buffer index, -1 when none */
   CgBuf *bufs;
   int nbufs;
@@ -332,6 +335,9 @@ int emit_conv2d_bwd_weight(Cg *c, const KGroup *gr);
 int emit_linear_bwd_weight(Cg *c, const KGroup *gr);
 int emit_sum_to(Cg *c, const KGroup *gr);
 int emit_qscale(Cg *c, const KGroup *gr);
+/* int8: the float parameter holding n's 1 / activation scale (an entry of the
+ * host table <model>_q8_inv_), added to p once; NULL for another precision */
+const char *cg_q8_param(Cg *c, KParams *p, const Node *n);
 int emit_maxpool2d_bwd(Cg *c, const KGroup *gr);
 int emit_avgpool2d_bwd(Cg *c, const KGroup *gr);
 int emit_gavgpool2d_bwd(Cg *c, const KGroup *gr);

@@ -711,18 +711,37 @@ int cg_row_finish(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t rows, int
 
 /* The expression of a GEMM operand element held in `v` as the kernel
  * multiplies it: v at fp32, v rounded at tf32/fp16/bf16; at int8 the
- * activation (which 0) quantized with the op's scale, as a float integer,
- * and the weight (which 1: the quantize node's integers) as it is. */
-const char *cg_operand_rv(char *buf, size_t n, const Node *nd, int which, const char *v) {
+ * activation (which 0) quantized with the op's scale, as a float integer
+ * (inv: the parameter holding 1 / scale, cg_q8_param), and the weight (which
+ * 1: the quantize node's integers) as it is. */
+const char *cg_operand_rv(char *buf, size_t n, const Node *nd, int which, const char *v, const char *inv) {
   if (nd->prec == PREC_INT8 && which == 0) {
-    char lit[40];
-    snprintf(buf, n, "ncc_q8(%s * %s)", v, cg_flit(lit, (double)(1.0f / nd->qscale)));
+    NCC_ASSERT(inv);
+    snprintf(buf, n, "ncc_q8(%s * %s)", v, inv);
   } else if (cg_operand_round(nd)) {
     snprintf(buf, n, "%s(%s)", cg_operand_round(nd), v);
   } else {
     snprintf(buf, n, "%s", v);
   }
   return buf;
+}
+
+const char *cg_q8_param(Cg *c, KParams *p, const Node *n) {
+  if (n->prec != PREC_INT8) return NULL;
+  float inv = 1.0f / n->qscale;
+  int i = 0;
+  while (i < c->nq8 && c->q8inv[i] != inv) i++;
+  if (i == c->nq8) {
+    float *q = realloc(c->q8inv, sizeof *q * (size_t)(c->nq8 + 1));
+    if (!q) ncc_die("out of memory");
+    c->q8inv = q;
+    c->q8inv[c->nq8++] = inv;
+  }
+  char host[CG_HOST_LEN - 8];
+  snprintf(host, sizeof host, "%s_q8_inv_[%d]", c->model, i);
+  for (int j = 0; j < p->n; j++)   /* added already (an operand's loader and the tile's both ask) */
+    if (!strcmp(p->host[j] + 1, host)) return strrchr(p->decl[j], ' ') + 1;
+  return kp_float(p, "inv_scale", host);
 }
 
 /* The kernel-header function that rounds a GEMM operand element to the op's

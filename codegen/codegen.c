@@ -139,6 +139,7 @@ static void prepared_free(Prepared *p) {
   ir_liveness_free(&p->lvt);
   free(p->c.vbuf_i);
   free(p->c.vbuf_t);
+  free(p->c.q8inv);
   free(p->c.bufs);
   for (int i = 0; i < p->c.nk; i++) {
     free(p->c.k[i].name);

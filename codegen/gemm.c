@@ -40,10 +40,12 @@ typedef struct GemmSpec {
                           is quantized as it is loaded, the weight is integers already */
 } GemmSpec;
 
-/* The operand expressions of A and B for the spec (of v, the loaded element) */
-static void spec_rv(const Node *n, const GemmSpec *s, char ra[64], char rb[64]) {
-  cg_operand_rv(ra, 64, n, s->a_w, "v");
-  cg_operand_rv(rb, 64, n, s->b_w, "v");
+/* The operand expressions of A and B for the spec (of v, the loaded element);
+ * int8's scale a parameter of p */
+static void spec_rv(Cg *c, KParams *p, const Node *n, const GemmSpec *s, char ra[64], char rb[64]) {
+  const char *inv = cg_q8_param(c, p, n);
+  cg_operand_rv(ra, 64, n, s->a_w, "v", inv);
+  cg_operand_rv(rb, 64, n, s->b_w, "v", inv);
 }
 
 /* "if (c1 && c2) {" with the conditions given (NULL: none), or "{" */
@@ -167,7 +169,7 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n", TM, TN);
   k_loop(&b, s, BK);
   char ra[64], rb[64];
-  spec_rv(gr->main, s, ra, rb);
+  spec_rv(c, p, gr->main, s, ra, rb);
   load_tile(&b, "As[kk][rr]", BM, 256, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, ra);
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
   else load_tile(&b, "Bs[kk][rr]", BN, 256, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, rb);
@@ -308,7 +310,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   k_loop(&b, s, BK);
   char dst[160];
   char ra[64], rb[64], sa[96], sb[96];
-  spec_rv(gr->main, s, ra, rb);
+  spec_rv(c, p, gr->main, s, ra, rb);
   load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind), BM, MMA_THREADS, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load,
             mma_store_rv(sa, sizeof sa, gr->main, ra));
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
@@ -403,7 +405,7 @@ static int gemv(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   if (nrem) buf_printf(&b, "    if (n < %lld) {\n", LL(s->N));
   else buf_puts(&b, "    {\n");
   char ra[64], rb[64], fa[96];
-  spec_rv(gr->main, s, ra, rb);
+  spec_rv(c, p, gr->main, s, ra, rb);
   /* the multiply-add of A's element (ra) and B's (bv[u], bk) into acc[r] */
   snprintf(fa, sizeof fa, q8 ? "acc[r] += (int)(%s) * " : "acc[r] = fmaf(%s, ", ra);
   const char *fz = q8 ? ";" : ", acc[r]);";
@@ -640,8 +642,9 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
     char xe[96], we[96], xr[160], wr[160];
     snprintf(xe, sizeof xe, "xp[(ci * %lld + ih) * %lld + iw]", LL(d->H), LL(d->W));
     snprintf(we, sizeof we, "wp[(ci * %lld + kh) * %lld + kw]", LL(d->KH), LL(d->KW));
-    cg_operand_rv(xr, sizeof xr, nd, 0, xe);
-    cg_operand_rv(wr, sizeof wr, nd, 1, we);
+    const char *inv = cg_q8_param(c, &p, nd);
+    cg_operand_rv(xr, sizeof xr, nd, 0, xe, inv);
+    cg_operand_rv(wr, sizeof wr, nd, 1, we, inv);
     if (q8) buf_printf(&b, "          vi += (int)%s * (int)%s;\n", xr, wr);
     else buf_printf(&b, "          v = fmaf(%s, %s, v);\n", xr, wr);
   }
@@ -782,7 +785,7 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   else snprintf(cb, sizeof cb, "0");
   s.a_w = 1;   /* A the weight, B the image columns */
   char ra[64], rb[64];
-  spec_rv(nd, &s, ra, rb);
+  spec_rv(c, &p, nd, &s, ra, rb);
   if (ir_gemm_mma(nd)) {
     char dst[160], sb[96];
     int BN = mma_cfg(s.M, s.N).BN;

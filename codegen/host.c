@@ -604,6 +604,12 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   fprintf(f, "};\nstatic const size_t %s_buf_size_[%s_NBUFS] = {", M, M);
   for (int i = 0; i < c->nbufs; i++) fprintf(f, "%s%zu", i ? ", " : "", c->bufs[i].bytes);
   fprintf(f, "};\n\n");
+  if (c->nq8) {   /* --precision=int8: a kernel parameter, so that layers of one shape share a kernel */
+    fprintf(f, "/* int8: the 1 / activation scale of each int8 layer's input (calibration), its kernel's inv_scale */\n"
+               "static float %s_q8_inv_[%d] = {", M, c->nq8);
+    for (int i = 0; i < c->nq8; i++) fprintf(f, "%s%.9g", i ? ", " : "", (double)c->q8inv[i]);
+    fprintf(f, "};\n\n");
+  }
   if (gt) {
     fprintf(f, "/* the range each buffer lies in (-1: none) */\nstatic const int %s_buf_span_[%s_NBUFS] = {", M, M);
     for (int i = 0; i < c->nbufs; i++) fprintf(f, "%s%d", i ? ", " : "", c->bufs[i].span);
