@@ -29,4 +29,6 @@ else()
   ncc_skipped_test(sass.report "nvcc not found (CUDA_HOME=${NCC_CUDA_HOME}, PATH)")
   ncc_skipped_test(sass.tensor_cores "nvcc not found (CUDA_HOME=${NCC_CUDA_HOME}, PATH)")
 endif()
-set_tests_properties(sass.parse sass.report sass.tensor_cores PROPERTIES LABELS "sass;codegen")
+set_tests_properties(sass.parse sass.report PROPERTIES LABELS "sass;codegen")
+# slow: a minute of nvcc and disassembly; the sanitizer stage leaves it out
+set_tests_properties(sass.tensor_cores PROPERTIES LABELS "sass;codegen;slow")
