@@ -6,7 +6,8 @@
  *  1. float32, with the input of every int8 candidate (ir_int8_candidate: a
  *     conv2d or linear with weights) an extra output.  Over all rows, the
  *     largest |x| of each gives minmax's scale; with percentile and entropy
- *     a second pass makes a histogram of |x| in HBINS bins up to it:
+ *     a second pass over the rows (the same build) makes a histogram of |x|
+ *     in HBINS bins up to it:
  *       minmax      scale = max |x| / 127
  *       percentile  the bin edge below which P% of the |x| lie (--percentile,
  *                   default 99.99), / 127
@@ -41,13 +42,12 @@
 static QuantTable g_table;          /* the calibration of this run */
 static int g_have;
 static const QuantTable *g_build;   /* the table of a calibration build (step 2) */
-static void (*g_hook)(Graph *, void *);
-static void *g_hook_ctx;
+static void (*g_hook)(Graph *, void *);   /* the extra outputs of a calibration build */
 
 const QuantTable *drv_quant(void) { return g_build ? g_build : g_have ? &g_table : NULL; }
 
 void drv_build_hook(Graph *g) {
-  if (g_hook) g_hook(g, g_hook_ctx);
+  if (g_hook) g_hook(g, NULL);
 }
 
 /* ---- the candidates, and the extra outputs of the calibration builds ---- */
@@ -163,16 +163,16 @@ static int read_data(const char *path, Data *d) {
   return 0;
 }
 
-/* ---- one calibration build, run over the data ---- */
-typedef int (*BatchFn)(void *ctx, const Model *M, void **out, int rows);
+/* ---- one calibration build, run over the data `passes` times ---- */
+typedef int (*BatchFn)(void *ctx, const Model *M, void **out, int rows, int pass);
 
-static int run_build(const Options *base, int prec, void (*hook)(Graph *, void *), const Data *d, BatchFn fn,
-                     void *ctx, const char *what) {
+static int run_build(const Options *base, int prec, void (*hook)(Graph *, void *), const Data *d, int passes,
+                     BatchFn fn, void *ctx, const char *what) {
   Options o = *base;
   o.precision = prec;
   o.cublas = 0, o.max_memory = 0, o.freeze = 0, o.train = 0, o.passes = NULL, o.print_after = NULL;
   Model M;
-  g_hook = hook, g_hook_ctx = NULL;
+  g_hook = hook;
   int rc = model_build(&o, &M);
   g_hook = NULL;
   if (!rc) rc = model_load(&o, &M);
@@ -217,20 +217,23 @@ static int run_build(const Options *base, int prec, void (*hook)(Graph *, void *
     int B = inf->max_batch > 0 ? inf->max_batch : 1;
     int64_t done = 0;
     double t0 = ncc_now();
-    while (!rc && done < d->rows) {
-      int64_t rows = d->rows - done < B ? d->rows - done : B;
-      if (rows < B && !inf->batch_variable) {
-        drv_note("calibration: the last %lld of %lld rows are left out: this build runs batch %d only",
-                 (long long)rows, (long long)d->rows, B);
-        break;
+    for (int pass = 0; pass < passes && !rc; pass++)
+      for (done = 0; !rc && done < d->rows;) {
+        int64_t rows = d->rows - done < B ? d->rows - done : B;
+        if (rows < B && !inf->batch_variable) {
+          if (pass == 0)
+            drv_note("calibration: the last %lld of %lld rows are left out: this build runs batch %d only",
+                     (long long)rows, (long long)d->rows, B);
+          break;
+        }
+        in[xi] = d->x + done * d->row;
+        rc = model_infer(&M, (int)rows, in, out);
+        if (!rc) rc = fn(ctx, &M, out, (int)rows, pass);
+        done += rows;
       }
-      in[xi] = d->x + done * d->row;
-      rc = model_infer(&M, (int)rows, in, out);
-      if (!rc) rc = fn(ctx, &M, out, (int)rows);
-      done += rows;
-    }
     in[xi] = NULL;
-    drv_log(base, "calibration, %s: %lld rows in %.2f s on %s", what, (long long)done, ncc_now() - t0, M.devdesc);
+    drv_log(base, "calibration, %s: %lld rows%s in %.2f s on %s", what, (long long)done, passes > 1 ? ", twice" : "",
+            ncc_now() - t0, M.devdesc);
     if (!rc && done == 0)
       rc = drv_error("--calibrate: %s has %lld rows, fewer than the model's batch (%d), which this build needs",
                      d->path, (long long)d->rows, B);
@@ -256,11 +259,11 @@ static int64_t out_numel(const Model *M, int i, int rows) {
 typedef struct Stats {
   int n;
   double *amax;
-  double (*hist)[HBINS];
-  int pass;   /* 0: the maxima, 1: the histograms */
+  double (*hist)[HBINS];   /* NULL: minmax, the maxima alone */
 } Stats;
 
-static int on_taps(void *ctx, const Model *M, void **out, int rows) {
+/* pass 0: the maxima; pass 1: the histograms up to them */
+static int on_taps(void *ctx, const Model *M, void **out, int rows, int pass) {
   Stats *s = (Stats *)ctx;
   for (int k = 0; k < s->n; k++) {
     char name[32];
@@ -268,7 +271,7 @@ static int on_taps(void *ctx, const Model *M, void **out, int rows) {
     int i = out_index(M, name);
     const float *x = (const float *)out[i];
     int64_t n = out_numel(M, i, rows);
-    if (s->pass == 0) {
+    if (pass == 0) {
       double m = s->amax[k];
       for (int64_t j = 0; j < n; j++) {
         double a = fabs((double)x[j]);
@@ -294,7 +297,8 @@ typedef struct Errs {
   double *num, *den;
 } Errs;
 
-static int on_twins(void *ctx, const Model *M, void **out, int rows) {
+static int on_twins(void *ctx, const Model *M, void **out, int rows, int pass) {
+  (void)pass;
   Errs *e = (Errs *)ctx;
   for (int k = 0; k < e->n; k++) {
     char fn[32], qn[32];
@@ -533,15 +537,10 @@ static int calibrate_data(const Options *o, const Cand *c, QuantTable *t) {
   int rc = read_data(o->calibrate, &d);
   if (rc) return rc;
   const char *method = o->cal_method[0] ? o->cal_method : "entropy";
-  Stats st = {c->n, calloc((size_t)c->n + 1, sizeof(double)), NULL, 0};
-  if (!st.amax) ncc_die("out of memory");
-  rc = run_build(o, PREC_FP32, hook_taps, &d, on_taps, &st, "the inputs' ranges");
-  if (!rc && strcmp(method, "minmax")) {
-    st.hist = calloc((size_t)c->n + 1, sizeof *st.hist);
-    if (!st.hist) ncc_die("out of memory");
-    st.pass = 1;
-    rc = run_build(o, PREC_FP32, hook_taps, &d, on_taps, &st, "the inputs' histograms");
-  }
+  int minmax = !strcmp(method, "minmax");
+  Stats st = {c->n, calloc((size_t)c->n + 1, sizeof(double)), minmax ? NULL : calloc((size_t)c->n + 1, sizeof *st.hist)};
+  if (!st.amax || (!minmax && !st.hist)) ncc_die("out of memory");
+  rc = run_build(o, PREC_FP32, hook_taps, &d, minmax ? 1 : 2, on_taps, &st, "the inputs' ranges");
   t->l = calloc((size_t)c->n + 1, sizeof *t->l);
   if (!t->l) ncc_die("out of memory");
   t->n = c->n;
@@ -573,7 +572,7 @@ static int calibrate_data(const Options *o, const Cand *c, QuantTable *t) {
     Errs e = {c->n, calloc((size_t)c->n + 1, sizeof(double)), calloc((size_t)c->n + 1, sizeof(double))};
     if (!e.num || !e.den) ncc_die("out of memory");
     g_build = &twin;
-    rc = run_build(o, PREC_INT8, hook_twins, &d, on_twins, &e, "each layer's int8 error");
+    rc = run_build(o, PREC_INT8, hook_twins, &d, 1, on_twins, &e, "each layer's int8 error");
     g_build = NULL;
     for (int k = 0; k < c->n; k++)
       t->l[k].error = e.den[k] > 0 ? sqrt(e.num[k] / e.den[k]) : e.num[k] > 0 ? INFINITY : 0.0;
