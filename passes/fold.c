@@ -84,17 +84,17 @@ static int is_static(const Value *v) {
 
 /* Builds a node that cannot fail (its shapes were checked by construction);
  * a refusal would be ncc's bug. */
-static Value *mk(Graph *g, OpKind op, Value *a, Value *b, const Attrs *at, const Node *like, int load_time) {
+Value *passes_mk(Graph *g, OpKind op, Value *a, Value *b, const Attrs *at, const Node *like, int load_time) {
   Value *in[2] = {a, b};
   Value *v = ir_node(g, op, in, b ? 2 : (a ? 1 : 0), at, op == OP_CONST ? NULL : like->layer, like->layer, like->loc);
-  if (!v) ncc_die("fold: building %s for %s failed", ncc_ops[op].name, like->layer ? like->layer : "?");
+  if (!v) ncc_die("passes: building %s for %s failed", ncc_ops[op].name, like->layer ? like->layer : "?");
   v->def->load_time = load_time;
   return v;
 }
 
 /* A scalar constant; an existing one of the same value is shared (one eps for
  * every batchnorm of a network). */
-static Value *mk_const(Graph *g, double f, const Node *like) {
+Value *passes_const(Graph *g, double f, const Node *like) {
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
     if (!n->dead && n->op == OP_CONST && n->a.fval == f) return n->out;
@@ -102,16 +102,16 @@ static Value *mk_const(Graph *g, double f, const Node *like) {
   Attrs a;
   ir_attrs_init(&a);
   a.fval = f;
-  return mk(g, OP_CONST, NULL, NULL, &a, like, 0);
+  return passes_mk(g, OP_CONST, NULL, NULL, &a, like, 0);
 }
 
 /* x viewed as `rank` dims with C at position `at` and 1 elsewhere. */
-static Value *mk_channel_view(Graph *g, Value *x, int rank, int at, const Node *like) {
+Value *passes_channel_view(Graph *g, Value *x, int rank, int at, const Node *like) {
   Attrs a;
   ir_attrs_init(&a);
   a.nlist = rank;
   for (int i = 0; i < rank; i++) a.list[i] = i == at ? shape_numel(&x->shape) : 1;
-  return mk(g, OP_RESHAPE, x, NULL, &a, like, 1);
+  return passes_mk(g, OP_RESHAPE, x, NULL, &a, like, 1);
 }
 
 /* ---- 1. constants and identities ------------------------------------------ */
@@ -233,8 +233,8 @@ static Value *named(Graph *g, Value *v, const Node *layer, const char *what) {
 
 /* s = gamma / sqrt(running_var + eps), [C], at load time. */
 static Value *bn_scale(Graph *g, Node *bn) {
-  Value *ve = mk(g, OP_ADD, bn->in[4], mk_const(g, bn->a.eps, bn), NULL, bn, 1);
-  return named(g, mk(g, OP_DIV, bn->in[1], mk(g, OP_SQRT, ve, NULL, NULL, bn, 1), NULL, bn, 1), bn, "scale");
+  Value *ve = passes_mk(g, OP_ADD, bn->in[4], passes_const(g, bn->a.eps, bn), NULL, bn, 1);
+  return named(g, passes_mk(g, OP_DIV, bn->in[1], passes_mk(g, OP_SQRT, ve, NULL, NULL, bn, 1), NULL, bn, 1), bn, "scale");
 }
 
 static int fold_bn_into_conv(Graph *g, Node *bn) {
@@ -244,13 +244,13 @@ static int fold_bn_into_conv(Graph *g, Node *bn) {
   for (int j = 1; j < cv->nin; j++)
     if (!is_static(cv->in[j])) return 0;
   Value *s = bn_scale(g, bn);
-  Value *w = named(g, mk(g, OP_MUL, cv->in[1], mk_channel_view(g, s, cv->in[1]->shape.rank, 0, bn), NULL, bn, 1),
+  Value *w = named(g, passes_mk(g, OP_MUL, cv->in[1], passes_channel_view(g, s, cv->in[1]->shape.rank, 0, bn), NULL, bn, 1),
                    cv, "folded_weight");
   Value *b;
   if (cv->a.has_bias)   /* (b - mean) * s + beta */
-    b = mk(g, OP_ADD, mk(g, OP_MUL, mk(g, OP_SUB, cv->in[2], bn->in[3], NULL, bn, 1), s, NULL, bn, 1), bn->in[2], NULL, bn, 1);
+    b = passes_mk(g, OP_ADD, passes_mk(g, OP_MUL, passes_mk(g, OP_SUB, cv->in[2], bn->in[3], NULL, bn, 1), s, NULL, bn, 1), bn->in[2], NULL, bn, 1);
   else                  /* beta - mean * s */
-    b = mk(g, OP_SUB, bn->in[2], mk(g, OP_MUL, bn->in[3], s, NULL, bn, 1), NULL, bn, 1);
+    b = passes_mk(g, OP_SUB, bn->in[2], passes_mk(g, OP_MUL, bn->in[3], s, NULL, bn, 1), NULL, bn, 1);
   named(g, b, cv, "folded_bias");
   Attrs a = cv->a;
   a.has_bias = 1;
@@ -264,10 +264,10 @@ static int fold_bn_into_conv(Graph *g, Node *bn) {
 
 static void fold_bn_affine(Graph *g, Node *bn) {
   Value *s = bn_scale(g, bn);
-  Value *shift = named(g, mk(g, OP_SUB, bn->in[2], mk(g, OP_MUL, bn->in[3], s, NULL, bn, 1), NULL, bn, 1), bn, "shift");
+  Value *shift = named(g, passes_mk(g, OP_SUB, bn->in[2], passes_mk(g, OP_MUL, bn->in[3], s, NULL, bn, 1), NULL, bn, 1), bn, "shift");
   int rank = bn->in[0]->shape.rank;
-  Value *y = mk(g, OP_MUL, bn->in[0], mk_channel_view(g, s, rank, 1, bn), NULL, bn, 0);
-  y = mk(g, OP_ADD, y, mk_channel_view(g, shift, rank, 1, bn), NULL, bn, 0);
+  Value *y = passes_mk(g, OP_MUL, bn->in[0], passes_channel_view(g, s, rank, 1, bn), NULL, bn, 0);
+  y = passes_mk(g, OP_ADD, y, passes_channel_view(g, shift, rank, 1, bn), NULL, bn, 0);
   passes_replace_uses(g, bn->out, y);
   bn->dead = 1;
 }

@@ -42,6 +42,14 @@ int pass_precision(Graph *g, PassCtx *c);  /* the math precision of each op from
  * appended node goes before its first reader). */
 void passes_replace_uses(Graph *g, Value *old, Value *new_);
 void passes_reorder(Graph *g);
+/* Nodes a pass builds beside `like` (its layer and source position), that
+ * cannot fail (their shapes hold by construction; a refusal is ncc's bug):
+ * op on a (and b), load_time as given; a scalar constant (an equal one is
+ * shared); x viewed as `rank` dims with its elements along dimension `at`
+ * and 1 elsewhere (a load-time reshape: a channel's scale beside [N, C, ...]). */
+Value *passes_mk(Graph *g, OpKind op, Value *a, Value *b, const Attrs *at, const Node *like, int load_time);
+Value *passes_const(Graph *g, double f, const Node *like);
+Value *passes_channel_view(Graph *g, Value *x, int rank, int at, const Node *like);
 
 /* The fusion rules (fuse.c), for documentation and tests: i in [0, count). */
 int fuse_rule_count(void);

@@ -60,23 +60,6 @@
  *   y  = m * (sw * sx) [+ b]       the dequantization: an epilogue after fuse
  * Per output channel the weight's scale is exact where a folded batchnorm
  * scaled the channel: the integers are those of the unfolded weight. */
-static Value *mk(Graph *g, OpKind op, Value *a, Value *b, const Attrs *at, const Node *like, int load_time) {
-  Value *in[2] = {a, b};
-  Value *v = ir_node(g, op, in, b ? 2 : (a ? 1 : 0), at, NULL, like->layer, like->loc);
-  if (!v) ncc_die("precision: building %s for %s failed", ncc_ops[op].name, like->layer ? like->layer : "?");
-  v->def->load_time = load_time;
-  return v;
-}
-
-/* v ([C] or [C, 1, ...]) viewed as `rank` dims with C at dimension 1 */
-static Value *channel_view(Graph *g, Value *v, int rank, const Node *like) {
-  Attrs a;
-  ir_attrs_init(&a);
-  a.nlist = rank;
-  for (int i = 0; i < rank; i++) a.list[i] = i == 1 ? shape_numel(&v->shape) : 1;
-  return mk(g, OP_RESHAPE, v, NULL, &a, like, 1);
-}
-
 static void int8_layer(Graph *g, Node *nd, double sx) {
   Value *x = nd->in[0], *w = nd->in[1], *b = nd->nin > 2 ? nd->in[2] : NULL;
   Attrs a;
@@ -84,8 +67,8 @@ static void int8_layer(Graph *g, Node *nd, double sx) {
   a.nlist = w->shape.rank;
   a.list[0] = w->shape.d[0];
   for (int i = 1; i < a.nlist; i++) a.list[i] = 1;
-  Value *sw = mk(g, OP_QSCALE, w, NULL, &a, nd, 1);
-  Value *wq = mk(g, OP_QUANTIZE, w, sw, NULL, nd, 1);
+  Value *sw = passes_mk(g, OP_QSCALE, w, NULL, &a, nd, 1);
+  Value *wq = passes_mk(g, OP_QUANTIZE, w, sw, NULL, nd, 1);
   Attrs ca = nd->a;
   ca.has_bias = 0;
   Value *in[2] = {x, wq};
@@ -93,13 +76,11 @@ static void int8_layer(Graph *g, Node *nd, double sx) {
   if (!m) ncc_die("precision: rebuilding %s at int8 failed", nd->layer ? nd->layer : "?");
   m->def->prec = PREC_INT8;
   m->def->qscale = (float)sx;
-  ir_attrs_init(&a);
-  a.fval = (double)(float)sx;
-  Value *k = mk(g, OP_CONST, NULL, NULL, &a, nd, 0);
   int rank = nd->out->shape.rank;
-  Value *sc = mk(g, OP_MUL, channel_view(g, sw, rank, nd), k, NULL, nd, 1);
-  Value *y = mk(g, OP_MUL, m, sc, NULL, nd, 0);
-  if (b) y = mk(g, OP_ADD, y, channel_view(g, b, rank, nd), NULL, nd, 0);
+  Value *k = passes_const(g, (double)(float)sx, nd);
+  Value *sc = passes_mk(g, OP_MUL, passes_channel_view(g, sw, rank, 1, nd), k, NULL, nd, 1);
+  Value *y = passes_mk(g, OP_MUL, m, sc, NULL, nd, 0);
+  if (b) y = passes_mk(g, OP_ADD, y, passes_channel_view(g, b, rank, 1, nd), NULL, nd, 0);
   passes_replace_uses(g, nd->out, y);
   nd->dead = 1;
 }
