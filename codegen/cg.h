@@ -213,6 +213,10 @@ const char *cg_kernel(Cg *c, const char *op, int flags, const KParams *p, const 
 const char *cg_opname(const KGroup *gr, const char *base, char out[96]);
 /* Wraps `body` into a kernel definition with the params' signature and registers it. */
 const char *cg_finish(Cg *c, const char *op, int flags, const KParams *p, const Buf *body);
+/* cg_finish with __launch_bounds__(threads, min_blocks) (none when min_blocks is
+ * 0): ptxas keeps the registers to what min_blocks resident blocks an SM allow */
+const char *cg_finish_bounds(Cg *c, const char *op, int flags, const KParams *p, const Buf *body, int threads,
+                             int min_blocks);
 /* A warp-per-row kernel's end: rows of a group's value, per_block of them in a
  * block of 256 threads (the body tests its own row and stores in an if). */
 int cg_rows_finish(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t total, int64_t per_block);

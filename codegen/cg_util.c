@@ -332,6 +332,10 @@ void cg_launch_b(Cg *c, const char *name, const KParams *p, long long gx, long l
       buf_puts(b, i == -1 - gr->npro ? " " : ", ");
       buf_puts(b, nm);
     }
+    if (ir_gemm_mma(gr->main)) {   /* the tensor-core GEMM's tile and why (the precision pass's choice) */
+      char why[256];
+      buf_printf(b, ": tile %s", ir_tile_why(gr->main, why, sizeof why));
+    }
     buf_puts(b, " */\n");
   }
   /* one argument a line, with the kernel parameter it becomes */
@@ -639,8 +643,14 @@ void cg_block_reduce(Buf *b, const char *red, const char *var, int nthr, int is_
 }
 
 const char *cg_finish(Cg *c, const char *op, int flags, const KParams *p, const Buf *body) {
+  return cg_finish_bounds(c, op, flags, p, body, 0, 0);
+}
+
+const char *cg_finish_bounds(Cg *c, const char *op, int flags, const KParams *p, const Buf *body, int threads,
+                             int min_blocks) {
   Buf k = {0};
-  buf_printf(&k, "%s @K@(", D_KERNEL);
+  if (min_blocks > 0) buf_printf(&k, "%s __launch_bounds__(%d, %d) @K@(", D_KERNEL, threads, min_blocks);
+  else buf_printf(&k, "%s @K@(", D_KERNEL);
   kp_decl(p, &k);
   buf_printf(&k, ") {\n%s}\n", body->s ? body->s : "");
   const char *name = cg_kernel(c, op, flags, p, k.s);

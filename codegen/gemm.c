@@ -197,21 +197,23 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   return s->S > 1 ? split_sum(c, gr, s) : 0;
 }
 
-/* ---- tensor cores (ir_gemm_mma: --precision=tf32|fp16|bf16) ---------------
- * Four warps (128 threads) compute a BM x BN tile; warp w owns a
- * (BM / WM) x (BN / WN) part of it, MI x NJ tiles of 16 x 8, each one
- * accumulator fragment (4 floats a lane).  K advances by BK = 16: both tiles
- * are staged in shared memory as floats, rounded to the op's precision as
- * they are stored, between two barriers; then the warps load their fragments
- * and issue the MMAs (ncc_kernel.h; the fragment layouts are in
+/* ---- tensor cores (ir_gemm_mma: --precision=tf32|fp16|bf16|int8) ----------
+ * A block of WM x WN warps (128 threads; 256 for the 128 x 128 tile)
+ * computes a BM x BN tile, the one the precision pass chose (ir_gemm_tile,
+ * ir/tile.c); warp w owns a (BM / WM) x (BN / WN) part of it, MI x NJ tiles
+ * of 16 x 8, each one accumulator fragment (4 floats a lane).  K advances by
+ * BK = 16: both tiles are staged in shared memory, rounded to the op's
+ * precision as they are stored (tf32 floats, fp16/bf16 their 16 bits, int8
+ * bytes), between two barriers; then the warps load their fragments and
+ * issue the MMAs (ncc_kernel.h; the fragment layouts are in
  * docs/emulator.md, "Tensor cores"):
  *   tf32: two k-steps of 8, MI * NJ mma.sync.m16n8k8 each
  *         (ncc_mma_tf32_16x8x8);
  *   fp16, bf16: one k-step of 16, MI * NJ mma.sync.m16n8k16 with FP16
  *         (BF16) operands (ncc_mma_f16_16x8x16, ncc_mma_bf16_16x8x16), at
- *         twice TF32's rate; a lane packs its fragment's floats two to a
- *         register (ncc_pack_f16x2, ncc_pack_bf16x2: exact, they are
- *         rounded already).
+ *         twice TF32's rate;
+ *   int8: one k-step of 16, MI * NJ mma.sync.m16n8k16 with s8 operands
+ *         and s32 sums (ncc_mma_s8_16x8x16).
  *
  * Shared memory holds the tiles in fragment order (mma_dst): for each k-step
  * and each 16-row (A) or 8-column (B) slice, the 32 lanes' fragments one
@@ -221,17 +223,13 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
  * conflict), and a k-step costs MI + NJ (fp16, bf16: 2 MI + NJ) shared loads
  * for MI * NJ MMAs.  The epilogue runs on each accumulator element at its
  * (row, column): gid + 8 (r / 2), 2 tig + r % 2 of its 16 x 8 tile. */
-typedef struct MmaCfg { int BM, BN, WM, WN, MI, NJ; } MmaCfg;
-#define MMA_THREADS 128
+typedef struct MmaCfg { int BM, BN, WM, WN, MI, NJ, T, minb; } MmaCfg;
 
-static MmaCfg mma_cfg(int64_t M, int64_t N) {
-  MmaCfg g;
-  g.BM = M >= 64 ? 64 : M >= 32 ? 32 : 16;
-  g.BN = N >= 64 ? 64 : 32;
-  g.WM = g.BM >= 32 ? 2 : 1;
-  g.WN = 4 / g.WM;
-  g.MI = g.BM / g.WM / 16;
-  g.NJ = g.BN / g.WN / 8;
+/* The node's tile (ir_gemm_tile: the precision pass's choice, Node.tile) */
+static MmaCfg mma_cfg(const Node *n) {
+  IrTile t = ir_gemm_tile(n);
+  MmaCfg g = {t.BM, t.BN, t.WM, t.WN, t.BM / t.WM / 16, t.BN / t.WN / 8, t.threads, t.minb};
+  NCC_ASSERT(g.MI >= 1 && g.NJ >= 1 && g.WM * g.WN * 32 == g.T);
   return g;
 }
 
@@ -285,8 +283,8 @@ static const char *mma_store_rv(char *buf, size_t n, const Node *nd, const char 
 }
 
 static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
-  MmaCfg g = mma_cfg(s->M, s->N);
-  int BM = g.BM, BN = g.BN, MI = g.MI, NJ = g.NJ;
+  MmaCfg g = mma_cfg(gr->main);
+  int BM = g.BM, BN = g.BN, MI = g.MI, NJ = g.NJ, T = g.T;
   if (!grid_fits(c, gr, s, BM)) return -1;
   Buf b = {0};
   /* fp16, bf16: the tiles in 16-bit values, int8 in bytes: a lane loads its registers as they are */
@@ -311,10 +309,10 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   char dst[160];
   char ra[64], rb[64], sa[96], sb[96];
   spec_rv(c, p, gr->main, s, ra, rb);
-  load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind), BM, MMA_THREADS, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load,
+  load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind), BM, T, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load,
             mma_store_rv(sa, sizeof sa, gr->main, ra));
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
-  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind), BN, MMA_THREADS, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load,
+  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind), BN, T, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load,
                  mma_store_rv(sb, sizeof sb, gr->main, rb));
   buf_printf(&b, "    %s\n", D_BARRIER);
   if (kind == MMA_S8) {   /* a lane's A: 2 registers of 4 int8 (rows g, g + 8), B: 1, each one 32-bit load */
@@ -359,8 +357,8 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   }
   buf_puts(&b, "        }\n      }\n");
   char opn[96];
-  const char *name = cg_finish(c, form_name(gr, "mma", opn), NCC_KF_BARRIER_, p, &b);
-  tiled_launch(c, gr, p, s, name, BM, BN, MMA_THREADS, 1);
+  const char *name = cg_finish_bounds(c, form_name(gr, "mma", opn), NCC_KF_BARRIER_, p, &b, T, g.minb);
+  tiled_launch(c, gr, p, s, name, BM, BN, T, 1);
   buf_free(&b);
   return s->S > 1 ? split_sum(c, gr, s) : 0;
 }
@@ -788,8 +786,9 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   spec_rv(c, &p, nd, &s, ra, rb);
   if (ir_gemm_mma(nd)) {
     char dst[160], sb[96];
-    int BN = mma_cfg(s.M, s.N).BN;
-    im2col_tile(&s, d, x, cb, pool, mma_store_rv(sb, sizeof sb, nd, rb), BN, MMA_THREADS,
+    MmaCfg g = mma_cfg(nd);
+    int BN = g.BN;
+    im2col_tile(&s, d, x, cb, pool, mma_store_rv(sb, sizeof sb, nd, rb), BN, g.T,
                 mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_kind(nd)));
   } else {
     im2col_tile(&s, d, x, cb, pool, rb, 16 * tile_of(s.N), 256, "Bs[kk][rb]");

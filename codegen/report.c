@@ -108,29 +108,11 @@ static int64_t vbytes(const Value *v) { return shape_numel(&v->shape) * dtype_si
  * most 48 KiB static and, with the opt-in attribute, the SM's bytes less that
  * 1 KiB in all).  Registers a thread are an estimate by kernel kind
  * (regs_estimate), since no ptxas runs at report time. */
-enum { OCC_REGS_SM = 65536, OCC_REG_UNIT = 256, OCC_SMEM_UNIT = 128, OCC_SMEM_RESERVED = 1024,
-       OCC_SMEM_STATIC_MAX = 48 * 1024 };
-
-typedef struct Occ {
-  int per_sm;    /* resident blocks per SM; 0: the block does not fit */
-  char limit;    /* which limit binds: 't', 'b', 'r', 's' */
-} Occ;
-
-static int64_t round_up(int64_t x, int64_t u) { return (x + u - 1) / u * u; }
+typedef IrOcc Occ;
 
 static Occ occupancy(const Arch *a, int threads, int regs, int64_t smem_static, int64_t smem_dyn) {
-  Occ o = {a->blocks_sm, 'b'};
-  int warps = (threads + 31) / 32;
-  int lim_t = a->threads_sm / 32 / warps;
-  int64_t regs_warp = round_up((int64_t)(regs > 0 ? regs : 1) * 32, OCC_REG_UNIT);
-  int lim_r = regs > 255 || regs_warp * round_up(warps, 4) > OCC_REGS_SM
-                  ? 0 : (int)((OCC_REGS_SM / 4 / regs_warp) * 4 / warps);
-  int64_t smem = round_up(smem_static + smem_dyn + OCC_SMEM_RESERVED, OCC_SMEM_UNIT);
-  int lim_s = smem_static > OCC_SMEM_STATIC_MAX || smem > a->smem_sm ? 0 : (int)(a->smem_sm / smem);
-  if (lim_t < o.per_sm) o.per_sm = lim_t, o.limit = 't';
-  if (lim_r < o.per_sm) o.per_sm = lim_r, o.limit = 'r';
-  if (lim_s < o.per_sm) o.per_sm = lim_s, o.limit = 's';
-  return o;
+  IrMachine m = {a->sms, a->threads_sm, a->blocks_sm, a->smem_sm};
+  return ir_occupancy(&m, threads, regs, smem_static, smem_dyn);
 }
 
 int report_blocks_per_sm(const char *arch, int threads, int regs, size_t smem_static, size_t smem_dyn, char *limit) {
@@ -143,7 +125,7 @@ int report_blocks_per_sm(const char *arch, int threads, int regs, size_t smem_st
  * ptxas's counts for the generated kernels (nvcc 13, sm_80 and sm_90; docs/gpu.md
  * has the table they come from) rounded up to a multiple of 8.  A kind not
  * listed gets the tiled GEMM's figure. */
-enum { REGS_TILED = 56, REGS_GEMV = 32, REGS_DIRECT = 24, REGS_MMA = 96, REGS_OTHER = 32 };
+enum { REGS_TILED = 56, REGS_GEMV = 32, REGS_DIRECT = 24, REGS_OTHER = 32 };
 static int regs_estimate(const KGroup *gr, int cublas);
 
 /* The fraction of the machine a launch of `blocks` blocks, `per_sm` resident
@@ -202,6 +184,12 @@ static int split_k(const Node *n, int cublas) {
 static const char *kernel_marks(const Node *n, int cublas, char *buf, size_t len) {
   const char *form = kernel_form(n);
   int sk = split_k(n, cublas);
+  char ft[32];
+  if (form && !strcmp(form, "mma")) {   /* the tensor-core GEMM with its tile (ir_gemm_tile) */
+    IrTile t = ir_gemm_tile(n);
+    snprintf(ft, sizeof ft, "mma %dx%d", t.BM, t.BN);
+    form = ft;
+  }
   if (form && sk > 1) snprintf(buf, len, " [%s, split-K %d]", form, sk);
   else if (form) snprintf(buf, len, " [%s]", form);
   else if (sk > 1) snprintf(buf, len, " [split-K %d]", sk);
@@ -329,11 +317,14 @@ static int regs_estimate(const KGroup *gr, int cublas) {
     {NULL, REGS_TILED},       /* the tiled GEMM and implicit-GEMM convolution */
     {"gemv", REGS_GEMV},
     {"direct", REGS_DIRECT},
-    {"mma", REGS_MMA},        /* the tensor-core GEMM (128 threads) */
   };
   const Node *n = gr->main;
   if (!(ncc_ops[n->op].flags & OPF_GEMM_LIKE)) return REGS_OTHER;
   const char *form = kernel_form(n);
+  if (form && !strcmp(form, "mma")) {   /* by its tile (ir_mma_tiles) */
+    IrTile t = ir_gemm_tile(n);
+    return ir_tile_regs(n, &t);
+  }
   for (size_t i = 0; i < sizeof gemm_kinds / sizeof gemm_kinds[0]; i++)
     if (form == gemm_kinds[i].form || (form && gemm_kinds[i].form && !strcmp(form, gemm_kinds[i].form)))
       return gemm_kinds[i].regs;

@@ -27,7 +27,7 @@
 typedef enum {
   O_HELP, O_VERSION, O_LIST_OPTIONS,
   O_OUT, O_EMIT, O_JIT, O_ARCH, O_TRAIN, O_FREEZE,
-  O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_LOSS_SCALE, O_CALIBRATE, O_CAL_METHOD, O_PERCENTILE, O_CAL_CACHE, O_MAX_ERROR, O_FALLBACK,
+  O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_LOSS_SCALE, O_CALIBRATE, O_CAL_METHOD, O_PERCENTILE, O_CAL_CACHE, O_MAX_ERROR, O_FALLBACK, O_GEMM_TILE,
   O_VERBOSE,
   O_MAX_MEMORY, O_WEIGHTS, O_DEVICE, O_CHECK, O_SEED, O_INPUT, O_OUTPUT,
   O_PRINT_OBJECT, O_ITERS, O_WARMUP, O_COMPARE,
@@ -129,6 +129,10 @@ static const OptSpec opts[] = {
    "too, and at fp16 scales the loss dynamically (as torch.cuda.amp.GradScaler); int8 (inference, with "
    "--calibrate or --calibration-cache): conv2d and linear with int8 operands and int32 sums, per-channel "
    "weight scales, calibrated activation scales, per-layer fallback to fp32"},
+  {O_GEMM_TILE, "--gemm-tile", NULL, "=BMxBN", CMD_ALL, 0,
+   "every tensor-core GEMM (tf32, fp16, bf16, int8) takes this tile instead of the tile model's choice: "
+   "16x32, 16x64, 32x32, 32x64, 64x32, 64x64, 128x64, 64x128 or 128x128 (docs/gpu.md, \"Tile choice\"; "
+   "-v prints each GEMM's tile and why)"},
   {O_LOSS_SCALE, "--loss-scale", NULL, "=S", CMD_COMPILE | CMD_BENCH | CMD_TRAIN, 0,
    "fp16 training: the initial loss scale (default 65536, GradScaler's; halved after an overflow, "
    "doubled after 2000 steps without one)"},
@@ -501,6 +505,11 @@ static int apply(Options *o, const OptSpec *s, const char *v) {
       return oerr("--calibration-method=%s: expected minmax, percentile or entropy", v);
     snprintf(o->cal_method, sizeof o->cal_method, "%s", v);
     return 0;
+  case O_GEMM_TILE:
+    o->gemm_tile = 1 + ir_tile_lookup(v);
+    if (!o->gemm_tile)
+      return oerr("--gemm-tile=%s: expected one of 16x32, 16x64, 32x32, 32x64, 64x32, 64x64, 128x64, 64x128, 128x128", v);
+    return 0;
   case O_FALLBACK:
     if (strcmp(v, "fp32") && strcmp(v, "fp16") && strcmp(v, "bf16"))
       return oerr("--int8-fallback=%s: expected fp32, fp16 or bf16", v);
@@ -604,6 +613,9 @@ static int check(Options *o) {
   if (o->loss_scale > 0.0 && !(o->precision == PREC_FP16 && (o->cmd == CMD_TRAIN || o->train)))
     return oerr("--loss-scale goes with fp16 training (--precision=fp16 with ncc train, or --train): "
                 "only fp16 gradients need the loss scaled");
+  if (o->gemm_tile && (o->precision == PREC_FP32 || o->cublas))
+    return oerr("--gemm-tile picks the tile of ncc's tensor-core GEMMs: it goes with --precision=tf32, fp16, bf16 or "
+                "int8, without --cublas");
   if (o->precision == PREC_INT8) {
     if (o->cmd == CMD_TRAIN || o->train)
       return oerr("--precision=int8 is for inference; training runs at fp32, bf16 or fp16 (then compile the "

@@ -55,6 +55,7 @@ typedef struct Options {
   double percentile;            /* --percentile (0: 99.99) */
   double max_error;             /* --int8-max-error (0: 0.05) */
   int int8_fallback;            /* --int8-fallback: PREC_FP16 or PREC_BF16; 0 (PREC_FP32): fp32 */
+  int gemm_tile;                /* --gemm-tile: 1 + its index in ir_mma_tiles; 0: the tile model's choice */
   SetOpt sets[MAX_SETS];
   int nsets;
   /* running a model */

@@ -151,6 +151,9 @@ struct Node {
                               127); products summed in int32; its value is that integer
                               sum, which the mul (and add) after it dequantize) */
   float qscale;            /* PREC_INT8: the activation scale of in[0] (calibration) */
+  int tile;                /* set by the precision pass on a tensor-core GEMM (ir_gemm_mma):
+                              1 + its index in ir_mma_tiles (ir_tile_choose); 0: the
+                              default tile of its shape */
   int load_time;           /* set by the fold pass: computed once, right after the
                               weights are loaded, from parameters and constants only
                               (a folded batchnorm's scale and shift); its value is
@@ -476,6 +479,49 @@ static inline int64_t ir_gemm_split_span(const Node *n) {
   nk = (K + 15) / 16;
   return (nk + s - 1) / s * 16;
 }
+
+/* The tensor-core GEMM's tile (ir/tile.c; docs/gpu.md, "Tile choice"):
+ * BM x BN outputs a block of `threads` threads, WM x WN warps; minb: the
+ * resident blocks an SM its kernel asks ptxas for (__launch_bounds__(threads,
+ * minb); 0: no bound); regs_conv, regs_gemm: the registers a thread the
+ * model assumes for a convolution and for the other GEMMs (ptxas's figures
+ * for the generated kernels; ir_tile_regs).  ir_mma_tiles[IR_TILE_64x64] and those before it are the
+ * defaults by shape (ir_tile_default); those after it the larger tiles the
+ * model may choose. */
+typedef struct IrTile { int BM, BN, WM, WN, threads, minb, regs_conv, regs_gemm; } IrTile;
+enum { IR_TILE_64x64 = 5, IR_NTILES = 9 };
+extern const IrTile ir_mma_tiles[IR_NTILES];
+/* The occupancy rules (cuda_occupancy.h's, as the report applies them):
+ * resident blocks an SM, and which limit binds ('t' threads, 'b' blocks,
+ * 'r' registers, 's' shared memory); per_sm 0: the block does not fit. */
+typedef struct IrMachine { int sms, threads_sm, blocks_sm, smem_sm; } IrMachine;
+typedef struct IrOcc { int per_sm; char limit; } IrOcc;
+enum { IR_OCC_REGS_SM = 65536, IR_OCC_REG_UNIT = 256, IR_OCC_SMEM_UNIT = 128, IR_OCC_SMEM_RESERVED = 1024,
+       IR_OCC_SMEM_STATIC_MAX = 48 * 1024 };
+IrOcc ir_occupancy(const IrMachine *a, int threads, int regs, int64_t smem_static, int64_t smem_dyn);
+extern const IrMachine ir_tile_machine;   /* the tile model's machine: an H100's 132 SMs */
+/* The model's constants (warp instructions: a staged element /32, a MMA with its
+ * fragment loads), and how much faster a larger tile must model to be chosen */
+#define IR_TILE_STAGE 9.0
+#define IR_TILE_MMA 2.0
+#define IR_TILE_MARGIN 0.9
+#define IR_TILE_HIDE_WARPS 8.0   /* warps an SM needs at once to issue every cycle (the model's assumption) */
+typedef struct IrTileEst {
+  int64_t blocks, per_sm;   /* blocks launched; blocks the busiest SM runs */
+  int resident;             /* blocks an SM holds at once (ir_occupancy) */
+  char limit;
+  double waves, cycles;     /* blocks / (SMs x resident); the modeled time */
+} IrTileEst;
+int ir_tile_default(int64_t M, int64_t N);            /* index of the default tile of an M x N GEMM */
+int ir_tile_lookup(const char *s);                    /* "128x64" -> its index; -1: none */
+double ir_tile_model(const Node *n, int t, IrTileEst *e);   /* the modeled cycles of tile t for n */
+/* The tile of tensor-core GEMM n: `forced` (an index) when >= 0, else the
+ * model's least time (a larger tile only when it models IR_TILE_MARGIN of
+ * the default or less; the default for a split-K GEMM); why: one line */
+int ir_tile_choose(const Node *n, int forced, char *why, size_t nwhy);
+IrTile ir_gemm_tile(const Node *n);                   /* the tile codegen renders (Node.tile, else the default) */
+int ir_tile_regs(const Node *n, const IrTile *t);
+const char *ir_tile_why(const Node *n, char *why, size_t nwhy);   /* why n has its tile (Node.tile), one line */     /* the registers the model assumes for n's kernel at tile t */
 
 /* Storage classes of values (Liveness.kind). */
 enum {

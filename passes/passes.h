@@ -15,7 +15,9 @@ typedef struct PassCtx {
   int cublas;         /* the GEMMs go to cuBLAS (--cublas): they read their operands from memory */
   int precision;      /* PREC_* (--precision): the precision pass's policy */
   double loss_scale;  /* fp16 training: the initial loss scale (--loss-scale; 0: GradScaler's 65536) */
-  const QuantTable *quant;  /* int8: the calibration (activation scales, per-layer choice); NULL: none */
+  int gemm_tile;      /* --gemm-tile: 1 + the index in ir_mma_tiles every tensor-core GEMM takes; 0: the model's choice */
+  const QuantTable *quant;
+  /* int8: the calibration (activation scales, per-layer choice); NULL: none */
 } PassCtx;
 
 typedef int (*PassFn)(Graph *g, PassCtx *c);

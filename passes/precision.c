@@ -105,6 +105,21 @@ static void load_time_first(Graph *g) {
   free(order);
 }
 
+/* Each tensor-core GEMM's tile (Node.tile): --gemm-tile's, else the model's
+ * (ir_tile_choose; -v prints each choice and its reason) */
+static void choose_tiles(Graph *g, const PassCtx *c) {
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *nd = g->nodes[i];
+    nd->tile = 0;
+    if (!ir_gemm_mma(nd)) continue;
+    char why[256];
+    nd->tile = 1 + ir_tile_choose(nd, c->gemm_tile - 1, why, sizeof why);
+    if (c->verbose)
+      fprintf(stderr, "pass precision: %s %s: tile %s\n", ncc_ops[nd->op].name, nd->name ? nd->name : nd->layer ? nd->layer : "",
+              why);
+  }
+}
+
 static int pass_int8(Graph *g, PassCtx *c) {
   const QuantTable *qt = c->quant;
   if (!qt) {
@@ -147,6 +162,7 @@ static int pass_int8(Graph *g, PassCtx *c) {
   ir_compact(g);
   passes_reorder(g);
   load_time_first(g);
+  choose_tiles(g, c);
   if (c->verbose)
     fprintf(stderr, "pass precision: int8: %d conv2d/linear op%s with int8 operands and int32 sums, %d fell back "
             "(to fp32, or --int8-fallback's precision), the rest in float32\n", nq, nq == 1 ? "" : "s", nf);
@@ -181,6 +197,7 @@ int pass_precision(Graph *g, PassCtx *c) {
     nd->prec = gemm ? g->precision : PREC_FP32;
     n += nd->prec != PREC_FP32;
   }
+  choose_tiles(g, c);
   static const char *const upper[] = {"FP32", "TF32", "FP16", "BF16"};
   if (c->verbose && g->precision != PREC_FP32)
     fprintf(stderr, "pass precision: %s: %d GEMM-like op%s with %s operands, the rest in float32%s\n",

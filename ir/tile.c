@@ -1,0 +1,163 @@
+/* tile.c — the tensor-core GEMM's tile, and the analytic model that picks it
+ * (docs/gpu.md, "Tile choice").
+ *
+ * A tensor-core GEMM (ir_gemm_mma) computes its output in BM x BN tiles, a
+ * block of `threads` threads (WM x WN warps) each; ir_mma_tiles lists the
+ * tiles codegen can render.  The precision pass records each GEMM's choice
+ * on the node (Node.tile): the tile --gemm-tile forces, or the one the model
+ * below gives the least time.  The model stands in for timing on a GPU (none
+ * answers at compile time):
+ *
+ *   blocks   = ceil(M / BM) ceil(N / BN) Z   (split-K GEMMs keep the default
+ *              tile: ir_gemm_split_k chose their ranges for it)
+ *   resident = blocks an SM holds at once (ir_occupancy: threads, registers,
+ *              shared memory, blocks; IR_TILE_MACHINE: an H100's SMs)
+ *   per_sm   = ceil(blocks / SMs): the blocks the busiest SM runs (waves)
+ *   warps    = min(resident, per_sm) x threads / 32: warps it runs at once
+ *   cost     = ceil(K / 16) x (IR_TILE_STAGE x (BM + BN) x 16 / 32
+ *                              + IR_TILE_MMA x MMAs a K tile):
+ *              warp instructions of a block's main loop (the staging of the
+ *              two tiles, then the MMAs with their fragment loads)
+ *   time     = per_sm x cost / (4 x min(1, warps / IR_TILE_HIDE_WARPS))
+ *              cycles: the four schedulers of an SM issue one instruction
+ *              each a cycle when 8 warps (two a scheduler, each with MI x NJ
+ *              independent MMAs and its loads) hide the latencies,
+ *              proportionally less with fewer.
+ *
+ * The constants are estimates from the SASS of the generated 64 x 64 kernels
+ * (nvcc 13, sm_90; docs/gpu.md has the figures), not GPU timings: a staged
+ * element costs its address, load, rounding and store, a MMA its fragment
+ * loads.  A larger
+ * tile stages fewer elements a MMA but launches fewer blocks: it wins where
+ * the smaller tile already fills the SMs. */
+#include "ir.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* BM, BN, WM, WN, threads, minb (__launch_bounds__), then the registers a
+ * thread of a convolution's kernel (its im2col state) and of a linear's or
+ * matmul's: ptxas's most over tf32, fp16 and bf16 (nvcc 13, sm_90), rounded up
+ * to 8.  The first six are the default tiles by shape (ir_tile_default); the
+ * last three the larger ones the model may choose.  128 x 64 asks for three
+ * blocks an SM (168 registers; four would spill); 128 x 128 asks for none:
+ * with two its convolutions spill a few bytes, so one block of 8 warps. */
+const IrTile ir_mma_tiles[IR_NTILES] = {
+  {16, 32, 1, 4, 128, 0, 64, 64},    {16, 64, 1, 4, 128, 0, 72, 64},    {32, 32, 2, 2, 128, 0, 72, 64},
+  {32, 64, 2, 2, 128, 0, 96, 64},    {64, 32, 2, 2, 128, 0, 96, 64},    {64, 64, 2, 2, 128, 0, 120, 64},
+  {128, 64, 2, 2, 128, 3, 160, 128}, {64, 128, 2, 2, 128, 0, 192, 128}, {128, 128, 2, 4, 256, 0, 160, 128},
+};
+
+const IrMachine ir_tile_machine = {132, 2048, 32, 228 * 1024};   /* an H100 (sm_90): the split-K model's machine */
+
+static int64_t round_up(int64_t x, int64_t u) { return (x + u - 1) / u * u; }
+
+IrOcc ir_occupancy(const IrMachine *a, int threads, int regs, int64_t smem_static, int64_t smem_dyn) {
+  IrOcc o = {a->blocks_sm, 'b'};
+  int warps = (threads + 31) / 32;
+  int lim_t = a->threads_sm / 32 / warps;
+  int64_t regs_warp = round_up((int64_t)(regs > 0 ? regs : 1) * 32, IR_OCC_REG_UNIT);
+  int lim_r = regs > 255 || regs_warp * round_up(warps, 4) > IR_OCC_REGS_SM
+                  ? 0 : (int)((IR_OCC_REGS_SM / 4 / regs_warp) * 4 / warps);
+  int64_t smem = round_up(smem_static + smem_dyn + IR_OCC_SMEM_RESERVED, IR_OCC_SMEM_UNIT);
+  int lim_s = smem_static > IR_OCC_SMEM_STATIC_MAX || smem > a->smem_sm ? 0 : (int)(a->smem_sm / smem);
+  if (lim_t < o.per_sm) o.per_sm = lim_t, o.limit = 't';
+  if (lim_r < o.per_sm) o.per_sm = lim_r, o.limit = 'r';
+  if (lim_s < o.per_sm) o.per_sm = lim_s, o.limit = 's';
+  return o;
+}
+
+int ir_tile_default(int64_t M, int64_t N) {
+  int bm = M >= 64 ? 64 : M >= 32 ? 32 : 16, bn = N >= 64 ? 64 : 32;
+  for (int i = 0; i < IR_NTILES; i++)
+    if (ir_mma_tiles[i].BM == bm && ir_mma_tiles[i].BN == bn) return i;
+  return IR_TILE_64x64;
+}
+
+int ir_tile_lookup(const char *s) {
+  int bm, bn, len = 0;
+  if (!s || sscanf(s, "%dx%d%n", &bm, &bn, &len) != 2 || s[len]) return -1;
+  for (int i = 0; i < IR_NTILES; i++)
+    if (ir_mma_tiles[i].BM == bm && ir_mma_tiles[i].BN == bn) return i;
+  return -1;
+}
+
+IrTile ir_gemm_tile(const Node *n) {
+  int64_t M, N, K, Z;
+  if (n->tile > 0 && n->tile <= IR_NTILES) return ir_mma_tiles[n->tile - 1];
+  ir_gemm_dims(n, &M, &N, &K, &Z);
+  return ir_mma_tiles[ir_tile_default(M, N)];
+}
+
+int ir_tile_regs(const Node *n, const IrTile *t) { return n->op == OP_CONV2D ? t->regs_conv : t->regs_gemm; }
+
+/* Bytes of one staged operand element: tf32 a float, fp16/bf16 16 bits, int8 a byte */
+static int elem_bytes(int prec) { return prec == PREC_INT8 ? 1 : prec == PREC_FP16 || prec == PREC_BF16 ? 2 : 4; }
+
+double ir_tile_model(const Node *n, int t, IrTileEst *e) {
+  int64_t M, N, K, Z;
+  ir_gemm_dims(n, &M, &N, &K, &Z);
+  const IrTile *c = &ir_mma_tiles[t];
+  const IrMachine *a = &ir_tile_machine;
+  IrTileEst x;
+  x.blocks = (M + c->BM - 1) / c->BM * ((N + c->BN - 1) / c->BN) * Z;
+  IrOcc o = ir_occupancy(a, c->threads, ir_tile_regs(n, c), (int64_t)(c->BM + c->BN) * 16 * elem_bytes(n->prec), 0);
+  x.resident = o.per_sm, x.limit = o.limit;
+  x.per_sm = (x.blocks + a->sms - 1) / a->sms;
+  x.waves = o.per_sm > 0 ? (double)x.blocks / ((double)a->sms * o.per_sm) : 0;
+  int64_t conc = x.per_sm < x.resident ? x.per_sm : x.resident;
+  double warps = (double)conc * c->threads / 32, eff = warps >= IR_TILE_HIDE_WARPS ? 1 : warps / IR_TILE_HIDE_WARPS;
+  /* MMAs a K tile of 16: m16n8k8 at tf32 (two a K tile), m16n8k16 otherwise */
+  double mmas = (double)c->BM * c->BN / 128 * (n->prec == PREC_TF32 ? 2 : 1);
+  double cost = (double)((K + 15) / 16) * (IR_TILE_STAGE * (c->BM + c->BN) * 16 / 32 + IR_TILE_MMA * mmas);
+  x.cycles = o.per_sm > 0 ? (double)x.per_sm * cost / (4 * eff) : 1e300;
+  if (e) *e = x;
+  return x.cycles;
+}
+
+int ir_tile_choose(const Node *n, int forced, char *why, size_t nwhy) {
+  int64_t M, N, K, Z;
+  ir_gemm_dims(n, &M, &N, &K, &Z);
+  int d = ir_tile_default(M, N), best = d;
+  IrTileEst ed, eb;
+  double td = ir_tile_model(n, d, &ed), tb = td;
+  if (forced >= 0) {
+    best = forced;
+    tb = ir_tile_model(n, best, &eb);
+  } else if (ir_gemm_split_k(n) > 1) {
+    eb = ed;
+  } else {
+    eb = ed;
+    for (int i = IR_TILE_64x64 + 1; i < IR_NTILES; i++) {
+      const IrTile *c = &ir_mma_tiles[i];
+      if (M < c->BM || N < c->BN) continue;   /* a tile mostly padding */
+      if (n->op == OP_CONV2D && c->BM < c->BN) continue;   /* 128 im2col columns for 4 warps: 190 registers */
+      IrTileEst e;
+      double t = ir_tile_model(n, i, &e);
+      if (t < IR_TILE_MARGIN * tb) best = i, tb = t, eb = e;   /* the larger tile must clearly win */
+    }
+  }
+  if (why) {
+    const IrTile *c = &ir_mma_tiles[best];
+    if (forced >= 0)
+      snprintf(why, nwhy, "%dx%d, forced (--gemm-tile); model %.2fx of the %dx%d default", c->BM, c->BN, tb / td,
+               ir_mma_tiles[d].BM, ir_mma_tiles[d].BN);
+    else if (ir_gemm_split_k(n) > 1)
+      snprintf(why, nwhy, "%dx%d, the default: split-K into %d ranges", c->BM, c->BN, ir_gemm_split_k(n));
+    else if (best == d)
+      snprintf(why, nwhy, "%dx%d, the default: %lld blocks, %d a SM resident (%c), %.2f waves; no larger tile models "
+               "%.0f%% less time", c->BM, c->BN, (long long)ed.blocks, ed.resident, ed.limit, ed.waves,
+               100 * (1 - IR_TILE_MARGIN));
+    else
+      snprintf(why, nwhy, "%dx%d: %lld blocks, %d a SM resident (%c), %.2f waves; model %.2fx of the %dx%d default "
+               "(%lld blocks)", c->BM, c->BN, (long long)eb.blocks, eb.resident, eb.limit, eb.waves, tb / td,
+               ir_mma_tiles[d].BM, ir_mma_tiles[d].BN, (long long)ed.blocks);
+  }
+  return best;
+}
+
+const char *ir_tile_why(const Node *n, char *why, size_t nwhy) {
+  int t = n->tile > 0 ? n->tile - 1 : -1;
+  if (ir_tile_choose(n, -1, why, nwhy) != t && t >= 0) ir_tile_choose(n, t, why, nwhy);
+  return why;
+}
