@@ -42,7 +42,19 @@ PEAK = {"sm_80": 19.5e12, "sm_90": 67.0e12}
 BW = {"sm_80": 1.555e12, "sm_90": 3.35e12}
 LAUNCH_US = 3.0
 # registers a thread by kernel kind (the documented estimates)
-REGS = {"tiled": 56, "gemv": 32, "direct": 24, "mma": 96, "other": 32}
+REGS = {"tiled": 56, "gemv": 32, "direct": 24, "other": 32}
+# the tensor-core GEMM's by its tile (docs/gpu.md, "Tile choice"): (convolution, other GEMMs)
+MMA_REGS = {"16x32": (64, 64), "16x64": (72, 64), "32x32": (72, 64), "32x64": (96, 64), "64x32": (96, 64),
+            "64x64": (120, 64), "128x64": (160, 128), "64x128": (192, 128), "128x128": (160, 128)}
+
+
+def regs_of(kind, kernel, comment):
+    if kind != "mma":
+        return REGS[kind]
+    tile = re.search(r": tile (\d+x\d+)", comment)
+    if not tile:
+        raise SystemExit("%s: the launch comment names no tile: %s" % (kernel, comment))
+    return MMA_REGS[tile.group(1)][0 if "_conv2d" in kernel else 1]
 
 CASES = [
     ("lenet", [], "sm_90"),
@@ -51,6 +63,7 @@ CASES = [
     ("resnet50", ["-O3"], "sm_80"),
     ("resnet50", ["--set", "N=8"], "sm_90"),
     ("resnet18", ["--precision=tf32"], "sm_90"),   # tensor-core GEMMs and split-K
+    ("resnet50", ["--precision=fp16", "--set", "N=32"], "sm_90"),   # the larger tiles (ir/tile.c)
     ("mobilenet_v2", [], "sm_90"),
     ("vgg16", ["--set", "N=2", "--set", "S=64"], "sm_80"),
 ]
@@ -89,15 +102,16 @@ def c_int(expr, nb):
 
 def static_smem(src, kernel):
     """Bytes of a kernel's __shared__ arrays, from its definition."""
-    m = re.search(r"NCC_KERNEL void %s\((.*?)\n}\n" % re.escape(kernel), src, re.S)
+    m = re.search(r"NCC_KERNEL void (?:__launch_bounds__\(\d+, \d+\) )?%s\((.*?)\n}\n" % re.escape(kernel), src, re.S)
     if not m:
         raise SystemExit("no definition of %s" % kernel)
     total = 0
-    for typ, dims in re.findall(r"(?<!extern )__shared__ ([\w ]+?) \w+((?:\[[^\]]+\])+);", m.group(1)):
+    for typ, dims in re.findall(r"(?<!extern )__shared__ (?:__align__\(\d+\) )?([\w ]+?) \w+((?:\[[^\]]+\])+);",
+                                m.group(1)):
         n = 1
         for d in re.findall(r"\[([^\]]+)\]", dims):
             n *= int(eval(d, {"__builtins__": {}}))
-        total += n * {"double": 8, "half": 2, "__half": 2}.get(typ.split()[-1], 4)
+        total += n * {"double": 8, "half": 2, "__half": 2, "short": 2, "char": 1}.get(typ.split()[-1], 4)
     return total, m.group(1)
 
 
@@ -175,8 +189,9 @@ def check_case(nccbin, net, flags, arch, work, problems):
             kind = "direct"
         if "[gemv]" in line and kind != "gemv":
             problems.append("%s: %s: the report marks [gemv], the kernel is %s" % (tag, kernel, kind))
-        per_sm, limits = occupancy(arch, threads, REGS[kind], smem, dyn)
-        so = sass_occupancy(arch, threads, REGS[kind], smem, dyn)
+        regs = regs_of(kind, kernel, widest[0])
+        per_sm, limits = occupancy(arch, threads, regs, smem, dyn)
+        so = sass_occupancy(arch, threads, regs, smem, dyn)
         if so["blocks"] != per_sm:
             problems.append("%s: %s: %d blocks per SM here, sass_report.py's rules say %d" % (tag, kernel, per_sm,
                                                                                               so["blocks"]))
@@ -185,7 +200,7 @@ def check_case(nccbin, net, flags, arch, work, problems):
         if blocks != str(nblocks) or int(blk[:-1]) != per_sm or blk[-1] not in limits or waves != want_waves:
             problems.append("%s: %s: report says blocks=%s blk/SM=%s waves=%s; the .cu gives %d blocks of %d threads, "
                             "%d+%d bytes shared, %d registers (%s): %d%s per SM, %s waves"
-                            % (tag, kernel, blocks, blk, waves, nblocks, threads, smem, dyn, REGS[kind], kind, per_sm,
+                            % (tag, kernel, blocks, blk, waves, nblocks, threads, smem, dyn, regs, kind, per_sm,
                                "/".join(sorted(limits)), want_waves))
         nl = 2 if split else 1
         if split and "split-K" not in line:

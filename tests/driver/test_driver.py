@@ -505,6 +505,57 @@ def _precision(ctx):
     os.unlink(out)
 
 
+@case("gemm_tile")
+def _gemm_tile(ctx):
+    """The tensor-core GEMM's tile (ir/tile.c, docs/gpu.md "Tile choice"):
+    the model keeps the default for a small GEMM and chooses a larger tile
+    for VGG-16's convolutions at batch 32; the report, -v and the launch
+    comment say which and why; --gemm-tile forces one (the generated kernel
+    then has that many threads and that shared tile); a bad tile, or one
+    without a tensor-core precision, is refused with status 1."""
+    examples = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
+    vgg = os.path.join(examples, "vgg16.net")
+    rep = ctx.path("vgg.txt")
+    p = ctx.ncc_cmd([vgg, "--precision=fp16", "--set", "N=32", "--emit=report", "-v", "-o", rep])
+    show(p)
+    if p.returncode != 0:
+        raise Failure("the VGG-16 report at fp16 failed")
+    text = open(rep).read()
+    tiles = re.findall(r"\[mma (\d+x\d+)", text)
+    print("tiles: %s" % tiles)
+    if "128x128" not in tiles:
+        raise Failure("VGG-16 at batch 32: expected the model to choose a larger tile somewhere: %s" % tiles)
+    why = re.findall(r"pass precision: conv2d (\S+): tile (\d+x\d+)([:,])", p.stderr)
+    if len(why) != 13 or any(t != tiles[i] for i, (_, t, _) in enumerate(why)):
+        raise Failure("-v should give each of the 13 convolutions its tile, as the report: %s" % why)
+    # a GEMM of one row tile keeps the default, and says why
+    net = ctx.write("small.net", "model small\ninput x: f32[40, 30]\ny = linear(x, 20, name=\"fc\")\noutput y\n")
+    out = ctx.path("small.cu")
+    p = ctx.ncc_cmd([net, "--precision=tf32", "-o", out])
+    show(p)
+    src = open(out).read() if p.returncode == 0 else ""
+    if "/* fc: tile 32x32, the default" not in src:
+        raise Failure("the linear of 40 x 20 should keep the default 32 x 32 tile, said at its launch")
+    # forced: the 128 x 128 kernel has 8 warps and a 128-row shared tile
+    p = ctx.ncc_cmd([net, "--precision=tf32", "--gemm-tile=128x128", "-o", out])
+    show(p)
+    src = open(out).read() if p.returncode == 0 else ""
+    if ("__launch_bounds__" in src or "b_ = {256u, 1u, 1u}" not in src or "A tile, 128 x 16" not in src
+            or "tile 128x128, forced (--gemm-tile)" not in src):
+        raise Failure("--gemm-tile=128x128 should give a kernel of 256 threads and a 128-row A tile")
+    p = ctx.ncc_cmd([net, "--precision=fp16", "--gemm-tile=128x64", "-o", out])
+    src = open(out).read() if p.returncode == 0 else ""
+    if "__launch_bounds__(128, 3)" not in src:
+        raise Failure("--gemm-tile=128x64 should ask ptxas for three blocks an SM")
+    os.unlink(out)
+    expect_refused(ctx, [
+        ([net, "--precision=fp16", "--gemm-tile=100x64", "-o", out], ["--gemm-tile=100x64: expected one of"]),
+        ([net, "--precision=fp16", "--gemm-tile=128", "-o", out], ["--gemm-tile=128: expected one of"]),
+        ([net, "--gemm-tile=64x64", "-o", out], ["--gemm-tile picks the tile of ncc's tensor-core GEMMs"]),
+        ([net, "--precision=tf32", "--cublas", "--gemm-tile=64x64", "-o", out], ["without --cublas"]),
+    ], out)
+
+
 @case("int8_inputs")
 def _int8_inputs(ctx):
     """--precision=int8 and its calibration flags: what is refused (no

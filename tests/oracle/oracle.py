@@ -292,6 +292,10 @@ CONV_VARIANTS = {
     "odd":       (3, 5, 13, 7, 9, 3, 2, 0, 1, 1, True),
     "small_out": (2, 3, 8, 8, 4, 3, 1, 1, 1, 1, True),
     "wide":      (1, 16, 10, 10, 72, 3, 1, 1, 1, 1, True),
+    # the larger tensor-core tiles (--gemm-tile=128x64, 64x128, 128x128): more
+    # than 128 output channels and columns, neither a multiple of the tile
+    "tile_big":  (2, 12, 9, 9, 130, 3, 1, 1, 1, 1, True),
+    "tile_big_g2": (2, 12, 9, 9, 140, 3, 1, 1, 1, 2, True),
 }
 
 
@@ -1525,6 +1529,12 @@ def split_k_of(ctx, net_text, flags):
         raise Failure("ncc --emit=report failed: %s" % p.stderr)
     m = re.findall(r"split-K (\d+)\]", p.stdout)
     print("split-K: %s" % (m[0] if m else "none"))
+    for f in flags:   # a forced tile (--gemm-tile) must be the one the kernel got
+        if f.startswith("--gemm-tile="):
+            tiles = re.findall(r"\[mma (\d+x\d+)", p.stdout)
+            print("tiles: %s" % tiles)
+            if not tiles or any(t != f.split("=")[1] for t in tiles):
+                raise Failure("%s: the report's tensor-core tiles are %s" % (f, tiles))
     return int(m[0]) if m else 1
 
 
@@ -1550,13 +1560,13 @@ def bits_of(prec):
     return lambda name, got, ref: check_bits(name, got, ref, prec.upper())
 
 
-def tc_linear_case(ctx, M, K, N, act, env=None, prec="tf32"):
+def tc_linear_case(ctx, M, K, N, act, env=None, prec="tf32", tile=None):
     import numpy as np
     seed(40 + M)
     x, w, b = tc_operand(rand(M, K) * 8, prec), tc_operand(rand(N, K), prec), f32np(rand(N))
     net = ("model %s\ninput x: f32[%d, %d]\nh = linear(x, %d, name=\"fc\")\ny = %s(h)\noutput y\n"
            % (ctx.name, M, K, N, act))
-    flags = ["--precision=" + prec]
+    flags = ["--precision=" + prec] + (["--gemm-tile=" + tile] if tile else [])
     S = split_k_of(ctx, net, flags)
     r = ROUND_NP[prec]
     y = tc_gemm32(r(x)[None], r(w).T[None].copy(), S)[0] + b[None, :]
@@ -1566,7 +1576,7 @@ def tc_linear_case(ctx, M, K, N, act, env=None, prec="tf32"):
                     {"y": y}, flags=flags, env=env, compare=bits_of(prec))
 
 
-def tc_conv_case(ctx, variant, env=None, prec="tf32"):
+def tc_conv_case(ctx, variant, env=None, prec="tf32", tile=None):
     import numpy as np
     import torch
     import torch.nn.functional as F
@@ -1575,7 +1585,7 @@ def tc_conv_case(ctx, variant, env=None, prec="tf32"):
     seed(7)
     x, w = tc_operand(rand(N, C, H, W) * 8, prec), tc_operand(rand(O, C // g, kh, kw), prec)
     b = f32np(rand(O)) if bias else None
-    r, flags = ROUND_NP[prec], ["--precision=" + prec]
+    r, flags = ROUND_NP[prec], ["--precision=" + prec] + (["--gemm-tile=" + tile] if tile else [])
     net = ("model %s\ninput x: f32[%s]\n"
            "y = conv2d(x, %d, kernel=%s, stride=%s, pad=%s, dilation=%d, groups=%d, bias=%s, name=\"conv\")\n"
            "output y\n" % (ctx.name, dims((N, C, H, W)), O, pair(k), pair(s), pair(p), d, g,
@@ -1604,11 +1614,11 @@ def pair_of(v):
     return v if isinstance(v, tuple) else (v, v)
 
 
-def tc_matmul_case(ctx, ash, bsh, env=None, prec="tf32"):
+def tc_matmul_case(ctx, ash, bsh, env=None, prec="tf32", tile=None):
     import numpy as np
     seed(9)
     a, b = tc_operand(rand(*ash) * 8, prec), tc_operand(rand(*bsh), prec)
-    r, flags = ROUND_NP[prec], ["--precision=" + prec]
+    r, flags = ROUND_NP[prec], ["--precision=" + prec] + (["--gemm-tile=" + tile] if tile else [])
     net = ("model %s\ninput a: f32[%s]\ninput b: f32[%s]\ny = matmul(a, b)\noutput y\n"
            % (ctx.name, dims(ash), dims(bsh)))
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
@@ -1675,6 +1685,20 @@ for _p in ("fp16", "bf16"):
         lambda ctx, p=_p: tc_conv_case(ctx, "groups2", env=CHECKED_REVERSE, prec=p))
     case("tc_bits_%s_matmul_bcast" % _p, ["op", _p, "mma"])(
         lambda ctx, p=_p: tc_matmul_case(ctx, (2, 3, 20, 45), (45, 37), prec=p))
+
+# The larger tiles the tile model may choose (ir_mma_tiles; --gemm-tile forces
+# one): the same bits, on shapes that fit no tile, with 4 and 8 warps
+for _p, _t in (("tf32", "128x64"), ("fp16", "64x128"), ("bf16", "128x128"), ("tf32", "128x128")):
+    case("tc_bits_%s_tile%s_linear" % (_p, _t), ["op", _p, "mma", "tile"])(
+        lambda ctx, p=_p, t=_t: tc_linear_case(ctx, 150, 77, 133, "relu", prec=p, tile=t))
+    case("tc_bits_%s_tile%s_conv" % (_p, _t), ["op", "conv", _p, "mma", "tile"])(
+        lambda ctx, p=_p, t=_t: tc_conv_case(ctx, "tile_big", prec=p, tile=t))
+case("tc_bits_fp16_tile128x128_conv_g2_checked_reverse", ["op", "conv", "fp16", "mma", "tile", "check", "fiber"])(
+    lambda ctx: tc_conv_case(ctx, "tile_big_g2", env=CHECKED_REVERSE, prec="fp16", tile="128x128"))
+case("tc_bits_tf32_tile128x64_matmul_batched_checked_reverse", ["op", "tf32", "mma", "tile", "check", "fiber"])(
+    lambda ctx: tc_matmul_case(ctx, (2, 1, 133, 19), (1, 3, 19, 150), env=CHECKED_REVERSE, tile="128x64"))
+case("tc_bits_bf16_tile64x128_linear_splitk", ["op", "bf16", "mma", "tile", "splitk"])(
+    lambda ctx: tc_linear_case(ctx, 20, 1000, 40, "relu", prec="bf16", tile="64x128"))
 
 
 # ---------------------------------------------------------------- int8 weights (`ncc quantize`)
@@ -2013,6 +2037,7 @@ class Q8:
         code = self.compile(cache, flags)
         ks = {}
         for part in code.split("NCC_KERNEL void ")[1:]:
+            part = re.sub(r"^__launch_bounds__\(\d+, \d+\) ", "", part)
             name = part.split("(", 1)[0]
             if not name.startswith(self.ctx.name + "_"):
                 raise Failure("kernel %s: not prefixed by the model's name" % name)
@@ -2241,6 +2266,25 @@ def q8_linear_case(ctx, rows, gemv):
                                                                   ", ".join(ks)))
 
 
+# the larger tensor-core tiles at int8 (--gemm-tile forces one): a convolution
+# of 130 outputs on 162 columns, a linear of 150 rows and 133 outputs
+def q8_tile_case(ctx, tile, in_shape, layers):
+    q = Q8(ctx, in_shape, layers)
+    got, c, counts, log = q.run(["--calibration-method=minmax", "--int8-max-error=1e9", "--gemm-tile=" + tile])
+    q8_expect_counts(counts, len(layers), 0)
+    q.check(got, c, 1e9)
+    tiles = re.findall(r"pass precision: \S+ (\S+): tile (\d+x\d+), forced", log)
+    print("tiles: %s" % tiles)
+    if not tiles or any(t != tile for _, t in tiles):
+        raise Failure("expected every tensor-core GEMM at tile %s; -v said %s" % (tile, tiles))
+
+
+case("int8_tile128x128_conv", ["op", "int8", "tile"])(lambda ctx: q8_tile_case(
+    ctx, "128x128", (2, 12, 9, 9), [dict(kind="conv", name="conv1", out=130, k=3, pad=1, relu=True),
+                                    dict(kind="linear", name="fc", out=10)]))
+case("int8_tile128x64_linear", ["op", "int8", "tile"])(lambda ctx: q8_tile_case(
+    ctx, "128x64", (150, 77), [dict(kind="linear", name="fc1", out=133, relu=True),
+                               dict(kind="linear", name="fc2", out=20)]))
 case("int8_linear_gemv", ["op", "int8"])(lambda ctx: q8_linear_case(ctx, 4, True))
 case("int8_linear_tiled", ["op", "int8"])(lambda ctx: q8_linear_case(ctx, 32, False))
 
