@@ -161,9 +161,14 @@ void host_header(Cg *c, FILE *h) {
           "#define NCC_HAVE_GRAPHS 1\n"
           "int %s_set_graphs(%s *m, int on);\n"
           "/* Whether graphs are on, and how many were captured and replayed (ncc_rt.h). */\n"
-          "int %s_graph_stats(const %s *m, ncc_graph_stats *stats);\n\n",
+          "int %s_graph_stats(const %s *m, ncc_graph_stats *stats);\n"
+          "/* Seconds the last inference (or training step) spent on its kernels alone: from their\n"
+          " * launch, the inputs copied, to the end of the sync before the outputs are read back\n"
+          " * (every slice's with --max-memory).  ncc bench prints it beside the whole call's time. */\n"
+          "#define NCC_HAVE_KERNEL_SECONDS 1\n"
+          "double %s_kernel_seconds(const %s *m);\n\n",
           M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M,
-          M, M);
+          M, M, M, M);
   if (c->gt)
     fprintf(h,
             "/* ---- training (the model's train block; docs/generated-code.md \"Training\") ----\n"
@@ -444,8 +449,10 @@ static void host_train_api(Cg *c, FILE *f, const Io *tin, const Io *par) {
             "    if (rc) return %s_fail(m, rc, \"%s_train_step: setting the loss scale\");\n  }\n",
             cg_buf_name(c, c->scale_buf), cg_buf_name(c, c->found_buf), M, M);
   fprintf(f,
+          "  double t0 = ncc_now();\n"
           "  rc = %s_graph_run_(m, &m->tgraph, &m->tran, %s_train_run, \"%s_train_step: graph\");\n  if (rc) return rc;\n"
           "  rc = ncc_sync(m->dev);\n  if (rc) return %s_fail(m, rc, \"%s_train_step: running the kernels\");\n"
+          "  m->kern_s = ncc_now() - t0;\n"
           "  rc = ncc_memcpy_d2h(m->dev, &l, m->bufs[%s], sizeof l);\n"
           "  if (rc) return %s_fail(m, rc, \"%s_train_step: reading the loss\");\n",
           M, M, M, M, M, cg_buf_name(c, lb), M, M);
@@ -651,6 +658,7 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
           M, M, in.n, M, out.n, M, par.n, M, arena, tinfo, M, gi->max_batch > 0, ir_prec_name(gi->precision), tvar);
   fprintf(f, "struct %s {\n  ncc_dev *dev;\n  void *arena;\n  void *bufs[%s_NBUFS];\n  char err[512];\n"
              "  int nb;   /* the batch of the inference running: the grids that follow the batch read it */\n"
+             "  double kern_s;   /* the last call's seconds in its kernels (M_kernel_seconds) */\n"
           "  ncc_graph *graph[%s_NMAX + 1];   /* the inference captured at batch nb (CUDA graphs) */\n"
           "  unsigned char ran[%s_NMAX + 1];  /* batch nb ran once without a graph */\n", M, M, M, M);
   if (gt)
@@ -874,6 +882,7 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   FILE *body = f;
   char *btext = NULL;
   size_t blen = 0;
+  fprintf(f, "  m->kern_s = 0;\n");
   if (slice) {   /* each slice's rows through the same buffers */
     fprintf(f, "  for (int r0 = 0; r0 < batch; r0 += %s_SLICE) {\n", M);
     body = open_memstream(&btext, &blen);
@@ -896,9 +905,11 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
   if (gt && prep)
     fprintf(f, "  if (m->stale) {   /* trained since: the folded values follow the new parameters */\n"
                "    rc = %s_prepare(m);\n    if (rc) return rc;\n    m->stale = 0;\n  }\n", M);
-  fprintf(f, "  rc = %s_graph_run_(m, &m->graph[m->nb], &m->ran[m->nb], %s_run, \"%s_infer: graph\");\n"
+  fprintf(f, "  double t0 = ncc_now();\n"
+             "  rc = %s_graph_run_(m, &m->graph[m->nb], &m->ran[m->nb], %s_run, \"%s_infer: graph\");\n"
              "  if (rc) return rc;\n", M, M, M);
-  fprintf(f, "  rc = ncc_sync(m->dev);\n  if (rc) return %s_fail(m, rc, \"%s_infer: running the kernels\");\n", M, M);
+  fprintf(f, "  rc = ncc_sync(m->dev);\n  if (rc) return %s_fail(m, rc, \"%s_infer: running the kernels\");\n"
+             "  m->kern_s += ncc_now() - t0;\n", M, M);
   fprintf(f,
           "  for (int i = 0; i < %d; i++) {\n"
           "    char what[160];\n"
@@ -936,6 +947,7 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
           M, M);
   if (gt) host_train_api(c, f, &tin, &par);
   fprintf(f, "const char *%s_error(const %s *m) { return m ? m->err : \"no model (create failed)\"; }\n\n", M, M);
+  fprintf(f, "double %s_kernel_seconds(const %s *m) { return m ? m->kern_s : 0.0; }\n\n", M, M);
   fprintf(f,
           "int %s_host_alloc(%s *m, void **p, size_t bytes) {\n"
           "  if (!m || !m->dev || !p) return %s_user_error(m, \"%s_host_alloc: no model or no pointer\");\n"

@@ -9,7 +9,11 @@
  * the same model at -O0 first, so the speed-up of the passes is measured on
  * one machine in one process.  --train times M_train_step_io (forward in
  * training mode, backward, update) on random training inputs at learning
- * rate 0, so that every timed step does the same work on the same weights. */
+ * rate 0, so that every timed step does the same work on the same weights.
+ * Beside each call's time it prints its kernels' alone (M_kernel_seconds:
+ * from their launch to the sync, the host copies of the inputs and outputs
+ * left out), the figure that matters when the copies dominate (a 4096^3
+ * GEMM's 192 MB). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +36,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 typedef int (*StepFn)(void *m, const void *const *inputs, float *loss);
+typedef double (*KernFn)(const void *m);
 typedef int (*SetLrFn)(void *m, double lr);
 
 /* One timed unit: an inference batch, or a training step. */
@@ -78,23 +83,35 @@ static int bench_one(const Options *o, double *median) {
     printf("model %s%s -O%d%s, batch %lld, device: %s\n", M.name, step ? " (training step)" : "", o->opt_level,
            o->cublas ? " --cublas" : "", (long long)batch, M.devdesc);
     fflush(stdout);
+    /* the kernels' share of each call (M_kernel_seconds: the copies of inputs and outputs left out) */
+    KernFn kern;
+    char ksym[400];
+    snprintf(ksym, sizeof ksym, "%s_kernel_seconds", M.name);
+    *(void **)&kern = dlsym(M.so, ksym);
     for (int i = 0; i < o->warmup && !rc; i++) rc = run_once(&M, step, in, out);
-    double *t = (double *)calloc((size_t)o->iters, sizeof *t);
+    double *t = (double *)calloc((size_t)o->iters, sizeof *t), *tk = (double *)calloc((size_t)o->iters, sizeof *tk);
     for (int i = 0; i < o->iters && !rc; i++) {
       double t0 = ncc_now();
       rc = run_once(&M, step, in, out);
       t[i] = ncc_now() - t0;
+      tk[i] = kern ? kern(M.m) : 0;
     }
     if (!rc) {
       qsort(t, (size_t)o->iters, sizeof *t, cmp_double);
+      qsort(tk, (size_t)o->iters, sizeof *tk, cmp_double);
       double med = o->iters % 2 ? t[o->iters / 2] : 0.5 * (t[o->iters / 2 - 1] + t[o->iters / 2]);
+      double kmed = o->iters % 2 ? tk[o->iters / 2] : 0.5 * (tk[o->iters / 2 - 1] + tk[o->iters / 2]);
       printf("ms/%s: median %.3f  min %.3f  (%d timed runs, %d warm-up)\n", step ? "step" : "batch", med * 1e3,
              t[0] * 1e3, o->iters, o->warmup);
+      if (kern)
+        printf("ms/%s in the kernels (input and output copies left out): median %.3f  min %.3f\n",
+               step ? "step" : "batch", kmed * 1e3, tk[0] * 1e3);
       printf("samples/s: %.1f\n", med > 0 ? (double)batch / med : 0.0);
       fflush(stdout);
       *median = med;
     }
     free(t);
+    free(tk);
   }
   free_tensors(in, nin);
   free_tensors(out, M.inf ? M.inf->noutputs : 0);

@@ -3242,7 +3242,7 @@ def _auto(ctx):
 
 @case("bench_lenet", ["run", "bench"])
 def _bench(ctx):
-    """ncc bench prints ms/batch and samples/s, for -O0 and -O2 with --compare."""
+    """ncc bench prints ms/batch, the kernels' share of it and samples/s, for -O0 and -O2 with --compare."""
     import re
     cmd = [ctx.ncc, "bench", os.path.join(EXAMPLES, "lenet.net"), "--device", "emu", "--set", "N=4",
            "--iters", "3", "--warmup", "1", "--compare"]
@@ -3258,6 +3258,14 @@ def _bench(ctx):
     for (med, mn), s in zip(ms, sps):
         if not 0 < float(mn) <= float(med) or abs(float(s) - 4000.0 / float(med)) > 0.02 * float(s) + 0.1:
             raise Failure("inconsistent figures: median %s min %s samples/s %s" % (med, mn, s))
+    # the kernels' share of each call (M_kernel_seconds): positive, at most the whole call's
+    km = re.findall(r"^ms/batch in the kernels \(input and output copies left out\): median ([0-9.]+)  min ([0-9.]+)",
+                    p.stdout, re.M)
+    if len(km) != 2:
+        raise Failure("ncc bench printed no kernel time for each build")
+    for (med, mn), (kmed, kmn) in zip(ms, km):
+        if not 0 < float(kmn) <= float(kmed) or float(kmed) > float(med) or float(kmn) > float(mn):
+            raise Failure("kernel time median %s min %s against the call's median %s min %s" % (kmed, kmn, med, mn))
     p = subprocess.run([ctx.ncc, "bench", os.path.join(EXAMPLES, "lenet.net"), "--iters", "0"],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
     if p.returncode != 1 or "--iters" not in p.stderr:
