@@ -1,7 +1,7 @@
 /* report.c — `ncc --emit=report`: what the compiled model costs.
  *
  * One row per kernel, in launch order: the ops it fuses ("conv2d+relu";
- * "[gemv]", "[direct]" or "[mma]" after them where a GEMM-like op gets the
+ * "[gemv]", "[direct]" or "[mma BMxBN]" (its tile) after them where a GEMM-like op gets the
  * GEMV, the direct convolution or the tensor-core GEMM rather than the
  * CUDA-core tiled GEMM, and "split-K S" where its K is cut into S ranges
  * (ir_gemm_split_k: a second kernel adds them, a second launch in the
@@ -364,7 +364,7 @@ static void int8_table(FILE *f, const Graph *g) {
   int n8 = 0;
   for (int i = 0; i < g->nnodes; i++) n8 += g->nodes[i]->prec == PREC_INT8;
   fprintf(f, "# precision int8: %d conv2d/linear kernel%s (op:int8) quantize their input as they load it and sum "
-             "int8 products in int32: the tiled ones on tensor cores ([mma], timed at the int8 peak), GEMV and "
+             "int8 products in int32: the tiled ones on tensor cores ([mma BMxBN], timed at the int8 peak), GEMV and "
              "direct convolutions on CUDA cores (the fp32 peak); the dequantization (mul) and bias (add) are "
              "their epilogue\n", n8, n8 == 1 ? "" : "s");
   if (!t) return;

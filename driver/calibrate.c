@@ -26,6 +26,7 @@
  * drv_pass_ctx, and, with --calibration-cache=FILE, a text file (written
  * atomically) that a later compile of the same model reads instead of
  * calibrating again. */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -417,6 +418,34 @@ static uint64_t weights_key(const Options *o) {
   return h;
 }
 
+/* A layer's key as one word in the cache: a space, a control character and
+ * '%' written as %XX (an ONNX node name may hold spaces), and back */
+static const char *key_encode(const char *key, char *out, size_t n) {
+  size_t j = 0;
+  for (const unsigned char *p = (const unsigned char *)key; *p && j + 4 < n; p++)
+    if (*p <= ' ' || *p == '%' || *p == 127) j += (size_t)snprintf(out + j, n - j, "%%%02X", *p);
+    else out[j++] = (char)*p;
+  out[j] = 0;
+  return out;
+}
+
+static int key_decode(const char *in, char *out, size_t n) {
+  size_t j = 0;
+  for (const char *p = in; *p; p++) {
+    unsigned v;
+    if (j + 1 >= n) return -1;
+    if (*p == '%') {
+      if (!isxdigit((unsigned char)p[1]) || !isxdigit((unsigned char)p[2]) || sscanf(p + 1, "%2x", &v) != 1) return -1;
+      out[j++] = (char)v;
+      p += 2;
+    } else {
+      out[j++] = *p;
+    }
+  }
+  out[j] = 0;
+  return 0;
+}
+
 static int write_cache(const char *path, const QuantTable *t, uint64_t mk, uint64_t wk, const char *model) {
   char tmp[4200];
   snprintf(tmp, sizeof tmp, "%s.ncc-tmp-%ld", path, (long)getpid());
@@ -426,9 +455,11 @@ static int write_cache(const char *path, const QuantTable *t, uint64_t mk, uint6
           CACHE_MAGIC, model);
   fprintf(f, "model_key %016llx\nweights_key %016llx\nmethod %s\npercentile %.9g\nsamples %lld\n",
           (unsigned long long)mk, (unsigned long long)wk, t->method, t->percentile, (long long)t->samples);
-  for (int i = 0; i < t->n; i++)
-    fprintf(f, "layer %s absmax %.9g scale %.9g error %.9g\n", t->l[i].key, t->l[i].absmax, t->l[i].scale,
-            t->l[i].error);
+  for (int i = 0; i < t->n; i++) {
+    char ek[3 * sizeof t->l[i].key + 1];
+    fprintf(f, "layer %s absmax %.9g scale %.9g error %.9g\n", key_encode(t->l[i].key, ek, sizeof ek), t->l[i].absmax,
+            t->l[i].scale, t->l[i].error);
+  }
   int bad = ferror(f);
   if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
     int e = errno;
@@ -464,7 +495,7 @@ static int read_cache(const Options *o, const Cand *c, uint64_t mk, uint64_t wk,
       continue;
     }
     if (!L || line[0] == '#') continue;
-    char key[160], word[16];
+    char key[480], word[16];
     double a, s, e, pct;
     long long smp;
     int end = -1;
@@ -473,8 +504,15 @@ static int read_cache(const Options *o, const Cand *c, uint64_t mk, uint64_t wk,
     else if (sscanf(line, "method %15s %n", word, &end) == 1 && end == (int)L) snprintf(t->method, sizeof t->method, "%s", word);
     else if (sscanf(line, "percentile %lf %n", &pct, &end) == 1 && end == (int)L) t->percentile = pct;
     else if (sscanf(line, "samples %lld %n", &smp, &end) == 1 && end == (int)L) t->samples = smp;
-    else if (sscanf(line, "layer %159s absmax %lf scale %lf error %lf %n", key, &a, &s, &e, &end) == 4 &&
+    else if (sscanf(line, "layer %479s absmax %lf scale %lf error %lf %n", key, &a, &s, &e, &end) == 4 &&
              end == (int)L) {
+      char dk[160];
+      if (key_decode(key, dk, sizeof dk)) {
+        rc = drv_error("%s:%d: layer %.60s: a bad %%XX escape or a name over %zu bytes", o->cal_cache, ln, key,
+                       sizeof dk - 1);
+        break;
+      }
+      memcpy(key, dk, strlen(dk) + 1);
       if (nl >= c->n) {
         rc = drv_error("%s:%d: layer %s: the model has %d int8 layers; this cache has more: it was made for "
                        "another model", o->cal_cache, ln, key, c->n);
@@ -486,7 +524,7 @@ static int read_cache(const Options *o, const Cand *c, uint64_t mk, uint64_t wk,
         break;
       }
       QuantLayer *q = &t->l[nl++];
-      snprintf(q->key, sizeof q->key, "%s", key);
+      snprintf(q->key, sizeof q->key, "%.159s", key);   /* decoded: at most 159 bytes */
       q->absmax = a, q->scale = s, q->error = e;
     } else {
       rc = drv_error("%s:%d: cannot read '%.60s' (expected model_key, weights_key, method, percentile, samples "

@@ -414,6 +414,60 @@ def check_bad(ncc, kind, d):
     return 0
 
 
+def check_int8(ncc, d):
+    """--precision=int8 on an imported model whose layer names hold spaces and
+    '%' (ONNX node names may): calibration, then the calibration cache written
+    (names escaped as %XX) and read back alone give the same bits, close to
+    PyTorch's fp32 output."""
+    import onnx
+    torch.manual_seed(0)
+    mod = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 8, 3, padding=1), nn.ReLU(),
+                        nn.Flatten(), nn.Linear(8 * 81, 10))
+    path = os.path.join(d, "m.onnx")
+    x, ref = export(mod, (2, 3, 9, 9), path)
+    g = onnx.load(path)
+    names = []
+    for n in g.graph.node:
+        if n.op_type in ("Conv", "Gemm"):
+            n.name = "block 1/" + n.name + " at 50%"
+            names.append(n.name)
+    onnx.save(g, path)
+    xp, cal, cache = os.path.join(d, "x.npy"), os.path.join(d, "cal.npy"), os.path.join(d, "cal.txt")
+    np.save(xp, x)
+    np.save(cal, torch.randn(32, 3, 9, 9).numpy())
+    outs = []
+    for extra in (["--calibrate=" + cal], []):
+        y = os.path.join(d, "y%d.npy" % len(outs))
+        rc, out = run([ncc, "run", path, "--precision=int8", "--calibration-cache=" + cache, "--input", "x=" + xp,
+                       "--output", "y=" + y] + extra)
+        if rc != 0:
+            print(out)
+            print("FAIL int8: ncc run %s exited %d" % (" ".join(extra) or "(the cache alone)", rc))
+            return 1
+        outs.append(np.load(y))
+    text = open(cache).read()
+    print(text)
+    for nm in names:
+        esc = nm.replace("%", "%25").replace(" ", "%20")
+        if "layer %s absmax" % esc not in text:
+            print("FAIL int8: the cache has no line for layer '%s' (escaped '%s')" % (nm, esc))
+            return 1
+    rp = os.path.join(d, "report.txt")
+    rc, rep = run([ncc, path, "--precision=int8", "--calibration-cache=" + cache, "--emit=report", "-o", rp])
+    rep += open(rp).read() if rc == 0 else ""
+    if rc != 0 or any(nm not in rep for nm in names):
+        print(rep)
+        print("FAIL int8: the report does not name every int8 layer as the model does")
+        return 1
+    same = np.array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
+    cos = float(np.dot(outs[0].ravel(), ref.ravel()) / (np.linalg.norm(outs[0]) * np.linalg.norm(ref)))
+    print("int8: calibrated and cached runs %s; cosine %.6f against PyTorch's fp32" % ("equal" if same else "DIFFER", cos))
+    if not same or not cos >= 0.999:
+        print("FAIL int8")
+        return 1
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("case")
@@ -423,8 +477,11 @@ def main():
     ap.add_argument("--net", action="store_true", help="check --emit=net's translation")
     ap.add_argument("--train", action="store_true", help="train the translation of an imported classifier")
     ap.add_argument("--keep-bn", action="store_true", help="export BatchNormalization nodes (TrainingMode.PRESERVE)")
+    ap.add_argument("--int8", action="store_true", help="int8 calibration and its cache on an imported model")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
+        if a.int8:
+            return check_int8(a.ncc, d)
         if a.bad:
             return check_bad(a.ncc, a.case, d)
         if a.params:
