@@ -20,7 +20,7 @@
 
 #include "driver.h"
 
-static void random_inputs(const Options *o, const ncc_tensor_info *ts, int nt, void **data) {
+void drv_random_inputs(const Options *o, const ncc_tensor_info *ts, int nt, void **data) {
   uint64_t s = o->seed + 12345;
   for (int i = 0; i < nt; i++) {
     const ncc_tensor_info *t = &ts[i];
@@ -77,7 +77,7 @@ static int bench_one(const Options *o, double *median) {
   }
   if (!rc) {
     in = alloc_tensors(ins, nin);
-    random_inputs(o, ins, nin, in);
+    drv_random_inputs(o, ins, nin, in);
     out = alloc_tensors(M.inf->outputs, M.inf->noutputs);
     int64_t batch = nin > 0 && ins[0].rank > 0 ? ins[0].shape[0] : 1;
     printf("model %s%s -O%d%s, batch %lld, device: %s\n", M.name, step ? " (training step)" : "", o->opt_level,

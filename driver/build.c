@@ -497,6 +497,15 @@ static int compile_object(const Options *o, Model *M, const char *nvcc, const ch
   return 0;
 }
 
+int drv_device_key(const Options *o, char *key, size_t n) {
+  Model M;
+  memset(&M, 0, sizeof M);
+  const char *nvcc;
+  int rc = choose_device(o, &M, &nvcc);
+  if (!rc) snprintf(key, n, "%s", M.gpu ? M.devdesc : "emu");
+  return rc;
+}
+
 int model_build(const Options *o, Model *M) {
   memset(M, 0, sizeof *M);
   double t0 = ncc_now();
@@ -505,6 +514,7 @@ int model_build(const Options *o, Model *M) {
     return drv_error("cannot read weights '%s': %s", o->weights, strerror(errno));
   const char *nvcc;
   int rc = drv_calibrate(o);   /* int8: the calibration first (its builds come through here) */
+  if (!rc) rc = drv_autotune(o);   /* --autotune: the tiles first (its builds too) */
   if (rc) return rc;
   rc = choose_device(o, M, &nvcc);
   if (!rc) rc = build_graph(o, M);

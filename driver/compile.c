@@ -163,6 +163,7 @@ PassCtx drv_pass_ctx(const Options *o, int train, int verify) {
   pc.precision = o->precision;
   pc.loss_scale = o->loss_scale;
   pc.quant = drv_quant();
+  pc.tune = drv_tune();
   pc.verify = verify;
   return pc;
 }
@@ -323,7 +324,7 @@ static int emit_graph(const Options *o, Graph *g, Graph *gt, CodegenOpts *co, in
 }
 
 int compile_main(const Options *o) {
-  if (drv_calibrate(o)) return 1;
+  if (drv_calibrate(o) || drv_autotune(o)) return 1;
   Graph *g = frontend_load(o->model, o->sets, o->nsets);
   if (!g || diag_errors()) { ir_graph_free(g); return 1; }
   int rc = emit(o, g);

@@ -103,6 +103,10 @@ const QuantTable *drv_quant(void);
 void drv_build_hook(Graph *g);
 /* build.c: compiles o->model into M->so_path.  Returns 0 or an exit status. */
 int model_build(const Options *o, Model *M);
+int drv_device_key(const Options *o, char *key, size_t n);   /* "emu", or the GPU's description */
+int drv_autotune(const Options *o);                           /* --autotune (autotune.c) */
+const TuneTable *drv_tune(void);                              /* its choices; NULL: none */
+void drv_random_inputs(const Options *o, const ncc_tensor_info *ts, int nt, void **data);   /* bench.c */
 /* build.c's part of model_close: the temporary folder, the graph, the plan */
 void build_release(Model *M);
 

@@ -165,6 +165,7 @@ static void announce(const Options *o, const int *count, int nparams) {
     [RULE_ONES] = "norm weights and running_var 1",
     [RULE_ZEROS] = "norm biases and running_mean 0",
   };
+  if (o->quiet_init) return;
   char list[512] = "";
   size_t k = 0;
   for (int r = RULE_KAIMING_UNIFORM; r < RULE__COUNT && k < sizeof list; r++)

@@ -27,7 +27,7 @@
 typedef enum {
   O_HELP, O_VERSION, O_LIST_OPTIONS,
   O_OUT, O_EMIT, O_JIT, O_ARCH, O_TRAIN, O_FREEZE,
-  O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_LOSS_SCALE, O_CALIBRATE, O_CAL_METHOD, O_PERCENTILE, O_CAL_CACHE, O_MAX_ERROR, O_FALLBACK, O_GEMM_TILE,
+  O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_LOSS_SCALE, O_CALIBRATE, O_CAL_METHOD, O_PERCENTILE, O_CAL_CACHE, O_MAX_ERROR, O_FALLBACK, O_GEMM_TILE, O_AUTOTUNE,
   O_VERBOSE,
   O_MAX_MEMORY, O_WEIGHTS, O_DEVICE, O_CHECK, O_SEED, O_INPUT, O_OUTPUT,
   O_PRINT_OBJECT, O_ITERS, O_WARMUP, O_COMPARE,
@@ -133,6 +133,10 @@ static const OptSpec opts[] = {
    "every tensor-core GEMM (tf32, fp16, bf16, int8) takes this tile instead of the tile model's choice: "
    "16x32, 16x64, 32x32, 32x64, 64x32, 64x64, 128x64, 64x128 or 128x128 (docs/gpu.md, \"Tile choice\"; "
    "-v prints each GEMM's tile and why)"},
+  {O_AUTOTUNE, "--autotune", NULL, "=SECONDS", CMD_COMPILE | CMD_RUN | CMD_BENCH, 0,
+   "tensor-core GEMMs (tf32, fp16, bf16): try each shape's candidate tiles on the device within SECONDS, "
+   "check each gives the default tile's bits, and keep the fastest on a GPU (under emulation the tile model's "
+   "choice); kept in the compile cache's autotune.txt (docs/gpu.md, \"Autotuning\")"},
   {O_LOSS_SCALE, "--loss-scale", NULL, "=S", CMD_COMPILE | CMD_BENCH | CMD_TRAIN, 0,
    "fp16 training: the initial loss scale (default 65536, GradScaler's; halved after an overflow, "
    "doubled after 2000 steps without one)"},
@@ -505,6 +509,14 @@ static int apply(Options *o, const OptSpec *s, const char *v) {
       return oerr("--calibration-method=%s: expected minmax, percentile or entropy", v);
     snprintf(o->cal_method, sizeof o->cal_method, "%s", v);
     return 0;
+  case O_AUTOTUNE: {
+    char *end;
+    double d = strtod(v, &end);
+    if (end == v || *end || !(d > 0) || d > 86400)
+      return oerr("--autotune=%s: expected a time budget in seconds, more than 0 and at most 86400", v);
+    o->autotune = d;
+    return 0;
+  }
   case O_GEMM_TILE:
     o->gemm_tile = 1 + ir_tile_lookup(v);
     if (!o->gemm_tile)
@@ -613,6 +625,11 @@ static int check(Options *o) {
   if (o->loss_scale > 0.0 && !(o->precision == PREC_FP16 && (o->cmd == CMD_TRAIN || o->train)))
     return oerr("--loss-scale goes with fp16 training (--precision=fp16 with ncc train, or --train): "
                 "only fp16 gradients need the loss scaled");
+  if (o->autotune > 0 && (o->precision == PREC_FP32 || o->precision == PREC_INT8 || o->cublas || o->gemm_tile || o->train))
+    return oerr("--autotune tries the tiles of ncc's tensor-core GEMMs at --precision=tf32, fp16 or bf16, for "
+                "inference; it does not go with %s", o->precision == PREC_FP32 ? "fp32 (no tensor cores)"
+                : o->precision == PREC_INT8 ? "int8 (its GEMMs take the tile model's choice)"
+                : o->cublas ? "--cublas" : o->gemm_tile ? "--gemm-tile (a tile forced)" : "--train");
   if (o->gemm_tile && (o->precision == PREC_FP32 || o->cublas))
     return oerr("--gemm-tile picks the tile of ncc's tensor-core GEMMs: it goes with --precision=tf32, fp16, bf16 or "
                 "int8, without --cublas");

@@ -154,6 +154,8 @@ struct Node {
   int tile;                /* set by the precision pass on a tensor-core GEMM (ir_gemm_mma):
                               1 + its index in ir_mma_tiles (ir_tile_choose); 0: the
                               default tile of its shape */
+  const char *tile_why;    /* with --autotune: why the tile (the autotuner's line); NULL: the
+                              model's or --gemm-tile's reason (ir_tile_why) */
   int load_time;           /* set by the fold pass: computed once, right after the
                               weights are loaded, from parameters and constants only
                               (a folded batchnorm's scale and shift); its value is
@@ -520,6 +522,16 @@ double ir_tile_model(const Node *n, int t, IrTileEst *e);   /* the modeled cycle
  * the default or less; the default for a split-K GEMM); why: one line */
 int ir_tile_choose(const Node *n, int forced, char *why, size_t nwhy);
 IrTile ir_gemm_tile(const Node *n);                   /* the tile codegen renders (Node.tile, else the default) */
+/* The tiles worth trying for n: the default first, then the larger ones the
+ * model may choose (none for a split-K GEMM); returns their count */
+int ir_tile_candidates(const Node *n, int out[IR_NTILES]);
+/* The GEMM's shape as autotuning keys it: precision, op and every dimension
+ * that shapes its kernel ("fp16 conv2d x=32x64x56x56 w=64x64x3x3 s=1x1 p=1x1
+ * d=1x1 g=1"); 0, or -1 when it does not fit */
+int ir_gemm_key(const Node *n, char *buf, size_t len);
+/* --autotune's choices by ir_gemm_key (driver/autotune.c fills it) */
+typedef struct TuneEntry { char key[256]; int tile; char why[256]; } TuneEntry;
+typedef struct TuneTable { TuneEntry *e; int n; } TuneTable;
 int ir_tile_regs(const Node *n, const IrTile *t);
 const char *ir_tile_why(const Node *n, char *why, size_t nwhy);   /* why n has its tile (Node.tile), one line */     /* the registers the model assumes for n's kernel at tile t */
 

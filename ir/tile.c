@@ -115,6 +115,21 @@ double ir_tile_model(const Node *n, int t, IrTileEst *e) {
   return x.cycles;
 }
 
+int ir_tile_candidates(const Node *n, int out[IR_NTILES]) {
+  int64_t M, N, K, Z;
+  ir_gemm_dims(n, &M, &N, &K, &Z);
+  int k = 0;
+  out[k++] = ir_tile_default(M, N);
+  if (ir_gemm_split_k(n) > 1) return k;   /* its ranges were sized for the default tile */
+  for (int i = IR_TILE_64x64 + 1; i < IR_NTILES; i++) {
+    const IrTile *c = &ir_mma_tiles[i];
+    if (M < c->BM || N < c->BN) continue;   /* a tile mostly padding */
+    if (n->op == OP_CONV2D && c->BM < c->BN) continue;   /* 128 im2col columns for 4 warps: 190 registers */
+    out[k++] = i;
+  }
+  return k;
+}
+
 int ir_tile_choose(const Node *n, int forced, char *why, size_t nwhy) {
   int64_t M, N, K, Z;
   ir_gemm_dims(n, &M, &N, &K, &Z);
@@ -124,17 +139,13 @@ int ir_tile_choose(const Node *n, int forced, char *why, size_t nwhy) {
   if (forced >= 0) {
     best = forced;
     tb = ir_tile_model(n, best, &eb);
-  } else if (ir_gemm_split_k(n) > 1) {
-    eb = ed;
   } else {
     eb = ed;
-    for (int i = IR_TILE_64x64 + 1; i < IR_NTILES; i++) {
-      const IrTile *c = &ir_mma_tiles[i];
-      if (M < c->BM || N < c->BN) continue;   /* a tile mostly padding */
-      if (n->op == OP_CONV2D && c->BM < c->BN) continue;   /* 128 im2col columns for 4 warps: 190 registers */
+    int cand[IR_NTILES], nc = ir_tile_candidates(n, cand);
+    for (int j = 1; j < nc; j++) {
       IrTileEst e;
-      double t = ir_tile_model(n, i, &e);
-      if (t < IR_TILE_MARGIN * tb) best = i, tb = t, eb = e;   /* the larger tile must clearly win */
+      double t = ir_tile_model(n, cand[j], &e);
+      if (t < IR_TILE_MARGIN * tb) best = cand[j], tb = t, eb = e;   /* the larger tile must clearly win */
     }
   }
   if (why) {
@@ -156,7 +167,39 @@ int ir_tile_choose(const Node *n, int forced, char *why, size_t nwhy) {
   return best;
 }
 
+int ir_gemm_key(const Node *n, char *buf, size_t len) {
+  const char *pr = ir_prec_name(n->prec);
+  int w;
+  if (n->op == OP_CONV2D) {
+    const Shape *x = &n->in[0]->shape, *k = &n->in[1]->shape;
+    const Attrs *a = &n->a;
+    w = snprintf(buf, len, "%s conv2d x=%lldx%lldx%lldx%lld w=%lldx%lldx%lldx%lld s=%dx%d p=%dx%d d=%dx%d g=%d", pr,
+                 (long long)x->d[0], (long long)x->d[1], (long long)x->d[2], (long long)x->d[3], (long long)k->d[0],
+                 (long long)k->d[1], (long long)k->d[2], (long long)k->d[3], a->stride[0], a->stride[1], a->pad[0],
+                 a->pad[1], a->dilation[0], a->dilation[1], a->groups);
+  } else if (n->op == OP_LINEAR) {
+    int64_t M, N, K, Z;
+    ir_gemm_dims(n, &M, &N, &K, &Z);
+    w = snprintf(buf, len, "%s linear m=%lld k=%lld n=%lld", pr, (long long)M, (long long)K, (long long)N);
+  } else if (n->op == OP_MATMUL) {
+    w = snprintf(buf, len, "%s matmul a=", pr);
+    for (int j = 0; j < 2 && w >= 0 && (size_t)w < len; j++) {
+      const Shape *s = &n->in[j]->shape;
+      for (int i = 0; i < s->rank && w >= 0 && (size_t)w < len; i++)
+        w += snprintf(buf + w, len - (size_t)w, "%s%lld", i ? "x" : "", (long long)s->d[i]);
+      if (!j && (size_t)w < len) w += snprintf(buf + w, len - (size_t)w, " b=");
+    }
+  } else {
+    return -1;   /* the gradients' GEMMs keep the model's tile */
+  }
+  return w < 0 || (size_t)w >= len ? -1 : 0;
+}
+
 const char *ir_tile_why(const Node *n, char *why, size_t nwhy) {
+  if (n->tile_why) {
+    snprintf(why, nwhy, "%s", n->tile_why);
+    return why;
+  }
   int t = n->tile > 0 ? n->tile - 1 : -1;
   if (ir_tile_choose(n, -1, why, nwhy) != t && t >= 0) ir_tile_choose(n, t, why, nwhy);
   return why;

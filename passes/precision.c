@@ -105,15 +105,25 @@ static void load_time_first(Graph *g) {
   free(order);
 }
 
-/* Each tensor-core GEMM's tile (Node.tile): --gemm-tile's, else the model's
- * (ir_tile_choose; -v prints each choice and its reason) */
+/* Each tensor-core GEMM's tile (Node.tile): --gemm-tile's, else --autotune's
+ * (PassCtx.tune, by ir_gemm_key), else the model's (ir_tile_choose; -v prints
+ * each choice and its reason) */
 static void choose_tiles(Graph *g, const PassCtx *c) {
   for (int i = 0; i < g->nnodes; i++) {
     Node *nd = g->nodes[i];
     nd->tile = 0;
     if (!ir_gemm_mma(nd)) continue;
-    char why[256];
+    char why[256], key[256];
     nd->tile = 1 + ir_tile_choose(nd, c->gemm_tile - 1, why, sizeof why);
+    nd->tile_why = NULL;
+    if (!c->gemm_tile && c->tune && ir_gemm_key(nd, key, sizeof key) == 0)   /* --autotune's choice */
+      for (int k = 0; k < c->tune->n; k++)
+        if (!strcmp(c->tune->e[k].key, key)) {
+          nd->tile = 1 + c->tune->e[k].tile;
+          nd->tile_why = c->tune->e[k].why;
+          snprintf(why, sizeof why, "%s", nd->tile_why);
+          break;
+        }
     if (c->verbose)
       fprintf(stderr, "pass precision: %s %s: tile %s\n", ncc_ops[nd->op].name, nd->name ? nd->name : nd->layer ? nd->layer : "",
               why);

@@ -556,6 +556,69 @@ def _gemm_tile(ctx):
     ], out)
 
 
+@case("autotune")
+def _autotune(ctx):
+    """--autotune=SECONDS (driver/autotune.c): each tensor-core GEMM shape with
+    more than one candidate tile is built and run once per tile under
+    emulation, every tile must give the default's bits, the choice (the tile
+    model's, with no GPU to time) and its reason go into the generated code and
+    the cache's autotune.txt (tab-separated, by device); a second compile
+    reads the cache and runs nothing, and gives the same source; a budget too
+    small tries nothing and writes nothing; a corrupt cache and bad flags are
+    refused with status 1 and no output."""
+    net = ctx.write("tune.net", "model tune\ninput x: f32[4, 16, 24, 24]\ninput q: f32[200, 96]\n"
+                                "h = relu(conv2d(x, 128, kernel=3, pad=1, name=\"conv\"))\n"
+                                "z = linear(q, 160, name=\"fc\")\noutput h\noutput z\n")
+    cache = ctx.path("cache")
+    env = {"NCC_CACHE_DIR": cache}
+    out, out2 = ctx.path("tune.cu"), ctx.path("tune2.cu")
+    p = ctx.ncc_cmd([net, "--precision=fp16", "--autotune=120", "-o", out], env=env)
+    show(p)
+    if p.returncode != 0:
+        raise Failure("--autotune=120 should compile")
+    m = re.search(r"autotune: (\d+) tensor-core GEMM shapes?: (\d+) from \S+, (\d+) tried now \((\d+) builds", p.stderr)
+    if not m or m.groups() != ("2", "0", "2", "7"):
+        raise Failure("expected 2 shapes, none cached, both tried in 7 builds (3 conv tiles, 4 linear): %s"
+                      % (m.groups() if m else p.stderr))
+    lines = [l.split("\t") for l in open(os.path.join(cache, "autotune.txt")).read().split("\n")
+             if l and not l.startswith("#") and not l.startswith("ncc-autotune")]
+    print(lines)
+    keys = sorted(l[1] for l in lines)
+    if (len(lines) != 2 or any(len(l) != 4 or l[0] != "emu" or "gave equal bits under emulation" not in l[3]
+                               for l in lines)
+            or keys != ["fp16 conv2d x=4x16x24x24 w=128x16x3x3 s=1x1 p=1x1 d=1x1 g=1", "fp16 linear m=200 k=96 n=160"]):
+        raise Failure("autotune.txt should hold the two shapes, on emu, with their reasons")
+    src = open(out).read()
+    if src.count("gave equal bits under emulation") != 2:
+        raise Failure("both launches should carry the autotuner's reason")
+    p = ctx.ncc_cmd([net, "--precision=fp16", "--autotune=120", "-o", out], env=env)
+    show(p)
+    m = re.search(r"autotune: (\d+) tensor-core GEMM shapes?: (\d+) from \S+, (\d+) tried now \((\d+) builds", p.stderr)
+    if p.returncode != 0 or not m or m.groups() != ("2", "2", "0", "0") or open(out).read() != src:
+        raise Failure("a second compile should take both shapes from the cache, build nothing, and give the same source")
+    # a budget too small for one build: the tile model's choice, nothing written
+    small = ctx.write("small.net", "model small\ninput q: f32[200, 96]\nz = linear(q, 130, name=\"fc\")\noutput z\n")
+    p = ctx.ncc_cmd([small, "--precision=bf16", "--autotune=0.000001", "-o", out2], env=env)
+    show(p)
+    if p.returncode != 0 or "over the budget" not in p.stderr or "bf16" in open(os.path.join(cache, "autotune.txt")).read():
+        raise Failure("an exhausted budget should leave the shape to the model and write nothing")
+    os.unlink(out2)
+    # a corrupt cache: refused, naming the file and line
+    with open(os.path.join(cache, "autotune.txt"), "a") as f:
+        f.write("emu\tfp16 linear m=1 k=1 n=1\t99x99\twhy\n")
+    p = ctx.ncc_cmd([net, "--precision=fp16", "--autotune=120", "-o", out2], env=env)
+    show(p)
+    if p.returncode != 1 or "autotune.txt:" not in p.stderr or "no tile of ncc's" not in p.stderr or os.path.exists(out2):
+        raise Failure("a corrupt autotune.txt should be refused with its file and line, and no output")
+    expect_refused(ctx, [
+        ([net, "--precision=fp16", "--autotune=0", "-o", out2], ["--autotune=0: expected a time budget"]),
+        ([net, "--precision=fp16", "--autotune=soon", "-o", out2], ["--autotune=soon: expected a time budget"]),
+        ([net, "--autotune=10", "-o", out2], ["--autotune", "fp32 (no tensor cores)"]),
+        ([net, "--precision=fp16", "--gemm-tile=64x64", "--autotune=10", "-o", out2], ["--gemm-tile (a tile forced)"]),
+        ([net, "--precision=fp16", "--cublas", "--autotune=10", "-o", out2], ["--cublas"]),
+    ], out2)
+
+
 @case("int8_inputs")
 def _int8_inputs(ctx):
     """--precision=int8 and its calibration flags: what is refused (no

@@ -1,0 +1,382 @@
+/* autotune.c — --autotune=SECONDS: each tensor-core GEMM shape's tile tried
+ * on the device, within a time budget (docs/gpu.md, "Autotuning").
+ *
+ * Before the model is built, the driver runs the passes once to find its
+ * tensor-core GEMMs (ir_gemm_mma) and keys each by its shape (ir_gemm_key).
+ * For each shape with more than one candidate tile (ir_tile_candidates: the
+ * default, then the larger tiles the model may choose), while the budget
+ * lasts, it builds a model of that one layer (random weights and input from
+ * --seed) once per tile with --gemm-tile, runs it, and checks the output
+ * against the default tile's: every tile adds each output's products in the
+ * same k order, so the bits must be equal; a tile that differs is rejected
+ * (an ncc bug, said so).  On a GPU each tile is also timed: the median of
+ * AUTOTUNE_RUNS runs of its kernels alone (M_kernel_seconds), after one
+ * warm-up; the fastest wins.  Under emulation a time says nothing about a
+ * GPU: the tile model's choice (ir_tile_choose) stands, now checked.
+ *
+ * The choices go into PassCtx.tune, which the precision pass reads before
+ * the model, and the reason of each into the generated code (the launch's
+ * comment).  They are kept in the compile cache's folder, autotune.txt, a
+ * line per device and shape:
+ *   DEVICE <tab> KEY <tab> TILE <tab> WHY
+ * written atomically; a later build on the same device reads its shapes
+ * from there and runs nothing.  Shapes the budget did not reach keep the
+ * model's tile and are not written. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "driver.h"
+#include "../passes/passes.h"
+
+#define AUTOTUNE_RUNS 10
+#define AUTOTUNE_MAGIC "ncc-autotune 1"
+
+static TuneTable g_tune;
+static int g_have;
+
+const TuneTable *drv_tune(void) { return g_have ? &g_tune : NULL; }
+
+/* One GEMM shape: its key and the one-layer model that computes it */
+typedef struct Job {
+  char key[256];
+  char net[1024];     /* the .net text of the one layer */
+  int cand[IR_NTILES], nc;
+  int model_pick;     /* the tile model's choice (an index in ir_mma_tiles) */
+} Job;
+
+static void dims_str(char *buf, size_t n, const Shape *s) {
+  size_t l = 0;
+  buf[0] = 0;
+  for (int i = 0; i < s->rank && l < n; i++) l += (size_t)snprintf(buf + l, n - l, "%s%lld", i ? ", " : "", (long long)s->d[i]);
+}
+
+/* The .net of node n alone, without bias or epilogue: the same GEMM */
+static int one_layer(const Node *n, char *net, size_t len) {
+  char a[160], b[160];
+  int w;
+  if (n->op == OP_CONV2D) {
+    const Attrs *t = &n->a;
+    dims_str(a, sizeof a, &n->in[0]->shape);
+    w = snprintf(net, len,
+                 "model tune\ninput x: f32[%s]\n"
+                 "y = conv2d(x, %lld, kernel=[%d, %d], stride=[%d, %d], pad=[%d, %d], dilation=[%d, %d], groups=%d, "
+                 "bias=false, name=\"gemm\")\noutput y\n",
+                 a, (long long)n->in[1]->shape.d[0], t->kernel[0], t->kernel[1], t->stride[0], t->stride[1], t->pad[0],
+                 t->pad[1], t->dilation[0], t->dilation[1], t->groups);
+  } else if (n->op == OP_LINEAR) {
+    dims_str(a, sizeof a, &n->in[0]->shape);
+    w = snprintf(net, len, "model tune\ninput x: f32[%s]\ny = linear(x, %lld, bias=false, name=\"gemm\")\noutput y\n", a,
+                 (long long)n->out->shape.d[n->out->shape.rank - 1]);
+  } else if (n->op == OP_MATMUL) {
+    dims_str(a, sizeof a, &n->in[0]->shape);
+    dims_str(b, sizeof b, &n->in[1]->shape);
+    w = snprintf(net, len, "model tune\ninput a: f32[%s]\ninput b: f32[%s]\ny = matmul(a, b)\noutput y\n", a, b);
+  } else {
+    return -1;
+  }
+  return w < 0 || (size_t)w >= len ? -1 : 0;
+}
+
+/* The distinct tensor-core GEMM shapes of the model's inference graph */
+static int collect(const Options *o, Job **jobs, int *nj) {
+  Graph *g = frontend_load(o->model, o->sets, o->nsets);
+  if (!g || diag_errors()) {
+    ir_graph_free(g);
+    return 1;
+  }
+  PassCtx pc = drv_pass_ctx(o, 0, 0);
+  pc.tune = NULL;
+  pc.verbose = 0;
+  if (passes_run(g, &pc, o->passes) != 0 || diag_errors()) {
+    ir_graph_free(g);
+    return 1;
+  }
+  *jobs = calloc((size_t)g->nnodes + 1, sizeof **jobs);
+  if (!*jobs) ncc_die("out of memory");
+  *nj = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (n->dead || !ir_gemm_mma(n)) continue;
+    Job *j = &(*jobs)[*nj];
+    if (ir_gemm_key(n, j->key, sizeof j->key) != 0 || one_layer(n, j->net, sizeof j->net) != 0) continue;
+    int seen = 0;
+    for (int k = 0; k < *nj && !seen; k++) seen = !strcmp((*jobs)[k].key, j->key);
+    if (seen) continue;
+    j->nc = ir_tile_candidates(n, j->cand);
+    j->model_pick = ir_tile_choose(n, -1, NULL, 0);
+    (*nj)++;
+  }
+  ir_graph_free(g);
+  return 0;
+}
+
+/* ---- the cache ---- */
+static int cache_path(char *out, size_t n) {
+  char dir[4096];
+  if (cache_dir_path(dir, sizeof dir) != 0) return -1;
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) return -1;
+  int w = snprintf(out, n, "%s/autotune.txt", dir);
+  return w < 0 || (size_t)w >= n ? -1 : 0;
+}
+
+typedef struct Line { char dev[320], key[256], why[256]; int tile; } Line;
+
+/* Every line of the cache (none when it does not exist); 1 on a corrupt file */
+static int cache_read(const char *path, Line **lines, int *nl) {
+  *lines = NULL;
+  *nl = 0;
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char buf[1200];
+  int ln = 0, cap = 0, rc = 0;
+  while (!rc && fgets(buf, sizeof buf, f)) {
+    ln++;
+    size_t L = strlen(buf);
+    if (L && buf[L - 1] == '\n') buf[--L] = 0;
+    else if (!feof(f)) rc = drv_error("%s:%d: line too long: not an ncc autotune cache (delete it to start over)", path, ln);
+    if (rc) break;
+    if (ln == 1) {
+      if (strcmp(buf, AUTOTUNE_MAGIC))
+        rc = drv_error("%s:1: not an ncc autotune cache (it starts '%.40s'; delete it to start over)", path, buf);
+      continue;
+    }
+    if (!L || buf[0] == '#') continue;
+    char *f1 = buf, *f2 = strchr(f1, '\t'), *f3 = f2 ? strchr(f2 + 1, '\t') : NULL, *f4 = f3 ? strchr(f3 + 1, '\t') : NULL;
+    if (!f4) {
+      rc = drv_error("%s:%d: expected DEVICE, KEY, TILE and WHY separated by tabs (delete the file to start over)", path, ln);
+      break;
+    }
+    *f2++ = 0, *f3++ = 0, *f4++ = 0;
+    int t = ir_tile_lookup(f3);
+    if (t < 0 || strlen(f1) >= sizeof(*lines)->dev || strlen(f2) >= sizeof(*lines)->key) {
+      rc = drv_error("%s:%d: '%.40s' is no tile of ncc's (or a field is too long; delete the file to start over)", path,
+                     ln, f3);
+      break;
+    }
+    if (*nl == cap) {
+      cap = cap ? 2 * cap : 32;
+      *lines = realloc(*lines, sizeof **lines * (size_t)cap);
+      if (!*lines) ncc_die("out of memory");
+    }
+    Line *l = &(*lines)[(*nl)++];
+    snprintf(l->dev, sizeof l->dev, "%s", f1);
+    snprintf(l->key, sizeof l->key, "%s", f2);
+    snprintf(l->why, sizeof l->why, "%s", f4);
+    l->tile = t;
+  }
+  fclose(f);
+  return rc;
+}
+
+static int cache_write(const char *path, const Line *lines, int nl) {
+  char tmp[4300];
+  snprintf(tmp, sizeof tmp, "%s.ncc-tmp-%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "w");
+  if (!f) return drv_error("--autotune: cannot write %s: %s", path, strerror(errno));
+  fprintf(f, "%s\n# written by ncc --autotune: the tile of each tensor-core GEMM shape, by device "
+             "(docs/gpu.md, \"Autotuning\")\n# DEVICE\tKEY\tTILE\tWHY\n", AUTOTUNE_MAGIC);
+  for (int i = 0; i < nl; i++)
+    fprintf(f, "%s\t%s\t%dx%d\t%s\n", lines[i].dev, lines[i].key, ir_mma_tiles[lines[i].tile].BM,
+            ir_mma_tiles[lines[i].tile].BN, lines[i].why);
+  int bad = ferror(f);
+  if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+    int e = errno;
+    unlink(tmp);
+    return drv_error("--autotune: cannot write %s: %s", path, strerror(e));
+  }
+  return 0;
+}
+
+/* ---- one tile of one shape ---- */
+typedef double (*KernFn)(const void *m);
+
+/* Builds the one-layer model at tile t, runs it: its output (malloc'd) and,
+ * on a GPU, the median of its kernels' times; the device in dev */
+static int run_tile(const Options *base, const char *net, int t, void **outp, size_t *nbytes, double *ms, int *gpu,
+                    char *dev, size_t ndev) {
+  Options o = *base;
+  o.model = net;
+  o.gemm_tile = t + 1;
+  o.autotune = 0;
+  o.nsets = 0;
+  o.weights = NULL, o.freeze = 0, o.train = 0, o.passes = NULL, o.print_after = NULL, o.max_memory = 0, o.verbose = 0;
+  o.out = NULL;
+  o.quiet_init = 1;
+  Model M;
+  int rc = model_build(&o, &M);
+  if (!rc) rc = model_load(&o, &M);
+  if (!rc) rc = model_create(&o, &M);
+  if (!rc) rc = model_weights(&o, &M);
+  void **in = NULL, **out = NULL;
+  if (!rc) {
+    in = alloc_tensors(M.inf->inputs, M.inf->ninputs);
+    drv_random_inputs(&o, M.inf->inputs, M.inf->ninputs, in);
+    out = alloc_tensors(M.inf->outputs, M.inf->noutputs);
+    rc = model_infer(&M, M.inf->max_batch, in, out);
+  }
+  *ms = 0;
+  *gpu = M.gpu;
+  snprintf(dev, ndev, "%s", M.devdesc);
+  if (!rc && M.gpu) {   /* timed: the kernels alone, AUTOTUNE_RUNS times */
+    KernFn kern;
+    char sym[400];
+    snprintf(sym, sizeof sym, "%s_kernel_seconds", M.name);
+    *(void **)&kern = dlsym(M.so, sym);
+    double ts[AUTOTUNE_RUNS];
+    for (int i = 0; i < AUTOTUNE_RUNS && !rc; i++) {
+      rc = model_infer(&M, M.inf->max_batch, in, out);
+      ts[i] = kern ? kern(M.m) : 0;
+      for (int j = i; j > 0 && ts[j] < ts[j - 1]; j--) {
+        double x = ts[j];
+        ts[j] = ts[j - 1], ts[j - 1] = x;
+      }
+    }
+    if (!rc) *ms = 1e3 * ts[AUTOTUNE_RUNS / 2];
+  }
+  if (!rc) {
+    const ncc_tensor_info *y = &M.inf->outputs[0];
+    *nbytes = (size_t)numel(y->rank, y->shape) * (size_t)dt_size(y->dtype);
+    *outp = malloc(*nbytes ? *nbytes : 1);
+    if (!*outp) ncc_die("out of memory");
+    memcpy(*outp, out[0], *nbytes);
+  }
+  if (in) free_tensors(in, M.inf->ninputs);
+  if (out) free_tensors(out, M.inf->noutputs);
+  model_close(&M);
+  return rc;
+}
+
+/* Tries the tiles of job j; fills *line (its device key, tile and why);
+ * 0: done; 1: error; 2: the budget ran out first (nothing chosen) */
+static int tune_job(const Options *o, const Job *j, const char *dir, double deadline, Line *line, int *builds) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/tune.net", dir);
+  FILE *f = fopen(path, "w");
+  if (!f || fputs(j->net, f) < 0 || fclose(f) != 0) return drv_error("--autotune: cannot write %s: %s", path, strerror(errno));
+  void *ref = NULL;
+  size_t nref = 0;
+  double ms[IR_NTILES] = {0};
+  int ok[IR_NTILES] = {0}, tried = 0, gpu = 0, rc = 0;
+  char dev[320] = "";
+  for (int c = 0; c < j->nc && !rc; c++) {
+    if (ncc_now() > deadline) break;
+    void *y = NULL;
+    size_t ny = 0;
+    rc = run_tile(o, path, j->cand[c], &y, &ny, &ms[c], &gpu, dev, sizeof dev);
+    (*builds)++;
+    if (rc) break;
+    tried++;
+    if (c == 0) {
+      ref = y, nref = ny, ok[0] = 1;
+      continue;
+    }
+    ok[c] = ny == nref && memcmp(y, ref, ny) == 0;
+    if (!ok[c])
+      drv_note("autotune: %s: tile %dx%d gives other bits than the default %dx%d: left out (an ncc bug; please "
+               "report it)", j->key, ir_mma_tiles[j->cand[c]].BM, ir_mma_tiles[j->cand[c]].BN,
+               ir_mma_tiles[j->cand[0]].BM, ir_mma_tiles[j->cand[0]].BN);
+    free(y);
+  }
+  free(ref);
+  if (rc) return rc;
+  if (tried < j->nc) return 2;   /* not every tile: the model's choice stands, unrecorded */
+  snprintf(line->key, sizeof line->key, "%s", j->key);
+  if (gpu) {   /* the fastest that gave the default's bits */
+    int best = 0;
+    for (int c = 1; c < j->nc; c++)
+      if (ok[c] && ms[c] < ms[best]) best = c;
+    line->tile = j->cand[best];
+    size_t l = (size_t)snprintf(line->why, sizeof line->why, "%dx%d, autotuned on %s:", ir_mma_tiles[line->tile].BM,
+                                ir_mma_tiles[line->tile].BN, dev);
+    for (int c = 0; c < j->nc && l < sizeof line->why; c++) {   /* each tile's median, or why it was left out */
+      char t[48];
+      if (ok[c]) snprintf(t, sizeof t, "%.4g ms", ms[c]);
+      else snprintf(t, sizeof t, "other bits");
+      l += (size_t)snprintf(line->why + l, sizeof line->why - l, "%s %dx%d %s", c ? "," : "", ir_mma_tiles[j->cand[c]].BM,
+                            ir_mma_tiles[j->cand[c]].BN, t);
+    }
+  } else {     /* under emulation: the model's choice, if it gave the default's bits */
+    int pick = 0;
+    for (int c = 0; c < j->nc; c++)
+      if (j->cand[c] == j->model_pick && ok[c]) pick = c;
+    line->tile = j->cand[pick];
+    snprintf(line->why, sizeof line->why, "%dx%d, the tile model's choice: %d tiles gave equal bits under emulation "
+             "(no GPU to time them)", ir_mma_tiles[line->tile].BM, ir_mma_tiles[line->tile].BN, j->nc);
+  }
+  return 0;
+}
+
+int drv_autotune(const Options *o) {
+  static int busy;   /* the autotuner's own builds come through model_build too */
+  if (o->autotune <= 0 || g_have || busy) return 0;
+  busy = 1;
+  double t0 = ncc_now(), deadline = t0 + o->autotune;
+  Job *jobs = NULL;
+  int nj = 0, rc = collect(o, &jobs, &nj);
+  char cpath[4200];
+  Line *lines = NULL;
+  int nl = 0;
+  if (!rc && cache_path(cpath, sizeof cpath) != 0)
+    rc = drv_error("--autotune: no writable cache folder for autotune.txt (NCC_CACHE_DIR, XDG_CACHE_HOME, HOME)");
+  if (!rc) rc = cache_read(cpath, &lines, &nl);
+  char dir[] = "/tmp/ncc-tune-XXXXXX";
+  if (!rc && !mkdtemp(dir)) rc = drv_error("--autotune: cannot make a temporary folder: %s", strerror(errno));
+  g_tune.e = calloc((size_t)nj + 1, sizeof *g_tune.e);
+  if (!g_tune.e) ncc_die("out of memory");
+  g_tune.n = 0;
+  int cached = 0, tuned = 0, left = 0, single = 0, builds = 0, changed = 0;
+  char devkey[320] = "";
+  if (!rc) rc = drv_device_key(o, devkey, sizeof devkey);
+  for (int i = 0; !rc && i < nj; i++) {
+    const Job *j = &jobs[i];
+    if (j->nc < 2) {   /* one candidate: nothing to try */
+      single++;
+      continue;
+    }
+    const Line *hit = NULL;
+    for (int k = 0; k < nl && !hit; k++)
+      if (!strcmp(lines[k].dev, devkey) && !strcmp(lines[k].key, j->key)) hit = &lines[k];
+    if (hit) {
+      cached++;
+    } else {
+      Line fresh;
+      int r = tune_job(o, j, dir, deadline, &fresh, &builds);
+      if (r == 1) rc = 1;
+      if (r) {
+        left += r == 2;
+        continue;
+      }
+      snprintf(fresh.dev, sizeof fresh.dev, "%s", devkey);
+      lines = realloc(lines, sizeof *lines * (size_t)(nl + 1));
+      if (!lines) ncc_die("out of memory");
+      lines[nl++] = fresh;
+      hit = &lines[nl - 1];
+      tuned++, changed = 1;
+    }
+    TuneEntry *e = &g_tune.e[g_tune.n++];
+    snprintf(e->key, sizeof e->key, "%s", hit->key);
+    snprintf(e->why, sizeof e->why, "%s", hit->why);
+    e->tile = hit->tile;
+  }
+  char rmcmd[128];
+  snprintf(rmcmd, sizeof rmcmd, "%s/tune.net", dir);
+  unlink(rmcmd);
+  rmdir(dir);
+  if (!rc && changed) rc = cache_write(cpath, lines, nl);
+  if (!rc) {
+    drv_note("autotune: %d tensor-core GEMM shape%s: %d from %s, %d tried now (%d builds, %.1f s of %g)%s%s", nj,
+             nj == 1 ? "" : "s", cached, cpath, tuned, builds, ncc_now() - t0, o->autotune,
+             left ? ", the rest over the budget (the tile model's choice)" : "",
+             single ? ", some with one tile to choose from" : "");
+    g_have = 1;
+  }
+  free(lines);
+  free(jobs);
+  busy = 0;
+  return rc;
+}
