@@ -412,6 +412,7 @@ class Spec:
         self.keep_last = False   # ncc train --keep-last: the last partial batch is a step (drop_last=False)
         self.prec = None         # ncc train --precision=tf32|fp16|bf16: the GEMMs' operands rounded (rounding())
         self.loss_scale = None   # fp16: --loss-scale (the scaler's initial scale; None: GradScaler's 65536)
+        self.tile = None         # --gemm-tile: every tensor-core GEMM of the step at that tile (None: the model's)
 
     @property
     def steps_per_epoch(self):
@@ -764,6 +765,7 @@ def finish(bad):
 # ---------------------------------------------------------------- the case kinds
 def prec_flags(spec):
     f = ["--precision=" + spec.prec] if spec.prec else []
+    f += ["--gemm-tile=" + spec.tile] if spec.tile else []
     return f + (["--loss-scale=%r" % float(spec.loss_scale)] if spec.loss_scale else [])
 
 
@@ -1496,6 +1498,10 @@ PREC_CASES = {   # name: (spec builder, precision, K, labels)
     "bf16_grad_conv_s2_p1_c16": (lambda: conv_spec("s2_p1_c16"), "bf16", 1, ["grad", "conv"]),
     "tf32_grad_conv_groups2_c16": (lambda: conv_spec("groups2_c16"), "tf32", 1, ["grad", "conv"]),
     "tf32_grad_linear": (lambda: GRAD["grad_linear"](), "tf32", 1, ["grad"]),
+    # ... and at the larger tiles (--gemm-tile; ir/tile.c), forward and gradients alike
+    "tf32_grad_conv_groups2_c16_tile128x128": (lambda: tiled(conv_spec("groups2_c16"), "128x128"), "tf32", 1,
+                                               ["grad", "conv", "tile"]),
+    "bf16_grad_linear_tile128x64": (lambda: tiled(GRAD["grad_linear"](), "128x64"), "bf16", 1, ["grad", "tile"]),
     "bf16_opt_sgd_momentum": (lambda: small_cnn("bf16_opt_sgd_momentum", OPTS["opt_sgd_momentum"][0]), "bf16", 8,
                               ["optim"]),
     "bf16_opt_adamw": (lambda: small_cnn("bf16_opt_adamw", OPTS["opt_adamw"][0]), "bf16", 8, ["optim"]),
@@ -1510,6 +1516,11 @@ PREC_CASES = {   # name: (spec builder, precision, K, labels)
     "fp16_overflow_adam": (lambda: scaled(small_cnn("fp16_overflow_adam", OPTS["opt_adam"][0]), 2.0 ** 26), "fp16",
                            12, ["optim"]),
 }
+
+
+def tiled(spec, t):
+    spec.tile = t
+    return spec
 
 
 def scaled(spec, s):
