@@ -24,8 +24,11 @@
 #     tiled kernels at fp32/tf32/fp16/bf16/int8 and cuBLAS at fp32/fp16; batch 1
 #     with NCC_GRAPHS=0; training steps (VGG-16 -O0 against -O2, each
 #     precision; ResNet-18); a 4096^3 GEMM (gemm4096.net) at each precision,
-#     ncc's kernels and cuBLAS.  Objects are compiled in parallel first, then
-#     timed one at a time
+#     ncc's kernels and cuBLAS; ResNet-50, VGG-16 and the GEMM at fp16 with
+#     the old 64x64 tile forced and with --autotune (docs/gpu.md, "Tile
+#     choice").  Each time is printed whole and for the kernels alone.
+#     Objects are compiled in parallel first (not the autotuned ones, whose
+#     trials are timed), then timed one at a time
 #  5. PyTorch eager on the same models, steps and GEMM (tests/gpu/torch_bench.py)
 #
 # Time limits a step, in seconds (0: none): NCC_GPU_ORACLE_S (step 2),
@@ -191,6 +194,14 @@ if want bench; then
       echo "tests/gpu/gemm4096.net --precision=$p"
       echo "tests/gpu/gemm4096.net --precision=$p --cublas"
     done
+    # the tensor-core tiles: the old default forced, and each shape tried on this GPU (--autotune,
+    # after the model's choice above; its trials run here, one at a time, not in the parallel compile)
+    for m in resnet50 vgg16; do
+      echo "examples/$m.net --set N=32 --precision=fp16 --gemm-tile=64x64"
+      echo "examples/$m.net --set N=32 --precision=fp16 --autotune=300"
+    done
+    echo "tests/gpu/gemm4096.net --precision=fp16 --gemm-tile=64x64"
+    echo "tests/gpu/gemm4096.net --precision=fp16 --autotune=120"
     echo "examples/vgg16.net --set N=32 --train --compare --iters 10"
     for p in tf32 fp16 bf16; do echo "examples/vgg16.net --set N=32 --train --precision=$p --iters 10"; done
     echo "examples/vgg16.net --set N=32 --train --cublas --iters 10"
@@ -200,7 +211,7 @@ if want bench; then
   } >"$logs/bench_list.txt"; fi
   # compile every object first, in parallel (the compile cache keeps them)
   bs=${NCC_GPU_BENCH_S:-0}
-  grep -v '^env:' "$logs/bench_list.txt" | sed 's/ --iters [0-9]*//' |
+  grep -v '^env:' "$logs/bench_list.txt" | grep -v -- '--autotune' | sed 's/ --iters [0-9]*//' |
     awk '/--compare/ { sub(/ --compare/, ""); print $0 " -O0" } { print }' |
     NCC="$ncc" limit $((bs / 3)) xargs -P "$jobs" -L 1 sh -c '"$NCC" bench "$@" --device $dev --iters 1 --warmup 0 >/dev/null 2>&1' sh
   stamp "compiled; timing one at a time"
