@@ -30,7 +30,9 @@ void buf_free(Buf *b);
 const char *cg_flit(char out[40], double v);
 /* "ncc_tf32", "ncc_fp16" or "ncc_bf16": what rounds an operand of n (Node.prec); NULL at fp32 */
 const char *cg_operand_round(const Node *n);
-const char *cg_operand_rv(char *buf, size_t n, const Node *nd, int which, const char *v, const char *inv);
+/* An operand element v as the GEMM multiplies it: rounded (tf32/fp16/bf16), or at int8
+ * quantized with the parameter inv (1 / its scale; NULL: a weight's integers, as they are) */
+const char *cg_operand_rv(char *buf, size_t n, const Node *nd, const char *v, const char *inv);
 
 /* ---- the CUDA dialect, in one place (tinygrad's habit) -----------------
  * Everything the kernels spell that is not plain C comes from here, so a
@@ -342,6 +344,8 @@ int emit_qscale(Cg *c, const KGroup *gr);
 /* int8: the float parameter holding n's 1 / activation scale (an entry of the
  * host table <model>_q8_inv_), added to p once; NULL for another precision */
 const char *cg_q8_param(Cg *c, KParams *p, const Node *n);
+/* the same for an int8 matmul's second operand (Node.qscale_b); NULL for another op */
+const char *cg_q8_param_b(Cg *c, KParams *p, const Node *n);
 int emit_maxpool2d_bwd(Cg *c, const KGroup *gr);
 int emit_avgpool2d_bwd(Cg *c, const KGroup *gr);
 int emit_gavgpool2d_bwd(Cg *c, const KGroup *gr);

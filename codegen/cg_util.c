@@ -720,13 +720,12 @@ int cg_row_finish(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t rows, int
 }
 
 /* The expression of a GEMM operand element held in `v` as the kernel
- * multiplies it: v at fp32, v rounded at tf32/fp16/bf16; at int8 the
- * activation (which 0) quantized with the op's scale, as a float integer
- * (inv: the parameter holding 1 / scale, cg_q8_param), and the weight (which
- * 1: the quantize node's integers) as it is. */
-const char *cg_operand_rv(char *buf, size_t n, const Node *nd, int which, const char *v, const char *inv) {
-  if (nd->prec == PREC_INT8 && which == 0) {
-    NCC_ASSERT(inv);
+ * multiplies it: v at fp32, v rounded at tf32/fp16/bf16; at int8 an
+ * activation quantized with its scale, as a float integer (inv: the
+ * parameter holding 1 / scale, cg_q8_param or cg_q8_param_b), and a weight
+ * (inv NULL: the quantize node's integers) as it is. */
+const char *cg_operand_rv(char *buf, size_t n, const Node *nd, const char *v, const char *inv) {
+  if (nd->prec == PREC_INT8 && inv) {
     snprintf(buf, n, "ncc_q8(%s * %s)", v, inv);
   } else if (cg_operand_round(nd)) {
     snprintf(buf, n, "%s(%s)", cg_operand_round(nd), v);
@@ -736,9 +735,9 @@ const char *cg_operand_rv(char *buf, size_t n, const Node *nd, int which, const 
   return buf;
 }
 
-const char *cg_q8_param(Cg *c, KParams *p, const Node *n) {
+static const char *q8_param(Cg *c, KParams *p, const Node *n, float scale, const char *role) {
   if (n->prec != PREC_INT8) return NULL;
-  float inv = 1.0f / n->qscale;
+  float inv = 1.0f / scale;
   int i = 0;
   while (i < c->nq8 && c->q8inv[i] != inv) i++;
   if (i == c->nq8) {
@@ -751,7 +750,13 @@ const char *cg_q8_param(Cg *c, KParams *p, const Node *n) {
   snprintf(host, sizeof host, "%s_q8_inv_[%d]", c->model, i);
   for (int j = 0; j < p->n; j++)   /* added already (an operand's loader and the tile's both ask) */
     if (!strcmp(p->host[j] + 1, host)) return strrchr(p->decl[j], ' ') + 1;
-  return kp_float(p, "inv_scale", host);
+  return kp_float(p, role, host);
+}
+
+const char *cg_q8_param(Cg *c, KParams *p, const Node *n) { return q8_param(c, p, n, n->qscale, "inv_scale"); }
+
+const char *cg_q8_param_b(Cg *c, KParams *p, const Node *n) {
+  return n->op == OP_MATMUL ? q8_param(c, p, n, n->qscale_b, "inv_scale_b") : NULL;
 }
 
 /* The kernel-header function that rounds a GEMM operand element to the op's

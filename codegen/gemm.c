@@ -36,16 +36,16 @@ typedef struct GemmSpec {
   int64_t bias_inner, bias_n;
   int baxis;           /* the grid axis whose index has the batch outermost (0: n, x; 1: m, y;
                           2: z), for a launch that follows the batch; -1: none */
-  int a_w, b_w;        /* is A (B) the op's weight (cg_operand_rv's which)?  At int8 the activation
-                          is quantized as it is loaded, the weight is integers already */
+  int a_w, b_w;        /* is A (B) the op's weight?  At int8 an activation is quantized as it is
+                          loaded (a matmul's both, each with its scale), the weight is integers already */
 } GemmSpec;
 
 /* The operand expressions of A and B for the spec (of v, the loaded element);
  * int8's scale a parameter of p */
 static void spec_rv(Cg *c, KParams *p, const Node *n, const GemmSpec *s, char ra[64], char rb[64]) {
-  const char *inv = cg_q8_param(c, p, n);
-  cg_operand_rv(ra, 64, n, s->a_w, "v", inv);
-  cg_operand_rv(rb, 64, n, s->b_w, "v", inv);
+  const char *inv = cg_q8_param(c, p, n), *inv_b = n->op == OP_MATMUL ? cg_q8_param_b(c, p, n) : inv;
+  cg_operand_rv(ra, 64, n, "v", s->a_w ? NULL : inv);
+  cg_operand_rv(rb, 64, n, "v", s->b_w ? NULL : inv_b);
 }
 
 /* "if (c1 && c2) {" with the conditions given (NULL: none), or "{" */
@@ -641,8 +641,8 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
     snprintf(xe, sizeof xe, "xp[(ci * %lld + ih) * %lld + iw]", LL(d->H), LL(d->W));
     snprintf(we, sizeof we, "wp[(ci * %lld + kh) * %lld + kw]", LL(d->KH), LL(d->KW));
     const char *inv = cg_q8_param(c, &p, nd);
-    cg_operand_rv(xr, sizeof xr, nd, 0, xe, inv);
-    cg_operand_rv(wr, sizeof wr, nd, 1, we, inv);
+    cg_operand_rv(xr, sizeof xr, nd, xe, inv);
+    cg_operand_rv(wr, sizeof wr, nd, we, NULL);
     if (q8) buf_printf(&b, "          vi += (int)%s * (int)%s;\n", xr, wr);
     else buf_printf(&b, "          v = fmaf(%s, %s, v);\n", xr, wr);
   }

@@ -363,22 +363,27 @@ static void int8_table(FILE *f, const Graph *g) {
   const QuantTable *t = g->quant;
   int n8 = 0;
   for (int i = 0; i < g->nnodes; i++) n8 += g->nodes[i]->prec == PREC_INT8;
-  fprintf(f, "# precision int8: %d conv2d/linear kernel%s (op:int8) quantize their input as they load it and sum "
-             "int8 products in int32: the tiled ones on tensor cores ([mma BMxBN], timed at the int8 peak), GEMV and "
-             "direct convolutions on CUDA cores (the fp32 peak); the dequantization (mul) and bias (add) are "
-             "their epilogue\n", n8, n8 == 1 ? "" : "s");
+  fprintf(f, "# precision int8: %d conv2d/linear/matmul kernel%s (op:int8) quantize their input as they load it "
+             "(a matmul both operands) and sum int8 products in int32: the tiled ones on tensor cores ([mma BMxBN], "
+             "timed at the int8 peak), GEMV and direct convolutions on CUDA cores (the fp32 peak); the "
+             "dequantization (mul) and bias (add) are their epilogue\n", n8, n8 == 1 ? "" : "s");
   if (!t) return;
-  int fb = 0, w = 5;
-  for (int i = 0; i < t->n; i++) {
-    fb += t->l[i].prec != PREC_INT8;
-    if ((int)strlen(t->l[i].key) > w) w = (int)strlen(t->l[i].key);
+  int fb = 0, nl = 0, w = 5;
+  size_t lb = strlen(IR_INT8_TAP_B);
+  for (int i = 0; i < t->n; i++) {   /* a matmul's second operand (KEY#b) is no layer of its own */
+    size_t L = strlen(t->l[i].key);
+    int b = L > lb && !strcmp(t->l[i].key + L - lb, IR_INT8_TAP_B);
+    fb += !b && t->l[i].prec != PREC_INT8;
+    nl += !b;
+    if ((int)L > w) w = (int)L;
   }
   if (w > 40) w = 40;
   char pct[48] = "";
   if (!strcmp(t->method, "percentile")) snprintf(pct, sizeof pct, " %g", t->percentile);
   fprintf(f, "# int8 calibration: %s%s, %lld samples (%s); weights per output channel, max |w| / 127; "
-             "%d of %d layers fell back to %s (error > %g)\n",
-          t->method, pct, (long long)t->samples, t->source, fb, t->n, ir_prec_name(t->fallback), t->max_error);
+             "%d of %d layers fell back to %s (error > %g)%s\n",
+          t->method, pct, (long long)t->samples, t->source, fb, nl, ir_prec_name(t->fallback), t->max_error,
+          nl < t->n ? "; KEY#b: a matmul's second operand" : "");
   fprintf(f, "#   %-*s  %10s  %10s  %10s  %s\n", w, "layer", "absmax", "scale", "error", "precision");
   for (int i = 0; i < t->n; i++) {
     const QuantLayer *q = &t->l[i];

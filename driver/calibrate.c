@@ -4,7 +4,8 @@
  * calibration inputs (--calibrate=X.npy, a few hundred rows of the model's
  * input) in two builds of its own, each compiled and run like `ncc run`:
  *  1. float32, with the input of every int8 candidate (ir_int8_candidate: a
- *     conv2d or linear with weights) an extra output.  Over all rows, the
+ *     conv2d or linear with weights; a matmul's both operands, its taps
+ *     KEY and KEY#b, ir_int8_taps) an extra output.  Over all rows, the
  *     largest |x| of each gives minmax's scale; with percentile and entropy
  *     a second pass over the rows (the same build) makes a histogram of |x|
  *     in HBINS bins up to it:
@@ -53,9 +54,10 @@ void drv_build_hook(Graph *g) {
 
 /* ---- the candidates, and the extra outputs of the calibration builds ---- */
 typedef struct Cand {
-  int n;
-  char (*key)[160];
-  char (*shape)[128];   /* the input's shape, for the cache's check */
+  int n;                /* taps: the calibrated operands (one a conv2d or linear, two a matmul) */
+  char (*key)[160];     /* a tap's key in the table: the layer's, "#b" after it for a matmul's b */
+  char (*shape)[128];   /* the operand's shape, for the cache's check */
+  int *node;            /* the candidate (in graph order) a tap belongs to: its twin's error is the tap's */
 } Cand;
 
 static void add_output(Graph *g, const char *name, Value *v) {
@@ -67,23 +69,29 @@ static void add_output(Graph *g, const char *name, Value *v) {
   g->noutputs++;
 }
 
-/* step 1: every candidate's input an output "calib_in_K" */
+/* step 1: every candidate's calibrated operands (taps) outputs "calib_in_K" */
 static void hook_taps(Graph *g, void *ctx) {
   Cand *c = (Cand *)ctx;
-  int k = 0, n0 = g->nnodes;
+  int k = 0, n0 = g->nnodes, nc = 0;
   for (int i = 0; i < n0; i++) {
     Node *n = g->nodes[i];
     if (!ir_int8_candidate(n)) continue;
-    char name[32];
-    snprintf(name, sizeof name, "calib_in_%d", k);
-    if (c) {
-      ir_layer_key(n, c->key[k], sizeof c->key[k]);
-      Shape row = n->in[0]->shape;   /* without the batch: a cache serves every batch size */
-      if (row.rank > 0) row.d[0] = 1;
-      shape_str(c->shape[k], sizeof c->shape[k], n->in[0]->dtype, &row);
+    for (int t = 0; t < ir_int8_taps(n); t++) {
+      char name[32];
+      snprintf(name, sizeof name, "calib_in_%d", k);
+      if (c) {
+        char key[150];
+        ir_layer_key(n, key, sizeof key);
+        snprintf(c->key[k], sizeof c->key[k], "%s%s", key, t ? IR_INT8_TAP_B : "");
+        Shape row = n->in[t]->shape;   /* without the batch: a cache serves every batch size */
+        if (row.rank > 0) row.d[0] = 1;
+        shape_str(c->shape[k], sizeof c->shape[k], n->in[t]->dtype, &row);
+        c->node[k] = nc;
+      }
+      add_output(g, name, n->in[t]);
+      k++;
     }
-    add_output(g, name, n->in[0]);
-    k++;
+    nc++;
   }
 }
 
@@ -114,11 +122,12 @@ static int count_candidates(const Options *o, Cand *c) {
     return -1;
   }
   int n = 0;
-  for (int i = 0; i < g->nnodes; i++) n += ir_int8_candidate(g->nodes[i]);
+  for (int i = 0; i < g->nnodes; i++) n += ir_int8_candidate(g->nodes[i]) ? ir_int8_taps(g->nodes[i]) : 0;
   c->n = n;
   c->key = calloc((size_t)n + 1, sizeof *c->key);
   c->shape = calloc((size_t)n + 1, sizeof *c->shape);
-  if (!c->key || !c->shape) ncc_die("out of memory");
+  c->node = calloc((size_t)n + 1, sizeof *c->node);
+  if (!c->key || !c->shape || !c->node) ncc_die("out of memory");
   hook_taps(g, c);
   ir_graph_free(g);
   return n;
@@ -603,17 +612,23 @@ static int calibrate_data(const Options *o, const Cand *c, QuantTable *t) {
     twin.fp32_missing = 1;
     twin.l = calloc((size_t)c->n + 1, sizeof *twin.l);
     if (!twin.l) ncc_die("out of memory");
-    for (int k = 0; k < c->n; k++) {
+    for (int k = 0; k < c->n; k++) {   /* the twin of layer KEY is KEY@int8, its b tap KEY@int8#b */
       twin.l[k] = t->l[k];
-      snprintf(twin.l[k].key, sizeof twin.l[k].key, "%.150s@int8", t->l[k].key);
+      size_t L = strlen(t->l[k].key), lb = strlen(IR_INT8_TAP_B);
+      int b = L > lb && !strcmp(t->l[k].key + L - lb, IR_INT8_TAP_B);
+      snprintf(twin.l[k].key, sizeof twin.l[k].key, "%.*s@int8%s", (int)(b ? L - lb : L) < 150 ? (int)(b ? L - lb : L) : 150,
+               t->l[k].key, b ? IR_INT8_TAP_B : "");
     }
-    Errs e = {c->n, calloc((size_t)c->n + 1, sizeof(double)), calloc((size_t)c->n + 1, sizeof(double))};
+    int nn = c->n ? c->node[c->n - 1] + 1 : 0;   /* the candidates: one twin each */
+    Errs e = {nn, calloc((size_t)nn + 1, sizeof(double)), calloc((size_t)nn + 1, sizeof(double))};
     if (!e.num || !e.den) ncc_die("out of memory");
     g_build = &twin;
     rc = run_build(o, PREC_INT8, hook_twins, &d, 1, on_twins, &e, "each layer's int8 error");
     g_build = NULL;
-    for (int k = 0; k < c->n; k++)
-      t->l[k].error = e.den[k] > 0 ? sqrt(e.num[k] / e.den[k]) : e.num[k] > 0 ? INFINITY : 0.0;
+    for (int k = 0; k < c->n; k++) {
+      int j = c->node[k];
+      t->l[k].error = e.den[j] > 0 ? sqrt(e.num[j] / e.den[j]) : e.num[j] > 0 ? INFINITY : 0.0;
+    }
     free(e.num);
     free(e.den);
     free(twin.l);
@@ -632,7 +647,8 @@ int drv_calibrate(const Options *o) {
     return 1;
   }
   int rc = 0;
-  if (c.n == 0) rc = drv_error("--precision=int8: %s has no conv2d or linear layer with weights to quantize", o->model);
+  if (c.n == 0)
+    rc = drv_error("--precision=int8: %s has no conv2d or linear layer with weights, and no matmul, to quantize", o->model);
   uint64_t mk = rc ? 0 : model_key(o, &c), wk = weights_key(o);
   QuantTable *t = &g_table;
   memset(t, 0, sizeof *t);
@@ -672,6 +688,7 @@ int drv_calibrate(const Options *o) {
   }
   free(c.key);
   free(c.shape);
+  free(c.node);
   busy = 0;
   return rc;
 }

@@ -127,7 +127,7 @@ static const OptSpec opts[] = {
    "fp32 (default), tf32, fp16 or bf16: conv2d, linear and matmul round their operands to that type and "
    "accumulate in fp32, values stored in fp32 (docs/precision.md); a training step rounds its gradients' GEMMs "
    "too, and at fp16 scales the loss dynamically (as torch.cuda.amp.GradScaler); int8 (inference, with "
-   "--calibrate or --calibration-cache): conv2d and linear with int8 operands and int32 sums, per-channel "
+   "--calibrate or --calibration-cache): conv2d, linear and matmul with int8 operands and int32 sums, per-channel "
    "weight scales, calibrated activation scales, per-layer fallback to fp32"},
   {O_GEMM_TILE, "--gemm-tile", NULL, "=BMxBN", CMD_ALL, 0,
    "every tensor-core GEMM (tf32, fp16, bf16, int8) takes this tile instead of the tile model's choice: "

@@ -151,6 +151,7 @@ struct Node {
                               127); products summed in int32; its value is that integer
                               sum, which the mul (and add) after it dequantize) */
   float qscale;            /* PREC_INT8: the activation scale of in[0] (calibration) */
+  float qscale_b;          /* PREC_INT8 matmul: the activation scale of in[1] (its second operand) */
   int tile;                /* set by the precision pass on a tensor-core GEMM (ir_gemm_mma):
                               1 + its index in ir_mma_tiles (ir_tile_choose); 0: the
                               default tile of its shape */
@@ -221,12 +222,20 @@ const QuantLayer *ir_quant_find(const QuantTable *t, const char *key);
 const char *ir_layer_key(const Node *n, char *buf, size_t len);
 /* May the precision pass run this op at int8?  A conv2d or linear computed
  * per inference whose weight is known at load time (a parameter, or the fold
- * pass's folded weight). */
+ * pass's folded weight), or a matmul computed per inference (both operands
+ * quantized with calibrated per-tensor scales). */
 static inline int ir_int8_candidate(const Node *n) {
-  if ((n->op != OP_CONV2D && n->op != OP_LINEAR) || n->load_time || n->dead) return 0;
+  if (n->load_time || n->dead) return 0;
+  if (n->op == OP_MATMUL) return 1;
+  if (n->op != OP_CONV2D && n->op != OP_LINEAR) return 0;
   const Node *w = n->in[1]->def;
   return w->op == OP_PARAM || w->load_time;
 }
+/* The calibrated operands (taps) of an int8 candidate: conv2d and linear
+ * their input x, matmul both a and b.  Calibration keys tap t of layer KEY
+ * as KEY, and a matmul's second as KEY#b (IR_INT8_TAP_B). */
+static inline int ir_int8_taps(const Node *n) { return n->op == OP_MATMUL ? 2 : 1; }
+#define IR_INT8_TAP_B "#b"
 
 enum { GROLE_NONE, GROLE_MAIN, GROLE_EPILOGUE, GROLE_SIDE, GROLE_PROLOGUE };
 

@@ -331,14 +331,20 @@ int ir_verify(Graph *g) {
             ncc_ops[v->def->op].name);
       uses[v->def->id]++;
     }
-    if (n->prec == PREC_INT8) {
+    if (n->prec == PREC_INT8 && n->op == OP_MATMUL) {
+      if (g->precision != PREC_INT8 || !(n->qscale > 0.0f) || n->qscale > 3.0e38f || !(n->qscale_b > 0.0f) ||
+          n->qscale_b > 3.0e38f)
+        bad(n, "int8 matmul: only in a graph at int8, with positive scales of both operands (%g, %g)",
+            (double)n->qscale, (double)n->qscale_b);
+    } else if (n->prec == PREC_INT8) {
       if (g->precision != PREC_INT8 || (n->op != OP_CONV2D && n->op != OP_LINEAR) || n->nin != 2 ||
           !(n->qscale > 0.0f) || n->qscale > 3.0e38f || n->in[1]->def->op != OP_QUANTIZE)
         bad(n, "int8: only a conv2d or linear without bias input, of a graph at int8, with a positive "
                "activation scale (%g) and a quantize node's weight", (double)n->qscale);
     } else if (n->prec != PREC_FP32 && (n->prec < 0 || n->prec > PREC_BF16 || !ir_op_rounds(n->op) ||
                                  (n->prec != g->precision &&   /* an int8 layer's fallback to fp16, bf16 */
-                                  !(g->precision == PREC_INT8 && (n->op == OP_CONV2D || n->op == OP_LINEAR)))))
+                                  !(g->precision == PREC_INT8 &&
+                                    (n->op == OP_CONV2D || n->op == OP_LINEAR || n->op == OP_MATMUL)))))
       bad(n, "precision %s: only a GEMM-like op (or a gradient's GEMM) takes rounded operands, and only at the "
              "graph's precision (%s)",
           ir_prec_name(n->prec), ir_prec_name(g->precision));

@@ -85,6 +85,23 @@ static void int8_layer(Graph *g, Node *nd, double sx) {
   nd->dead = 1;
 }
 
+/* A calibrated matmul y = a b (ir_int8_candidate) becomes
+ *   m = matmul(a, b)   prec int8    both operands quantized as loaded, a with
+ *                                   its scale sa (qscale), b with sb (qscale_b);
+ *                                   int32 sums
+ *   y = m * (sa * sb)               the dequantization (float32 product): an epilogue after fuse */
+static void int8_matmul(Graph *g, Node *nd, double sa, double sb) {
+  Value *in[2] = {nd->in[0], nd->in[1]};
+  Value *m = ir_node(g, OP_MATMUL, in, 2, &nd->a, nd->name, nd->layer, nd->loc);
+  if (!m) ncc_die("precision: rebuilding %s at int8 failed", nd->layer ? nd->layer : "?");
+  m->def->prec = PREC_INT8;
+  m->def->qscale = (float)sa;
+  m->def->qscale_b = (float)sb;
+  Value *y = passes_mk(g, OP_MUL, m, passes_const(g, (double)((float)sa * (float)sb), nd), NULL, nd, 0);
+  passes_replace_uses(g, nd->out, y);
+  nd->dead = 1;
+}
+
 /* The sources, then the load-time nodes, then the rest, each in its order
  * (topological still: a load-time node reads sources and load-time nodes
  * only).  The weights' quantization then sits before every per-inference
@@ -153,20 +170,25 @@ static int pass_int8(Graph *g, PassCtx *c) {
     Node *nd = g->nodes[i];
     nd->prec = PREC_FP32;
     if (!ir_int8_candidate(nd)) continue;
-    char key[160];
-    const QuantLayer *L = ir_quant_find(qt, ir_layer_key(nd, key, sizeof key));
-    if (!L) {
+    char key[160], kb[170];
+    const QuantLayer *L = ir_quant_find(qt, ir_layer_key(nd, key, sizeof key)), *Lb = NULL;
+    if (L && nd->op == OP_MATMUL) {   /* its second operand's scale */
+      snprintf(kb, sizeof kb, "%s%s", key, IR_INT8_TAP_B);
+      Lb = ir_quant_find(qt, kb);
+    }
+    if (!L || (nd->op == OP_MATMUL && !Lb)) {
       if (qt->fp32_missing) continue;
       diag_error(nd->loc, "precision: int8: the calibration (%s) has no layer '%s': it was made for another model",
-                 qt->source, key);
+                 qt->source, L ? kb : key);
       return -1;
     }
-    if (L->prec != PREC_INT8) {
-      nd->prec = L->prec;   /* the fallback: fp32, or fp16/bf16 operands (--int8-fallback) */
+    if (L->prec != PREC_INT8 || (Lb && Lb->prec != PREC_INT8)) {
+      nd->prec = L->prec != PREC_INT8 ? L->prec : Lb->prec;   /* the fallback: fp32, or fp16/bf16 (--int8-fallback) */
       nf++;
       continue;
     }
-    int8_layer(g, nd, L->scale);
+    if (nd->op == OP_MATMUL) int8_matmul(g, nd, L->scale, Lb->scale);
+    else int8_layer(g, nd, L->scale);
     nq++;
   }
   ir_compact(g);
@@ -174,7 +196,7 @@ static int pass_int8(Graph *g, PassCtx *c) {
   load_time_first(g);
   choose_tiles(g, c);
   if (c->verbose)
-    fprintf(stderr, "pass precision: int8: %d conv2d/linear op%s with int8 operands and int32 sums, %d fell back "
+    fprintf(stderr, "pass precision: int8: %d conv2d/linear/matmul op%s with int8 operands and int32 sums, %d fell back "
             "(to fp32, or --int8-fallback's precision), the rest in float32\n", nq, nq == 1 ? "" : "s", nf);
   return 0;
 }

@@ -4,7 +4,8 @@
 #   2. release build + every ctest test (numeric tests against PyTorch, golden IR,
 #      malformed models, generated code compiled by gcc, nvcc and NVRTC, emulation)
 #   3. an AddressSanitizer + UndefinedBehaviorSanitizer build running the suite
-#      again (tests labelled `slow`, and the example matrix `matrix` and the batch cases `batch`, excluded)
+#      again (tests labelled `slow`, and the example matrix `matrix`, the batch cases `batch` and the
+#      forced tensor-core tiles `tile` (the emulator paths of the other tensor-core cases), excluded)
 #   4. the libFuzzer targets, each for a bounded time (NCC_FUZZ_SECONDS, default 60)
 #   5. examples/demo.sh, the README's first command
 # The training oracle (label train, tests/oracle/train_oracle.py) runs in the
@@ -75,7 +76,7 @@ echo "== AddressSanitizer + UBSan build"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DNCC_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs"
 # shellcheck disable=SC2086
-ASAN_OPTIONS=detect_leaks=0 stage_name=sanitizers stage ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE "slow|train|matrix|batch" ${NCC_CTEST_ARGS:-}
+ASAN_OPTIONS=detect_leaks=0 stage_name=sanitizers stage ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE "slow|train|matrix|batch|tile" ${NCC_CTEST_ARGS:-}
 
 echo "== fuzzing (${NCC_FUZZ_SECONDS:-60} s per target)"
 for f in tests/fuzz/run_*.sh; do

@@ -2008,7 +2008,7 @@ class Q8:
         if want not in p.stdout:
             raise Failure("ncc run did not say '%s'" % want)
         log = p.stdout + p.stderr
-        m = re.findall(r"pass precision: int8: (\d+) conv2d/linear ops? with int8 operands and int32 sums, "
+        m = re.findall(r"pass precision: int8: (\d+) conv2d/linear/matmul ops? with int8 operands and int32 sums, "
                        r"(\d+) fell back", log)
         if not m:
             raise Failure("ncc run -v printed no 'pass precision: int8: ...' line")
@@ -2285,6 +2285,82 @@ case("int8_tile128x128_conv", ["op", "int8", "tile"])(lambda ctx: q8_tile_case(
 case("int8_tile128x64_linear", ["op", "int8", "tile"])(lambda ctx: q8_tile_case(
     ctx, "128x64", (150, 77), [dict(kind="linear", name="fc1", out=133, relu=True),
                                dict(kind="linear", name="fc2", out=20)]))
+# int8_matmul_*: a matmul of two activations at int8 (ir_int8_candidate): both
+# operands quantized with their own calibrated per-tensor scales (the cache's
+# layers "qk" and "qk#b"), int32 sums, y = sum * float32(sa * sb).  The two
+# linears before it make its operands (int8 too); ncc's own operands, outputs
+# of the model, feed the reference.  gemv: 8 rows a batch matrix (the GEMV
+# kernel); tiled: 40 (s8 tensor cores).
+def q8_matmul_case(ctx, rows, tile):
+    import numpy as np
+    import torch
+    seed(61)
+    B, D, K, N = 2, 96, 12, 36
+    net = ("model %s\ninput x: f32[%d, %d]\n"
+           "h = relu(linear(x, %d, name=\"fq\"))\nk = linear(x, %d, name=\"fk\")\n"
+           "q = reshape(h, [%d, %d, %d])\nkk = reshape(k, [%d, %d, %d])\ny = matmul(q, kk, name=\"qk\")\n"
+           "output y\noutput q\noutput kk\n" % (ctx.name, B, D, rows * K, K * N, B, rows, K, B, K, N))
+    P = {"fq.weight": rand(rows * K, D) / D ** 0.5, "fq.bias": rand(rows * K) * 0.1,
+         "fk.weight": rand(K * N, D) / D ** 0.5, "fk.bias": rand(K * N) * 0.1}
+    netp, wp, xp, calp = ctx.path("m.net"), ctx.path("w.safetensors"), ctx.path("x.npy"), ctx.path("cal.npy")
+    with open(netp, "w") as f:
+        f.write(net)
+    write_safetensors(wp, {k: as64(v) for k, v in P.items()})
+    cal, x = rand(32, D), rand(B, D)
+    save_npy(calp, f32np(cal))
+    save_npy(xp, f32np(x))
+    if os.path.exists(ctx.path("c.txt")):
+        os.unlink(ctx.path("c.txt"))
+    outs = {k: ctx.path("out_%s.npy" % k) for k in ("y", "q", "kk")}
+    args = [netp, "--device", oracle_device() if oracle_device() != "jit" else "cuda"]
+    args += ["--jit"] if oracle_device() == "jit" else []
+    args += ["--weights", wp, "--input", "x=" + xp, "--precision=int8", "--calibrate=" + calp,
+             "--calibration-method=minmax", "--int8-max-error=1e9", "--calibration-cache=" + ctx.path("c.txt"), "-v"]
+    for k, v in outs.items():
+        args += ["--output", "%s=%s" % (k, v)]
+    p = ctx.run_ncc(args)
+    if p.returncode != 0:
+        raise Failure("ncc run exited with status %d" % p.returncode)
+    m = re.findall(r"pass precision: int8: (\d+) conv2d/linear/matmul ops? with int8", p.stderr)
+    if not m or m[-1] != "3":
+        raise Failure("expected the two linears and the matmul at int8; -v said %s" % m)
+    c = read_calibration_cache(ctx.path("c.txt"))
+    if list(c["layers"]) != ["fq", "fk", "qk", "qk#b"]:
+        raise Failure("the cache's layers are %s, expected fq, fk, qk and qk#b" % list(c["layers"]))
+    # minmax: each operand's scale is max |x| / 127 of it in fp32 over the calibration rows
+    with torch.no_grad():
+        c32 = cal.to(torch.float32)
+        taps = {"qk": torch.relu(torch.nn.functional.linear(c32, P["fq.weight"].float(), P["fq.bias"].float())),
+                "qk#b": torch.nn.functional.linear(c32, P["fk.weight"].float(), P["fk.bias"].float())}
+    for key, t in taps.items():
+        amax, ent = float(t.abs().max()), c["layers"][key]
+        print("layer %s: absmax %.9g (PyTorch %.9g), scale %.9g" % (key, ent["absmax"], amax, ent["scale"]))
+        if abs(ent["absmax"] - amax) > 1e-5 * amax or np.float32(ent["scale"]) != np.float32(ent["absmax"] / 127):
+            raise Failure("layer %s: the minmax scale is not max |x| / 127 of PyTorch's operand" % key)
+    got = {k: np.load(v) for k, v in outs.items()}
+    sa, sb = np.float32(c["layers"]["qk"]["scale"]), np.float32(c["layers"]["qk#b"]["scale"])
+
+    def quant(v, s):
+        return np.clip(np.rint(v.astype(np.float32) * (np.float32(1) / s)), -127, 127).astype(np.float64)
+    qa, qb = quant(got["q"], sa), quant(got["kk"], sb)
+    isum = np.matmul(qa, qb)   # exact: integers well inside float64's
+    ref = (isum.astype(np.float32) * np.float32(sa * sb)).astype(np.float64)
+    fp32 = np.matmul(got["q"].astype(np.float64), got["kk"].astype(np.float64))
+    check_int8("y", got["y"], ref, fp32)
+    print("output y: cosine %.6f against the fp32 matmul of the same operands" % cosine(got["y"], fp32))
+    code = subprocess.run([ctx.ncc, netp, "--precision=int8", "--calibration-cache=" + ctx.path("c.txt"),
+                           "--weights", wp, "--freeze", "-o", ctx.path("gen.cu")], capture_output=True, text=True)
+    src = open(ctx.path("gen.cu")).read() if code.returncode == 0 else ""
+    kern = [k for k in re.findall(r"NCC_KERNEL void (?:__launch_bounds__\(\d+, \d+\) )?(\w+)\(", src)
+            if re.match(r"_k\d+_matmul", k[len(ctx.name):])]
+    print("matmul kernels: %s" % kern)
+    want = "_gemv" if not tile else "_mma"
+    if len(kern) != 1 or want not in kern[0] or "ncc_q8(v * inv_scale_b)" not in src:
+        raise Failure("expected the int8 matmul on the %s kernel, its b quantized with inv_scale_b" % want)
+
+
+case("int8_matmul_gemv", ["op", "int8"])(lambda ctx: q8_matmul_case(ctx, 8, False))
+case("int8_matmul_tiled", ["op", "int8"])(lambda ctx: q8_matmul_case(ctx, 40, True))
 case("int8_linear_gemv", ["op", "int8"])(lambda ctx: q8_linear_case(ctx, 4, True))
 case("int8_linear_tiled", ["op", "int8"])(lambda ctx: q8_linear_case(ctx, 32, False))
 
