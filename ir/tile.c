@@ -139,9 +139,10 @@ int ir_tile_choose(const Node *n, int forced, char *why, size_t nwhy) {
   if (forced >= 0) {
     best = forced;
     tb = ir_tile_model(n, best, &eb);
-  } else {
+  }
+  int cand[IR_NTILES], nc = ir_tile_candidates(n, cand);
+  if (forced < 0) {
     eb = ed;
-    int cand[IR_NTILES], nc = ir_tile_candidates(n, cand);
     for (int j = 1; j < nc; j++) {
       IrTileEst e;
       double t = ir_tile_model(n, cand[j], &e);
@@ -155,6 +156,10 @@ int ir_tile_choose(const Node *n, int forced, char *why, size_t nwhy) {
                ir_mma_tiles[d].BM, ir_mma_tiles[d].BN);
     else if (ir_gemm_split_k(n) > 1)
       snprintf(why, nwhy, "%dx%d, the default: split-K into %d ranges", c->BM, c->BN, ir_gemm_split_k(n));
+    else if (nc == 1)
+      snprintf(why, nwhy, "%dx%d, the default: no larger tile suits a %lld x %lld GEMM (128 rows need M >= 128%s)",
+               c->BM, c->BN, (long long)M, (long long)N, n->op == OP_CONV2D ? "; a convolution takes no 64x128"
+                                                                             : ", 128 columns N >= 128");
     else if (best == d)
       snprintf(why, nwhy, "%dx%d, the default: %lld blocks, %d a SM resident (%c), %.2f waves; no larger tile models "
                "%.0f%% less time", c->BM, c->BN, (long long)ed.blocks, ed.resident, ed.limit, ed.waves,
