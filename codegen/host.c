@@ -658,7 +658,7 @@ void host_source(Cg *c, FILE *f, const char *kernels) {
           M, M, in.n, M, out.n, M, par.n, M, arena, tinfo, M, gi->max_batch > 0, ir_prec_name(gi->precision), tvar);
   fprintf(f, "struct %s {\n  ncc_dev *dev;\n  void *arena;\n  void *bufs[%s_NBUFS];\n  char err[512];\n"
              "  int nb;   /* the batch of the inference running: the grids that follow the batch read it */\n"
-             "  double kern_s;   /* the last call's seconds in its kernels (M_kernel_seconds) */\n"
+             "  double kern_s;   /* the last call's seconds in its kernels, for M_kernel_seconds */\n"
           "  ncc_graph *graph[%s_NMAX + 1];   /* the inference captured at batch nb (CUDA graphs) */\n"
           "  unsigned char ran[%s_NMAX + 1];  /* batch nb ran once without a graph */\n", M, M, M, M);
   if (gt)

@@ -363,9 +363,9 @@ int drv_autotune(const Options *o) {
     snprintf(e->why, sizeof e->why, "%s", hit->why);
     e->tile = hit->tile;
   }
-  char rmcmd[128];
-  snprintf(rmcmd, sizeof rmcmd, "%s/tune.net", dir);
-  unlink(rmcmd);
+  char tnet[128];   /* the one-layer model tune_job wrote */
+  snprintf(tnet, sizeof tnet, "%s/tune.net", dir);
+  unlink(tnet);
   rmdir(dir);
   if (!rc && changed) rc = cache_write(cpath, lines, nl);
   if (!rc) {
