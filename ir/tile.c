@@ -11,7 +11,7 @@
  *   blocks   = ceil(M / BM) ceil(N / BN) Z   (split-K GEMMs keep the default
  *              tile: ir_gemm_split_k chose their ranges for it)
  *   resident = blocks an SM holds at once (ir_occupancy: threads, registers,
- *              shared memory, blocks; IR_TILE_MACHINE: an H100's SMs)
+ *              shared memory, blocks; ir_tile_machine: an H100's SMs)
  *   per_sm   = ceil(blocks / SMs): the blocks the busiest SM runs (waves)
  *   warps    = min(resident, per_sm) x threads / 32: warps it runs at once
  *   cost     = ceil(K / 16) x (IR_TILE_STAGE x (BM + BN) x 16 / 32
@@ -37,9 +37,12 @@
 
 /* BM, BN, WM, WN, threads, minb (__launch_bounds__), then the registers a
  * thread of a convolution's kernel (its im2col state) and of a linear's or
- * matmul's: ptxas's most over tf32, fp16 and bf16 (nvcc 13, sm_90), rounded up
- * to 8.  The first six are the default tiles by shape (ir_tile_default); the
- * last three the larger ones the model may choose.  128 x 64 asks for three
+ * matmul's.  64 x 64 and the larger tiles: ptxas's most over tf32 and fp16
+ * (nvcc 13, sm_90, VGG-16 at batch 32), rounded up to 8.  The smaller
+ * defaults: upper bounds (MobileNetV2's convolutions measured 40 at 16 x 64,
+ * 80 at 32 x 64, 48 at 64 x 32; 16 x 32 and 32 x 32 are estimates).  The
+ * first six are the default tiles by shape (ir_tile_default); the last three
+ * the larger ones the model may choose.  128 x 64 asks for three
  * blocks an SM (168 registers; four would spill); 128 x 128 asks for none:
  * with two its convolutions spill a few bytes, so one block of 8 warps. */
 const IrTile ir_mma_tiles[IR_NTILES] = {
