@@ -58,6 +58,7 @@ typedef struct Cand {
   char (*key)[160];     /* a tap's key in the table: the layer's, "#b" after it for a matmul's b */
   char (*shape)[128];   /* the operand's shape, for the cache's check */
   int *node;            /* the candidate (in graph order) a tap belongs to: its twin's error is the tap's */
+  int *tap;             /* which operand: 0 (the input; a matmul's a), 1 (a matmul's b) */
 } Cand;
 
 static void add_output(Graph *g, const char *name, Value *v) {
@@ -87,6 +88,7 @@ static void hook_taps(Graph *g, void *ctx) {
         if (row.rank > 0) row.d[0] = 1;
         shape_str(c->shape[k], sizeof c->shape[k], n->in[t]->dtype, &row);
         c->node[k] = nc;
+        c->tap[k] = t;
       }
       add_output(g, name, n->in[t]);
       k++;
@@ -127,7 +129,8 @@ static int count_candidates(const Options *o, Cand *c) {
   c->key = calloc((size_t)n + 1, sizeof *c->key);
   c->shape = calloc((size_t)n + 1, sizeof *c->shape);
   c->node = calloc((size_t)n + 1, sizeof *c->node);
-  if (!c->key || !c->shape || !c->node) ncc_die("out of memory");
+  c->tap = calloc((size_t)n + 1, sizeof *c->tap);
+  if (!c->key || !c->shape || !c->node || !c->tap) ncc_die("out of memory");
   hook_taps(g, c);
   ir_graph_free(g);
   return n;
@@ -614,10 +617,9 @@ static int calibrate_data(const Options *o, const Cand *c, QuantTable *t) {
     if (!twin.l) ncc_die("out of memory");
     for (int k = 0; k < c->n; k++) {   /* the twin of layer KEY is KEY@int8, its b tap KEY@int8#b */
       twin.l[k] = t->l[k];
-      size_t L = strlen(t->l[k].key), lb = strlen(IR_INT8_TAP_B);
-      int b = L > lb && !strcmp(t->l[k].key + L - lb, IR_INT8_TAP_B);
-      snprintf(twin.l[k].key, sizeof twin.l[k].key, "%.*s@int8%s", (int)(b ? L - lb : L) < 150 ? (int)(b ? L - lb : L) : 150,
-               t->l[k].key, b ? IR_INT8_TAP_B : "");
+      int L = (int)strlen(t->l[k].key) - (c->tap[k] ? (int)strlen(IR_INT8_TAP_B) : 0);
+      snprintf(twin.l[k].key, sizeof twin.l[k].key, "%.*s@int8%s", L < 150 ? L : 150, t->l[k].key,
+               c->tap[k] ? IR_INT8_TAP_B : "");
     }
     int nn = c->n ? c->node[c->n - 1] + 1 : 0;   /* the candidates: one twin each */
     Errs e = {nn, calloc((size_t)nn + 1, sizeof(double)), calloc((size_t)nn + 1, sizeof(double))};
@@ -689,6 +691,7 @@ int drv_calibrate(const Options *o) {
   free(c.key);
   free(c.shape);
   free(c.node);
+  free(c.tap);
   busy = 0;
   return rc;
 }
