@@ -22,12 +22,10 @@
  * written atomically; a later build on the same device reads its shapes
  * from there and runs nothing.  Shapes the budget did not reach keep the
  * model's tile and are not written. */
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "driver.h"
@@ -118,8 +116,7 @@ static int collect(const Options *o, Job **jobs, int *nj) {
 /* ---- the cache ---- */
 static int cache_path(char *out, size_t n) {
   char dir[4096];
-  if (cache_dir_path(dir, sizeof dir) != 0) return -1;
-  if (mkdir(dir, 0755) != 0 && errno != EEXIST) return -1;
+  if (drv_cache_dir(dir, sizeof dir) != 0) return -1;
   int w = snprintf(out, n, "%s/autotune.txt", dir);
   return w < 0 || (size_t)w >= n ? -1 : 0;
 }
@@ -193,8 +190,6 @@ static int cache_write(const char *path, const Line *lines, int nl) {
 }
 
 /* ---- one tile of one shape ---- */
-typedef double (*KernFn)(const void *m);
-
 /* Builds the one-layer model at tile t, runs it: its output (malloc'd) and,
  * on a GPU, the median of its kernels' times; the device in dev */
 static int run_tile(const Options *base, const char *net, int t, void **outp, size_t *nbytes, double *ms, int *gpu,
@@ -223,10 +218,7 @@ static int run_tile(const Options *base, const char *net, int t, void **outp, si
   *gpu = M.gpu;
   snprintf(dev, ndev, "%s", M.devdesc);
   if (!rc && M.gpu) {   /* timed: the kernels alone, AUTOTUNE_RUNS times */
-    KernFn kern;
-    char sym[400];
-    snprintf(sym, sizeof sym, "%s_kernel_seconds", M.name);
-    *(void **)&kern = dlsym(M.so, sym);
+    double (*kern)(const void *) = M.kernel_seconds;
     double ts[AUTOTUNE_RUNS];
     for (int i = 0; i < AUTOTUNE_RUNS && !rc; i++) {
       rc = model_infer(&M, M.inf->max_batch, in, out);

@@ -36,7 +36,6 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 typedef int (*StepFn)(void *m, const void *const *inputs, float *loss);
-typedef double (*KernFn)(const void *m);
 typedef int (*SetLrFn)(void *m, double lr);
 
 /* One timed unit: an inference batch, or a training step. */
@@ -84,10 +83,7 @@ static int bench_one(const Options *o, double *median) {
            o->cublas ? " --cublas" : "", (long long)batch, M.devdesc);
     fflush(stdout);
     /* the kernels' share of each call (M_kernel_seconds: the copies of inputs and outputs left out) */
-    KernFn kern;
-    char ksym[400];
-    snprintf(ksym, sizeof ksym, "%s_kernel_seconds", M.name);
-    *(void **)&kern = dlsym(M.so, ksym);
+    double (*kern)(const void *) = M.kernel_seconds;
     for (int i = 0; i < o->warmup && !rc; i++) rc = run_once(&M, step, in, out);
     double *t = (double *)calloc((size_t)o->iters, sizeof *t), *tk = (double *)calloc((size_t)o->iters, sizeof *tk);
     for (int i = 0; i < o->iters && !rc; i++) {

@@ -117,7 +117,7 @@ static int mkdir_p(const char *path) {
 
 /* The cache folder, created; -1 when there is none or it is not writable
  * (the object is then built in the temporary folder and not kept). */
-static int cache_dir(char *out, size_t n) {
+int drv_cache_dir(char *out, size_t n) {
   if (cache_dir_path(out, n) != 0) return -1;
   if (mkdir_p(out) != 0 || access(out, W_OK) != 0) return -1;
   return 0;
@@ -457,7 +457,7 @@ static int compile_object(const Options *o, Model *M, const char *nvcc, const ch
   free(libdir);
   free(incdir);
   char cdir[4096], soname[512];
-  int cached = cache_dir(cdir, sizeof cdir) == 0;
+  int cached = drv_cache_dir(cdir, sizeof cdir) == 0;
   snprintf(soname, sizeof soname, "%s-%016llx%s.so", M->name, (unsigned long long)h.h,
            M->jit ? "-jit" : M->gpu ? "-cuda" : "-emu");
   snprintf(M->so_path, sizeof M->so_path, "%s/%s", cached ? cdir : M->tmpdir, soname);

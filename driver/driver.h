@@ -69,6 +69,7 @@ typedef struct Model {
   int (*load)(void *m, const char *path);
   int (*infer_io)(void *m, const void *const *in, void *const *out);
   int (*infer_io_batch)(void *m, int batch, const void *const *in, void *const *out);
+  double (*kernel_seconds)(const void *m);   /* NULL: an object without M_kernel_seconds */
   const char *(*error)(const void *m);
   void (*destroy)(void *m);
   void *m;
@@ -104,6 +105,7 @@ void drv_build_hook(Graph *g);
 /* build.c: compiles o->model into M->so_path.  Returns 0 or an exit status. */
 int model_build(const Options *o, Model *M);
 int drv_device_key(const Options *o, char *key, size_t n);   /* "emu", or the GPU's description */
+int drv_cache_dir(char *out, size_t n);   /* the compile cache's folder, created; -1: none or not writable */
 int drv_autotune(const Options *o);                           /* --autotune (autotune.c) */
 const TuneTable *drv_tune(void);                              /* its choices; NULL: none */
 void drv_random_inputs(const Options *o, const ncc_tensor_info *ts, int nt, void **data);   /* bench.c */

@@ -84,6 +84,9 @@ int model_load(const Options *o, Model *M) {
   /* optional: an object built by hand to the older API runs its compiled batch */
   snprintf(sym, sizeof sym, "%s_infer_io_batch", M->name);
   *(void **)&M->infer_io_batch = dlsym(M->so, sym);
+  /* optional: the kernels' time of the last call (NCC_HAVE_KERNEL_SECONDS) */
+  snprintf(sym, sizeof sym, "%s_kernel_seconds", M->name);
+  *(void **)&M->kernel_seconds = dlsym(M->so, sym);
   LOOKUP(error, "error");
   LOOKUP(destroy, "destroy");
 #undef LOOKUP
