@@ -446,8 +446,28 @@ const char *kp_value(Cg *c, KParams *p, Value *v, int is_out, const char *role) 
   for (int i = 0; i < p->n; i++)
     if (strcmp(p->host[i], host) == 0 && !is_out && strncmp(p->ctype[i], "const", 5) == 0)
       return strrchr(p->decl[i], ' ') + 1;
-  const char *ct = v->dtype == DT_I32 ? (is_out ? "int *" : "const int *") : (is_out ? "float *" : "const float *");
+  char ct[48];
+  snprintf(ct, sizeof ct, "%s%s *", is_out ? "" : "const ", cg_elem_type(v));
   return kp_add(p, ct, role, host);
+}
+
+const char *cg_elem_type(const Value *v) {
+  DType t = ir_store_type(v);
+  return t == DT_I32 ? "int" : t == DT_F16 || t == DT_BF16 ? "unsigned short" : "float";
+}
+
+const char *cg_ld(char *dst, size_t n, const Value *v, const char *elem) {
+  DType t = ir_store_type(v);
+  if (t == DT_F16 || t == DT_BF16) snprintf(dst, n, "%s(%s)", t == DT_F16 ? "ncc_fp16_load" : "ncc_bf16_load", elem);
+  else snprintf(dst, n, "%s", elem);
+  return dst;
+}
+
+const char *cg_st(char *dst, size_t n, const Value *v, const char *f) {
+  DType t = ir_store_type(v);
+  if (t == DT_F16 || t == DT_BF16) snprintf(dst, n, "%s(%s)", t == DT_F16 ? "ncc_fp16_bits" : "ncc_bf16_bits", f);
+  else snprintf(dst, n, "%s", f);
+  return dst;
 }
 
 const char *cg_arg_role(const Node *n, int j, char out[32]) {
@@ -688,7 +708,8 @@ static int finish_store(Cg *c, const KGroup *gr, KParams *p, Buf *b, int flags, 
                         const CgBatch *bg) {
   int rc = -1;
   if (cg_epilogue(c, gr, p, b, "v", "i", 2) == 0) {
-    buf_printf(b, "    %s[i] = v;\n  }\n", kp_value(c, p, group_out(gr), 1, "y"));
+    char st[64];
+    buf_printf(b, "    %s[i] = %s;\n  }\n", kp_value(c, p, group_out(gr), 1, "y"), cg_st(st, sizeof st, group_out(gr), "v"));
     char opn[96];
     const char *name = cg_finish(c, cg_opname(gr, NULL, opn), flags, p, b);
     cg_launch_b(c, name, p, grid, 1, 1, T, 1, 0, bg);

@@ -100,7 +100,7 @@ static int add_buf_at(Cg *c, int kind, Value *v, size_t bytes, size_t off) {
   return i;
 }
 
-static size_t vbytes(const Value *v) { return (size_t)shape_numel(&v->shape) * (size_t)dtype_size(v->dtype); }
+static size_t vbytes(const Value *v) { return (size_t)ir_value_bytes(v); }
 
 /* The EMIT column of ops.def: one emitter per op that can lead a kernel group
  * (an op naming an emitter that is not written does not compile). */

@@ -92,7 +92,9 @@ static void operand(Cg *c, KParams *p, Value *v, const char *role, const Shape *
   const char *name = kp_value(c, p, v, 0, role);
   Buf b = {0};
   cg_bcast_index(&b, out, &v->shape, idx);
-  snprintf(dst, n, "%s[%s]", name, b.s);
+  char e[480];
+  snprintf(e, sizeof e, "%s[%s]", name, b.s);
+  cg_ld(dst, n, v, e);
   buf_free(&b);
 }
 
@@ -153,7 +155,8 @@ int emit_elemwise(Cg *c, const KGroup *gr) {
   if (cg_elem_stmt(c, &body, n, "v", x[0], n->nin > 1 ? x[1] : NULL, 2)) goto fail;
   if (cg_epilogue(c, gr, &p, &body, "v", "i", 2)) goto fail;
   const char *y = kp_value(c, &p, out, 1, "y");
-  buf_printf(&body, "    %s[i] = v;\n  }\n", y);
+  char st[64];
+  buf_printf(&body, "    %s[i] = %s;\n  }\n", y, cg_st(st, sizeof st, out, "v"));
   {
     Buf k = {0};
     char opn[96];

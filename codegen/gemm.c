@@ -25,6 +25,10 @@ typedef struct GemmSpec {
   int a_kcontig, b_kcontig;
   char a_load[2048];   /* statement: sets float v from A(z, m, k), indices in range */
   char b_load[2048];   /* statement: sets float v from B(z, k, n) */
+  char a_bits[512];    /* fp16, bf16: an operand stored half-width (Value.half) at the MMA's type:
+                          a statement setting unsigned short v to A's stored bits, which the
+                          MMA tile takes as they are (no conversion and rounding back); or "" */
+  char b_bits[512];    /* the same for B */
   char out_idx[512];   /* expression: linear index of C(z, m, n) in the main output */
   char bias[256];      /* expression added to the accumulator, or "" */
   char b_pre[1024];    /* statements before the K loop that b_tile's per-thread state needs, or "" */
@@ -96,7 +100,8 @@ static int store_tail(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Bu
   if (s->bias[0]) buf_printf(b, "%*sv = v + %s;\n", sp, "", s->bias);
   buf_printf(b, "%*sint o = %s;\n", sp, "", s->out_idx);
   if (cg_epilogue(c, gr, p, b, "v", "o", ind)) return -1;
-  buf_printf(b, "%*s%s[o] = v;\n", sp, "", kp_value(c, p, group_out(gr), 1, "y"));
+  char st[64];
+  buf_printf(b, "%*s%s[o] = %s;\n", sp, "", kp_value(c, p, group_out(gr), 1, "y"), cg_st(st, sizeof st, group_out(gr), "v"));
   return 0;
 }
 
@@ -106,11 +111,12 @@ static int tile_of(int64_t d) { return d >= 64 ? 4 : d >= 32 ? 2 : 1; }
  * rr): row rowbase + rr, k = k0 + kk) with T threads, numbered tid; dst is
  * the element's place, an lvalue in kk and rr */
 static void load_tile(Buf *b, const char *dst, int rows, int T, int kcontig, const char *rowvar, const char *rowbase,
-                      int64_t RMAX, int64_t K, const char *stmt, const char *rv) {
+                      int64_t RMAX, int64_t K, const char *stmt, const char *rv, int bits) {
   buf_printf(b, "    for (int l = tid; l < %d; l += %d) {\n", BK * rows, T);
   if (kcontig) buf_printf(b, "      int kk = l %% %d, rr = l / %d;\n", BK, BK);
   else buf_printf(b, "      int rr = l %% %d, kk = l / %d;\n", rows, rows);
-  buf_printf(b, "      int %s = %s + rr, k = k0 + kk;\n      float v = 0.0f;\n", rowvar, rowbase);
+  buf_printf(b, "      int %s = %s + rr, k = k0 + kk;\n      %s;\n", rowvar, rowbase,
+             bits ? "unsigned short v = 0;   /* the stored bits, 0: +0.0 */" : "float v = 0.0f");
   int krem = K % BK != 0, rrem = RMAX % rows != 0;
   if (krem || rrem) {
     buf_printf(b, "      if (");
@@ -170,9 +176,9 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   k_loop(&b, s, BK);
   char ra[64], rb[64];
   spec_rv(c, p, gr->main, s, ra, rb);
-  load_tile(&b, "As[kk][rr]", BM, 256, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, ra);
+  load_tile(&b, "As[kk][rr]", BM, 256, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, ra, 0);
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
-  else load_tile(&b, "Bs[kk][rr]", BN, 256, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, rb);
+  else load_tile(&b, "Bs[kk][rr]", BN, 256, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, rb, 0);
   buf_printf(&b, "    %s\n", D_BARRIER);
   /* af/bf, not a/b: matmul's parameters are a and b */
   buf_printf(&b, "    for (int kk = 0; kk < %d; kk++) {\n      float af[%d], bf[%d];\n", BK, TM, TN);
@@ -309,11 +315,12 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   char dst[160];
   char ra[64], rb[64], sa[96], sb[96];
   spec_rv(c, p, gr->main, s, ra, rb);
-  load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind), BM, T, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load,
-            mma_store_rv(sa, sizeof sa, gr->main, ra));
+  int ab = kind == MMA_F16 && s->a_bits[0], bb = kind == MMA_F16 && s->b_bits[0];
+  load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind), BM, T, s->a_kcontig, "m", "m0", s->M, s->K,
+            ab ? s->a_bits : s->a_load, ab ? "v" : mma_store_rv(sa, sizeof sa, gr->main, ra), ab);
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
-  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind), BN, T, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load,
-                 mma_store_rv(sb, sizeof sb, gr->main, rb));
+  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind), BN, T, s->b_kcontig, "n", "n0", s->N, s->K,
+                 bb ? s->b_bits : s->b_load, bb ? "v" : mma_store_rv(sb, sizeof sb, gr->main, rb), bb);
   buf_printf(&b, "    %s\n", D_BARRIER);
   if (kind == MMA_S8) {   /* a lane's A: 2 registers of 4 int8 (rows g, g + 8), B: 1, each one 32-bit load */
     buf_printf(&b, "    {\n      unsigned ah[%d][2], bh[%d][1];\n", MI, NJ);
@@ -538,13 +545,15 @@ static void pool_load(char *dst, size_t n, const Node *pool, const char *X, cons
   cg_window_index(iy, sizeof iy, "qh", a->stride[0], a->pad[0], "py", dil[0]);
   cg_window_index(ix, sizeof ix, "qw", a->stride[1], a->pad[1], "px", dil[1]);
   Buf b = {0};
-  buf_printf(&b, "const float *xq = %s + %s * %lld;\n", X, cg_paren(pp, sizeof pp, plane), LL(H * W));
+  buf_printf(&b, "const %s *xq = %s + %s * %lld;\n", cg_elem_type(pool->in[0]), X, cg_paren(pp, sizeof pp, plane), LL(H * W));
   buf_printf(&b, "%sint qh = %s, qw = %s;\n%sv = %s;\n", ind, ph, pw, ind, is_max ? D_NEG_INF : "0.0f");
   buf_printf(&b, "%sfor (int py = 0; py < %d; py++) {\n%s  int iy = %s;\n", ind, a->kernel[0], ind, iy);
   if (a->pad[0]) buf_printf(&b, "%s  if (iy < 0 || iy >= %lld) continue;\n", ind, LL(H));
   buf_printf(&b, "%s  for (int px = 0; px < %d; px++) {\n%s    int ix = %s;\n", ind, a->kernel[1], ind, ix);
   if (a->pad[1]) buf_printf(&b, "%s    if (ix < 0 || ix >= %lld) continue;\n", ind, LL(W));
-  buf_printf(&b, "%s    float e = xq[iy * %lld + ix];\n", ind, LL(W));
+  char xe[64], ld[96];
+  snprintf(xe, sizeof xe, "xq[iy * %lld + ix]", LL(W));
+  buf_printf(&b, "%s    float e = %s;\n", ind, cg_ld(ld, sizeof ld, pool->in[0], xe));
   if (is_max) buf_printf(&b, "%s    v = (e > v || e != e) ? e : v;\n", ind);
   else buf_printf(&b, "%s    v = v + e;\n", ind);
   buf_printf(&b, "%s  }\n%s}", ind, ind);
@@ -623,7 +632,8 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
   else if (d->Mg == 1) snprintf(c0, sizeof c0, "co * %lld", LL(d->Cig));
   else if (d->Cig == 1) snprintf(c0, sizeof c0, "co / %lld", LL(d->Mg));
   else snprintf(c0, sizeof c0, "(co / %lld) * %lld", LL(d->Mg), LL(d->Cig));
-  buf_printf(&b, "    const float *xp = %s + (img * %lld + %s) * %lld;\n", x, LL(d->Cin), c0, LL(d->H * d->W));
+  buf_printf(&b, "    const %s *xp = %s + (img * %lld + %s) * %lld;\n", cg_elem_type(nd->in[0]), x, LL(d->Cin), c0,
+             LL(d->H * d->W));
   int q8 = nd->prec == PREC_INT8;   /* int8: int32 sums of the quantized integers */
   buf_printf(&b, "    const float *wp = %s + co * %lld;\n    %s;\n", w, LL(d->Kg), q8 ? "int vi = 0" : "float v = 0.0f");
   buf_printf(&b, "    for (int ci = 0; ci < %lld; ci++)\n      for (int kh = 0; kh < %lld; kh++) {\n", LL(d->Cig),
@@ -637,8 +647,9 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
   buf_printf(&b, "          int iw = %s;\n", ix);
   if (d->pw) buf_printf(&b, "          if (iw < 0 || iw >= %lld) continue;\n", LL(d->W));
   {   /* --precision=tf32|fp16|bf16: both operands rounded; int8: x quantized, w integers */
-    char xe[96], we[96], xr[160], wr[160];
-    snprintf(xe, sizeof xe, "xp[(ci * %lld + ih) * %lld + iw]", LL(d->H), LL(d->W));
+    char xe0[96], xe[128], we[96], xr[160], wr[160];
+    snprintf(xe0, sizeof xe0, "xp[(ci * %lld + ih) * %lld + iw]", LL(d->H), LL(d->W));
+    cg_ld(xe, sizeof xe, nd->in[0], xe0);
     snprintf(we, sizeof we, "wp[(ci * %lld + kh) * %lld + kw]", LL(d->KH), LL(d->KW));
     const char *inv = cg_q8_param(c, &p, nd);
     cg_operand_rv(xr, sizeof xr, nd, xe, inv);
@@ -653,7 +664,8 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
     buf_free(&b);
     return -1;
   }
-  buf_printf(&b, "    %s[i] = v;\n  }\n", kp_value(c, &p, group_out(gr), 1, "y"));
+  char st[64];
+  buf_printf(&b, "    %s[i] = %s;\n  }\n", kp_value(c, &p, group_out(gr), 1, "y"), cg_st(st, sizeof st, group_out(gr), "v"));
   char opn[96];
   const char *name = cg_finish(c, cg_opname(gr, NULL, opn), 0, &p, &b);
   CgBatch bg;
@@ -671,8 +683,8 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
  * loop, and each of the J rows keeps its k as digits (ci, kh, kw) that
  * advance by BK a tile with constant steps and at most one carry a digit.
  * The divisions that remain run once per thread. */
-static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const char *cbase, const Node *pool, const char *rv,
-                        int BN, int T, const char *dst) {
+static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value *xv, const char *cbase, const Node *pool, const char *rv,
+                        int BN, int T, const char *dst, int bits) {
   int J = BK * BN / T, KS = T / BN;
   NCC_ASSERT(T % BN == 0 && BK * BN % T == 0);
   int64_t KK = d->KH * d->KW, OHW = d->OH * d->OW;
@@ -713,8 +725,8 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const cha
 
   /* in the K loop: J elements, then the digits advance by BK */
   int krem = s->K % BK != 0, nrem = s->N % BN != 0;
-  buf_printf(&b, "    for (int j = 0; j < %d; j++) {\n      int kk = kq + j * %d%s;\n      float v = 0.0f;\n", J, KS,
-             krem ? ", k = k0 + kk" : "");
+  buf_printf(&b, "    for (int j = 0; j < %d; j++) {\n      int kk = kq + j * %d%s;\n      %s;\n", J, KS,
+             krem ? ", k = k0 + kk" : "", bits ? "unsigned short v = 0;   /* the stored bits, 0: +0.0 */" : "float v = 0.0f");
   char c1[48], c2[48];
   snprintf(c1, sizeof c1, "col < %lld", LL(s->N));
   snprintf(c2, sizeof c2, "k < %lld", LL(s->K));
@@ -738,9 +750,11 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const cha
     pool_load(pl, sizeof pl, pool, x, "cb0 + ci[j]", "ih", "iw", "          ");
     buf_printf(&b, "        %s{\n          %s\n        }\n", test, pl);
   } else {
-    buf_printf(&b, "        %sv = %s[((cb0 + ci[j]) * %lld + ih) * %lld + iw];\n", test, x, LL(d->H), LL(d->W));
+    char xe[200], ld[240];
+    snprintf(xe, sizeof xe, "%s[((cb0 + ci[j]) * %lld + ih) * %lld + iw]", x, LL(d->H), LL(d->W));
+    buf_printf(&b, "        %sv = %s;\n", test, bits ? xe : cg_ld(ld, sizeof ld, xv, xe));
   }
-  buf_printf(&b, "      }\n      %s = %s;\n", dst, rv);
+  buf_printf(&b, "      }\n      %s = %s;\n", dst, bits ? "v" : rv);
   /* k += BK as digits: kw += BK % KW, kh += (BK / KW) % KH, ci += BK / (KH * KW), carries */
   int64_t dw = hkw ? BK % d->KW : 0, dh = hkh ? (BK / d->KW) % d->KH : 0, dc = BK / KK;
   if (dw) buf_printf(&b, "      kw[j] += %lld;\n", LL(dw));
@@ -762,7 +776,8 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   GemmSpec s;
   memset(&s, 0, sizeof s);
   const Node *pool = gr->npro ? gr->pro[0] : NULL;   /* pool-prologue: x is the pooling's input */
-  const char *x = kp_value(c, &p, pool ? pool->in[0] : nd->in[0], 0, "x"), *w = kp_value(c, &p, nd->in[1], 0, "weight");
+  Value *xin = pool ? pool->in[0] : nd->in[0];
+  const char *x = kp_value(c, &p, xin, 0, "x"), *w = kp_value(c, &p, nd->in[1], 0, "weight");
   int64_t OHW = d->OH * d->OW;
   split_of(&s, nd, nd->nin > 2 ? nd->in[2] : NULL, OHW, d->Cout);
   const char *bias = nd->nin > 2 && s.S == 1 ? kp_value(c, &p, nd->in[2], 0, "bias") : NULL;
@@ -788,10 +803,12 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
     char dst[160], sb[96];
     MmaCfg g = mma_cfg(nd);
     int BN = g.BN;
-    im2col_tile(&s, d, x, cb, pool, mma_store_rv(sb, sizeof sb, nd, rb), BN, g.T,
-                mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_kind(nd)));
+    /* fp16, bf16 stored half-width: the tile takes the stored bits (a pooling computes in floats) */
+    int bits = mma_kind(nd) == MMA_F16 && xin->half && !pool;
+    im2col_tile(&s, d, x, xin, cb, pool, mma_store_rv(sb, sizeof sb, nd, rb), BN, g.T,
+                mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_kind(nd)), bits);
   } else {
-    im2col_tile(&s, d, x, cb, pool, rb, 16 * tile_of(s.N), 256, "Bs[kk][rb]");
+    im2col_tile(&s, d, x, xin, cb, pool, rb, 16 * tile_of(s.N), 256, "Bs[kk][rb]", 0);
   }
   /* output channel of row m */
   if (s.uses_z) snprintf(ch, sizeof ch, "z * %lld + m", LL(d->Mg));
@@ -847,12 +864,15 @@ static int sum_bias_epilogue(Cg *c, const KGroup *gr, Value *bias, int64_t inner
   const char *ws = S > 1 ? kp_work(c, &p, "partial") : NULL;
   const char *yn = kp_value(c, &p, y, 1, "y");
   const char *bn = bias ? kp_value(c, &p, bias, 0, "bias") : NULL;
+  char yi[64], ld[96], st[64];
+  snprintf(yi, sizeof yi, "%s[i]", yn);
   if (S > 1)
     buf_printf(&b, "  int i = %s * 256 + %s;\n  if (i < %lld) {\n    float v = %s[i];\n"
                    "    for (int r = 1; r < %d; r++) v = v + %s[r * %lld + i];\n", D_BID_X, D_TID_X, LL(total), ws, S, ws,
                LL(total));
   else
-    buf_printf(&b, "  int i = %s * 256 + %s;\n  if (i < %lld) {\n    float v = %s[i];\n", D_BID_X, D_TID_X, LL(total), yn);
+    buf_printf(&b, "  int i = %s * 256 + %s;\n  if (i < %lld) {\n    float v = %s;\n", D_BID_X, D_TID_X, LL(total),
+               cg_ld(ld, sizeof ld, y, yi));
   if (bn) {
     if (inner == 1) buf_printf(&b, "    v = v + %s[i %% %lld];\n", bn, LL(nb));
     else buf_printf(&b, "    v = v + %s[(i / %lld) %% %lld];\n", bn, LL(inner), LL(nb));
@@ -861,7 +881,7 @@ static int sum_bias_epilogue(Cg *c, const KGroup *gr, Value *bias, int64_t inner
     buf_free(&b);
     return -1;
   }
-  buf_printf(&b, "    %s[i] = v;\n  }\n", yn);
+  buf_printf(&b, "    %s[i] = %s;\n  }\n", yn, cg_st(st, sizeof st, y, "v"));
   char opn[96];
   const char *name = cg_finish(c, cg_opname(gr, S > 1 ? "splitk_sum" : bias ? "bias" : "", opn), 0, &p, &b);
   CgBatch bg;
@@ -1003,7 +1023,10 @@ static int emit_linear(Cg *c, const KGroup *gr) {
     pool_load(pl, sizeof pl, pool, x, plane, ph, pw, "        ");
     snprintf(s.a_load, sizeof s.a_load, "%s", pl);
   } else {
-    snprintf(s.a_load, sizeof s.a_load, "v = %s[%s];", x, la.s);
+    char xe[160], ld[200];
+    snprintf(xe, sizeof xe, "%s[%s]", x, la.s);
+    snprintf(s.a_load, sizeof s.a_load, "v = %s;", cg_ld(ld, sizeof ld, nd->in[0], xe));
+    if (nd->in[0]->half) snprintf(s.a_bits, sizeof s.a_bits, "v = %s;", xe);
   }
   snprintf(s.b_load, sizeof s.b_load, "v = %s[%s];", w, lb.s);
   snprintf(s.out_idx, sizeof s.out_idx, "%s", lo.s);
@@ -1072,8 +1095,15 @@ static int emit_matmul(Cg *c, const KGroup *gr) {
   cg_term(&la, &na, s.uses_z ? ia.s : "0", M * K), cg_term(&la, &na, "m", K), cg_term(&la, &na, "k", 1);
   cg_term(&lb, &nb, s.uses_z ? ib.s : "0", K * N), cg_term(&lb, &nb, "k", N), cg_term(&lb, &nb, "n", 1);
   cg_term(&lo, &no, s.uses_z ? "z" : "0", M * N), cg_term(&lo, &no, "m", N), cg_term(&lo, &no, "n", 1);
-  snprintf(s.a_load, sizeof s.a_load, "v = %s[%s];", a, na ? la.s : "0");
-  snprintf(s.b_load, sizeof s.b_load, "v = %s[%s];", b, nb ? lb.s : "0");
+  {
+    char e[2][400], ld[2][440];
+    snprintf(e[0], sizeof e[0], "%s[%s]", a, na ? la.s : "0");
+    snprintf(e[1], sizeof e[1], "%s[%s]", b, nb ? lb.s : "0");
+    snprintf(s.a_load, sizeof s.a_load, "v = %s;", cg_ld(ld[0], sizeof ld[0], nd->in[0], e[0]));
+    snprintf(s.b_load, sizeof s.b_load, "v = %s;", cg_ld(ld[1], sizeof ld[1], nd->in[1], e[1]));
+    if (nd->in[0]->half) snprintf(s.a_bits, sizeof s.a_bits, "v = %s;", e[0]);
+    if (nd->in[1]->half) snprintf(s.b_bits, sizeof s.b_bits, "v = %s;", e[1]);
+  }
   snprintf(s.out_idx, sizeof s.out_idx, "%s", no ? lo.s : "0");
   buf_free(&la);
   buf_free(&lb);

@@ -95,7 +95,7 @@ static const Arch *arch_lookup(const char *name) {
   return &arches[3];
 }
 
-static int64_t vbytes(const Value *v) { return shape_numel(&v->shape) * dtype_size(v->dtype); }
+static int64_t vbytes(const Value *v) { return ir_value_bytes(v); }
 
 /* ---- the occupancy and waves model (docs/gpu.md, "The report's time model") ----
  * A kernel's launch geometry is codegen's own (cg_launch_geometry: the grid,
@@ -582,7 +582,7 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
     char sh[200], b1[32], b2[32], b3[32], pc[32];
     snprintf(pc, sizeof pc, "%lld", (long long)np);
     fprintf(f, "  %4d  %-*.*s %-*.*s %-22s %11s %10s %10s %10s %9.1f%s\n", gr->main->id, wops, wops, ops, wname, wname,
-            row_name(gr->main), shape_str(sh, sizeof sh, out->dtype, &out->shape), np ? pc : "-",
+            row_name(gr->main), shape_str(sh, sizeof sh, ir_store_type(out), &out->shape), np ? pc : "-",
             human(b1, sizeof b1, (double)fl, ""), human(b2, sizeof b2, (double)by, "B"),
             human(b3, sizeof b3, (double)act, "B"), us, geo);
   }

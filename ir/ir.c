@@ -45,6 +45,7 @@ const char *ir_layer_key(const Node *n, char *buf, size_t len) {
 }
 
 int dtype_size(DType t) { return (unsigned)t < DT__COUNT ? dt_sizes[t] : 0; }
+int64_t ir_value_bytes(const Value *v) { return shape_numel(&v->shape) * dtype_size(ir_store_type(v)); }
 int dtype_lookup(const char *name) {
   for (int i = 0; i < DT__COUNT; i++)
     if (strcmp(dt_names[i], name) == 0) return i;

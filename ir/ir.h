@@ -113,7 +113,15 @@ typedef struct Value {
                               value; it is stored in the gradient region at the parameter's
                               place (persistent, read by the optimizer update) */
   int batch;               /* set by the batch pass (passes/batch.c): VB_* below */
+  int half;                /* set by the storage pass (passes/storage.c): 0, or DT_F16 / DT_BF16:
+                              a float32 value whose buffer holds it in those 16 bits (every
+                              kernel reading it rounds it to that type as it loads it, so
+                              storing it rounded loses nothing); its views hold it so too */
 } Value;
+/* The type a value's bytes hold: Value.half when set, else its dtype. */
+static inline DType ir_store_type(const Value *v) { return v->half ? (DType)v->half : v->dtype; }
+/* Bytes of a value's buffer: elements times the size of ir_store_type. */
+int64_t ir_value_bytes(const Value *v);
 
 /* How a value relates to the batch (Value.batch, the batch pass):
  * VB_NONE: computed from parameters and constants only; VB_ROWS: its first

@@ -23,7 +23,7 @@ Value *ir_view_root(Value *v) {
 }
 
 int64_t ir_slot_bytes(const Value *v) {
-  int64_t b = shape_numel(&v->shape) * dtype_size(v->dtype);
+  int64_t b = ir_value_bytes(v);
   if (b < 1) b = 1;
   return (b + 255) / 256 * 256;
 }
@@ -208,7 +208,7 @@ int ir_inplace_ok(const Graph *g, const Liveness *lv, int k, const Value *a) {
   const Value *out = lv->stored[k];
   if (!m || !out || lv->kind[a->id] != LV_ACT || lv->kind[out->id] != LV_ACT) return 0;
   if (lv->last[a->id] != k + 1 || lv->first[out->id] != k + 1) return 0;
-  if (a->dtype != out->dtype || shape_numel(&a->shape) != shape_numel(&out->shape)) return 0;
+  if (ir_store_type(a) != ir_store_type(out) || shape_numel(&a->shape) != shape_numel(&out->shape)) return 0;
   if (!((ncc_ops[m->op].flags & OPF_ELEMWISE) || m->op == OP_BATCHNORM2D) || ir_is_view(m)) return 0;
   int64_t numel = shape_numel(&m->out->shape);
   int reads = 0;

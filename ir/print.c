@@ -148,7 +148,7 @@ void ir_print(Graph *g, FILE *f) {
     }
     if (n->load_time) fputs(" load-time", f);
     if (n->prec != PREC_FP32) fprintf(f, " %s", ir_prec_name(n->prec));
-    fprintf(f, " : %s", shape_str(buf, sizeof buf, n->out->dtype, &n->out->shape));
+    fprintf(f, " : %s", shape_str(buf, sizeof buf, ir_store_type(n->out), &n->out->shape));
     if (n->op != OP_INPUT && n->op != OP_PARAM && n->name) fprintf(f, "  # %s", n->name);
     print_schedule(f, g, n);
     fputc('\n', f);
@@ -209,13 +209,13 @@ void ir_print_dot(Graph *g, FILE *f) {
       fputs(ncc_ops[n->op].name, f);
       if (n->name) { fputs(" ", f); dot_str(f, n->name); }
     }
-    fprintf(f, "\\n%s", shape_str(buf, sizeof buf, n->out->dtype, &n->out->shape));
+    fprintf(f, "\\n%s", shape_str(buf, sizeof buf, ir_store_type(n->out), &n->out->shape));
     for (int k = 0; k < n->nin; k++) {
       const Value *v = n->in[k];
       if (v && v->def && v->def->op == OP_PARAM) {
         fputs("\\n", f);
         dot_str(f, v->def->name);
-        fprintf(f, " %s", shape_str(buf, sizeof buf, v->dtype, &v->shape));
+        fprintf(f, " %s", shape_str(buf, sizeof buf, ir_store_type(v), &v->shape));
       }
     }
     fprintf(f, "\"%s];\n", n->op == OP_INPUT ? ", shape=ellipse" : (ncc_ops[n->op].flags & OPF_LOSS) ? ", style=bold" : "");

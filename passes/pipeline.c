@@ -39,7 +39,9 @@
  * --passes list that leaves it out) the build runs the compiled batch only.
  * --precision other than fp32 adds the precision pass to the inference
  * pipelines, after fold and before fuse, and to the training ones right
- * after autodiff (docs/precision.md). */
+ * after autodiff (docs/precision.md); at fp16 and bf16 the inference
+ * pipelines run the storage pass after fuse, before plan (half-width
+ * storage of what only the rounding GEMMs read). */
 #include "passes.h"
 
 #include <stdio.h>
@@ -57,6 +59,8 @@ static const Pass passes[] = {
   {"batch", pass_batch, "inference: which values keep the batch in their rows, so that one build serves batches 1..N"},
   {"precision", pass_precision, "the math precision of each op from --precision (tf32: GEMM operands rounded to TF32); "
                                 "in every pipeline when --precision is not fp32"},
+  {"storage", pass_storage, "fp16/bf16: a value that only GEMMs rounding to that type read is stored in 16 bits "
+                            "(lossless: the outputs stay bit for bit)"},
 };
 
 static const char *const pipelines[4] = {
@@ -68,10 +72,10 @@ static const char *const pipelines[4] = {
 
 /* with --precision other than fp32: the precision pass after fold, before fuse */
 static const char *const prec_pipelines[4] = {
-  "prune,precision,batch",
-  "prune,fold,precision,plan,batch",
-  "prune,fold,precision,fuse,plan,batch",
-  "prune,fold,precision,fuse,plan,batch",
+  "prune,precision,storage,batch",
+  "prune,fold,precision,storage,plan,batch",
+  "prune,fold,precision,fuse,storage,plan,batch",
+  "prune,fold,precision,fuse,storage,plan,batch",
 };
 
 static const char *const train_pipelines[4] = {
@@ -106,7 +110,8 @@ void passes_usage(FILE *f) {
       "+ fusion rules that trade work or code for launches (recompute cheap kernels in each reader)"};
     fprintf(f, "  -O%d  %-27s %s\n", o, pipelines[o], what[o]);
   }
-  fputs("  with --precision other than fp32, the precision pass runs after fold (before fuse)\n", f);
+  fputs("  with --precision other than fp32, the precision pass runs after fold (before fuse),\n"
+        "  and the storage pass after fuse (before plan)\n", f);
   fputs("training (--train, ncc train): autodiff first; prune and fold are inference passes:\n", f);
   for (int o = 0; o < 4; o++) fprintf(f, "  -O%d  %s\n", o, train_pipelines[o]);
   fputs("  with --precision tf32 or bf16, the precision pass runs after autodiff\n", f);

@@ -199,7 +199,10 @@ static __device__ __forceinline__ float ncc_bf16(float x) {
  * ncc_lds_u32x2(d, s): the four 16-bit values s[0..3] (aligned to 8) as two
  * registers, s[0] in the low half of d[0]: one 64-bit load, two FP16 (BF16)
  * MMA operands.  ncc_fp16_bits(x), ncc_bf16_bits(x): the 16 bits of
- * ncc_fp16(x) (ncc_bf16(x)), what the half-width tiles hold. */
+ * ncc_fp16(x) (ncc_bf16(x)), what the half-width tiles hold, and what a
+ * value stored half-width between kernels holds (Value.half, the storage
+ * pass); ncc_fp16_load(h), ncc_bf16_load(h): those 16 bits as a float
+ * again (exact). */
 #if defined(NCC_EMU)
 #define ncc_mma_tf32_16x8x8(d, a, b) ncc_emu_mma(NCC_EMU_MMA_TF32, (d), (a), (b))
 #define ncc_mma_f16_16x8x16(d, a, b) ncc_emu_mma(NCC_EMU_MMA_F16, (d), (a), (b))
@@ -212,6 +215,8 @@ static __inline__ void ncc_lds_u32x2(unsigned *d, const unsigned short *s) {
 }
 #define ncc_fp16_bits(x) ncc_f32_to_f16_bits(x)
 #define ncc_bf16_bits(x) ncc_f32_to_bf16_bits(x)
+#define ncc_fp16_load(h) ncc_f16_bits_to_f32(h)
+#define ncc_bf16_load(h) ncc_bf16_bits_to_f32(h)
 static __inline__ unsigned ncc_lds_s8x4(const signed char *s) {
   unsigned r;
   memcpy(&r, s, 4);   /* little-endian: s[0] in the lowest byte, as on the GPU */
@@ -236,6 +241,8 @@ static __device__ __forceinline__ void ncc_lds_u32x2(unsigned *d, const unsigned
 }
 static __device__ __forceinline__ unsigned short ncc_fp16_bits(float x) { return __half_as_ushort(__float2half_rn(x)); }
 static __device__ __forceinline__ unsigned short ncc_bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
+static __device__ __forceinline__ float ncc_fp16_load(unsigned short h) { return __half2float(__ushort_as_half(h)); }
+static __device__ __forceinline__ float ncc_bf16_load(unsigned short h) { return __bfloat162float(__ushort_as_bfloat16(h)); }
 static __device__ __forceinline__ void ncc_mma_tf32_16x8x8(float *d, const float *a, const float *b) {
   asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])

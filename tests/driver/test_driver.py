@@ -556,6 +556,70 @@ def _gemm_tile(ctx):
     ], out)
 
 
+@case("half_storage")
+def _half_storage(ctx):
+    """Half-width storage (passes/storage.c, docs/precision.md): at fp16 and
+    bf16 a value that only the rounding GEMMs read is stored in 16 bits.  The
+    outputs must be bit for bit those of float32 storage (the same build
+    without the storage pass), in checked mode and both fiber orders; the
+    listing shows the f16/bf16 values, -v names why the others stay f32, the
+    generated kernels store ncc_fp16_bits and stage the stored bits, and
+    VGG-16's report shows less memory."""
+    import numpy as np
+    examples = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
+    golden = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden", "passes", "storage.net")
+    off = "--passes=prune,fold,precision,fuse,plan,batch"
+    r = np.random.RandomState(7)
+    small = {"x": r.randn(2, 3, 8, 8).astype("float32") * 3, "q": r.randn(2, 4, 8).astype("float32")}
+    img = {"x": r.randn(2, 3, 32, 32).astype("float32")}
+    runs = [(golden, small, ["y", "a"], ["-O3"]),
+            (os.path.join(examples, "resnet18.net"), img, ["logits"], ["--set", "N=2", "--set", "S=32"]),
+            (os.path.join(examples, "mobilenet_v2.net"), img, ["logits"], ["--set", "N=2", "--set", "S=32"])]
+    for prec in ("fp16", "bf16"):
+        for i, (net, inputs, outs, flags) in enumerate(runs):
+            if i > 0 and (i == 1) != (prec == "fp16"):
+                continue   # resnet18 at fp16, mobilenet_v2 at bf16: the time of the suite
+            base = ["--precision=" + prec] + flags
+            ref, _ = run_outputs(ctx, net, inputs, outs, base + [off])
+            got, p = run_outputs(ctx, net, inputs, outs, base + ["--check"])
+            rev, _ = run_outputs(ctx, net, inputs, outs, base, env={"NCC_FIBER_ORDER": "reverse"})
+            for k in outs:
+                for name, y in (("checked", got[k]), ("reverse", rev[k])):
+                    if y.shape != ref[k].shape or not np.array_equal(y.view("uint32"), ref[k].view("uint32")):
+                        raise Failure("%s %s %s (%s): half-width storage changed output %s (max diff %g)" % (
+                            os.path.basename(net), prec, " ".join(flags), name, k, float(np.abs(y - ref[k]).max())))
+            print("%s %s: outputs bit-equal to float32 storage" % (os.path.basename(net), prec))
+    # the listing, -v and the kernels
+    out = ctx.path("s.cu")
+    p = ctx.ncc_cmd([golden, "--precision=fp16", "-O3", "-v", "--emit=ir", "--passes=prune,fold,precision,fuse,storage,plan"])
+    show(p)
+    half = re.findall(r"^%\d+ = (\w+)\(.*: f16\[", p.stdout, re.M)
+    if sorted(half) != ["add", "relu", "softmax", "transpose"]:
+        raise Failure("expected c1's relu, the residual add, the softmax and the transpose stored as f16: %s" % half)
+    if "f32: relu2 (%9): add1 (add) reads it in float32" not in p.stderr or "matmul1 (%26): an output" not in p.stderr:
+        raise Failure("-v should say why relu2 and the output stay f32")
+    p = ctx.ncc_cmd([golden, "--precision=bf16", "-O3", "-o", out])
+    src = open(out).read() if p.returncode == 0 else ""
+    if "ncc_bf16_bits(v)" not in src or "unsigned short v = 0;" not in src or "const unsigned short *__restrict__" not in src:
+        raise Failure("the bf16 kernels should store the bits, stage the stored bits and take 16-bit pointers")
+    for flags, why in (([], "fp32"), (["--precision=tf32"], "tf32"), (["--precision=fp16", "--cublas"], "cuBLAS")):
+        p = ctx.ncc_cmd([golden, "-O3", "-o", out] + flags)
+        if p.returncode != 0 or "unsigned short *" in open(out).read():
+            raise Failure("%s: no value may be stored half-width" % why)
+    # VGG-16 at batch 32: the peak activation memory and the bytes moved fall
+    vgg = os.path.join(examples, "vgg16.net")
+    tot = []
+    for extra in ([], [off]):
+        p = ctx.ncc_cmd([vgg, "--precision=fp16", "--set", "N=32", "--emit=report"] + extra)
+        m = re.search(r"^total: .* bytes=(\d+) peak_memory=(\d+)", p.stdout, re.M)
+        if p.returncode != 0 or not m:
+            raise Failure("VGG-16's report at fp16 failed")
+        tot.append((int(m.group(1)), int(m.group(2))))
+    print("VGG-16 N=32 fp16: bytes %d -> %d, peak_memory %d -> %d" % (tot[1][0], tot[0][0], tot[1][1], tot[0][1]))
+    if not (tot[0][1] < 0.8 * tot[1][1] and tot[0][0] < 0.8 * tot[1][0]):
+        raise Failure("VGG-16 at fp16: half-width storage should cut the peak memory and the bytes moved by 20%")
+
+
 @case("autotune")
 def _autotune(ctx):
     """--autotune=SECONDS (driver/autotune.c): each tensor-core GEMM shape with

@@ -1,0 +1,165 @@
+/* storage.c — half-width storage between kernels (--precision=fp16|bf16).
+ *
+ * \brief At fp16 (bf16) every GEMM-like op rounds its operands to fp16
+ * (bf16) as it loads them.  A value that only such loads read may therefore
+ * be stored rounded, in 16 bits, and nothing changes: rounding twice gives
+ * what rounding once gives.  Neither does a max pooling computed where the
+ * GEMM loads its operand (a prologue) change anything: rounding keeps order,
+ * so the max of rounded values is the rounded max.  This pass marks such
+ * values (Value.half = DT_F16 or DT_BF16, and their views alike); the plan
+ * pass then gives them half the bytes, the producing kernel stores
+ * ncc_fp16_bits(v) and the reading kernels load ncc_fp16_load(x[i]).  The
+ * outputs stay bit for bit what float32 storage gives; the activations'
+ * bytes (and the GEMMs' operand traffic) halve where the rule holds.
+ *
+ * A value stays float32 when anything else reads it: an elementwise op, a
+ * residual add, a softmax, a pooling kernel of its own, an average pooling
+ * (a mean of rounded values is not the rounded mean), a graph output, a
+ * kernel at another precision.  Graph inputs, parameters and load-time
+ * values keep their storage, and so does a training step (its gradients read
+ * the forward's values in float32).  With --cublas nothing changes: cuBLAS
+ * reads float32 operands.
+ *
+ * It runs after fuse (the groups say which node stores a value and which
+ * pooling is a prologue) and before plan (which sizes the buffers). */
+#include "passes.h"
+
+typedef struct {
+  Graph *g;
+  int prec;          /* PREC_FP16 or PREC_BF16 */
+  int *is_output;    /* value id -> 1 when an output (or a loss) names it */
+} Ctx;
+
+/* Does every reader of v load it rounded at c->prec?  Views pass the question
+ * on.  When not, *why is the reader that does not (NULL: v is an output). */
+static int readers_round(const Ctx *c, const Value *v, int depth, const Node **why) {
+  *why = NULL;
+  if (depth > 16 || c->is_output[v->id]) return 0;
+  int nreaders = 0;
+  for (int i = 0; i < c->g->nnodes; i++) {
+    const Node *r = c->g->nodes[i];
+    for (int j = 0; j < r->nin; j++) {
+      if (r->in[j] != v) continue;
+      nreaders++;
+      if (ir_is_view(r)) {
+        if (j != 0 || !readers_round(c, r->out, depth + 1, why)) return 0;
+      } else if (r->grole == GROLE_PROLOGUE) {
+        /* a max pooling computed as the GEMM loads (ir_prologue_ok) */
+        if (r->op != OP_MAXPOOL2D || j != 0) return *why = r, 0;
+        if (!readers_round(c, r->out, depth + 1, why)) return 0;
+      } else if ((ncc_ops[r->op].flags & OPF_GEMM_LIKE) && r->prec == c->prec) {
+        /* conv2d, linear: x (in[0]); matmul: a and b.  A bias is added unrounded. */
+        if (!(j == 0 || (r->op == OP_MATMUL && j == 1))) return *why = r, 0;
+      } else {
+        return *why = r, 0;
+      }
+    }
+  }
+  return nreaders > 0;
+}
+
+/* The main node of v's kernel group (v->def itself without the fuse pass) */
+static const Node *group_main(const Graph *g, const Node *d) {
+  if (d->grole == GROLE_NONE || d->grole == GROLE_MAIN) return d;
+  for (int i = 0; i < g->nnodes; i++)
+    if (g->nodes[i]->grole == GROLE_MAIN && g->nodes[i]->group == d->group) return g->nodes[i];
+  return NULL;
+}
+
+/* The kernels whose store writes through cg_st (codegen): the GEMMs, the
+ * elementwise kernels and those ending in the common flat/row store. */
+static int producer_ok(const Node *m) {
+  if (!m || m->load_time) return 0;
+  if (ncc_ops[m->op].flags & (OPF_GEMM_LIKE | OPF_ELEMWISE)) return !ir_is_view(m);
+  switch (m->op) {
+  case OP_MAXPOOL2D: case OP_AVGPOOL2D: case OP_GAVGPOOL2D: case OP_BATCHNORM2D: case OP_LAYERNORM:
+  case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_CONCAT: case OP_TRANSPOSE:
+    return 1;
+  default: return 0;
+  }
+}
+
+/* Is n's value stored by its kernel (not kept in registers for an epilogue of its group)? */
+static int stored(const Graph *g, const Node *n) {
+  if (n->grole == GROLE_NONE) return 1;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *r = g->nodes[i];
+    if (r->grole != GROLE_EPILOGUE || r->group != n->group) continue;
+    for (int j = 0; j < r->nin; j++)
+      if (r->in[j] == n->out) return 0;
+  }
+  return 1;
+}
+
+static const char *vname(const Node *n) { return n->name ? n->name : n->layer ? n->layer : ncc_ops[n->op].name; }
+
+static const char *kb(char *b, size_t n, int64_t bytes) {
+  if (bytes >= 1048576) snprintf(b, n, "%.2f MB", bytes / 1048576.0);
+  else snprintf(b, n, "%.1f KB", bytes / 1024.0);
+  return b;
+}
+
+static void mark(Graph *g, Value *v, int t) {
+  v->half = t;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *r = g->nodes[i];
+    if (ir_is_view(r) && r->nin >= 1 && r->in[0] == v) mark(g, r->out, t);
+  }
+}
+
+int pass_storage(Graph *g, PassCtx *pc) {
+  int prec = pc->precision;
+  if (pc->train || g->training || pc->cublas || (prec != PREC_FP16 && prec != PREC_BF16)) {
+    if (pc->verbose) fprintf(stderr, "pass storage: every value stored as its type (%s)\n",
+                             pc->cublas ? "cuBLAS reads float32" : prec != PREC_FP16 && prec != PREC_BF16
+                                                                        ? "fp16 and bf16 builds only" : "training");
+    return 0;
+  }
+  Ctx c = {g, prec, arena_alloc(g->arena, sizeof(int) * (size_t)(g->next_value_id + 1))};
+  for (int i = 0; i < g->noutputs; i++) c.is_output[g->outputs[i].v->id] = 1;
+  for (int i = 0; i < g->nlosses; i++) c.is_output[g->losses[i].v->id] = 1;
+  int t = prec == PREC_FP16 ? DT_F16 : DT_BF16, nhalf = 0, nfloat = 0;
+  int64_t saved = 0, total = 0;
+  /* per node: 0 nothing stored, 1 half-width, 2 float32 (its kernel), 3 float32 (a reader: why[i]) */
+  unsigned char *verdict = arena_alloc(g->arena, (size_t)g->nnodes + 1);
+  const Node **why = arena_alloc(g->arena, sizeof(Node *) * ((size_t)g->nnodes + 1));
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    Value *v = n->out;
+    if ((ncc_ops[n->op].flags & OPF_SOURCE) || ir_is_view(n) || n->load_time || v->dtype != DT_F32) continue;
+    if (n->grole == GROLE_SIDE || n->grole == GROLE_PROLOGUE || !stored(g, n)) continue;
+    int64_t bytes = ir_value_bytes(v);
+    total += bytes;
+    if (!producer_ok(group_main(g, n))) {
+      verdict[i] = 2;
+    } else if (!readers_round(&c, v, 0, &why[i])) {
+      verdict[i] = 3;
+    } else {
+      verdict[i] = 1;
+      mark(g, v, t);
+      saved += bytes / 2;
+    }
+    nhalf += verdict[i] == 1;
+    nfloat += verdict[i] > 1;
+  }
+  if (!pc->verbose) return 0;
+  char b1[32], b2[32];
+  fprintf(stderr, "pass storage: %d values stored as %s (read by %s GEMMs alone), %d as f32; %s of %s saved\n", nhalf,
+          dtype_name(t), ir_prec_name(prec), nfloat, kb(b1, sizeof b1, saved), kb(b2, sizeof b2, total));
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = g->nodes[i], *w = why[i];
+    if (verdict[i] == 2) {
+      const Node *m = group_main(g, n);
+      fprintf(stderr, "  f32: %s (%%%d): its kernel's main op (%s) stores float32 only\n", vname(n), n->out->id,
+              ncc_ops[m ? m->op : n->op].name);
+    } else if (verdict[i] == 3 && !w) {
+      fprintf(stderr, "  f32: %s (%%%d): an output\n", vname(n), n->out->id);
+    } else if (verdict[i] == 3) {
+      const char *how = !(ncc_ops[w->op].flags & OPF_GEMM_LIKE) ? "in float32"
+                        : w->prec != prec                       ? "at another precision"
+                                                                : "unrounded (its bias)";
+      fprintf(stderr, "  f32: %s (%%%d): %s (%s) reads it %s\n", vname(n), n->out->id, vname(w), ncc_ops[w->op].name, how);
+    }
+  }
+  return 0;
+}
