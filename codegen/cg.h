@@ -283,11 +283,13 @@ const char *kp_int(KParams *p, const char *role, const char *hostvar);
 /* "const float *__restrict__ x, ..." */
 void kp_decl(const KParams *p, Buf *b);
 
-/* Half-width storage (Value.half, the storage pass): the C type of one
- * element of v's buffer ("float", "int", "unsigned short"); the float that
- * the element expression `elem` (x[i]) holds, "x[i]" or "ncc_fp16_load(x[i])";
- * what a store of the float expression f into v's buffer writes, "f" or
- * "ncc_fp16_bits(f)" (rounded to nearest even, as the readers round it). */
+/* Narrow storage (Value.narrow, the storage pass): the C type of one
+ * element of v's buffer ("float", "int", "unsigned short", "signed char");
+ * the float that the element expression `elem` (x[i]) holds, "x[i]",
+ * "ncc_fp16_load(x[i])" or "(float)x[i]" (int8: the quantized integer);
+ * what a store of the float expression f into v's buffer writes, "f",
+ * "ncc_fp16_bits(f)" (rounded to nearest even, as the readers round it) or
+ * "(signed char)ncc_q8(f * 1/scale)" (quantized, as the readers quantize it). */
 const char *cg_elem_type(const Value *v);
 const char *cg_ld(char *dst, size_t n, const Value *v, const char *elem);
 const char *cg_st(char *dst, size_t n, const Value *v, const char *f);

@@ -453,20 +453,27 @@ const char *kp_value(Cg *c, KParams *p, Value *v, int is_out, const char *role) 
 
 const char *cg_elem_type(const Value *v) {
   DType t = ir_store_type(v);
-  return t == DT_I32 ? "int" : t == DT_F16 || t == DT_BF16 ? "unsigned short" : "float";
+  return t == DT_I32 ? "int" : t == DT_F16 || t == DT_BF16 ? "unsigned short" : t == DT_I8 ? "signed char" : "float";
 }
 
 const char *cg_ld(char *dst, size_t n, const Value *v, const char *elem) {
   DType t = ir_store_type(v);
   if (t == DT_F16 || t == DT_BF16) snprintf(dst, n, "%s(%s)", t == DT_F16 ? "ncc_fp16_load" : "ncc_bf16_load", elem);
+  else if (t == DT_I8) snprintf(dst, n, "(float)%s", elem);
   else snprintf(dst, n, "%s", elem);
   return dst;
 }
 
 const char *cg_st(char *dst, size_t n, const Value *v, const char *f) {
   DType t = ir_store_type(v);
-  if (t == DT_F16 || t == DT_BF16) snprintf(dst, n, "%s(%s)", t == DT_F16 ? "ncc_fp16_bits" : "ncc_bf16_bits", f);
-  else snprintf(dst, n, "%s", f);
+  if (t == DT_F16 || t == DT_BF16) {
+    snprintf(dst, n, "%s(%s)", t == DT_F16 ? "ncc_fp16_bits" : "ncc_bf16_bits", f);
+  } else if (t == DT_I8) {   /* the readers' quantization, with their 1 / scale (q8_param's float) */
+    char lit[40];
+    snprintf(dst, n, "(signed char)ncc_q8(%s * %s)", f, cg_flit(lit, (double)(1.0f / v->qscale)));
+  } else {
+    snprintf(dst, n, "%s", f);
+  }
   return dst;
 }
 

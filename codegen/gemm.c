@@ -25,7 +25,7 @@ typedef struct GemmSpec {
   int a_kcontig, b_kcontig;
   char a_load[2048];   /* statement: sets float v from A(z, m, k), indices in range */
   char b_load[2048];   /* statement: sets float v from B(z, k, n) */
-  char a_bits[512];    /* fp16, bf16: an operand stored half-width (Value.half) at the MMA's type:
+  char a_bits[512];    /* fp16, bf16: an operand stored half-width (Value.narrow) at the MMA's type:
                           a statement setting unsigned short v to A's stored bits, which the
                           MMA tile takes as they are (no conversion and rounding back); or "" */
   char b_bits[512];    /* the same for B */
@@ -42,14 +42,23 @@ typedef struct GemmSpec {
                           2: z), for a launch that follows the batch; -1: none */
   int a_w, b_w;        /* is A (B) the op's weight?  At int8 an activation is quantized as it is
                           loaded (a matmul's both, each with its scale), the weight is integers already */
+  int a_q, b_q;        /* int8: A (B) an activation stored quantized (Value.narrow DT_I8): its
+                          integers are loaded as they are, like a weight's */
 } GemmSpec;
 
 /* The operand expressions of A and B for the spec (of v, the loaded element);
  * int8's scale a parameter of p */
 static void spec_rv(Cg *c, KParams *p, const Node *n, const GemmSpec *s, char ra[64], char rb[64]) {
-  const char *inv = cg_q8_param(c, p, n), *inv_b = n->op == OP_MATMUL ? cg_q8_param_b(c, p, n) : inv;
-  cg_operand_rv(ra, 64, n, "v", s->a_w ? NULL : inv);
-  cg_operand_rv(rb, 64, n, "v", s->b_w ? NULL : inv_b);
+  int qa = s->a_w || s->a_q, qb = s->b_w || s->b_q;   /* integers already */
+  const char *inv = NULL, *inv_b = NULL;
+  if (n->op == OP_MATMUL) {
+    if (!qa) inv = cg_q8_param(c, p, n);
+    if (!qb) inv_b = cg_q8_param_b(c, p, n);
+  } else if (!qa || !qb) {
+    inv = inv_b = cg_q8_param(c, p, n);
+  }
+  cg_operand_rv(ra, 64, n, "v", qa ? NULL : inv);
+  cg_operand_rv(rb, 64, n, "v", qb ? NULL : inv_b);
 }
 
 /* "if (c1 && c2) {" with the conditions given (NULL: none), or "{" */
@@ -111,12 +120,12 @@ static int tile_of(int64_t d) { return d >= 64 ? 4 : d >= 32 ? 2 : 1; }
  * rr): row rowbase + rr, k = k0 + kk) with T threads, numbered tid; dst is
  * the element's place, an lvalue in kk and rr */
 static void load_tile(Buf *b, const char *dst, int rows, int T, int kcontig, const char *rowvar, const char *rowbase,
-                      int64_t RMAX, int64_t K, const char *stmt, const char *rv, int bits) {
+                      int64_t RMAX, int64_t K, const char *stmt, const char *rv, const char *bits) {
   buf_printf(b, "    for (int l = tid; l < %d; l += %d) {\n", BK * rows, T);
   if (kcontig) buf_printf(b, "      int kk = l %% %d, rr = l / %d;\n", BK, BK);
   else buf_printf(b, "      int rr = l %% %d, kk = l / %d;\n", rows, rows);
-  buf_printf(b, "      int %s = %s + rr, k = k0 + kk;\n      %s;\n", rowvar, rowbase,
-             bits ? "unsigned short v = 0;   /* the stored bits, 0: +0.0 */" : "float v = 0.0f");
+  buf_printf(b, "      int %s = %s + rr, k = k0 + kk;\n      %s\n", rowvar, rowbase,
+             bits ? bits : "float v = 0.0f;");
   int krem = K % BK != 0, rrem = RMAX % rows != 0;
   if (krem || rrem) {
     buf_printf(b, "      if (");
@@ -176,9 +185,9 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   k_loop(&b, s, BK);
   char ra[64], rb[64];
   spec_rv(c, p, gr->main, s, ra, rb);
-  load_tile(&b, "As[kk][rr]", BM, 256, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, ra, 0);
+  load_tile(&b, "As[kk][rr]", BM, 256, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, ra, NULL);
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
-  else load_tile(&b, "Bs[kk][rr]", BN, 256, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, rb, 0);
+  else load_tile(&b, "Bs[kk][rr]", BN, 256, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, rb, NULL);
   buf_printf(&b, "    %s\n", D_BARRIER);
   /* af/bf, not a/b: matmul's parameters are a and b */
   buf_printf(&b, "    for (int kk = 0; kk < %d; kk++) {\n      float af[%d], bf[%d];\n", BK, TM, TN);
@@ -288,6 +297,15 @@ static const char *mma_store_rv(char *buf, size_t n, const Node *nd, const char 
   return buf;
 }
 
+/* The declaration of v for a tile element copied as stored (an operand of
+ * Value.narrow at the MMA's type: fp16/bf16 bits, int8 integers), zero
+ * outside the operand (+0.0, 0); NULL at tf32 (nothing is stored as tf32) */
+static const char *mma_bits(int kind) {
+  return kind == MMA_F16 ? "unsigned short v = 0;   /* the stored bits, 0: +0.0 */"
+         : kind == MMA_S8 ? "signed char v = 0;   /* the stored integer */"
+                          : NULL;
+}
+
 static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   MmaCfg g = mma_cfg(gr->main);
   int BM = g.BM, BN = g.BN, MI = g.MI, NJ = g.NJ, T = g.T;
@@ -315,12 +333,14 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   char dst[160];
   char ra[64], rb[64], sa[96], sb[96];
   spec_rv(c, p, gr->main, s, ra, rb);
-  int ab = kind == MMA_F16 && s->a_bits[0], bb = kind == MMA_F16 && s->b_bits[0];
+  /* an operand stored narrow at the MMA's own type: the tile takes the stored bits */
+  const char *bits = mma_bits(kind);
+  int ab = bits && s->a_bits[0], bb = bits && s->b_bits[0];
   load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind), BM, T, s->a_kcontig, "m", "m0", s->M, s->K,
-            ab ? s->a_bits : s->a_load, ab ? "v" : mma_store_rv(sa, sizeof sa, gr->main, ra), ab);
+            ab ? s->a_bits : s->a_load, ab ? "v" : mma_store_rv(sa, sizeof sa, gr->main, ra), ab ? bits : NULL);
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
   else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind), BN, T, s->b_kcontig, "n", "n0", s->N, s->K,
-                 bb ? s->b_bits : s->b_load, bb ? "v" : mma_store_rv(sb, sizeof sb, gr->main, rb), bb);
+                 bb ? s->b_bits : s->b_load, bb ? "v" : mma_store_rv(sb, sizeof sb, gr->main, rb), bb ? bits : NULL);
   buf_printf(&b, "    %s\n", D_BARRIER);
   if (kind == MMA_S8) {   /* a lane's A: 2 registers of 4 int8 (rows g, g + 8), B: 1, each one 32-bit load */
     buf_printf(&b, "    {\n      unsigned ah[%d][2], bh[%d][1];\n", MI, NJ);
@@ -651,7 +671,7 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
     snprintf(xe0, sizeof xe0, "xp[(ci * %lld + ih) * %lld + iw]", LL(d->H), LL(d->W));
     cg_ld(xe, sizeof xe, nd->in[0], xe0);
     snprintf(we, sizeof we, "wp[(ci * %lld + kh) * %lld + kw]", LL(d->KH), LL(d->KW));
-    const char *inv = cg_q8_param(c, &p, nd);
+    const char *inv = nd->in[0]->narrow == DT_I8 ? NULL : cg_q8_param(c, &p, nd);   /* stored quantized: as it is */
     cg_operand_rv(xr, sizeof xr, nd, xe, inv);
     cg_operand_rv(wr, sizeof wr, nd, we, NULL);
     if (q8) buf_printf(&b, "          vi += (int)%s * (int)%s;\n", xr, wr);
@@ -684,7 +704,7 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
  * advance by BK a tile with constant steps and at most one carry a digit.
  * The divisions that remain run once per thread. */
 static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value *xv, const char *cbase, const Node *pool, const char *rv,
-                        int BN, int T, const char *dst, int bits) {
+                        int BN, int T, const char *dst, const char *bits) {
   int J = BK * BN / T, KS = T / BN;
   NCC_ASSERT(T % BN == 0 && BK * BN % T == 0);
   int64_t KK = d->KH * d->KW, OHW = d->OH * d->OW;
@@ -725,8 +745,8 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Val
 
   /* in the K loop: J elements, then the digits advance by BK */
   int krem = s->K % BK != 0, nrem = s->N % BN != 0;
-  buf_printf(&b, "    for (int j = 0; j < %d; j++) {\n      int kk = kq + j * %d%s;\n      %s;\n", J, KS,
-             krem ? ", k = k0 + kk" : "", bits ? "unsigned short v = 0;   /* the stored bits, 0: +0.0 */" : "float v = 0.0f");
+  buf_printf(&b, "    for (int j = 0; j < %d; j++) {\n      int kk = kq + j * %d%s;\n      %s\n", J, KS,
+             krem ? ", k = k0 + kk" : "", bits ? bits : "float v = 0.0f;");
   char c1[48], c2[48];
   snprintf(c1, sizeof c1, "col < %lld", LL(s->N));
   snprintf(c2, sizeof c2, "k < %lld", LL(s->K));
@@ -797,18 +817,19 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   if (s.uses_z) snprintf(cb, sizeof cb, "z * %lld", LL(d->Cig));
   else snprintf(cb, sizeof cb, "0");
   s.a_w = 1;   /* A the weight, B the image columns */
+  s.b_q = xin->narrow == DT_I8;
   char ra[64], rb[64];
   spec_rv(c, &p, nd, &s, ra, rb);
   if (ir_gemm_mma(nd)) {
     char dst[160], sb[96];
     MmaCfg g = mma_cfg(nd);
     int BN = g.BN;
-    /* fp16, bf16 stored half-width: the tile takes the stored bits (a pooling computes in floats) */
-    int bits = mma_kind(nd) == MMA_F16 && xin->half && !pool;
+    /* stored narrow: the tile takes the stored bits (a pooling computes in floats) */
+    const char *bits = xin->narrow && !pool ? mma_bits(mma_kind(nd)) : NULL;
     im2col_tile(&s, d, x, xin, cb, pool, mma_store_rv(sb, sizeof sb, nd, rb), BN, g.T,
                 mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_kind(nd)), bits);
   } else {
-    im2col_tile(&s, d, x, xin, cb, pool, rb, 16 * tile_of(s.N), 256, "Bs[kk][rb]", 0);
+    im2col_tile(&s, d, x, xin, cb, pool, rb, 16 * tile_of(s.N), 256, "Bs[kk][rb]", NULL);
   }
   /* output channel of row m */
   if (s.uses_z) snprintf(ch, sizeof ch, "z * %lld + m", LL(d->Mg));
@@ -1006,6 +1027,7 @@ static int emit_linear(Cg *c, const KGroup *gr) {
   s.M = rows, s.N = out, s.K = in, s.Z = 1;
   s.a_kcontig = s.b_kcontig = 1;
   s.b_w = 1;   /* A the rows of x, B the weight */
+  s.a_q = nd->in[0]->narrow == DT_I8;
   s.baxis = 1;   /* row m is image m */
   Buf la = {0}, lb = {0}, lo = {0};
   int na = 0, nb = 0, no = 0;
@@ -1026,7 +1048,7 @@ static int emit_linear(Cg *c, const KGroup *gr) {
     char xe[160], ld[200];
     snprintf(xe, sizeof xe, "%s[%s]", x, la.s);
     snprintf(s.a_load, sizeof s.a_load, "v = %s;", cg_ld(ld, sizeof ld, nd->in[0], xe));
-    if (nd->in[0]->half) snprintf(s.a_bits, sizeof s.a_bits, "v = %s;", xe);
+    if (nd->in[0]->narrow) snprintf(s.a_bits, sizeof s.a_bits, "v = %s;", xe);
   }
   snprintf(s.b_load, sizeof s.b_load, "v = %s[%s];", w, lb.s);
   snprintf(s.out_idx, sizeof s.out_idx, "%s", lo.s);
@@ -1101,8 +1123,9 @@ static int emit_matmul(Cg *c, const KGroup *gr) {
     snprintf(e[1], sizeof e[1], "%s[%s]", b, nb ? lb.s : "0");
     snprintf(s.a_load, sizeof s.a_load, "v = %s;", cg_ld(ld[0], sizeof ld[0], nd->in[0], e[0]));
     snprintf(s.b_load, sizeof s.b_load, "v = %s;", cg_ld(ld[1], sizeof ld[1], nd->in[1], e[1]));
-    if (nd->in[0]->half) snprintf(s.a_bits, sizeof s.a_bits, "v = %s;", e[0]);
-    if (nd->in[1]->half) snprintf(s.b_bits, sizeof s.b_bits, "v = %s;", e[1]);
+    if (nd->in[0]->narrow) snprintf(s.a_bits, sizeof s.a_bits, "v = %s;", e[0]);
+    if (nd->in[1]->narrow) snprintf(s.b_bits, sizeof s.b_bits, "v = %s;", e[1]);
+    s.a_q = nd->in[0]->narrow == DT_I8, s.b_q = nd->in[1]->narrow == DT_I8;
   }
   snprintf(s.out_idx, sizeof s.out_idx, "%s", no ? lo.s : "0");
   buf_free(&la);

@@ -113,13 +113,16 @@ typedef struct Value {
                               value; it is stored in the gradient region at the parameter's
                               place (persistent, read by the optimizer update) */
   int batch;               /* set by the batch pass (passes/batch.c): VB_* below */
-  int half;                /* set by the storage pass (passes/storage.c): 0, or DT_F16 / DT_BF16:
-                              a float32 value whose buffer holds it in those 16 bits (every
-                              kernel reading it rounds it to that type as it loads it, so
-                              storing it rounded loses nothing); its views hold it so too */
+  int narrow;              /* set by the storage pass (passes/storage.c): 0, or DT_F16 / DT_BF16 /
+                              DT_I8: a float32 value whose buffer holds it narrower.  f16, bf16: its
+                              16 bits (every kernel reading it rounds it to that type as it loads
+                              it, so storing it rounded loses nothing); i8: its int8 quantization
+                              q = clamp(rint(v / qscale), -127, 127) (every reader is an int8 GEMM
+                              quantizing it with that very scale as it loads it); its views alike */
+  float qscale;            /* narrow DT_I8: the activation scale its readers share */
 } Value;
-/* The type a value's bytes hold: Value.half when set, else its dtype. */
-static inline DType ir_store_type(const Value *v) { return v->half ? (DType)v->half : v->dtype; }
+/* The type a value's bytes hold: Value.narrow when set, else its dtype. */
+static inline DType ir_store_type(const Value *v) { return v->narrow ? (DType)v->narrow : v->dtype; }
 /* Bytes of a value's buffer: elements times the size of ir_store_type. */
 int64_t ir_value_bytes(const Value *v);
 

@@ -39,12 +39,13 @@
  *     no two values whose lifetimes meet share a byte, except a group's value
  *     written in place over an operand that dies there (ir_inplace_ok);
  *     load-time values share nothing;
- *   - half-width storage (storage pass, Value.half): only a float32 value of
- *     an inference graph whose precision is that 16-bit type, not a source,
- *     an output or a load-time value; a view holds what it views; every
- *     reader is a view of it, a max pooling computed as a GEMM loads (a
- *     prologue), or a GEMM-like op at that precision reading it as an
- *     operand it rounds (x; matmul's a and b).
+ *   - narrow storage (storage pass, Value.narrow): only a float32 value of
+ *     an inference graph whose precision is that type (f16, bf16, i8), not a
+ *     source, an output or a load-time value; a view holds what it views (and
+ *     its scale); every reader is a view of it, a max pooling computed as a
+ *     GEMM loads (a prologue; not at int8), or a GEMM-like op at that
+ *     precision reading it as an operand it rounds (x; matmul's a and b), at
+ *     int8 with the value's own activation scale (Value.qscale).
  * Every violation is printed (not just the first) because one broken rewrite
  * usually breaks several, and the pattern points at the culprit. */
 #include "ir.h"
@@ -313,26 +314,29 @@ static void verify_half(const Graph *g) {
     const Node *n = g->nodes[i];
     if (!n || !n->out) continue;
     const Value *v = n->out;
-    if (ir_is_view(n) && n->nin >= 1 && n->in[0] && n->in[0]->half != v->half)
+    if (ir_is_view(n) && n->nin >= 1 && n->in[0] && (n->in[0]->narrow != v->narrow || n->in[0]->qscale != v->qscale))
       bad(n, "a view stored as %s of a value stored as %s", dtype_name(ir_store_type(v)),
           dtype_name(ir_store_type(n->in[0])));
-    if (!v->half) continue;
-    int prec = v->half == DT_F16 ? PREC_FP16 : v->half == DT_BF16 ? PREC_BF16 : -1;
+    if (!v->narrow) continue;
+    int prec = v->narrow == DT_F16 ? PREC_FP16 : v->narrow == DT_BF16 ? PREC_BF16 : v->narrow == DT_I8 ? PREC_INT8 : -1;
+    if (prec == PREC_INT8 && !(v->qscale > 0.0f && v->qscale < 3.0e38f))
+      bad(n, "stored as i8 without a positive scale (%g)", (double)v->qscale);
     if (prec < 0 || v->dtype != DT_F32 || g->training || g->precision != prec || (ncc_ops[n->op].flags & OPF_SOURCE) ||
         n->load_time)
-      bad(n, "stored as %s: only a float32 value computed per inference in a graph at %s", dtype_name((DType)v->half),
-          prec < 0 ? "fp16 or bf16" : ir_prec_name(prec));
+      bad(n, "stored as %s: only a float32 value computed per inference in a graph at %s", dtype_name((DType)v->narrow),
+          prec < 0 ? "fp16, bf16 or int8" : ir_prec_name(prec));
     for (int k = 0; k < g->noutputs; k++)
-      if (g->outputs[k].v == v) bad(n, "stored as %s but it is the output %s", dtype_name((DType)v->half), g->outputs[k].name);
+      if (g->outputs[k].v == v) bad(n, "stored as %s but it is the output %s", dtype_name((DType)v->narrow), g->outputs[k].name);
     for (int k = i + 1; k < g->nnodes; k++) {
       const Node *r = g->nodes[k];
       for (int j = 0; r && j < r->nin; j++) {
         if (r->in[j] != v || ir_is_view(r)) continue;
-        int ok = r->grole == GROLE_PROLOGUE ? r->op == OP_MAXPOOL2D && j == 0
-                 : (ncc_ops[r->op].flags & OPF_GEMM_LIKE) && r->prec == prec && (j == 0 || (r->op == OP_MATMUL && j == 1));
+        int ok = r->grole == GROLE_PROLOGUE ? r->op == OP_MAXPOOL2D && j == 0 && prec != PREC_INT8
+                 : (ncc_ops[r->op].flags & OPF_GEMM_LIKE) && r->prec == prec && (j == 0 || (r->op == OP_MATMUL && j == 1)) &&
+                       (prec != PREC_INT8 || (j == 1 ? r->qscale_b : r->qscale) == v->qscale);
         if (!ok)
           bad(r, "reads %%%d, stored as %s, as its input %d without rounding it to that type", v->id,
-              dtype_name((DType)v->half), j);
+              dtype_name((DType)v->narrow), j);
       }
     }
   }

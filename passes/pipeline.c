@@ -39,9 +39,9 @@
  * --passes list that leaves it out) the build runs the compiled batch only.
  * --precision other than fp32 adds the precision pass to the inference
  * pipelines, after fold and before fuse, and to the training ones right
- * after autodiff (docs/precision.md); at fp16 and bf16 the inference
- * pipelines run the storage pass after fuse, before plan (half-width
- * storage of what only the rounding GEMMs read). */
+ * after autodiff (docs/precision.md); the inference pipelines also run
+ * the storage pass after fuse, before plan (at fp16, bf16 and int8: narrow
+ * storage of what only the rounding or quantizing GEMMs read). */
 #include "passes.h"
 
 #include <stdio.h>
@@ -59,8 +59,8 @@ static const Pass passes[] = {
   {"batch", pass_batch, "inference: which values keep the batch in their rows, so that one build serves batches 1..N"},
   {"precision", pass_precision, "the math precision of each op from --precision (tf32: GEMM operands rounded to TF32); "
                                 "in every pipeline when --precision is not fp32"},
-  {"storage", pass_storage, "fp16/bf16: a value that only GEMMs rounding to that type read is stored in 16 bits "
-                            "(lossless: the outputs stay bit for bit)"},
+  {"storage", pass_storage, "fp16/bf16/int8: a value that only GEMMs rounding to that type (int8: quantizing with "
+                            "one scale) read is stored so, in 16 bits (8) (lossless: the outputs stay bit for bit)"},
 };
 
 static const char *const pipelines[4] = {

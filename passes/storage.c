@@ -1,24 +1,31 @@
-/* storage.c — half-width storage between kernels (--precision=fp16|bf16).
+/* storage.c — narrow storage between kernels (--precision=fp16|bf16|int8).
  *
  * \brief At fp16 (bf16) every GEMM-like op rounds its operands to fp16
  * (bf16) as it loads them.  A value that only such loads read may therefore
  * be stored rounded, in 16 bits, and nothing changes: rounding twice gives
  * what rounding once gives.  Neither does a max pooling computed where the
  * GEMM loads its operand (a prologue) change anything: rounding keeps order,
- * so the max of rounded values is the rounded max.  This pass marks such
- * values (Value.half = DT_F16 or DT_BF16, and their views alike); the plan
- * pass then gives them half the bytes, the producing kernel stores
- * ncc_fp16_bits(v) and the reading kernels load ncc_fp16_load(x[i]).  The
- * outputs stay bit for bit what float32 storage gives; the activations'
- * bytes (and the GEMMs' operand traffic) halve where the rule holds.
+ * so the max of rounded values is the rounded max.  At int8 an int8 GEMM
+ * quantizes its activation operand as it loads it, q = clamp(rint(x / s),
+ * -127, 127) with the layer's calibrated scale s: a value whose every reader
+ * is such a load with one and the same s may be stored as q, in one byte,
+ * the requantization moving into the producer's epilogue; the readers then
+ * take q as it is.  This pass marks such values (Value.narrow = DT_F16,
+ * DT_BF16 or DT_I8 with Value.qscale, and their views alike); the plan pass
+ * gives them their smaller bytes, the producing kernel stores
+ * ncc_fp16_bits(v) (or the quantized byte) and the reading kernels load
+ * ncc_fp16_load(x[i]) (or (float)q).  The outputs stay bit for bit what
+ * float32 storage gives; the activations' bytes (and the GEMMs' operand
+ * traffic) halve (quarter) where the rule holds.
  *
  * A value stays float32 when anything else reads it: an elementwise op, a
  * residual add, a softmax, a pooling kernel of its own, an average pooling
  * (a mean of rounded values is not the rounded mean), a graph output, a
- * kernel at another precision.  Graph inputs, parameters and load-time
- * values keep their storage, and so does a training step (its gradients read
- * the forward's values in float32).  With --cublas nothing changes: cuBLAS
- * reads float32 operands.
+ * kernel at another precision (an int8 layer's fallback), an int8 GEMM with
+ * another scale.  Graph inputs, parameters and load-time values keep their
+ * storage, and so does a training step (its gradients read the forward's
+ * values in float32).  With --cublas nothing changes: cuBLAS reads float32
+ * operands.
  *
  * It runs after fuse (the groups say which node stores a value and which
  * pooling is a prologue) and before plan (which sizes the buffers). */
@@ -26,13 +33,14 @@
 
 typedef struct {
   Graph *g;
-  int prec;          /* PREC_FP16 or PREC_BF16 */
+  int prec;          /* PREC_FP16, PREC_BF16 or PREC_INT8 */
   int *is_output;    /* value id -> 1 when an output (or a loss) names it */
 } Ctx;
 
-/* Does every reader of v load it rounded at c->prec?  Views pass the question
- * on.  When not, *why is the reader that does not (NULL: v is an output). */
-static int readers_round(const Ctx *c, const Value *v, int depth, const Node **why) {
+/* Does every reader of v load it rounded at c->prec (int8: quantized, all with
+ * one scale, left in *scale)?  Views pass the question on.  When not, *why is
+ * the reader that does not (NULL: v is an output). */
+static int readers_round(const Ctx *c, const Value *v, int depth, const Node **why, float *scale) {
   *why = NULL;
   if (depth > 16 || c->is_output[v->id]) return 0;
   int nreaders = 0;
@@ -42,14 +50,20 @@ static int readers_round(const Ctx *c, const Value *v, int depth, const Node **w
       if (r->in[j] != v) continue;
       nreaders++;
       if (ir_is_view(r)) {
-        if (j != 0 || !readers_round(c, r->out, depth + 1, why)) return 0;
+        if (j != 0 || !readers_round(c, r->out, depth + 1, why, scale)) return 0;
       } else if (r->grole == GROLE_PROLOGUE) {
-        /* a max pooling computed as the GEMM loads (ir_prologue_ok) */
-        if (r->op != OP_MAXPOOL2D || j != 0) return *why = r, 0;
-        if (!readers_round(c, r->out, depth + 1, why)) return 0;
+        /* a max pooling computed as the GEMM loads (ir_prologue_ok); not at
+         * int8, where a NaN would be quantized (to 0) before the max, not after */
+        if (r->op != OP_MAXPOOL2D || j != 0 || c->prec == PREC_INT8) return *why = r, 0;
+        if (!readers_round(c, r->out, depth + 1, why, scale)) return 0;
       } else if ((ncc_ops[r->op].flags & OPF_GEMM_LIKE) && r->prec == c->prec) {
         /* conv2d, linear: x (in[0]); matmul: a and b.  A bias is added unrounded. */
         if (!(j == 0 || (r->op == OP_MATMUL && j == 1))) return *why = r, 0;
+        if (c->prec == PREC_INT8) {   /* int8: the activation scale of that operand */
+          float sc = j == 1 ? r->qscale_b : r->qscale;
+          if (*scale != 0.0f && *scale != sc) return *why = r, 0;
+          *scale = sc;
+        }
       } else {
         return *why = r, 0;
       }
@@ -99,30 +113,32 @@ static const char *kb(char *b, size_t n, int64_t bytes) {
   return b;
 }
 
-static void mark(Graph *g, Value *v, int t) {
-  v->half = t;
+static void mark(Graph *g, Value *v, int t, float scale) {
+  v->narrow = t;
+  v->qscale = t == DT_I8 ? scale : 0.0f;
   for (int i = 0; i < g->nnodes; i++) {
     Node *r = g->nodes[i];
-    if (ir_is_view(r) && r->nin >= 1 && r->in[0] == v) mark(g, r->out, t);
+    if (ir_is_view(r) && r->nin >= 1 && r->in[0] == v) mark(g, r->out, t, scale);
   }
 }
 
 int pass_storage(Graph *g, PassCtx *pc) {
   int prec = pc->precision;
-  if (pc->train || g->training || pc->cublas || (prec != PREC_FP16 && prec != PREC_BF16)) {
+  int narrowing = prec == PREC_FP16 || prec == PREC_BF16 || prec == PREC_INT8;
+  if (pc->train || g->training || pc->cublas || !narrowing) {
     if (pc->verbose) fprintf(stderr, "pass storage: every value stored as its type (%s)\n",
-                             pc->cublas ? "cuBLAS reads float32" : prec != PREC_FP16 && prec != PREC_BF16
-                                                                        ? "fp16 and bf16 builds only" : "training");
+                             pc->cublas ? "cuBLAS reads float32" : !narrowing ? "fp16, bf16 and int8 builds only" : "training");
     return 0;
   }
   Ctx c = {g, prec, arena_alloc(g->arena, sizeof(int) * (size_t)(g->next_value_id + 1))};
   for (int i = 0; i < g->noutputs; i++) c.is_output[g->outputs[i].v->id] = 1;
   for (int i = 0; i < g->nlosses; i++) c.is_output[g->losses[i].v->id] = 1;
-  int t = prec == PREC_FP16 ? DT_F16 : DT_BF16, nhalf = 0, nfloat = 0;
+  int t = prec == PREC_FP16 ? DT_F16 : prec == PREC_BF16 ? DT_BF16 : DT_I8, nhalf = 0, nfloat = 0;
   int64_t saved = 0, total = 0;
   /* per node: 0 nothing stored, 1 half-width, 2 float32 (its kernel), 3 float32 (a reader: why[i]) */
   unsigned char *verdict = arena_alloc(g->arena, (size_t)g->nnodes + 1);
   const Node **why = arena_alloc(g->arena, sizeof(Node *) * ((size_t)g->nnodes + 1));
+  float scale;
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
     Value *v = n->out;
@@ -132,12 +148,12 @@ int pass_storage(Graph *g, PassCtx *pc) {
     total += bytes;
     if (!producer_ok(group_main(g, n))) {
       verdict[i] = 2;
-    } else if (!readers_round(&c, v, 0, &why[i])) {
+    } else if (scale = 0.0f, !readers_round(&c, v, 0, &why[i], &scale)) {
       verdict[i] = 3;
     } else {
       verdict[i] = 1;
-      mark(g, v, t);
-      saved += bytes / 2;
+      mark(g, v, t, scale);
+      saved += bytes - bytes / 4 * dtype_size(t);
     }
     nhalf += verdict[i] == 1;
     nfloat += verdict[i] > 1;
@@ -155,9 +171,13 @@ int pass_storage(Graph *g, PassCtx *pc) {
     } else if (verdict[i] == 3 && !w) {
       fprintf(stderr, "  f32: %s (%%%d): an output\n", vname(n), n->out->id);
     } else if (verdict[i] == 3) {
-      const char *how = !(ncc_ops[w->op].flags & OPF_GEMM_LIKE) ? "in float32"
-                        : w->prec != prec                       ? "at another precision"
-                                                                : "unrounded (its bias)";
+      const char *how = w->grole == GROLE_PROLOGUE && w->op != OP_MAXPOOL2D
+                            ? "as its GEMM loads it (a mean of rounded values is not the rounded mean)"
+                        : w->grole == GROLE_PROLOGUE ? "as its GEMM loads it (at int8 a NaN must meet the max unquantized)"
+                        : !(ncc_ops[w->op].flags & OPF_GEMM_LIKE) ? "in float32"
+                        : w->prec != prec                         ? "at another precision"
+                        : prec == PREC_INT8                       ? "with another activation scale"
+                                                                  : "unrounded (its bias)";
       fprintf(stderr, "  f32: %s (%%%d): %s (%s) reads it %s\n", vname(n), n->out->id, vname(w), ncc_ops[w->op].name, how);
     }
   }

@@ -200,7 +200,7 @@ static __device__ __forceinline__ float ncc_bf16(float x) {
  * registers, s[0] in the low half of d[0]: one 64-bit load, two FP16 (BF16)
  * MMA operands.  ncc_fp16_bits(x), ncc_bf16_bits(x): the 16 bits of
  * ncc_fp16(x) (ncc_bf16(x)), what the half-width tiles hold, and what a
- * value stored half-width between kernels holds (Value.half, the storage
+ * value stored half-width between kernels holds (Value.narrow, the storage
  * pass); ncc_fp16_load(h), ncc_bf16_load(h): those 16 bits as a float
  * again (exact). */
 #if defined(NCC_EMU)

@@ -620,6 +620,59 @@ def _half_storage(ctx):
         raise Failure("VGG-16 at fp16: half-width storage should cut the peak memory and the bytes moved by 20%")
 
 
+Q8_NET = """model q8
+input x: f32[4, 3, 8, 8]
+h = relu(conv2d(x, 16, kernel=3, pad=1, name="c1"))
+h2 = relu(conv2d(h, 16, kernel=3, pad=1, name="c2"))
+r = conv2d(h2, 16, kernel=3, pad=1, name="c3") + h2
+f = flatten(relu(conv2d(r, 8, kernel=1, name="c4")))
+y = linear(relu(linear(f, 32, name="fc1")), 10, name="fc2")
+output y
+s = reshape(r, [4, 16, 64])
+a = matmul(softmax(s), transpose(s, [0, 2, 1]))
+output a
+"""
+
+
+@case("int8_storage")
+def _int8_storage(ctx):
+    """int8 storage (passes/storage.c): a value that only int8 GEMMs read, all
+    quantizing it with one scale, is stored as its int8 quantization by the
+    producer's epilogue, and the readers take the integers as they are.  The
+    outputs must be bit for bit those of float32 storage (the same build
+    without the storage pass) on the tiled, GEMV and matmul paths, in checked
+    mode and both fiber orders; ResNet-18 and MobileNetV2 (direct depthwise
+    kernels) too."""
+    import numpy as np
+    examples = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
+    off = "--passes=prune,fold,precision,fuse,plan,batch"
+    r = np.random.RandomState(2)
+    net = ctx.write("q8.net", Q8_NET)
+    cal = ctx.path("cal.npy")
+    np.save(cal, r.randn(64, 3, 8, 8).astype("float32"))
+    cal32 = ctx.path("cal32.npy")
+    np.save(cal32, r.randn(8, 3, 32, 32).astype("float32"))
+    runs = [(net, cal, {"x": r.randn(4, 3, 8, 8).astype("float32")}, ["y", "a"], [], 5),
+            (os.path.join(examples, "resnet18.net"), cal32, {"x": r.randn(2, 3, 32, 32).astype("float32")}, ["logits"],
+             ["--set", "N=2", "--set", "S=32"], 12),
+            (os.path.join(examples, "mobilenet_v2.net"), cal32, {"x": r.randn(2, 3, 32, 32).astype("float32")}, ["logits"],
+             ["--set", "N=2", "--set", "S=32"], 1)]
+    for net_, cal_, inputs, outs, flags, want in runs:
+        base = ["--precision=int8", "--calibrate=" + cal_, "--int8-max-error=1"] + flags
+        ref, _ = run_outputs(ctx, net_, inputs, outs, base + [off])
+        got, p = run_outputs(ctx, net_, inputs, outs, base + ["--check", "-v"])
+        rev, _ = run_outputs(ctx, net_, inputs, outs, base, env={"NCC_FIBER_ORDER": "reverse"})
+        m = re.findall(r"pass storage: (\d+) values stored as i8", p.stderr)
+        if not m or int(m[-1]) < want:
+            raise Failure("%s: expected at least %d values stored as i8: %s" % (os.path.basename(net_), want, m))
+        for k in outs:
+            for name, yv in (("checked", got[k]), ("reverse", rev[k])):
+                if yv.shape != ref[k].shape or not np.array_equal(yv.view("uint32"), ref[k].view("uint32")):
+                    raise Failure("%s (%s): int8 storage changed output %s (max diff %g)" % (
+                        os.path.basename(net_), name, k, float(np.abs(yv - ref[k]).max())))
+        print("%s: %s values stored as i8, outputs bit-equal to float32 storage" % (os.path.basename(net_), m[-1]))
+
+
 @case("autotune")
 def _autotune(ctx):
     """--autotune=SECONDS (driver/autotune.c): each tensor-core GEMM shape with
