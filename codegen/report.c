@@ -358,6 +358,18 @@ static const CgLaunch *group_launch(const CgLaunchList *ll, const KGroup *gr, in
   }
   return best;
 }
+/* Is key[0..len) the layer key of a matmul of g (so that key + "#b" is its
+ * second operand's entry, not a layer whose own name ends in "#b")? */
+static int is_matmul_key(const Graph *g, const char *key, size_t len) {
+  char kb[160];
+  for (int i = 0; i < g->nnodes; i++) {
+    if (g->nodes[i]->op != OP_MATMUL) continue;
+    const char *k = ir_layer_key(g->nodes[i], kb, sizeof kb);
+    if (strlen(k) == len && !strncmp(k, key, len)) return 1;
+  }
+  return 0;
+}
+
 /* --precision=int8: the calibration and each layer's choice (driver/calibrate.c) */
 static void int8_table(FILE *f, const Graph *g) {
   const QuantTable *t = g->quant;
@@ -372,7 +384,7 @@ static void int8_table(FILE *f, const Graph *g) {
   size_t lb = strlen(IR_INT8_TAP_B);
   for (int i = 0; i < t->n; i++) {   /* a matmul's second operand (KEY#b) is no layer of its own */
     size_t L = strlen(t->l[i].key);
-    int b = L > lb && !strcmp(t->l[i].key + L - lb, IR_INT8_TAP_B);
+    int b = L > lb && !strcmp(t->l[i].key + L - lb, IR_INT8_TAP_B) && is_matmul_key(g, t->l[i].key, L - lb);
     fb += !b && t->l[i].prec != PREC_INT8;
     nl += !b;
     if ((int)L > w) w = (int)L;

@@ -60,7 +60,7 @@ static const OptSpec opts[] = {
 
   /* compiling */
   {O_OUT, "-o", NULL, "FILE", CMD_COMPILE, 0,
-   "output file: MODEL.cu (MODEL.h is written beside it), or the --emit text (default: stdout)"},
+   "output file: MODEL.cu (MODEL.h is written beside it), or the --emit text (default, or -o -: stdout)"},
   {O_OUT, "-o", NULL, "FILE", CMD_QUANTIZE, 0, "the weight-quantized safetensors file to write (atomically)"},
   {O_EMIT, "--emit", NULL, "=KIND", CMD_COMPILE, 0,
    "what to write: cu (default), ir, dot, report (per-kernel FLOPs, bytes, memory), params, ptx, "
@@ -598,6 +598,12 @@ static int apply(Options *o, const OptSpec *s, const char *v) {
 
 /* What no single flag can check: combinations, and what the command needs. */
 static int check(Options *o) {
+  if (o->out && !strcmp(o->out, "-")) {   /* standard output: for the one-file listings */
+    if (o->cmd != CMD_COMPILE || !o->emit || !strcmp(o->emit, "cu"))
+      return oerr("-o -: %s writes %s; give a file name", o->cmd == CMD_QUANTIZE ? "ncc quantize" : "the compile",
+                  o->cmd == CMD_QUANTIZE ? "a safetensors file" : "MODEL.cu and MODEL.h beside it");
+    o->out = NULL;   /* --emit=ir|dot|report|params|ptx|net print to standard output without -o */
+  }
   if (o->cmd == CMD_QUANTIZE) {
     if (!o->model) return oerr("no weight file given (ncc quantize W.safetensors -o WQ.safetensors)");
     if (!o->out) return oerr("no output file: use -o WQ.safetensors");

@@ -426,6 +426,16 @@ def _errors(ctx):
         n = p.stderr.count(os.path.basename(path))
         if n != 1:
             raise Failure("the message names %s %d times, not once" % (os.path.basename(path), n))
+    # -o -: standard output for a one-file listing; refused where two files are written
+    dash = os.path.join(os.getcwd(), "-")
+    p = ctx.ncc_cmd([net, "--emit=report", "-o", "-"])
+    if p.returncode != 0 or "total: params=16" not in p.stdout or os.path.exists(dash):
+        raise Failure("--emit=report -o - should print the report on standard output and write no file '-'")
+    for args in ([net, "-o", "-"], ["quantize", ctx.path("w.safetensors"), "-o", "-"]):
+        p = ctx.ncc_cmd(args)
+        show(p)
+        if p.returncode != 1 or "-o -:" not in p.stderr or "give a file name" not in p.stderr or os.path.exists(dash):
+            raise Failure("`ncc %s`: expected status 1 and no file '-'" % " ".join(args))
 
 
 def expect_refused(ctx, cases, out):
@@ -839,6 +849,10 @@ def _int8_inputs(ctx):
     expect_refused(ctx, [(i8 + ["--calibration-cache=" + broken], [broken + ":", "cannot read"])], out)
     negative = ctx.write("neg.cal", re.sub(r"scale [0-9.e+-]+", "scale -1", saved, count=1))
     expect_refused(ctx, [(i8 + ["--calibration-cache=" + negative], [negative + ":", "positive and finite"])], out)
+    # a layer name with a bad %XX escape (names are written %XX-escaped): refused with its line
+    for bad in ("fc%2", "fc%zz1"):
+        escaped = ctx.write("esc.cal", re.sub(r"^layer (\S+)", "layer " + bad, saved, count=1, flags=re.M))
+        expect_refused(ctx, [(i8 + ["--calibration-cache=" + escaped], [escaped + ":", "bad %XX escape"])], out)
     # another method with data: calibrated again, the cache rewritten with it
     p = ctx.ncc_cmd(i8 + ["--calibration-cache=" + cache, "--calibrate=" + cal, "--weights", w,
                           "--calibration-method=minmax"])

@@ -415,8 +415,8 @@ def check_bad(ncc, kind, d):
 
 
 def check_int8(ncc, d):
-    """--precision=int8 on an imported model whose layer names hold spaces and
-    '%' (ONNX node names may): calibration, then the calibration cache written
+    """--precision=int8 on an imported model whose layer names hold spaces,
+    '%' and a closing '#b' (ONNX node names may): calibration, then the calibration cache written
     (names escaped as %XX) and read back alone give the same bits, close to
     PyTorch's fp32 output."""
     import onnx
@@ -429,7 +429,8 @@ def check_int8(ncc, d):
     names = []
     for n in g.graph.node:
         if n.op_type in ("Conv", "Gemm"):
-            n.name = "block 1/" + n.name + " at 50%"
+            # the Gemm's name ends in "#b", as a matmul's second operand's entry does
+            n.name = "block 1/" + n.name + " at 50%" + ("#b" if n.op_type == "Gemm" else "")
             names.append(n.name)
     onnx.save(g, path)
     xp, cal, cache = os.path.join(d, "x.npy"), os.path.join(d, "cal.npy"), os.path.join(d, "cal.txt")
@@ -458,6 +459,10 @@ def check_int8(ncc, d):
     if rc != 0 or any(nm not in rep for nm in names):
         print(rep)
         print("FAIL int8: the report does not name every int8 layer as the model does")
+        return 1
+    if "of %d layers fell back" % len(names) not in rep:
+        print(rep)
+        print("FAIL int8: the report should count %d layers (a layer whose name ends in '#b' is a layer)" % len(names))
         return 1
     same = np.array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
     cos = float(np.dot(outs[0].ravel(), ref.ravel()) / (np.linalg.norm(outs[0]) * np.linalg.norm(ref)))
