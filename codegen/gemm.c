@@ -655,7 +655,8 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
   buf_printf(&b, "    const %s *xp = %s + (img * %lld + %s) * %lld;\n", cg_elem_type(nd->in[0]), x, LL(d->Cin), c0,
              LL(d->H * d->W));
   int q8 = nd->prec == PREC_INT8;   /* int8: int32 sums of the quantized integers */
-  buf_printf(&b, "    const float *wp = %s + co * %lld;\n    %s;\n", w, LL(d->Kg), q8 ? "int vi = 0" : "float v = 0.0f");
+  buf_printf(&b, "    const %s *wp = %s + co * %lld;\n    %s;\n", cg_elem_type(nd->in[1]), w, LL(d->Kg),
+             q8 ? "int vi = 0" : "float v = 0.0f");
   buf_printf(&b, "    for (int ci = 0; ci < %lld; ci++)\n      for (int kh = 0; kh < %lld; kh++) {\n", LL(d->Cig),
              LL(d->KH));
   char ix[160];
@@ -667,10 +668,11 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
   buf_printf(&b, "          int iw = %s;\n", ix);
   if (d->pw) buf_printf(&b, "          if (iw < 0 || iw >= %lld) continue;\n", LL(d->W));
   {   /* --precision=tf32|fp16|bf16: both operands rounded; int8: x quantized, w integers */
-    char xe0[96], xe[128], we[96], xr[160], wr[160];
+    char xe0[96], xe[128], we0[96], we[128], xr[160], wr[160];
     snprintf(xe0, sizeof xe0, "xp[(ci * %lld + ih) * %lld + iw]", LL(d->H), LL(d->W));
     cg_ld(xe, sizeof xe, nd->in[0], xe0);
-    snprintf(we, sizeof we, "wp[(ci * %lld + kh) * %lld + kw]", LL(d->KH), LL(d->KW));
+    snprintf(we0, sizeof we0, "wp[(ci * %lld + kh) * %lld + kw]", LL(d->KH), LL(d->KW));
+    cg_ld(we, sizeof we, nd->in[1], we0);
     const char *inv = nd->in[0]->narrow == DT_I8 ? NULL : cg_q8_param(c, &p, nd);   /* stored quantized: as it is */
     cg_operand_rv(xr, sizeof xr, nd, xe, inv);
     cg_operand_rv(wr, sizeof wr, nd, we, NULL);
@@ -809,7 +811,10 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
     Buf la = {0};
     int na = 0;
     cg_term(&la, &na, s.uses_z ? "z" : "0", d->Mg * d->Kg), cg_term(&la, &na, "m", d->Kg), cg_term(&la, &na, "k", 1);
-    snprintf(s.a_load, sizeof s.a_load, "v = %s[%s];", w, la.s);
+    char we[200], ld[240];
+    snprintf(we, sizeof we, "%s[%s]", w, la.s);
+    snprintf(s.a_load, sizeof s.a_load, "v = %s;", cg_ld(ld, sizeof ld, nd->in[1], we));
+    if (nd->in[1]->narrow) snprintf(s.a_bits, sizeof s.a_bits, "v = %s;", we);   /* stored narrow at load */
     buf_free(&la);
   }
   /* column n is pixel n % OHW of image n / OHW (one image: pixel n): im2col_tile */
@@ -1050,7 +1055,12 @@ static int emit_linear(Cg *c, const KGroup *gr) {
     snprintf(s.a_load, sizeof s.a_load, "v = %s;", cg_ld(ld, sizeof ld, nd->in[0], xe));
     if (nd->in[0]->narrow) snprintf(s.a_bits, sizeof s.a_bits, "v = %s;", xe);
   }
-  snprintf(s.b_load, sizeof s.b_load, "v = %s[%s];", w, lb.s);
+  {
+    char we[200], ld[240];
+    snprintf(we, sizeof we, "%s[%s]", w, lb.s);
+    snprintf(s.b_load, sizeof s.b_load, "v = %s;", cg_ld(ld, sizeof ld, nd->in[1], we));
+    if (nd->in[1]->narrow) snprintf(s.b_bits, sizeof s.b_bits, "v = %s;", we);   /* stored narrow at load */
+  }
   snprintf(s.out_idx, sizeof s.out_idx, "%s", lo.s);
   buf_free(&la);
   buf_free(&lb);

@@ -41,11 +41,12 @@
  *     load-time values share nothing;
  *   - narrow storage (storage pass, Value.narrow): only a float32 value of
  *     an inference graph whose precision is that type (f16, bf16, i8), not a
- *     source, an output or a load-time value; a view holds what it views (and
- *     its scale); every reader is a view of it, a max pooling computed as a
- *     GEMM loads (a prologue; not at int8), or a GEMM-like op at that
- *     precision reading it as an operand it rounds (x; matmul's a and b), at
- *     int8 with the value's own activation scale (Value.qscale).
+ *     source or an output; a view holds what it views (and its scale); every
+ *     reader is a view of it, a max pooling computed as a GEMM loads (a
+ *     prologue; not at int8), or a GEMM-like op at that precision reading it
+ *     as an operand it rounds (x; matmul's a and b), at int8 with the value's
+ *     own activation scale (Value.qscale); a load-time value only as the
+ *     weight operand of such GEMMs (at int8 a quantize node's integers, scale 1).
  * Every violation is printed (not just the first) because one broken rewrite
  * usually breaks several, and the pattern points at the culprit. */
 #include "ir.h"
@@ -321,18 +322,21 @@ static void verify_half(const Graph *g) {
     int prec = v->narrow == DT_F16 ? PREC_FP16 : v->narrow == DT_BF16 ? PREC_BF16 : v->narrow == DT_I8 ? PREC_INT8 : -1;
     if (prec == PREC_INT8 && !(v->qscale > 0.0f && v->qscale < 3.0e38f))
       bad(n, "stored as i8 without a positive scale (%g)", (double)v->qscale);
+    int lt = n->load_time;   /* a weight computed at load (int8: a quantize node's integers, scale 1) */
     if (prec < 0 || v->dtype != DT_F32 || g->training || g->precision != prec || (ncc_ops[n->op].flags & OPF_SOURCE) ||
-        n->load_time)
-      bad(n, "stored as %s: only a float32 value computed per inference in a graph at %s", dtype_name((DType)v->narrow),
-          prec < 0 ? "fp16, bf16 or int8" : ir_prec_name(prec));
+        (lt && prec == PREC_INT8 && (ir_view_root((Value *)v)->def->op != OP_QUANTIZE || v->qscale != 1.0f)))
+      bad(n, "stored as %s: only a float32 value computed in a graph at %s (at load time, at int8, a quantize "
+             "node's integers)", dtype_name((DType)v->narrow), prec < 0 ? "fp16, bf16 or int8" : ir_prec_name(prec));
     for (int k = 0; k < g->noutputs; k++)
       if (g->outputs[k].v == v) bad(n, "stored as %s but it is the output %s", dtype_name((DType)v->narrow), g->outputs[k].name);
     for (int k = i + 1; k < g->nnodes; k++) {
       const Node *r = g->nodes[k];
       for (int j = 0; r && j < r->nin; j++) {
         if (r->in[j] != v || ir_is_view(r)) continue;
-        int ok = r->grole == GROLE_PROLOGUE ? r->op == OP_MAXPOOL2D && j == 0 && prec != PREC_INT8
-                 : (ncc_ops[r->op].flags & OPF_GEMM_LIKE) && r->prec == prec && (j == 0 || (r->op == OP_MATMUL && j == 1)) &&
+        int gemm = (ncc_ops[r->op].flags & OPF_GEMM_LIKE) && r->prec == prec && r->grole != GROLE_PROLOGUE;
+        int ok = lt ? gemm && (prec == PREC_INT8 ? j == 1 && r->op != OP_MATMUL : j == 1 || (r->op == OP_MATMUL && j == 0))
+                 : r->grole == GROLE_PROLOGUE ? r->op == OP_MAXPOOL2D && j == 0 && prec != PREC_INT8
+                 : gemm && (j == 0 || (r->op == OP_MATMUL && j == 1)) &&
                        (prec != PREC_INT8 || (j == 1 ? r->qscale_b : r->qscale) == v->qscale);
         if (!ok)
           bad(r, "reads %%%d, stored as %s, as its input %d without rounding it to that type", v->id,

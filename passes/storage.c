@@ -22,9 +22,12 @@
  * residual add, a softmax, a pooling kernel of its own, an average pooling
  * (a mean of rounded values is not the rounded mean), a graph output, a
  * kernel at another precision (an int8 layer's fallback), an int8 GEMM with
- * another scale.  Graph inputs, parameters and load-time values keep their
- * storage, and so does a training step (its gradients read the forward's
- * values in float32).  With --cublas nothing changes: cuBLAS reads float32
+ * another scale.  Graph inputs and parameters keep their storage (M_load
+ * fills the parameters' float32 buffers), and so does a training step (its
+ * gradients read the forward's values in float32).  A load-time value (a
+ * folded weight; at int8 a quantize node's integers) is stored narrow when
+ * only those GEMMs read it, as their weight: in 16 bits at fp16/bf16, as
+ * int8 (exact integers, scale 1) at int8.  With --cublas nothing changes: cuBLAS reads float32
  * operands.
  *
  * It runs after fuse (the groups say which node stores a value and which
@@ -72,6 +75,29 @@ static int readers_round(const Ctx *c, const Value *v, int depth, const Node **w
   return nreaders > 0;
 }
 
+/* A load-time value (a folded weight; int8: a quantize node's integers):
+ * does every reader take it as a GEMM's weight that it rounds (at int8: as
+ * the integers they are)?  Views pass the question on. */
+static int weight_readers(const Ctx *c, const Value *v, int q8, int depth) {
+  if (depth > 16 || c->is_output[v->id]) return 0;
+  int nreaders = 0;
+  for (int i = 0; i < c->g->nnodes; i++) {
+    const Node *r = c->g->nodes[i];
+    for (int j = 0; j < r->nin; j++) {
+      if (r->in[j] != v) continue;
+      nreaders++;
+      if (ir_is_view(r)) {
+        if (j != 0 || !weight_readers(c, r->out, q8, depth + 1)) return 0;
+      } else if (!(ncc_ops[r->op].flags & OPF_GEMM_LIKE) || r->prec != c->prec || r->grole == GROLE_PROLOGUE) {
+        return 0;
+      } else if (q8 ? !(j == 1 && r->op != OP_MATMUL) : !(j == 1 || (r->op == OP_MATMUL && j == 0))) {
+        return 0;   /* int8: a conv2d's or linear's weight; else the operand rounded (not a bias) */
+      }
+    }
+  }
+  return nreaders > 0;
+}
+
 /* The main node of v's kernel group (v->def itself without the fuse pass) */
 static const Node *group_main(const Graph *g, const Node *d) {
   if (d->grole == GROLE_NONE || d->grole == GROLE_MAIN) return d;
@@ -83,7 +109,7 @@ static const Node *group_main(const Graph *g, const Node *d) {
 /* The kernels whose store writes through cg_st (codegen): the GEMMs, the
  * elementwise kernels and those ending in the common flat/row store. */
 static int producer_ok(const Node *m) {
-  if (!m || m->load_time) return 0;
+  if (!m) return 0;
   if (ncc_ops[m->op].flags & (OPF_GEMM_LIKE | OPF_ELEMWISE)) return !ir_is_view(m);
   switch (m->op) {
   case OP_MAXPOOL2D: case OP_AVGPOOL2D: case OP_GAVGPOOL2D: case OP_BATCHNORM2D: case OP_LAYERNORM:
@@ -139,10 +165,23 @@ int pass_storage(Graph *g, PassCtx *pc) {
   unsigned char *verdict = arena_alloc(g->arena, (size_t)g->nnodes + 1);
   const Node **why = arena_alloc(g->arena, sizeof(Node *) * ((size_t)g->nnodes + 1));
   float scale;
+  int nweights = 0;
+  int64_t wsaved = 0;
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
     Value *v = n->out;
-    if ((ncc_ops[n->op].flags & OPF_SOURCE) || ir_is_view(n) || n->load_time || v->dtype != DT_F32) continue;
+    if ((ncc_ops[n->op].flags & OPF_SOURCE) || ir_is_view(n) || v->dtype != DT_F32) continue;
+    if (n->load_time) {   /* a weight computed at load: a folded weight, an int8 weight's integers */
+      int q8 = prec == PREC_INT8;
+      if ((q8 ? n->op == OP_QUANTIZE : 1) && stored(g, n) && producer_ok(group_main(g, n)) &&
+          weight_readers(&c, v, q8, 0)) {
+        int64_t bytes = ir_value_bytes(v);
+        mark(g, v, t, 1.0f);   /* int8: the integers as they are (scale 1) */
+        nweights++;
+        wsaved += bytes - bytes / 4 * dtype_size(t);
+      }
+      continue;
+    }
     if (n->grole == GROLE_SIDE || n->grole == GROLE_PROLOGUE || !stored(g, n)) continue;
     int64_t bytes = ir_value_bytes(v);
     total += bytes;
@@ -162,6 +201,9 @@ int pass_storage(Graph *g, PassCtx *pc) {
   char b1[32], b2[32];
   fprintf(stderr, "pass storage: %d values stored as %s (read by %s GEMMs alone), %d as f32; %s of %s saved\n", nhalf,
           dtype_name(t), ir_prec_name(prec), nfloat, kb(b1, sizeof b1, saved), kb(b2, sizeof b2, total));
+  if (nweights)
+    fprintf(stderr, "pass storage: %d load-time weights (%s) stored as %s, %s saved\n", nweights,
+            prec == PREC_INT8 ? "int8 integers" : "folded", dtype_name(t), kb(b1, sizeof b1, wsaved));
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = g->nodes[i], *w = why[i];
     if (verdict[i] == 2) {

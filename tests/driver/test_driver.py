@@ -574,7 +574,8 @@ def _half_storage(ctx):
     without the storage pass), in checked mode and both fiber orders; the
     listing shows the f16/bf16 values, -v names why the others stay f32, the
     generated kernels store ncc_fp16_bits and stage the stored bits, and
-    VGG-16's report shows less memory."""
+    VGG-16's report shows less memory.  Folded convolution weights (load-time
+    values only the GEMMs read, rounding them) are stored in 16 bits too."""
     import numpy as np
     examples = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
     golden = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden", "passes", "storage.net")
@@ -591,8 +592,10 @@ def _half_storage(ctx):
                 continue   # resnet18 at fp16, mobilenet_v2 at bf16: the time of the suite
             base = ["--precision=" + prec] + flags
             ref, _ = run_outputs(ctx, net, inputs, outs, base + [off])
-            got, p = run_outputs(ctx, net, inputs, outs, base + ["--check"])
+            got, p = run_outputs(ctx, net, inputs, outs, base + ["--check", "-v"])
             rev, _ = run_outputs(ctx, net, inputs, outs, base, env={"NCC_FIBER_ORDER": "reverse"})
+            if "resnet18" in net and not re.search(r"pass storage: 20 load-time weights \(folded\) stored as f16", p.stderr):
+                raise Failure("ResNet-18 at fp16: its 20 folded convolution weights should be stored as f16")
             for k in outs:
                 for name, y in (("checked", got[k]), ("reverse", rev[k])):
                     if y.shape != ref[k].shape or not np.array_equal(y.view("uint32"), ref[k].view("uint32")):
@@ -652,7 +655,8 @@ def _int8_storage(ctx):
     outputs must be bit for bit those of float32 storage (the same build
     without the storage pass) on the tiled, GEMV and matmul paths, in checked
     mode and both fiber orders; ResNet-18 and MobileNetV2 (direct depthwise
-    kernels) too."""
+    kernels) too.  The int8 weights' integers (load-time quantize nodes) are
+    stored as i8 too."""
     import numpy as np
     examples = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
     off = "--passes=prune,fold,precision,fuse,plan,batch"
@@ -675,6 +679,9 @@ def _int8_storage(ctx):
         m = re.findall(r"pass storage: (\d+) values stored as i8", p.stderr)
         if not m or int(m[-1]) < want:
             raise Failure("%s: expected at least %d values stored as i8: %s" % (os.path.basename(net_), want, m))
+        w8 = re.findall(r"pass storage: (\d+) load-time weights \(int8 integers\) stored as i8", p.stderr)
+        if not w8 or int(w8[-1]) < 3:
+            raise Failure("%s: the int8 layers' weights should be stored as i8: %s" % (os.path.basename(net_), w8))
         for k in outs:
             for name, yv in (("checked", got[k]), ("reverse", rev[k])):
                 if yv.shape != ref[k].shape or not np.array_equal(yv.view("uint32"), ref[k].view("uint32")):
