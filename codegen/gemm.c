@@ -29,6 +29,10 @@ typedef struct GemmSpec {
                           a statement setting unsigned short v to A's stored bits, which the
                           MMA tile takes as they are (no conversion and rounding back); or "" */
   char b_bits[512];    /* the same for B */
+  char a_vec[512];     /* with a_bits, when A is k-contiguous with rows a multiple of 16 bytes long:
+                          the address of A(z, m, k), whose 16 bytes from k on (a multiple of
+                          16 bytes into the row) one 128-bit load stages; or "" */
+  char b_vec[512];     /* the same for B(z, k, n), with n for m */
   char out_idx[512];   /* expression: linear index of C(z, m, n) in the main output */
   char bias[256];      /* expression added to the accumulator, or "" */
   char b_pre[1024];    /* statements before the K loop that b_tile's per-thread state needs, or "" */
@@ -59,6 +63,13 @@ static void spec_rv(Cg *c, KParams *p, const Node *n, const GemmSpec *s, char ra
   }
   cg_operand_rv(ra, 64, n, "v", qa ? NULL : inv);
   cg_operand_rv(rb, 64, n, "v", qb ? NULL : inv_b);
+}
+
+/* Does a k-contiguous operand v stored narrow, with rows of rowlen elements,
+ * come in whole 16-byte pieces (vec_tile)?  Its buffer starts 256-aligned. */
+static int vec_ok(const Value *v, int64_t rowlen) {
+  int es = v->narrow ? dtype_size((DType)v->narrow) : 0;
+  return es && es <= 2 && rowlen % (16 / es) == 0;
 }
 
 /* "if (c1 && c2) {" with the conditions given (NULL: none), or "{" */
@@ -297,6 +308,35 @@ static const char *mma_store_rv(char *buf, size_t n, const Node *nd, const char 
   return buf;
 }
 
+/* Statements that fill the MMA tile `ab` ('A' or 'B') of `rows` rows from an
+ * operand stored narrow at the MMA's type, k-contiguous, with 16-byte rows
+ * pieces (GemmSpec.a_vec): each thread loads 16 bytes of a row at once
+ * (ncc_ldg128: 8 fp16/bf16 values, or 16 int8) and stores them as four
+ * 32-bit words, each two (four) neighbours in k that the fragment order
+ * keeps side by side; zero past M (N) and K (K is a multiple of the piece,
+ * so a piece is all in or all out). */
+static void vec_tile(Buf *b, int ab, int rows, int T, const char *rowvar, const char *rowbase, int64_t RMAX, int64_t K,
+                     const char *addr, int kind) {
+  int E = kind == MMA_S8 ? 16 : 8, P = BK / E, W = E / 4;   /* elements a piece, pieces a row, elements a word */
+  char dst[200];
+  buf_printf(b, "    for (int l = tid; l < %d; l += %d) {   /* 16 bytes a thread: one 128-bit load */\n", rows * P, T);
+  if (P > 1) buf_printf(b, "      int rr = l / %d, kv = l %% %d * %d;\n", P, P, E);
+  else buf_puts(b, "      int rr = l, kv = 0;\n");
+  buf_printf(b, "      int %s = %s + rr, k = k0 + kv;\n      unsigned q[4] = {0u, 0u, 0u, 0u};\n", rowvar, rowbase);
+  int krem = K % BK != 0, rrem = RMAX % rows != 0;
+  if (krem || rrem) {
+    buf_puts(b, "      if (");
+    if (rrem) buf_printf(b, "%s < %lld", rowvar, LL(RMAX));
+    if (rrem && krem) buf_puts(b, " && ");
+    if (krem) buf_printf(b, "k < %lld", LL(K));
+    buf_printf(b, ") ncc_ldg128(q, %s);\n", addr);
+  } else {
+    buf_printf(b, "      ncc_ldg128(q, %s);\n", addr);
+  }
+  buf_printf(b, "      for (int p = 0; p < 4; p++) {\n        int kk = kv + %d * p;\n        ncc_sts32(&%s, q[p]);\n      }\n    }\n",
+             W, mma_dst(dst, sizeof dst, ab, rows, "rr", kind));
+}
+
 /* The declaration of v for a tile element copied as stored (an operand of
  * Value.narrow at the MMA's type: fp16/bf16 bits, int8 integers), zero
  * outside the operand (+0.0, 0); NULL at tf32 (nothing is stored as tf32) */
@@ -336,9 +376,13 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   /* an operand stored narrow at the MMA's own type: the tile takes the stored bits */
   const char *bits = mma_bits(kind);
   int ab = bits && s->a_bits[0], bb = bits && s->b_bits[0];
-  load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind), BM, T, s->a_kcontig, "m", "m0", s->M, s->K,
-            ab ? s->a_bits : s->a_load, ab ? "v" : mma_store_rv(sa, sizeof sa, gr->main, ra), ab ? bits : NULL);
+  if (ab && s->a_vec[0])   /* 16 bytes a load where the stored operand's rows allow */
+    vec_tile(&b, 'A', BM, T, "m", "m0", s->M, s->K, s->a_vec, kind);
+  else
+    load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind), BM, T, s->a_kcontig, "m", "m0", s->M, s->K,
+              ab ? s->a_bits : s->a_load, ab ? "v" : mma_store_rv(sa, sizeof sa, gr->main, ra), ab ? bits : NULL);
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
+  else if (bb && s->b_vec[0]) vec_tile(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_vec, kind);
   else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind), BN, T, s->b_kcontig, "n", "n0", s->N, s->K,
                  bb ? s->b_bits : s->b_load, bb ? "v" : mma_store_rv(sb, sizeof sb, gr->main, rb), bb ? bits : NULL);
   buf_printf(&b, "    %s\n", D_BARRIER);
@@ -815,6 +859,7 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
     snprintf(we, sizeof we, "%s[%s]", w, la.s);
     snprintf(s.a_load, sizeof s.a_load, "v = %s;", cg_ld(ld, sizeof ld, nd->in[1], we));
     if (nd->in[1]->narrow) snprintf(s.a_bits, sizeof s.a_bits, "v = %s;", we);   /* stored narrow at load */
+    if (vec_ok(nd->in[1], d->Kg)) snprintf(s.a_vec, sizeof s.a_vec, "&%s", we);
     buf_free(&la);
   }
   /* column n is pixel n % OHW of image n / OHW (one image: pixel n): im2col_tile */
@@ -1054,12 +1099,14 @@ static int emit_linear(Cg *c, const KGroup *gr) {
     snprintf(xe, sizeof xe, "%s[%s]", x, la.s);
     snprintf(s.a_load, sizeof s.a_load, "v = %s;", cg_ld(ld, sizeof ld, nd->in[0], xe));
     if (nd->in[0]->narrow) snprintf(s.a_bits, sizeof s.a_bits, "v = %s;", xe);
+    if (vec_ok(nd->in[0], in)) snprintf(s.a_vec, sizeof s.a_vec, "&%s", xe);
   }
   {
     char we[200], ld[240];
     snprintf(we, sizeof we, "%s[%s]", w, lb.s);
     snprintf(s.b_load, sizeof s.b_load, "v = %s;", cg_ld(ld, sizeof ld, nd->in[1], we));
     if (nd->in[1]->narrow) snprintf(s.b_bits, sizeof s.b_bits, "v = %s;", we);   /* stored narrow at load */
+    if (vec_ok(nd->in[1], in)) snprintf(s.b_vec, sizeof s.b_vec, "&%s", we);
   }
   snprintf(s.out_idx, sizeof s.out_idx, "%s", lo.s);
   buf_free(&la);
@@ -1134,6 +1181,7 @@ static int emit_matmul(Cg *c, const KGroup *gr) {
     snprintf(s.a_load, sizeof s.a_load, "v = %s;", cg_ld(ld[0], sizeof ld[0], nd->in[0], e[0]));
     snprintf(s.b_load, sizeof s.b_load, "v = %s;", cg_ld(ld[1], sizeof ld[1], nd->in[1], e[1]));
     if (nd->in[0]->narrow) snprintf(s.a_bits, sizeof s.a_bits, "v = %s;", e[0]);
+    if (vec_ok(nd->in[0], K)) snprintf(s.a_vec, sizeof s.a_vec, "&%s", e[0]);
     if (nd->in[1]->narrow) snprintf(s.b_bits, sizeof s.b_bits, "v = %s;", e[1]);
     s.a_q = nd->in[0]->narrow == DT_I8, s.b_q = nd->in[1]->narrow == DT_I8;
   }

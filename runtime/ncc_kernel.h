@@ -202,7 +202,10 @@ static __device__ __forceinline__ float ncc_bf16(float x) {
  * ncc_fp16(x) (ncc_bf16(x)), what the half-width tiles hold, and what a
  * value stored half-width between kernels holds (Value.narrow, the storage
  * pass); ncc_fp16_load(h), ncc_bf16_load(h): those 16 bits as a float
- * again (exact). */
+ * again (exact).  ncc_ldg128(d, p): the 16 bytes at p (global memory,
+ * aligned to 16) into d[0..3], one 128-bit load (LDG.E.128): eight stored
+ * 16-bit values, or sixteen int8, lowest address in the low bits of d[0];
+ * ncc_sts32(s, v): v into the 4 bytes at s (shared, aligned to 4), STS.32. */
 #if defined(NCC_EMU)
 #define ncc_mma_tf32_16x8x8(d, a, b) ncc_emu_mma(NCC_EMU_MMA_TF32, (d), (a), (b))
 #define ncc_mma_f16_16x8x16(d, a, b) ncc_emu_mma(NCC_EMU_MMA_F16, (d), (a), (b))
@@ -217,6 +220,8 @@ static __inline__ void ncc_lds_u32x2(unsigned *d, const unsigned short *s) {
 #define ncc_bf16_bits(x) ncc_f32_to_bf16_bits(x)
 #define ncc_fp16_load(h) ncc_f16_bits_to_f32(h)
 #define ncc_bf16_load(h) ncc_bf16_bits_to_f32(h)
+#define ncc_ldg128(d, p) memcpy((d), (p), 16)
+#define ncc_sts32(s, v) memcpy((s), &(v), 4)
 static __inline__ unsigned ncc_lds_s8x4(const signed char *s) {
   unsigned r;
   memcpy(&r, s, 4);   /* little-endian: s[0] in the lowest byte, as on the GPU */
@@ -242,6 +247,11 @@ static __device__ __forceinline__ void ncc_lds_u32x2(unsigned *d, const unsigned
 static __device__ __forceinline__ unsigned short ncc_fp16_bits(float x) { return __half_as_ushort(__float2half_rn(x)); }
 static __device__ __forceinline__ unsigned short ncc_bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
 static __device__ __forceinline__ float ncc_fp16_load(unsigned short h) { return __half2float(__ushort_as_half(h)); }
+static __device__ __forceinline__ void ncc_ldg128(unsigned *d, const void *p) {
+  uint4 v = *(const uint4 *)p;
+  d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
+}
+static __device__ __forceinline__ void ncc_sts32(void *s, unsigned v) { *(unsigned *)s = v; }
 static __device__ __forceinline__ float ncc_bf16_load(unsigned short h) { return __bfloat162float(__ushort_as_bfloat16(h)); }
 static __device__ __forceinline__ void ncc_mma_tf32_16x8x8(float *d, const float *a, const float *b) {
   asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"

@@ -611,6 +611,11 @@ def _half_storage(ctx):
         raise Failure("expected c1's relu, the residual add, the softmax and the transpose stored as f16: %s" % half)
     if "f32: relu2 (%9): add1 (add) reads it in float32" not in p.stderr or "matmul1 (%26): an output" not in p.stderr:
         raise Failure("-v should say why relu2 and the output stay f32")
+    # ResNet-18's folded weights, f16 and k-contiguous: staged 16 bytes a load
+    p = ctx.ncc_cmd([os.path.join(examples, "resnet18.net"), "--precision=fp16", "--set", "N=2", "--set", "S=32", "-o", out])
+    src = open(out).read() if p.returncode == 0 else ""
+    if "ncc_ldg128(q, &weight[" not in src or "const unsigned short *__restrict__ weight" not in src:
+        raise Failure("ResNet-18 at fp16: the folded f16 weights should be staged with 128-bit loads")
     p = ctx.ncc_cmd([golden, "--precision=bf16", "-O3", "-o", out])
     src = open(out).read() if p.returncode == 0 else ""
     if "ncc_bf16_bits(v)" not in src or "unsigned short v = 0;" not in src or "const unsigned short *__restrict__" not in src:
