@@ -175,7 +175,8 @@ typedef struct worker {
   void **args;
   char *dyn;
   size_t dyncap;
-  int misuse;           /* 1: __syncthreads() outside a barrier kernel; 2: a warp collective outside a warp kernel */
+  int misuse;           /* 1: __syncthreads() outside a barrier kernel; 2: a warp collective outside a warp
+                           kernel; 4: a vector load from an address its size does not divide */
   void *altstack;
   int own_altstack;     /* altstack is ours to free (not the thread's own) */
   void *tsan_sched;     /* ThreadSanitizer's handle of the OS thread's own stack */
@@ -658,6 +659,10 @@ static void mma_s8(fiber **L) {
   }
 }
 
+void ncc_emu_misaligned(void) {
+  if (tw) tw->misuse |= 4;
+}
+
 unsigned long long ncc_emu_warp(int op, unsigned mask, unsigned long long v, int b, int width) {
   worker *w = tw;
   fiber *f;
@@ -984,7 +989,11 @@ static void run_job(job *j) {
     }
     w->mode = MODE_IDLE;
     if (w->misuse) {
-      if (w->misuse & 1)
+      if (w->misuse & 4)
+        snprintf(err, sizeof err,
+                 "emulator: kernel %s makes a 128-bit load (ncc_ldg128) from an address not aligned to 16 bytes "
+                 "(a GPU faults)", j->k->name);
+      else if (w->misuse & 1)
         snprintf(err, sizeof err,
                  "emulator: kernel %s calls __syncthreads() but is not flagged NCC_KF_BARRIER "
                  "(its threads ran one after another, the barrier was not honoured)", j->k->name);

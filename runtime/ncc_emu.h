@@ -59,6 +59,9 @@ extern _Thread_local void *ncc_emu_shared_dyn NCC_EMU_TLS;   /* this block's dyn
 
 /* ---- barriers and fences (runtime: emu.c) ---- */
 void ncc_emu_syncthreads(void);
+/* A kernel's vector load from an address its size does not divide: the launch
+ * fails with an error naming the kernel (a GPU faults on it). */
+void ncc_emu_misaligned(void);
 #define __syncthreads() ncc_emu_syncthreads()
 #define __threadfence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #define __threadfence_block() __atomic_thread_fence(__ATOMIC_SEQ_CST)

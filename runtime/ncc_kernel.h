@@ -220,7 +220,10 @@ static __inline__ void ncc_lds_u32x2(unsigned *d, const unsigned short *s) {
 #define ncc_bf16_bits(x) ncc_f32_to_bf16_bits(x)
 #define ncc_fp16_load(h) ncc_f16_bits_to_f32(h)
 #define ncc_bf16_load(h) ncc_bf16_bits_to_f32(h)
-#define ncc_ldg128(d, p) memcpy((d), (p), 16)
+static __inline__ void ncc_ldg128(unsigned *d, const void *p) {
+  if ((uintptr_t)p & 15u) ncc_emu_misaligned();   /* the GPU's LDG.E.128 faults there */
+  memcpy(d, p, 16);
+}
 #define ncc_sts32(s, v) memcpy((s), &(v), 4)
 static __inline__ unsigned ncc_lds_s8x4(const signed char *s) {
   unsigned r;

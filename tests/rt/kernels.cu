@@ -118,6 +118,15 @@ NCC_KERNEL void k_unflagged_barrier(float *__restrict__ y) {
   __syncthreads();
 }
 
+/* 128-bit loads (ncc_ldg128): thread t copies the 16 bytes at src + off + 16 t
+ * to dst[4 t..]; off not a multiple of 16 is the misalignment a GPU faults on */
+NCC_KERNEL void k_ldg128(const unsigned char *__restrict__ src, unsigned *__restrict__ dst, int off) {
+  unsigned q[4];
+  int t = (int)threadIdx.x;
+  ncc_ldg128(q, src + off + 16 * t);
+  for (int i = 0; i < 4; i++) dst[4 * t + i] = q[i];
+}
+
 /* 3-D geometry: every thread writes its coordinates */
 NCC_KERNEL void k_coords(int *__restrict__ out) {
   int bx = (int)(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
@@ -331,6 +340,7 @@ NCC_KERNEL_DESC(k_oob_write, 0, (NCC_ARG(const float *, 0), NCC_ARG(float *, 1),
 NCC_KERNEL_DESC(k_handshake, 0, (NCC_ARG(volatile int *, 0), NCC_ARG(int *, 1), NCC_ARG(long long, 2)))
 NCC_KERNEL_DESC(k_unflagged_barrier, 0, (NCC_ARG(float *, 0)))
 NCC_KERNEL_DESC(k_coords, 0, (NCC_ARG(int *, 0)))
+NCC_KERNEL_DESC(k_ldg128, 0, (NCC_ARG(const unsigned char *, 0), NCC_ARG(unsigned *, 1), NCC_ARG(int, 2)))
 NCC_KERNEL_DESC(k_softmax, NCC_KF_BARRIER, (NCC_ARG(const float *, 0), NCC_ARG(float *, 1), NCC_ARG(int, 2)))
 NCC_KERNEL_DESC(k_uninit_shared, 0, (NCC_ARG(float *, 0)))
 NCC_KERNEL_DESC(k_quant_i8, 0, (NCC_ARG(const float *, 0), NCC_ARG(signed char *, 1), NCC_ARG(float, 2), NCC_ARG(int, 3)))

@@ -391,6 +391,29 @@ static void test_unflagged(ncc_dev *d) {
         "barrier in an unflagged kernel not reported: rc %d, %s", rc, ncc_dev_error(d));
 }
 
+/* ncc_ldg128: 16 bytes a thread, the lowest address in the low bits of q[0];
+ * from an address 16 does not divide, the launch fails naming the kernel */
+static void test_ldg128(ncc_dev *d) {
+  static unsigned char src[16 * 4 + 16] __attribute__((aligned(16)));
+  unsigned dst[16];
+  const unsigned char *sa = src;
+  unsigned *da = dst;
+  int off = 0, rc, i;
+  void *args[3] = {&sa, &da, &off};
+  for (i = 0; i < (int)sizeof src; i++) src[i] = (unsigned char)(i * 7 + 1);
+  rc = ncc_launch(d, &k_ldg128_desc, d3(1, 1, 1), d3(4, 1, 1), 0, args);
+  CHECK(rc == 0, "ldg128: rc %d, %s", rc, ncc_dev_error(d));
+  for (i = 0; i < 16; i++) {
+    unsigned want = (unsigned)src[4 * i] | (unsigned)src[4 * i + 1] << 8 | (unsigned)src[4 * i + 2] << 16 |
+                    (unsigned)src[4 * i + 3] << 24;
+    CHECK(dst[i] == want, "ldg128: word %d is %08x, want %08x", i, dst[i], want);
+  }
+  off = 8;
+  rc = ncc_launch(d, &k_ldg128_desc, d3(1, 1, 1), d3(4, 1, 1), 0, args);
+  CHECK(rc == NCC_EINTERNAL && strstr(ncc_dev_error(d), "k_ldg128") && strstr(ncc_dev_error(d), "not aligned to 16 bytes"),
+        "a misaligned 128-bit load not reported: rc %d, %s", rc, ncc_dev_error(d));
+}
+
 static void test_atomics(ncc_dev *d) {
   int n = 50000, i, hist[16] = {0}, ref[16] = {0}, imax = -1, rmax = -1, *v = malloc(sizeof(int) * n);
   unsigned ucount = 0;
@@ -914,6 +937,7 @@ int main(void) {
   test_softmax(d);
   test_early_return(d);
   test_unflagged(d);
+  test_ldg128(d);
   test_atomics(d);
   test_concurrency(d);
   test_coords(d);
