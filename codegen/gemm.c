@@ -127,6 +127,16 @@ static int store_tail(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Bu
 
 static int tile_of(int64_t d) { return d >= 64 ? 4 : d >= 32 ? 2 : 1; }
 
+/* "if (m < M && k < K) {" for a tile's element (row `rowvar`, k) of a K tile
+ * of `rows` rows, without the tests that always hold (M, K multiples of the
+ * tile), or "{" */
+static void tile_guard(Buf *b, int rows, const char *rowvar, int64_t RMAX, int64_t K) {
+  char c1[64], c2[48];
+  snprintf(c1, sizeof c1, "%s < %lld", rowvar, LL(RMAX));
+  snprintf(c2, sizeof c2, "k < %lld", LL(K));
+  guard_open(b, "      ", RMAX % rows ? c1 : NULL, K % BK ? c2 : NULL);
+}
+
 /* Statements that fill a shared tile of BK x rows elements (element (kk,
  * rr): row rowbase + rr, k = k0 + kk) with T threads, numbered tid; dst is
  * the element's place, an lvalue in kk and rr */
@@ -137,16 +147,8 @@ static void load_tile(Buf *b, const char *dst, int rows, int T, int kcontig, con
   else buf_printf(b, "      int rr = l %% %d, kk = l / %d;\n", rows, rows);
   buf_printf(b, "      int %s = %s + rr, k = k0 + kk;\n      %s\n", rowvar, rowbase,
              bits ? bits : "float v = 0.0f;");
-  int krem = K % BK != 0, rrem = RMAX % rows != 0;
-  if (krem || rrem) {
-    buf_printf(b, "      if (");
-    if (rrem) buf_printf(b, "%s < %lld", rowvar, LL(RMAX));
-    if (rrem && krem) buf_puts(b, " && ");
-    if (krem) buf_printf(b, "k < %lld", LL(K));
-    buf_printf(b, ") {\n        %s\n      }\n", stmt);
-  } else {
-    buf_printf(b, "      {\n        %s\n      }\n", stmt);
-  }
+  tile_guard(b, rows, rowvar, RMAX, K);
+  buf_printf(b, "        %s\n      }\n", stmt);
   /* --precision=tf32|fp16|bf16: the operand rounded as it enters shared memory (int8: quantized) */
   buf_printf(b, "      %s = %s;\n    }\n", dst, rv);
 }
@@ -323,16 +325,8 @@ static void vec_tile(Buf *b, int ab, int rows, int T, const char *rowvar, const 
   if (P > 1) buf_printf(b, "      int rr = l / %d, kv = l %% %d * %d;\n", P, P, E);
   else buf_puts(b, "      int rr = l, kv = 0;\n");
   buf_printf(b, "      int %s = %s + rr, k = k0 + kv;\n      unsigned q[4] = {0u, 0u, 0u, 0u};\n", rowvar, rowbase);
-  int krem = K % BK != 0, rrem = RMAX % rows != 0;
-  if (krem || rrem) {
-    buf_puts(b, "      if (");
-    if (rrem) buf_printf(b, "%s < %lld", rowvar, LL(RMAX));
-    if (rrem && krem) buf_puts(b, " && ");
-    if (krem) buf_printf(b, "k < %lld", LL(K));
-    buf_printf(b, ") ncc_ldg128(q, %s);\n", addr);
-  } else {
-    buf_printf(b, "      ncc_ldg128(q, %s);\n", addr);
-  }
+  tile_guard(b, rows, rowvar, RMAX, K);
+  buf_printf(b, "        ncc_ldg128(q, %s);\n      }\n", addr);
   buf_printf(b, "      for (int p = 0; p < 4; p++) {\n        int kk = kv + %d * p;\n        ncc_sts32(&%s, q[p]);\n      }\n    }\n",
              W, mma_dst(dst, sizeof dst, ab, rows, "rr", kind));
 }

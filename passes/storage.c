@@ -40,10 +40,33 @@ typedef struct {
   int *is_output;    /* value id -> 1 when an output (or a loss) names it */
 } Ctx;
 
-/* Does every reader of v load it rounded at c->prec (int8: quantized, all with
- * one scale, left in *scale)?  Views pass the question on.  When not, *why is
- * the reader that does not (NULL: v is an output). */
-static int readers_round(const Ctx *c, const Value *v, int depth, const Node **why, float *scale) {
+/* Does reader r load its operand j rounded at c->prec (int8: quantized, the
+ * scale agreeing with *scale, which it sets)?  weight: the operand is a
+ * load-time weight (at int8 a quantize node's integers, taken as they are).
+ * 2: r is a max pooling computed as a GEMM loads (a prologue), whose own
+ * readers answer for it. */
+static int reads_rounded(const Ctx *c, const Node *r, int j, int weight, float *scale) {
+  if (r->grole == GROLE_PROLOGUE)
+    /* ir_prologue_ok; not at int8, where a NaN would be quantized (to 0)
+     * before the max, not after; never a weight */
+    return !weight && r->op == OP_MAXPOOL2D && j == 0 && c->prec != PREC_INT8 ? 2 : 0;
+  if (!(ncc_ops[r->op].flags & OPF_GEMM_LIKE) || r->prec != c->prec) return 0;
+  if (weight)   /* int8: a conv2d's or linear's weight; else either rounded operand (not a bias) */
+    return c->prec == PREC_INT8 ? j == 1 && r->op != OP_MATMUL : j == 1 || (r->op == OP_MATMUL && j == 0);
+  /* conv2d, linear: x (in[0]); matmul: a and b.  A bias is added unrounded. */
+  if (!(j == 0 || (r->op == OP_MATMUL && j == 1))) return 0;
+  if (c->prec == PREC_INT8) {   /* int8: the activation scale of that operand */
+    float sc = j == 1 ? r->qscale_b : r->qscale;
+    if (*scale != 0.0f && *scale != sc) return 0;
+    *scale = sc;
+  }
+  return 1;
+}
+
+/* Does every reader of v load it rounded (reads_rounded)?  Views and
+ * prologues pass the question on.  When not, *why is the reader that does
+ * not (NULL: v is an output). */
+static int readers_round(const Ctx *c, const Value *v, int weight, int depth, const Node **why, float *scale) {
   *why = NULL;
   if (depth > 16 || c->is_output[v->id]) return 0;
   int nreaders = 0;
@@ -52,47 +75,9 @@ static int readers_round(const Ctx *c, const Value *v, int depth, const Node **w
     for (int j = 0; j < r->nin; j++) {
       if (r->in[j] != v) continue;
       nreaders++;
-      if (ir_is_view(r)) {
-        if (j != 0 || !readers_round(c, r->out, depth + 1, why, scale)) return 0;
-      } else if (r->grole == GROLE_PROLOGUE) {
-        /* a max pooling computed as the GEMM loads (ir_prologue_ok); not at
-         * int8, where a NaN would be quantized (to 0) before the max, not after */
-        if (r->op != OP_MAXPOOL2D || j != 0 || c->prec == PREC_INT8) return *why = r, 0;
-        if (!readers_round(c, r->out, depth + 1, why, scale)) return 0;
-      } else if ((ncc_ops[r->op].flags & OPF_GEMM_LIKE) && r->prec == c->prec) {
-        /* conv2d, linear: x (in[0]); matmul: a and b.  A bias is added unrounded. */
-        if (!(j == 0 || (r->op == OP_MATMUL && j == 1))) return *why = r, 0;
-        if (c->prec == PREC_INT8) {   /* int8: the activation scale of that operand */
-          float sc = j == 1 ? r->qscale_b : r->qscale;
-          if (*scale != 0.0f && *scale != sc) return *why = r, 0;
-          *scale = sc;
-        }
-      } else {
-        return *why = r, 0;
-      }
-    }
-  }
-  return nreaders > 0;
-}
-
-/* A load-time value (a folded weight; int8: a quantize node's integers):
- * does every reader take it as a GEMM's weight that it rounds (at int8: as
- * the integers they are)?  Views pass the question on. */
-static int weight_readers(const Ctx *c, const Value *v, int q8, int depth) {
-  if (depth > 16 || c->is_output[v->id]) return 0;
-  int nreaders = 0;
-  for (int i = 0; i < c->g->nnodes; i++) {
-    const Node *r = c->g->nodes[i];
-    for (int j = 0; j < r->nin; j++) {
-      if (r->in[j] != v) continue;
-      nreaders++;
-      if (ir_is_view(r)) {
-        if (j != 0 || !weight_readers(c, r->out, q8, depth + 1)) return 0;
-      } else if (!(ncc_ops[r->op].flags & OPF_GEMM_LIKE) || r->prec != c->prec || r->grole == GROLE_PROLOGUE) {
-        return 0;
-      } else if (q8 ? !(j == 1 && r->op != OP_MATMUL) : !(j == 1 || (r->op == OP_MATMUL && j == 0))) {
-        return 0;   /* int8: a conv2d's or linear's weight; else the operand rounded (not a bias) */
-      }
+      int ok = ir_is_view(r) ? (j == 0 ? 2 : 0) : reads_rounded(c, r, j, weight, scale);
+      if (!ok) return *why = r, 0;
+      if (ok == 2 && !readers_round(c, r->out, weight, depth + 1, why, scale)) return 0;
     }
   }
   return nreaders > 0;
@@ -173,8 +158,8 @@ int pass_storage(Graph *g, PassCtx *pc) {
     if ((ncc_ops[n->op].flags & OPF_SOURCE) || ir_is_view(n) || v->dtype != DT_F32) continue;
     if (n->load_time) {   /* a weight computed at load: a folded weight, an int8 weight's integers */
       int q8 = prec == PREC_INT8;
-      if ((q8 ? n->op == OP_QUANTIZE : 1) && stored(g, n) && producer_ok(group_main(g, n)) &&
-          weight_readers(&c, v, q8, 0)) {
+      if ((!q8 || n->op == OP_QUANTIZE) && stored(g, n) && producer_ok(group_main(g, n)) &&
+          (scale = 0.0f, readers_round(&c, v, 1, 0, &why[i], &scale))) {
         int64_t bytes = ir_value_bytes(v);
         mark(g, v, t, 1.0f);   /* int8: the integers as they are (scale 1) */
         nweights++;
@@ -187,7 +172,7 @@ int pass_storage(Graph *g, PassCtx *pc) {
     total += bytes;
     if (!producer_ok(group_main(g, n))) {
       verdict[i] = 2;
-    } else if (scale = 0.0f, !readers_round(&c, v, 0, &why[i], &scale)) {
+    } else if (scale = 0.0f, !readers_round(&c, v, 0, 0, &why[i], &scale)) {
       verdict[i] = 3;
     } else {
       verdict[i] = 1;
