@@ -22,9 +22,10 @@ foreach(_script test_driver test_train)
       add_test(NAME driver.${_case}
                COMMAND ${NCC_PYTHON} ${NCC_DRIVER_PY} ${_case} --ncc $<TARGET_FILE:ncc>
                        --work ${CMAKE_BINARY_DIR}/driver-work/${_case} --build ${CMAKE_BINARY_DIR})
-      # train_digits trains for minutes: slow, so the sanitizer stage leaves it out
+      # train_digits trains for minutes, int8_storage calibrates and runs three models six
+      # times (two minutes under the sanitizers): slow, so the sanitizer stage leaves them out
       set(_labels driver)
-      if(_case STREQUAL "train_digits")
+      if(_case STREQUAL "train_digits" OR _case STREQUAL "int8_storage")
         list(APPEND _labels slow)
       endif()
       set_tests_properties(driver.${_case} PROPERTIES LABELS "${_labels}" TIMEOUT 600
