@@ -25,9 +25,10 @@ typedef struct GemmSpec {
   int a_kcontig, b_kcontig;
   char a_load[2048];   /* statement: sets float v from A(z, m, k), indices in range */
   char b_load[2048];   /* statement: sets float v from B(z, k, n) */
-  char a_bits[512];    /* fp16, bf16: an operand stored half-width (Value.narrow) at the MMA's type:
-                          a statement setting unsigned short v to A's stored bits, which the
-                          MMA tile takes as they are (no conversion and rounding back); or "" */
+  char a_bits[512];    /* fp16, bf16, int8: an operand stored narrow (Value.narrow) at the MMA's type:
+                          a statement setting v (unsigned short; int8: signed char, mma_bits) to
+                          A's stored bits, which the MMA tile takes as they are (no conversion
+                          and rounding or quantizing back); or "" */
   char b_bits[512];    /* the same for B */
   char a_vec[512];     /* with a_bits, when A is k-contiguous with rows a multiple of 16 bytes long:
                           the address of A(z, m, k), whose 16 bytes from k on (a multiple of

@@ -146,7 +146,7 @@ int pass_storage(Graph *g, PassCtx *pc) {
   for (int i = 0; i < g->nlosses; i++) c.is_output[g->losses[i].v->id] = 1;
   int t = prec == PREC_FP16 ? DT_F16 : prec == PREC_BF16 ? DT_BF16 : DT_I8, nhalf = 0, nfloat = 0;
   int64_t saved = 0, total = 0;
-  /* per node: 0 nothing stored, 1 half-width, 2 float32 (its kernel), 3 float32 (a reader: why[i]) */
+  /* per node: 0 nothing stored (or a load-time weight), 1 narrow, 2 float32 (its kernel), 3 float32 (a reader: why[i]) */
   unsigned char *verdict = arena_alloc(g->arena, (size_t)g->nnodes + 1);
   const Node **why = arena_alloc(g->arena, sizeof(Node *) * ((size_t)g->nnodes + 1));
   float scale;
