@@ -310,7 +310,7 @@ static void verify_plan(Graph *g) {
   ir_liveness_free(&lv);
 }
 
-static void verify_half(const Graph *g) {
+static void verify_narrow(const Graph *g) {
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = g->nodes[i];
     if (!n || !n->out) continue;
@@ -411,7 +411,7 @@ int ir_verify(Graph *g) {
           shape_str(b2, sizeof b2, t, &s));
     }
   }
-  verify_half(g);
+  verify_narrow(g);
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
     if (n && n->out && n->out->nuses != uses[i])

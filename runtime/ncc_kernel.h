@@ -250,12 +250,12 @@ static __device__ __forceinline__ void ncc_lds_u32x2(unsigned *d, const unsigned
 static __device__ __forceinline__ unsigned short ncc_fp16_bits(float x) { return __half_as_ushort(__float2half_rn(x)); }
 static __device__ __forceinline__ unsigned short ncc_bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
 static __device__ __forceinline__ float ncc_fp16_load(unsigned short h) { return __half2float(__ushort_as_half(h)); }
+static __device__ __forceinline__ float ncc_bf16_load(unsigned short h) { return __bfloat162float(__ushort_as_bfloat16(h)); }
 static __device__ __forceinline__ void ncc_ldg128(unsigned *d, const void *p) {
   uint4 v = *(const uint4 *)p;
   d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
 }
 static __device__ __forceinline__ void ncc_sts32(void *s, unsigned v) { *(unsigned *)s = v; }
-static __device__ __forceinline__ float ncc_bf16_load(unsigned short h) { return __bfloat162float(__ushort_as_bfloat16(h)); }
 static __device__ __forceinline__ void ncc_mma_tf32_16x8x8(float *d, const float *a, const float *b) {
   asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
