@@ -6,7 +6,8 @@
 #   3. an AddressSanitizer + UndefinedBehaviorSanitizer build running the suite
 #      again (tests labelled `slow`, and the example matrix `matrix`, the batch cases `batch` and the
 #      forced tensor-core tiles `tile` (the emulator paths of the other tensor-core cases), excluded)
-#   4. the libFuzzer targets, each for a bounded time (NCC_FUZZ_SECONDS, default 60)
+#   4. the libFuzzer targets, each for a bounded time (NCC_FUZZ_SECONDS, default
+#      60), the scripts tests/fuzz/run_*.sh as many at a time as there are cores
 #   5. examples/demo.sh, the README's first command
 # The training oracle (label train, tests/oracle/train_oracle.py) runs in the
 # release stage but for its big models (label train-slow: ResNet-50, VGG-16,
@@ -28,7 +29,8 @@ jobs=$(nproc 2>/dev/null || echo 2)
 
 log=$(mktemp)
 failed_list=$(mktemp)
-trap 'rm -f "$log" "$failed_list"' EXIT
+fuzz_out=$(mktemp -d)
+trap 'rm -f "$log" "$failed_list"; rm -rf "$fuzz_out"' EXIT
 passed=0 failed=0 skipped=0 bad_stage=0
 
 # ctest's summary "NN% tests passed, F tests failed out of T" and its list of
@@ -78,10 +80,26 @@ cmake --build build-asan -j"$jobs"
 # shellcheck disable=SC2086
 ASAN_OPTIONS=detect_leaks=0 stage_name=sanitizers stage ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE "slow|train|matrix|batch|tile" ${NCC_CTEST_ARGS:-}
 
-echo "== fuzzing (${NCC_FUZZ_SECONDS:-60} s per target)"
-for f in tests/fuzz/run_*.sh; do
+echo "== fuzzing (${NCC_FUZZ_SECONDS:-60} s per target, $jobs scripts at a time)"
+# libFuzzer uses one core, so the scripts run $jobs at a time (they take turns
+# at building build-fuzz, under a lock).  run_fuzz_readers.sh fuzzes two
+# targets one after the other: it starts first, and the others run beside it.
+# Each script's output is kept apart and shown when all are done.
+fuzz_scripts=tests/fuzz/run_fuzz_readers.sh
+for f in tests/fuzz/run_*.sh; do [ "$f" = tests/fuzz/run_fuzz_readers.sh ] || fuzz_scripts="$fuzz_scripts $f"; done
+for f in $fuzz_scripts; do
   [ -x "$f" ] || continue
-  NCC_FUZZ_SECONDS=${NCC_FUZZ_SECONDS:-60} "$f" || { echo "== $f: a finding (see build-fuzz/)"; echo "  fuzzing: $f" >>"$failed_list"; bad_stage=1; }
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  n=$(basename "$f")
+  ( rc=0; NCC_FUZZ_SECONDS=${NCC_FUZZ_SECONDS:-60} "$f" >"$fuzz_out/$n.log" 2>&1 || rc=$?; echo $rc >"$fuzz_out/$n.rc" ) &
+done
+wait
+for f in tests/fuzz/run_*.sh; do
+  n=$(basename "$f")
+  [ -f "$fuzz_out/$n.rc" ] || continue
+  echo "== $f"
+  cat "$fuzz_out/$n.log"
+  [ "$(cat "$fuzz_out/$n.rc")" = 0 ] || { echo "== $f: a finding (see build-fuzz/)"; echo "  fuzzing: $f" >>"$failed_list"; bad_stage=1; }
 done
 echo "== examples/demo.sh (the README's first command)"
 examples/demo.sh || { echo "== examples/demo.sh failed"; echo "  demo: examples/demo.sh" >>"$failed_list"; bad_stage=1; }

@@ -8,8 +8,14 @@ cd "$(dirname "$0")/../.."
 top=$PWD
 secs=${NCC_FUZZ_SECONDS:-60}
 bdir=${NCC_FUZZ_BUILD:-$top/build-fuzz}
+mkdir -p "$bdir"
+# tests/run_all.sh runs the fuzz scripts two at a time: the lock keeps their
+# cmake and ninja runs in the shared build directory one at a time
+exec 9>"$bdir/.build.lock"
+flock 9
 cmake -S "$top" -B "$bdir" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNCC_FUZZ=ON >/dev/null
 cmake --build "$bdir" --target fuzz_frontend -j"${NCC_JOBS:-2}"
+exec 9>&-   # the lock's end
 seeds=$bdir/fuzz_seeds
 corpus=$bdir/fuzz_corpus
 mkdir -p "$seeds" "$corpus"

@@ -12,6 +12,11 @@ cd "$(dirname "$0")/../.."
 top=$PWD
 secs=${NCC_FUZZ_SECONDS:-60}
 bdir=${NCC_FUZZ_BUILD:-$top/build-fuzz}
+mkdir -p "$bdir"
+# tests/run_all.sh runs the fuzz scripts two at a time: the lock keeps their
+# cmake and ninja runs in the shared build directory one at a time
+exec 9>"$bdir/.build.lock"
+flock 9
 cmake -S "$top" -B "$bdir" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNCC_FUZZ=ON >/dev/null
 # grep without -q: -q stops reading at the match, and ninja, still writing,
 # then dies of SIGPIPE, which pipefail turns into "no fuzz_onnx" (seen under load)
@@ -20,6 +25,7 @@ if ! ninja -C "$bdir" -t targets all 2>/dev/null | grep '^fuzz_onnx:' >/dev/null
   exit 0
 fi
 cmake --build "$bdir" --target fuzz_onnx -j"${NCC_JOBS:-2}"
+exec 9>&-   # the lock's end
 seeds=$bdir/fuzz_seeds_onnx
 corpus=$bdir/fuzz_corpus_onnx
 mkdir -p "$seeds" "$corpus"
