@@ -1023,7 +1023,7 @@ static Val call_op(Elab *E, const OpSpec *sp, Expr *c) {
   case OP_MAXPOOL2D_BWD: case OP_AVGPOOL2D_BWD: case OP_GAVGPOOL2D_BWD: case OP_SOFTMAX_BWD: case OP_LOG_SOFTMAX_BWD:
   case OP_CROSS_ENTROPY_BWD: case OP_NLL_LOSS_BWD: case OP_MSE_LOSS_BWD: case OP_LAYERNORM_BWD_DATA:
   case OP_LAYERNORM_BWD_WEIGHT: case OP_BN_BWD_DATA: case OP_BN_BWD_WEIGHT: case OP_SLICE: case OP_OPTIMIZER:
-  case OP_QSCALE: case OP_QUANTIZE:
+  case OP_QSCALE: case OP_QUANTIZE: case OP_CAST:
   case OP__COUNT:
     ncc_die("call_op: %s is not called this way", nm);
   }

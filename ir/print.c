@@ -70,7 +70,7 @@ static void print_attrs(FILE *f, const Node *n) {
     break;
   case OP_SUM_TO: print_list(f, "shape", a); fprintf(f, " at=%d", a->axis); break;
   case OP_QSCALE: print_list(f, "shape", a); break;
-  case OP_QUANTIZE: break;
+  case OP_QUANTIZE: case OP_CAST: break;
   case OP_SLICE: fprintf(f, " axis=%d start=%lld len=%lld", a->axis, (long long)a->list[0], (long long)a->list[1]); break;
   case OP_SOFTMAX_BWD: case OP_LOG_SOFTMAX_BWD: fprintf(f, " axis=%d", a->axis); break;
   case OP_BN_STATS: case OP_LINEAR_BWD_WEIGHT: case OP_GAVGPOOL2D_BWD: case OP_CROSS_ENTROPY_BWD:

@@ -135,6 +135,7 @@ static int eval_const(const Node *n, float x, float y, float *r) {
   /* int8's weight quantization (the precision pass, after fold) */
   case OP_QSCALE:
   case OP_QUANTIZE:
+  case OP_CAST:   /* fp16/bf16 weights converted at load (the precision pass, after fold) */
   /* random in training, gone at inference (prune) */
   case OP_DROPOUT:
   case OP_DROPOUT2D:

@@ -57,7 +57,8 @@ static const Pass passes[] = {
   {"fuse", pass_fuse, "kernel groups by named rules: epilogues into their producer's kernel (-v: what stays unfused, and why)"},
   {"plan", pass_plan, "memory plan: arena offsets of stored values; lifetimes that do not meet share bytes, in place where legal"},
   {"batch", pass_batch, "inference: which values keep the batch in their rows, so that one build serves batches 1..N"},
-  {"precision", pass_precision, "the math precision of each op from --precision (tf32: GEMM operands rounded to TF32); "
+  {"precision", pass_precision, "the math precision of each op from --precision (tf32: GEMM operands rounded to TF32; "
+                                "fp16/bf16 inference: the GEMMs' parameter weights converted at load); "
                                 "in every pipeline when --precision is not fp32"},
   {"storage", pass_storage, "fp16/bf16/int8: a value that only GEMMs rounding to that type (int8: quantizing with "
                             "one scale) read is stored so, in 16 bits (8) (lossless: the outputs stay bit for bit)"},

@@ -201,6 +201,38 @@ static int pass_int8(Graph *g, PassCtx *c) {
   return 0;
 }
 
+/* fp16/bf16 inference: the weights converted at load.  A GEMM rounds its
+ * operands to the low type as it loads them, so a float32 parameter it
+ * reads as a weight (conv2d's and linear's weight, either operand of a
+ * matmul) may be read from a copy made once, at load: a load-time cast node,
+ * shared by the GEMMs that read one parameter, which the storage pass then
+ * stores in 16 bits.  The parameter itself stays float32 (M_load fills it,
+ * M_save writes it; the copy is redone after every load).  Not in training
+ * (the step updates the float32 parameters, read again each step) nor with
+ * --cublas (cuBLAS reads float32 operands).  Returns the casts made. */
+static int convert_weights(Graph *g, const PassCtx *c) {
+  if (c->train || g->training || c->cublas || (g->precision != PREC_FP16 && g->precision != PREC_BF16)) return 0;
+  Value **cast = arena_alloc(g->arena, sizeof(Value *) * ((size_t)g->next_value_id + 1));
+  int made = 0, nn = g->nnodes;
+  for (int i = 0; i < nn; i++) {
+    Node *nd = g->nodes[i];
+    if (nd->dead || nd->load_time || !(ncc_ops[nd->op].flags & OPF_GEMM_LIKE) || nd->prec != g->precision) continue;
+    for (int j = 0; j < nd->nin && j < 2; j++) {
+      Value *w = nd->in[j];
+      if (!(j == 1 || nd->op == OP_MATMUL) || w->def->op != OP_PARAM || w->dtype != DT_F32) continue;
+      if (!cast[w->id]) {
+        cast[w->id] = passes_mk(g, OP_CAST, w, NULL, NULL, nd, 1);
+        made++;
+      }
+      nd->in[j] = cast[w->id];
+      w->nuses--;
+      cast[w->id]->nuses++;
+    }
+  }
+  if (made) load_time_first(g);
+  return made;
+}
+
 int pass_precision(Graph *g, PassCtx *c) {
   int prec = c->precision, n = 0;
   if (prec == PREC_INT8) return pass_int8(g, c);
@@ -229,6 +261,7 @@ int pass_precision(Graph *g, PassCtx *c) {
     nd->prec = gemm ? g->precision : PREC_FP32;
     n += nd->prec != PREC_FP32;
   }
+  int casts = convert_weights(g, c);
   choose_tiles(g, c);
   static const char *const upper[] = {"FP32", "TF32", "FP16", "BF16"};
   if (c->verbose && g->precision != PREC_FP32)
@@ -237,5 +270,8 @@ int pass_precision(Graph *g, PassCtx *c) {
             g->train.loss_scaling ? "; the loss scaled (dynamic, as GradScaler)" : "");
   else if (c->verbose)
     fprintf(stderr, "pass precision: fp32: every op in float32\n");
+  if (c->verbose && casts)
+    fprintf(stderr, "pass precision: %d parameter weight%s converted at load (a cast each, which storage stores as %s)\n",
+            casts, casts == 1 ? "" : "s", g->precision == PREC_FP16 ? "f16" : "bf16");
   return 0;
 }

@@ -25,7 +25,8 @@
  * another scale.  Graph inputs and parameters keep their storage (M_load
  * fills the parameters' float32 buffers), and so does a training step (its
  * gradients read the forward's values in float32).  A load-time value (a
- * folded weight; at int8 a quantize node's integers) is stored narrow when
+ * folded weight, a parameter weight's cast (the precision pass converts
+ * the GEMMs' weights at load); at int8 a quantize node's integers) is stored narrow when
  * only those GEMMs read it, as their weight: in 16 bits at fp16/bf16, as
  * int8 (exact integers, scale 1) at int8.  With --cublas nothing changes: cuBLAS reads float32
  * operands.
@@ -150,8 +151,8 @@ int pass_storage(Graph *g, PassCtx *pc) {
   unsigned char *verdict = arena_alloc(g->arena, (size_t)g->nnodes + 1);
   const Node **why = arena_alloc(g->arena, sizeof(Node *) * ((size_t)g->nnodes + 1));
   float scale;
-  int nweights = 0;
-  int64_t wsaved = 0;
+  int nweights = 0, ncast = 0;
+  int64_t wsaved = 0, cbytes = 0;
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
     Value *v = n->out;
@@ -162,8 +163,13 @@ int pass_storage(Graph *g, PassCtx *pc) {
           (scale = 0.0f, readers_round(&c, v, 1, 0, &why[i], &scale))) {
         int64_t bytes = ir_value_bytes(v);
         mark(g, v, t, 1.0f);   /* int8: the integers as they are (scale 1) */
-        nweights++;
-        wsaved += bytes - bytes / 4 * dtype_size(t);
+        if (n->op == OP_CAST) {   /* a parameter's copy (the precision pass): new bytes, not saved ones */
+          ncast++;
+          cbytes += bytes / 4 * dtype_size(t);
+        } else {
+          nweights++;
+          wsaved += bytes - bytes / 4 * dtype_size(t);
+        }
       }
       continue;
     }
@@ -189,6 +195,9 @@ int pass_storage(Graph *g, PassCtx *pc) {
   if (nweights)
     fprintf(stderr, "pass storage: %d load-time weights (%s) stored as %s, %s saved\n", nweights,
             prec == PREC_INT8 ? "int8 integers" : "folded", dtype_name(t), kb(b1, sizeof b1, wsaved));
+  if (ncast)
+    fprintf(stderr, "pass storage: %d parameter weights converted at load stored as %s (%s beside their float32)\n",
+            ncast, dtype_name(t), kb(b1, sizeof b1, cbytes));
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = g->nodes[i], *w = why[i];
     if (verdict[i] == 2) {

@@ -607,10 +607,21 @@ def _half_storage(ctx):
     p = ctx.ncc_cmd([golden, "--precision=fp16", "-O3", "-v", "--emit=ir", "--passes=prune,fold,precision,fuse,storage,plan"])
     show(p)
     half = re.findall(r"^%\d+ = (\w+)\(.*: f16\[", p.stdout, re.M)
-    if sorted(half) != ["add", "relu", "softmax", "transpose"]:
-        raise Failure("expected c1's relu, the residual add, the softmax and the transpose stored as f16: %s" % half)
+    if sorted(half) != ["add"] + ["cast"] * 5 + ["relu", "softmax", "transpose"]:
+        raise Failure("expected c1's relu, the residual add, the softmax, the transpose and the five GEMM weights' "
+                      "casts stored as f16: %s" % half)
+    # the weights converted at load: each conv's and the linear's weight read through a load-time cast of the param
+    casts = re.findall(r"^%(\d+) = cast\(%(\d+)\) load-time : f16\[", p.stdout, re.M)
+    params = set(re.findall(r"^%(\d+) = param \"\w+\.weight\"", p.stdout, re.M))
+    if len(casts) != 5 or {src for _, src in casts} != params or "5 parameter weights converted at load" not in p.stderr:
+        raise Failure("expected a load-time cast of each of the 5 GEMM weights: %s of %s" % (casts, sorted(params)))
     if "f32: relu2 (%9): add1 (add) reads it in float32" not in p.stderr or "matmul1 (%26): an output" not in p.stderr:
         raise Failure("-v should say why relu2 and the output stay f32")
+    # VGG-11's weights (no batchnorm: parameters converted at load), f16: staged 16 bytes a load
+    p = ctx.ncc_cmd([os.path.join(examples, "vgg11.net"), "--precision=fp16", "--set", "N=2", "--set", "S=32", "-o", out])
+    src = open(out).read() if p.returncode == 0 else ""
+    if "ncc_ldg128(q, &weight[" not in src or "_cast(const float *__restrict__ in0, unsigned short *__restrict__ y)" not in src:
+        raise Failure("VGG-11 at fp16: the weights should be cast to f16 at load and staged with 128-bit loads")
     # ResNet-18's folded weights, f16 and k-contiguous: staged 16 bytes a load
     p = ctx.ncc_cmd([os.path.join(examples, "resnet18.net"), "--precision=fp16", "--set", "N=2", "--set", "S=32", "-o", out])
     src = open(out).read() if p.returncode == 0 else ""
