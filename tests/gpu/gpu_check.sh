@@ -26,7 +26,8 @@
 #     precision; ResNet-18); a 4096^3 GEMM (gemm4096.net) at each precision,
 #     ncc's kernels and cuBLAS; ResNet-50, VGG-16 and the GEMM at fp16 with
 #     the old 64x64 tile forced and with --autotune (docs/gpu.md, "Tile
-#     choice").  Each time is printed whole and for the kernels alone.
+#     choice"), and those two at fp16 without the storage pass (float32
+#     between kernels).  Each time is printed whole and for the kernels alone.
 #     Objects are compiled in parallel first (not the autotuned ones, whose
 #     trials are timed), then timed one at a time
 #  5. PyTorch eager on the same models, steps and GEMM (tests/gpu/torch_bench.py)
@@ -197,6 +198,8 @@ if want bench; then
     # the tensor-core tiles: the old default forced, and each shape tried on this GPU (--autotune,
     # after the model's choice above; its trials run here, one at a time, not in the parallel compile)
     for m in resnet50 vgg16; do
+      # float32 storage between kernels (no storage pass), against the default above
+      echo "examples/$m.net --set N=32 --precision=fp16 --passes=prune,fold,precision,fuse,plan,batch"
       echo "examples/$m.net --set N=32 --precision=fp16 --gemm-tile=64x64"
       echo "examples/$m.net --set N=32 --precision=fp16 --autotune=300"
     done
