@@ -1404,7 +1404,7 @@ def example_text(kind, opt, model):
     return src + opt.block("loss")
 
 
-def example_spec(name, kind, batch, size, in_ch=3, samples=None, opt=None, seed=20):
+def example_spec(name, kind, batch, size, in_ch=3, samples=None, opt=None, seed=20, scale_logits=True):
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -1421,10 +1421,11 @@ def example_spec(name, kind, batch, size, in_ch=3, samples=None, opt=None, seed=
     # logits of about 4 at most (as the inference oracle does): gradients of a
     # size the tolerance means something for
     last = [mod for mod in m.modules() if isinstance(mod, nn.Linear)][-1]
-    with torch.no_grad():
-        k = 4.0 / float(copy.deepcopy(m).double().train()(x_all[:batch]).abs().max())
-        last.weight.mul_(k)
-        last.bias.mul_(k)
+    if scale_logits:
+        with torch.no_grad():
+            k = 4.0 / float(copy.deepcopy(m).double().train()(x_all[:batch]).abs().max())
+            last.weight.mul_(k)
+            last.bias.mul_(k)
     sd = {k: (O.as64(v) if v.is_floating_point() else v.clone()) for k, v in m.state_dict().items()}
     md = m.double().train()
     trainable = [k for k, _ in md.named_parameters()]
@@ -1685,6 +1686,64 @@ def prec_run(ctx, name):
 
 for _n, _e in PREC_CASES.items():
     CASES[_n] = (lambda ctx, n=_n: prec_run(ctx, n), tuple(_e[3]) + (_e[1],))
+
+
+def digits_autocast_run(ctx, prec, K=12):
+    """Mixed-precision training of the digits network (examples/digits.net)
+    on the real digits (scikit-learn's, scaled as examples/make_digits.py
+    scales them; the first 256 in make_digits.py's order, batch 32) follows
+    PyTorch's own autocast: the K losses of `ncc train --precision=PREC`
+    within AUTOCAST_RTOL[prec] of those of PyTorch's CPU autocast to PREC
+    (float32 parameters; at fp16 with GradScaler's loss scaling), from the
+    same initial weights.  SGD with momentum, and the first 12 steps: later
+    (or with Adam, whose normalized steps turn a near-zero gradient's
+    rounding into a full step) one max pooling's argmax or one ReLU that
+    autocast's 16-bit outputs flip moves the curves apart by more than any
+    rounding bound, in PyTorch against itself too (float64 against autocast
+    bf16: 0.16 relative by step 48 at this learning rate).  Skipped where
+    PyTorch's CPU autocast lacks the type (Debian's 1.13: fp16)."""
+    import numpy as np
+    import torch
+    dt = autocast_dtype(prec)
+    if dt is None:
+        raise Skip("PyTorch %s has no CPU autocast to %s" % (torch.__version__, prec))
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise Skip("scikit-learn (python3-sklearn) is missing: no digits data")
+    d = load_digits()
+    x = (d.images.astype(np.float32) / np.float32(16.0)).reshape(-1, 1, 8, 8)
+    perm = np.random.RandomState(0).permutation(len(d.target))
+    n = 256
+    spec = example_spec("digits_autocast_" + prec, "digits", 32, 8, 1, samples=n,
+                        opt=Opt("sgd", lr=0.1, momentum=0.9), scale_logits=False)
+    spec.x_all = torch.from_numpy(np.ascontiguousarray(x[perm][:n])).double()
+    spec.y_all = torch.from_numpy(d.target[perm][:n].astype(np.int64))
+    spec.prec = prec
+    net, data, w0 = write_inputs(ctx, spec)
+    L = ctx.path("log.csv")
+    run_train(ctx, net, data, K, weights=w0, log=L, extra=["--set", "N=32"] + prec_flags(spec))
+    rows, ac = read_log(L), autocast_losses(spec, K, dt)
+    if len(rows) != K:
+        raise Failure("ncc train logged %d steps of %d" % (len(rows), K))
+    plain = copy.copy(spec)
+    plain.prec = None
+    f64 = torch_train(plain, K)["losses"]
+    worst, bound = 0.0, AUTOCAST_RTOL[prec]
+    for i, (r, a) in enumerate(zip(rows, ac)):
+        dd = abs(float(r["loss"]) - a) / abs(a)
+        worst = max(worst, dd)
+        print("  step %2d: loss %.7g, PyTorch autocast %s %.7g (relative %.2g)" % (i + 1, float(r["loss"]), prec, a, dd))
+    far = max(abs(f - a) / abs(a) for f, a in zip(f64, ac))
+    print("digits, %d steps at %s: the loss %.4f -> %.4f; against PyTorch autocast at most %.2g relative (bound %g; "
+          "PyTorch in float64 is %.2g from its autocast)" % (K, prec, float(rows[0]["loss"]), float(rows[-1]["loss"]),
+                                                             worst, bound, far))
+    if worst > bound:
+        raise Failure("the %s loss curve leaves PyTorch autocast's by %.3g relative (> %g)" % (prec, worst, bound))
+
+
+for _p in ("bf16", "fp16"):
+    CASES["digits_autocast_" + _p] = (lambda ctx, p=_p: digits_autocast_run(ctx, p), ("model", "optim", _p))
 
 
 def fp16_resume_spec():
