@@ -143,6 +143,13 @@ __asm__(".pushsection .text\n"
 
 enum { FIBER_STACK = 16 * 1024, ALT_STACK = 64 * 1024 };
 
+/* one cp.async copy: the source's bytes (read at issue), where they land, the group */
+struct cpa {
+  unsigned char data[16];
+  void *dst;
+  int n, group;   /* group -1: not committed yet */
+};
+
 typedef struct fiber {
   fiber_ctx ctx;
   char *map;            /* guard page + stack */
@@ -155,6 +162,9 @@ typedef struct fiber {
   unsigned wmask;
   int wb, wwidth;
   unsigned long long wval, wres;
+  struct cpa *cp;       /* its cp.async copies not landed yet, in issue order (ncc_emu_cp_async) */
+  int ncp, capcp;
+  int cpgroups;         /* groups committed in this block (cp.async.commit_group) */
   int fresh;            /* stack must be (re)initialised before the next switch */
   int colour;           /* cache colour of the stack top */
   struct worker *w;
@@ -176,7 +186,9 @@ typedef struct worker {
   char *dyn;
   size_t dyncap;
   int misuse;           /* 1: __syncthreads() outside a barrier kernel; 2: a warp collective outside a warp
-                           kernel; 4: a vector load from an address its size does not divide */
+                           kernel; 4: a vector load from an address its size does not divide; 8: ldmatrix or
+                           cp.async at an address its size does not divide; 16: a thread exits with cp.async
+                           copies it did not wait for (checked mode) */
   void *altstack;
   int own_altstack;     /* altstack is ours to free (not the thread's own) */
   void *tsan_sched;     /* ThreadSanitizer's handle of the OS thread's own stack */
@@ -375,6 +387,7 @@ static void worker_free(void *p) {
     if (w->fib[i]->tsan) __tsan_destroy_fiber(w->fib[i]->tsan);
 #endif
     munmap(w->fib[i]->map, w->fib[i]->maplen);
+    free(w->fib[i]->cp);
     free(w->fib[i]);
   }
   free(w->fib);
@@ -514,6 +527,11 @@ static void fiber_main(void *p) {
   for (;;) {
     worker *w = f->w;
     w->k->emu_thread(w->args);
+    if (f->ncp) {   /* copies never waited for: they land (a GPU completes them); checked mode says so */
+      if (ncc_emu_checked()) w->misuse |= 16;
+      for (int i = 0; i < f->ncp; i++) memcpy(f->cp[i].dst, f->cp[i].data, (size_t)f->cp[i].n);
+      f->ncp = 0;
+    }
     f->done = 1;
     fiber_pass(w, f);
   }
@@ -543,7 +561,7 @@ void ncc_emu_syncthreads(void) {
 static const char *const wop_name[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
                                        "__ballot_sync", "__all_sync", "__any_sync", "__syncwarp", "__activemask",
                                        "mma.sync.m16n8k8 (tf32)", "mma.sync.m16n8k16 (f16)",
-                                       "mma.sync.m16n8k16 (bf16)", "mma.sync.m16n8k16 (s8)"};
+                                       "mma.sync.m16n8k16 (bf16)", "mma.sync.m16n8k16 (s8)", "ldmatrix.sync.m8n8"};
 
 /* mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32: D = A B + C, A 16x8, B
  * 8x8, C and D 16x8, spread over the 32 lanes as the PTX ISA documents
@@ -663,6 +681,103 @@ void ncc_emu_misaligned(void) {
   if (tw) tw->misuse |= 4;
 }
 
+/* ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16, as the PTX ISA documents
+ * it ("Warp-level matrix load instruction: ldmatrix"): lanes 8 i .. 8 i + 7
+ * give the addresses of rows 0..7 of matrix i (i < N; 16 bytes a row, 16-byte
+ * aligned), and lane l receives in register i the two 16-bit elements of
+ * matrix i at row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1, the first in
+ * the low half; with .trans, those at rows 2 (l % 4) and 2 (l % 4) + 1 of
+ * column l / 4.  That is an mma.m16n8k16 operand fragment: x4 over a
+ * row-major 16x16 A tile gives a[0..3], x2.trans over a k-major 16x8 B tile
+ * gives b[0..1]. */
+static void ldmatrix(fiber **L) {
+  const ncc_emu_ldm *q0 = (const ncc_emu_ldm *)(uintptr_t)L[0]->wval;
+  int num = q0->num, trans = q0->trans, i, l;
+  for (l = 0; l < 32; l++) {
+    const ncc_emu_ldm *q = (const ncc_emu_ldm *)(uintptr_t)L[l]->wval;
+    if ((uintptr_t)q->p & 15u) tw->misuse |= 8;
+  }
+  if (tw->misuse & 8) return;
+  for (i = 0; i < num; i++)
+    for (l = 0; l < 32; l++) {
+      const ncc_emu_ldm *q = (const ncc_emu_ldm *)(uintptr_t)L[l]->wval;
+      int r = l / 4, c = 2 * (l % 4);
+      unsigned short e0, e1;
+      if (!trans) {
+        const unsigned char *row = (const unsigned char *)((const ncc_emu_ldm *)(uintptr_t)L[8 * i + r]->wval)->p;
+        memcpy(&e0, row + 2 * c, 2);
+        memcpy(&e1, row + 2 * (c + 1), 2);
+      } else {
+        const unsigned char *r0 = (const unsigned char *)((const ncc_emu_ldm *)(uintptr_t)L[8 * i + c]->wval)->p;
+        const unsigned char *r1 = (const unsigned char *)((const ncc_emu_ldm *)(uintptr_t)L[8 * i + c + 1]->wval)->p;
+        memcpy(&e0, r0 + 2 * r, 2);
+        memcpy(&e1, r1 + 2 * r, 2);
+      }
+      q->d[i] = (unsigned)e0 | (unsigned)e1 << 16;
+    }
+}
+
+/* ---- cp.async: per thread, the copies wait in its fiber's queue ----
+ * Outside fiber mode (a kernel without barriers: its threads run one after
+ * another, and no other thread can read the destination before this one
+ * waits) a copy lands at once. */
+static fiber *cp_fiber(void) {
+  worker *w = tw;
+  return w && w->mode == MODE_FIBER ? w->fib[w->cur] : NULL;
+}
+
+static void cp_land(fiber *f, int upto) {   /* lands the copies of groups < upto; keeps the others in order */
+  int i, k = 0;
+  for (i = 0; i < f->ncp; i++) {
+    struct cpa *c = &f->cp[i];
+    if (c->group >= 0 && c->group < upto) memcpy(c->dst, c->data, (size_t)c->n);
+    else f->cp[k++] = *c;
+  }
+  f->ncp = k;
+}
+
+void ncc_emu_cp_async(void *dst, const void *src, int bytes) {
+  fiber *f = cp_fiber();
+  if ((bytes != 4 && bytes != 8 && bytes != 16) || ((uintptr_t)dst | (uintptr_t)src) % (unsigned)bytes) {
+    if (tw) tw->misuse |= 8;
+    return;
+  }
+  if (!f) {
+    memcpy(dst, src, (size_t)bytes);
+    return;
+  }
+  if (f->ncp == f->capcp) {
+    int cap = f->capcp ? 2 * f->capcp : 16;
+    struct cpa *nc = realloc(f->cp, (size_t)cap * sizeof *nc);
+    if (!nc) {   /* out of memory: land it now (a legal completion time) */
+      memcpy(dst, src, (size_t)bytes);
+      return;
+    }
+    f->cp = nc;
+    f->capcp = cap;
+  }
+  struct cpa *c = &f->cp[f->ncp++];
+  memcpy(c->data, src, (size_t)bytes);
+  c->dst = dst;
+  c->n = bytes;
+  c->group = -1;
+  if (ncc_emu_checked()) memset(dst, 0xff, (size_t)bytes);   /* read before the wait: NaN / -1 */
+}
+
+void ncc_emu_cp_async_commit(void) {
+  fiber *f = cp_fiber();
+  int i;
+  if (!f) return;
+  for (i = 0; i < f->ncp; i++)
+    if (f->cp[i].group < 0) f->cp[i].group = f->cpgroups;
+  f->cpgroups++;
+}
+
+void ncc_emu_cp_async_wait(int n) {
+  fiber *f = cp_fiber();
+  if (f) cp_land(f, f->cpgroups - (n < 0 ? 0 : n));
+}
+
 unsigned long long ncc_emu_warp(int op, unsigned mask, unsigned long long v, int b, int width) {
   worker *w = tw;
   fiber *f;
@@ -691,7 +806,8 @@ static void warp_complete(fiber **L, unsigned part, int op, int checked) {
   unsigned ballot = 0;
   int l;
   if (op >= NCC_EMU_MMA_TF32) {   /* warp_resolve has seen all 32 lanes arrive */
-    if (op == NCC_EMU_MMA_TF32) mma_tf32(L);
+    if (op == NCC_EMU_LDMATRIX) ldmatrix(L);
+    else if (op == NCC_EMU_MMA_TF32) mma_tf32(L);
     else if (op == NCC_EMU_MMA_S8) mma_s8(L);
     else mma_f16(L, op == NCC_EMU_MMA_BF16);
     for (l = 0; l < 32; l++) L[l]->wait = W_RUN;
@@ -859,6 +975,8 @@ static int run_block_fibers(worker *w, int checked, char *err, size_t errn) {
     f->nbar = 0;
     f->done = 0;
     f->wait = W_RUN;
+    f->ncp = 0;
+    f->cpgroups = 0;
   }
   for (;;) {
     w->nrun = 0;
@@ -993,6 +1111,14 @@ static void run_job(job *j) {
         snprintf(err, sizeof err,
                  "emulator: kernel %s makes a 128-bit load (ncc_ldg128) from an address not aligned to 16 bytes "
                  "(a GPU faults)", j->k->name);
+      else if (w->misuse & 8)
+        snprintf(err, sizeof err,
+                 "emulator: kernel %s calls ldmatrix or cp.async at an address its size does not divide (ldmatrix: "
+                 "16-byte rows; cp.async: 4, 8 or 16 bytes, both addresses; a GPU faults)", j->k->name);
+      else if (w->misuse & 16)
+        snprintf(err, sizeof err,
+                 "emulator: kernel %s has a thread that exits with cp.async copies it never waited for "
+                 "(cp.async.wait_group)", j->k->name);
       else if (w->misuse & 1)
         snprintf(err, sizeof err,
                  "emulator: kernel %s calls __syncthreads() but is not flagged NCC_KF_BARRIER "

@@ -73,7 +73,7 @@ void ncc_emu_misaligned(void);
  * 32 as in CUDA (the trailing "32, 0" fills the optional argument). */
 enum { NCC_EMU_SHFL_IDX, NCC_EMU_SHFL_UP, NCC_EMU_SHFL_DOWN, NCC_EMU_SHFL_XOR, NCC_EMU_BALLOT, NCC_EMU_ALL,
        NCC_EMU_ANY, NCC_EMU_SYNCWARP, NCC_EMU_ACTIVEMASK, NCC_EMU_MMA_TF32,
-       NCC_EMU_MMA_F16, NCC_EMU_MMA_BF16, NCC_EMU_MMA_S8 };
+       NCC_EMU_MMA_F16, NCC_EMU_MMA_BF16, NCC_EMU_MMA_S8, NCC_EMU_LDMATRIX };
 unsigned long long ncc_emu_warp(int op, unsigned mask, unsigned long long v, int b, int width);
 static __inline__ int ncc_emu_shfl_i32(int op, unsigned m, int v, int b, int w) {
   return (int)(unsigned)ncc_emu_warp(op, m, (unsigned)v, b, w);
@@ -139,6 +139,27 @@ static __inline__ void ncc_emu_mma(int op, float *d, const void *a, const void *
   fr.a = a, fr.b = b, fr.d = d;
   (void)ncc_emu_warp(op, 0xffffffffu, (unsigned long long)(uintptr_t)&fr, 0, 32);
 }
+
+/* ---- ldmatrix (ncc_kernel.h's ncc_ldmatrix_*; docs/emulator.md, "ldmatrix and
+ * cp.async") ----
+ * ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16: every lane posts its row
+ * address; once all 32 have, emu.c reads the N 8x8 matrices of 16-bit values
+ * (matrix i's row r at the address of lane 8 i + r) and gives each lane its
+ * 32-bit register of each, by the PTX ISA's layout. */
+typedef struct ncc_emu_ldm { const void *p; unsigned *d; int num, trans; } ncc_emu_ldm;
+static __inline__ void ncc_emu_ldmatrix(unsigned *d, const void *p, int num, int trans) {
+  ncc_emu_ldm q;
+  q.p = p, q.d = d, q.num = num, q.trans = trans;
+  (void)ncc_emu_warp(NCC_EMU_LDMATRIX, 0xffffffffu, (unsigned long long)(uintptr_t)&q, 0, 32);
+}
+/* cp.async: a thread's copies of 4, 8 or 16 bytes from global to shared memory
+ * wait in its queue (the source read at issue) and land at
+ * ncc_emu_cp_async_wait(n), which completes every committed group but the n
+ * most recent, as cp.async.wait_group does; checked mode fills the
+ * destination with 0xff bytes at issue, so a read before the wait shows */
+void ncc_emu_cp_async(void *dst, const void *src, int bytes);
+void ncc_emu_cp_async_commit(void);
+void ncc_emu_cp_async_wait(int n);
 
 /* ---- math: fast-math intrinsics as macros (pitfall 1) ---- */
 #define __expf(x) expf(x)

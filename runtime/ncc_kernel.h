@@ -205,7 +205,15 @@ static __device__ __forceinline__ float ncc_bf16(float x) {
  * again (exact).  ncc_ldg128(d, p): the 16 bytes at p (global memory,
  * aligned to 16) into d[0..3], one 128-bit load (LDG.E.128): eight stored
  * 16-bit values, or sixteen int8, lowest address in the low bits of d[0];
- * ncc_sts32(s, v): v into the 4 bytes at s (shared, aligned to 4), STS.32. */
+ * ncc_sts32(s, v): v into the 4 bytes at s (shared, aligned to 4), STS.32.
+ * ncc_ldmatrix_x4/_x2[_trans](d, p): ldmatrix.sync.aligned.m8n8.x4/.x2
+ * [.trans].shared.b16, p this lane's row address (16-byte aligned); lanes
+ * 8i..8i+7 name the rows of matrix i, and lane 4g+t gets in d[i] matrix i's
+ * row g, columns 2t and 2t+1 (.trans: rows 2t, 2t+1 of column g).
+ * ncc_cp_async4/16(s, g): cp.async of 4 (.ca) or 16 (.cg) bytes from global g
+ * to shared s, both aligned to the size; ncc_cp_async_commit(): commit_group;
+ * ncc_cp_async_wait(n): wait_group n (n a constant): all committed groups but
+ * the n most recent have landed.  docs/emulator.md, "ldmatrix and cp.async". */
 #if defined(NCC_EMU)
 #define ncc_mma_tf32_16x8x8(d, a, b) ncc_emu_mma(NCC_EMU_MMA_TF32, (d), (a), (b))
 #define ncc_mma_f16_16x8x16(d, a, b) ncc_emu_mma(NCC_EMU_MMA_F16, (d), (a), (b))
@@ -225,6 +233,14 @@ static __inline__ void ncc_ldg128(unsigned *d, const void *p) {
   memcpy(d, p, 16);
 }
 #define ncc_sts32(s, v) memcpy((s), &(v), 4)
+#define ncc_ldmatrix_x4(d, p) ncc_emu_ldmatrix((d), (p), 4, 0)
+#define ncc_ldmatrix_x2(d, p) ncc_emu_ldmatrix((d), (p), 2, 0)
+#define ncc_ldmatrix_x4_trans(d, p) ncc_emu_ldmatrix((d), (p), 4, 1)
+#define ncc_ldmatrix_x2_trans(d, p) ncc_emu_ldmatrix((d), (p), 2, 1)
+#define ncc_cp_async4(s, g) ncc_emu_cp_async((s), (g), 4)
+#define ncc_cp_async16(s, g) ncc_emu_cp_async((s), (g), 16)
+#define ncc_cp_async_commit() ncc_emu_cp_async_commit()
+#define ncc_cp_async_wait(n) ncc_emu_cp_async_wait(n)
 static __inline__ unsigned ncc_lds_s8x4(const signed char *s) {
   unsigned r;
   memcpy(&r, s, 4);   /* little-endian: s[0] in the lowest byte, as on the GPU */
@@ -256,6 +272,36 @@ static __device__ __forceinline__ void ncc_ldg128(unsigned *d, const void *p) {
   d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
 }
 static __device__ __forceinline__ void ncc_sts32(void *s, unsigned v) { *(unsigned *)s = v; }
+static __device__ __forceinline__ unsigned ncc_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+static __device__ __forceinline__ void ncc_ldmatrix_x4(unsigned *d, const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(ncc_smem_addr(p)));
+}
+static __device__ __forceinline__ void ncc_ldmatrix_x2(unsigned *d, const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(d[0]), "=r"(d[1]) : "r"(ncc_smem_addr(p)));
+}
+static __device__ __forceinline__ void ncc_ldmatrix_x4_trans(unsigned *d, const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(ncc_smem_addr(p)));
+}
+static __device__ __forceinline__ void ncc_ldmatrix_x2_trans(unsigned *d, const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n" : "=r"(d[0]), "=r"(d[1]) : "r"(ncc_smem_addr(p)));
+}
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+static __device__ __forceinline__ void ncc_cp_async4(void *s, const void *g) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(ncc_smem_addr(s)), "l"(g) : "memory");
+}
+static __device__ __forceinline__ void ncc_cp_async16(void *s, const void *g) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(ncc_smem_addr(s)), "l"(g) : "memory");
+}
+#define ncc_cp_async_commit() asm volatile("cp.async.commit_group;\n" ::: "memory")
+#define ncc_cp_async_wait(n) asm volatile("cp.async.wait_group %0;\n" :: "n"(n) : "memory")
+#else   /* before sm_80: plain copies, done at once */
+static __device__ __forceinline__ void ncc_cp_async4(void *s, const void *g) { *(unsigned *)s = *(const unsigned *)g; }
+static __device__ __forceinline__ void ncc_cp_async16(void *s, const void *g) { *(uint4 *)s = *(const uint4 *)g; }
+#define ncc_cp_async_commit() ((void)0)
+#define ncc_cp_async_wait(n) ((void)0)
+#endif
 static __device__ __forceinline__ void ncc_mma_tf32_16x8x8(float *d, const float *a, const float *b) {
   asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])

@@ -127,6 +127,53 @@ NCC_KERNEL void k_ldg128(const unsigned char *__restrict__ src, unsigned *__rest
   for (int i = 0; i < 4; i++) dst[4 * t + i] = q[i];
 }
 
+/* ldmatrix, one warp: src is a 16x16 tile of 16-bit values, row-major, copied
+ * to shared memory.  mode 0: x4 with lane l giving the address of row
+ * l % 8 + 8 ((l / 8) % 2), columns 8 (l / 16) on (an mma.m16n8k16 A
+ * fragment); mode 1: x2.trans over the first 16 rows of 8 (a k-major B tile,
+ * row k at 16 k bytes), lanes 0..15 giving rows 0..15; mode 2: mode 0 from
+ * an address 8 bytes off (a GPU faults).  dst[4 l + i] = lane l's register i */
+NCC_KERNEL void k_ldmatrix(const unsigned short *__restrict__ src, unsigned *__restrict__ dst, int mode) {
+  __shared__ __align__(16) unsigned short t[16 * 16 + 8];
+  int l = (int)threadIdx.x;
+  unsigned d[4] = {0, 0, 0, 0};
+  for (int i = l; i < 256; i += 32) t[i] = src[i];
+  __syncthreads();
+  if (mode == 1) {
+    ncc_ldmatrix_x2_trans(d, &t[(l % 16) * 8]);
+  } else {
+    int row = l % 8 + 8 * ((l / 8) % 2), col = 8 * (l / 16);
+    ncc_ldmatrix_x4(d, &t[row * 16 + col + (mode == 2 ? 4 : 0)]);
+  }
+  for (int i = 0; i < 4; i++) dst[4 * l + i] = d[i];
+}
+
+/* cp.async, 64 threads: group 0 copies src[0..63] into s0 (4 bytes a
+ * thread), group 1 src[64..127] into s1 (16 bytes, threads 0..15).  mode 0:
+ * wait_group 1 (group 0 landed), barrier, dst[t] = s0[(t + 1) % 64]; then
+ * wait_group 0, barrier, dst[64 + t] = s1[(t + 5) % 64].  mode 1: reads s1
+ * before waiting for group 1 (a bug the checked emulator shows as NaN where
+ * the copy has not landed), then waits.
+ * mode 2: a 16-byte copy from an address 16 does not divide.  mode 3: the
+ * threads exit without waiting for group 1. */
+NCC_KERNEL void k_cp_async(const float *__restrict__ src, float *__restrict__ dst, int mode) {
+  __shared__ __align__(16) float s0[64];
+  __shared__ __align__(16) float s1[64];
+  int t = (int)threadIdx.x;
+  ncc_cp_async4(&s0[t], &src[t]);
+  ncc_cp_async_commit();
+  if (t < 16) ncc_cp_async16(&s1[4 * t], &src[64 + 4 * t + (mode == 2 ? 1 : 0)]);
+  ncc_cp_async_commit();
+  ncc_cp_async_wait(1);
+  __syncthreads();
+  dst[t] = s0[(t + 1) % 64];
+  if (mode == 3) return;
+  if (mode != 1) ncc_cp_async_wait(0);
+  __syncthreads();
+  dst[64 + t] = s1[(t + 5) % 64];
+  if (mode == 1) ncc_cp_async_wait(0);
+}
+
 /* 3-D geometry: every thread writes its coordinates */
 NCC_KERNEL void k_coords(int *__restrict__ out) {
   int bx = (int)(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
@@ -341,6 +388,8 @@ NCC_KERNEL_DESC(k_handshake, 0, (NCC_ARG(volatile int *, 0), NCC_ARG(int *, 1), 
 NCC_KERNEL_DESC(k_unflagged_barrier, 0, (NCC_ARG(float *, 0)))
 NCC_KERNEL_DESC(k_coords, 0, (NCC_ARG(int *, 0)))
 NCC_KERNEL_DESC(k_ldg128, 0, (NCC_ARG(const unsigned char *, 0), NCC_ARG(unsigned *, 1), NCC_ARG(int, 2)))
+NCC_KERNEL_DESC(k_ldmatrix, NCC_KF_BARRIER_WARP, (NCC_ARG(const unsigned short *, 0), NCC_ARG(unsigned *, 1), NCC_ARG(int, 2)))
+NCC_KERNEL_DESC(k_cp_async, NCC_KF_BARRIER, (NCC_ARG(const float *, 0), NCC_ARG(float *, 1), NCC_ARG(int, 2)))
 NCC_KERNEL_DESC(k_softmax, NCC_KF_BARRIER, (NCC_ARG(const float *, 0), NCC_ARG(float *, 1), NCC_ARG(int, 2)))
 NCC_KERNEL_DESC(k_uninit_shared, 0, (NCC_ARG(float *, 0)))
 NCC_KERNEL_DESC(k_quant_i8, 0, (NCC_ARG(const float *, 0), NCC_ARG(signed char *, 1), NCC_ARG(float, 2), NCC_ARG(int, 3)))

@@ -414,6 +414,83 @@ static void test_ldg128(ncc_dev *d) {
         "a misaligned 128-bit load not reported: rc %d, %s", rc, ncc_dev_error(d));
 }
 
+/* ldmatrix: each lane's registers by the PTX ISA's layout, computed here from
+ * the tile: x4 gives lane l = 4 g + t the A fragment a[i] = A[g + 8 (i % 2)]
+ * [2 t + 8 (i / 2)], [.. + 1]; x2.trans gives the B fragment b[i] =
+ * B[2 t + 8 i][g], B[2 t + 8 i + 1][g] of a k-major 16x8 tile; a row address
+ * 16 does not divide fails the launch */
+static void test_ldmatrix(ncc_dev *d) {
+  unsigned short src[256];
+  unsigned dst[128];
+  const unsigned short *sa = src;
+  unsigned *da = dst;
+  int mode = 0, rc, l, i;
+  void *args[3] = {&sa, &da, &mode};
+  for (i = 0; i < 256; i++) src[i] = (unsigned short)(i * 37 + 11);
+  rc = ncc_launch(d, &k_ldmatrix_desc, d3(1, 1, 1), d3(32, 1, 1), 0, args);
+  CHECK(rc == 0, "ldmatrix x4: rc %d, %s", rc, ncc_dev_error(d));
+  for (l = 0; l < 32; l++)
+    for (i = 0; i < 4; i++) {
+      int g = l / 4, t = l % 4, at = (g + 8 * (i % 2)) * 16 + 2 * t + 8 * (i / 2);
+      unsigned want = (unsigned)src[at] | (unsigned)src[at + 1] << 16;
+      CHECK(dst[4 * l + i] == want, "ldmatrix x4: lane %d register %d is %08x, want %08x", l, i, dst[4 * l + i], want);
+    }
+  mode = 1;
+  rc = ncc_launch(d, &k_ldmatrix_desc, d3(1, 1, 1), d3(32, 1, 1), 0, args);
+  CHECK(rc == 0, "ldmatrix x2.trans: rc %d, %s", rc, ncc_dev_error(d));
+  for (l = 0; l < 32; l++)
+    for (i = 0; i < 2; i++) {
+      int g = l / 4, t = l % 4, k = 2 * t + 8 * i;   /* B[k][n] at src[8 k + n] */
+      unsigned want = (unsigned)src[8 * k + g] | (unsigned)src[8 * (k + 1) + g] << 16;
+      CHECK(dst[4 * l + i] == want, "ldmatrix x2.trans: lane %d register %d is %08x, want %08x", l, i, dst[4 * l + i], want);
+    }
+  mode = 2;
+  rc = ncc_launch(d, &k_ldmatrix_desc, d3(1, 1, 1), d3(32, 1, 1), 0, args);
+  CHECK(rc == NCC_EINTERNAL && strstr(ncc_dev_error(d), "k_ldmatrix") && strstr(ncc_dev_error(d), "ldmatrix or cp.async"),
+        "a misaligned ldmatrix not reported: rc %d, %s", rc, ncc_dev_error(d));
+}
+
+/* cp.async: copies land at wait_group, group by group; read before the wait,
+ * checked mode shows NaN (the destination filled with 0xff at issue); a
+ * misaligned copy and, in checked mode, copies never waited for fail the
+ * launch naming the kernel */
+static void test_cp_async(ncc_dev *d) {
+  float src[129], dst[128];
+  const float *sa = src;
+  float *da = dst;
+  int mode = 0, rc, i, saved = ncc_emu_checked();
+  void *args[3] = {&sa, &da, &mode};
+  for (i = 0; i < 129; i++) src[i] = (float)(i * 3 + 1);
+  for (int checked = 0; checked < 2; checked++) {
+    ncc_emu_set_checked(checked);
+    rc = ncc_launch(d, &k_cp_async_desc, d3(2, 1, 1), d3(64, 1, 1), 0, args);
+    CHECK(rc == 0, "cp.async (checked %d): rc %d, %s", checked, rc, ncc_dev_error(d));
+    for (i = 0; i < 64; i++) {
+      CHECK(dst[i] == src[(i + 1) % 64], "cp.async group 0: dst[%d] = %g, want %g", i, dst[i], src[(i + 1) % 64]);
+      CHECK(dst[64 + i] == src[64 + (i + 5) % 64], "cp.async group 1: dst[%d] = %g, want %g", 64 + i, dst[64 + i],
+            src[64 + (i + 5) % 64]);
+    }
+  }
+  mode = 1;   /* checked: group 1 read before its wait */
+  rc = ncc_launch(d, &k_cp_async_desc, d3(1, 1, 1), d3(64, 1, 1), 0, args);
+  CHECK(rc == 0, "cp.async read early: rc %d, %s", rc, ncc_dev_error(d));
+  {   /* the threads run one after another to their final wait, which lands their own copies: the first
+         readers find their neighbours' copies not landed (which ones depends on the fiber order) */
+    int nan = 0;
+    for (i = 0; i < 64; i++) nan += dst[64 + i] != dst[64 + i];
+    CHECK(nan > 0, "cp.async read before the wait: no NaN among the 64 early reads");
+  }
+  mode = 3;
+  rc = ncc_launch(d, &k_cp_async_desc, d3(1, 1, 1), d3(64, 1, 1), 0, args);
+  CHECK(rc == NCC_EINTERNAL && strstr(ncc_dev_error(d), "k_cp_async") && strstr(ncc_dev_error(d), "never waited for"),
+        "cp.async copies not waited for not reported: rc %d, %s", rc, ncc_dev_error(d));
+  mode = 2;
+  rc = ncc_launch(d, &k_cp_async_desc, d3(1, 1, 1), d3(64, 1, 1), 0, args);
+  CHECK(rc == NCC_EINTERNAL && strstr(ncc_dev_error(d), "ldmatrix or cp.async"),
+        "a misaligned cp.async not reported: rc %d, %s", rc, ncc_dev_error(d));
+  ncc_emu_set_checked(saved);
+}
+
 static void test_atomics(ncc_dev *d) {
   int n = 50000, i, hist[16] = {0}, ref[16] = {0}, imax = -1, rmax = -1, *v = malloc(sizeof(int) * n);
   unsigned ucount = 0;
@@ -938,6 +1015,8 @@ int main(void) {
   test_early_return(d);
   test_unflagged(d);
   test_ldg128(d);
+  test_ldmatrix(d);
+  test_cp_async(d);
   test_atomics(d);
   test_concurrency(d);
   test_coords(d);
