@@ -193,7 +193,7 @@ const char *cg_kernel(Cg *c, const char *op, int flags, const KParams *p, const 
   if (strstr(text, "__syncthreads()")) flags |= NCC_KF_BARRIER_;
   if (strstr(text, "__shfl_") || strstr(text, "__syncwarp(") || strstr(text, "__ballot_sync(") ||
       strstr(text, "__all_sync(") || strstr(text, "__any_sync(") || strstr(text, "__activemask(") ||
-      strstr(text, "ncc_mma_"))
+      strstr(text, "ncc_mma_") || strstr(text, "ncc_ldmatrix_"))
     flags |= NCC_KF_WARP_;
   args_list(p, &args);
   uint64_t h = fnv1a(fnv1a(14695981039346656037ULL, text), args.s ? args.s : "");

@@ -332,6 +332,40 @@ static void vec_tile(Buf *b, int ab, int rows, int T, const char *rowvar, const 
              W, mma_dst(dst, sizeof dst, ab, rows, "rr", kind));
 }
 
+/* The A tile of a pipelined fp16/bf16 GEMM (GemmSpec.a_vec, Node.pipe):
+ * row-major, BK = 16 values a row padded to AP = 24 (48 bytes: the eight
+ * 16-byte rows an ldmatrix phase reads fall in distinct banks), two stages.
+ * Statements that issue stage `stg`'s copies of the K tile at `kx`: 16
+ * bytes a thread with cp.async (k-contiguous rows, whole 16-byte pieces),
+ * zeros stored past M and K. */
+#define AP 24
+static void async_tile(Buf *b, int rows, int T, int64_t RMAX, int64_t K, const char *kx, const char *stg, const char *addr,
+                       const char *ind) {
+  char c1[64], c2[48], cond[128] = "";
+  snprintf(c1, sizeof c1, "m < %lld", LL(RMAX));
+  snprintf(c2, sizeof c2, "k < %lld", LL(K));
+  if (RMAX % rows || K % BK)
+    snprintf(cond, sizeof cond, "%s%s%s", RMAX % rows ? c1 : "", RMAX % rows && K % BK ? " && " : "", K % BK ? c2 : "");
+  /* a fixed number of copies a thread (the tile's 2 rows pieces over T threads), so that the compiler
+   * unrolls them without a remainder loop */
+  int n = rows * 2;
+  if (n == T) buf_printf(b, "%s{   /* 16 bytes a thread: cp.async */\n%s  int l = tid;\n", ind, ind);
+  else if (n < T) buf_printf(b, "%sif (tid < %d) {   /* 16 bytes a thread: cp.async */\n%s  int l = tid;\n", ind, n, ind);
+  else if (n % T == 0)
+    buf_printf(b, "%sfor (int q = 0; q < %d; q++) {   /* 16 bytes a copy, %d a thread: cp.async */\n%s  int l = tid + q * %d;\n",
+               ind, n / T, n / T, ind, T);
+  else buf_printf(b, "%sfor (int l = tid; l < %d; l += %d) {   /* 16 bytes a thread: cp.async */\n", ind, n, T);
+  buf_printf(b, "%s  int rr = l / 2, kv = l %% 2 * 8;\n%s  int m = m0 + rr, k = %s + kv;\n", ind, ind, kx);
+  buf_printf(b, "%s  unsigned short *dst = &As[%s][rr * %d + kv];\n", ind, stg, AP);
+  if (cond[0])
+    buf_printf(b, "%s  if (%s) {\n%s    ncc_cp_async16(dst, %s);\n%s  } else {\n"
+                  "%s    unsigned z = 0u;\n%s    for (int p = 0; p < 4; p++) ncc_sts32(dst + 2 * p, z);\n%s  }\n",
+               ind, cond, ind, addr, ind, ind, ind, ind);
+  else
+    buf_printf(b, "%s  ncc_cp_async16(dst, %s);\n", ind, addr);
+  buf_printf(b, "%s}\n", ind);
+}
+
 /* The declaration of v for a tile element copied as stored (an operand of
  * Value.narrow at the MMA's type: fp16/bf16 bits, int8 integers), zero
  * outside the operand (+0.0, 0); NULL at tf32 (nothing is stored as tf32) */
@@ -348,7 +382,13 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   Buf b = {0};
   /* fp16, bf16: the tiles in 16-bit values, int8 in bytes: a lane loads its registers as they are */
   const char *TT = mma_kind(gr->main) == MMA_S8 ? "signed char" : mma_kind(gr->main) == MMA_F16 ? "unsigned short" : "float";
-  buf_printf(&b, "  %s __align__(16) %s As[%d];   /* A tile, %d x %d, in fragment order */\n", D_SHARED, TT, BK * BM, BM, BK);
+  /* A through cp.async and ldmatrix, two stages: an fp16/bf16 A stored so, k-contiguous in 16-byte pieces */
+  int pipe = gr->main->pipe && mma_kind(gr->main) == MMA_F16 && s->a_bits[0] && s->a_vec[0];
+  if (pipe)
+    buf_printf(&b, "  %s __align__(16) unsigned short As[2][%d];   /* A tile, %d x %d row-major (rows padded to %d), "
+                   "two stages: cp.async, ldmatrix */\n", D_SHARED, BM * AP, BM, BK, AP);
+  else
+    buf_printf(&b, "  %s __align__(16) %s As[%d];   /* A tile, %d x %d, in fragment order */\n", D_SHARED, TT, BK * BM, BM, BK);
   buf_printf(&b, "  %s __align__(16) %s Bs[%d];   /* B tile, %d x %d, in fragment order */\n", D_SHARED, TT, BK * BN, BK, BN);
   buf_printf(&b, "  int tid = %s, lane = tid %% 32, warp = tid / 32;\n", D_TID_X);
   buf_puts(&b, "  int gid = lane / 4, tig = lane % 4;   /* the lane's group and its place in it (PTX: groupID, threadID_in_group) */\n");
@@ -364,6 +404,15 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_printf(&b, "  %s acc[%d][%d][4];\n", kind == MMA_S8 ? "int" : "float", MI, NJ);
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++)\n"
                  "      for (int r = 0; r < 4; r++) acc[i][j][r] = %s;\n", MI, NJ, kind == MMA_S8 ? "0" : "0.0f");
+  char kend[32];
+  snprintf(kend, sizeof kend, s->S > 1 ? "ke" : "%lld", LL(s->K));
+  if (pipe) {   /* the first K tile's copies in flight before the loop */
+    buf_printf(&b, "  int st = 0;   /* the stage the loop's MMAs read */\n"
+                   "  int lo = (wr + lane %% 8 + 8 * (lane / 8 %% 2)) * %d + 8 * (lane / 16);   /* this lane's ldmatrix row */\n"
+                   "  {\n", AP);
+    async_tile(&b, BM, T, s->M, s->K, s->S > 1 ? "kb" : "0", "0", s->a_vec, "    ");
+    buf_puts(&b, "    ncc_cp_async_commit();\n  }\n");
+  }
   k_loop(&b, s, BK);
   char dst[160];
   char ra[64], rb[64], sa[96], sb[96];
@@ -371,7 +420,13 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   /* an operand stored narrow at the MMA's own type: the tile takes the stored bits */
   const char *bits = mma_bits(kind);
   int ab = bits && s->a_bits[0], bb = bits && s->b_bits[0];
-  if (ab && s->a_vec[0])   /* 16 bytes a load where the stored operand's rows allow */
+  if (pipe) {   /* the next K tile's copies, into the other stage, while this one's B loads and MMAs run */
+    buf_printf(&b, "    if (k0 + %d < %s) {\n", BK, kend);
+    char knext[32];
+    snprintf(knext, sizeof knext, "k0 + %d", BK);
+    async_tile(&b, BM, T, s->M, s->K, knext, "st ^ 1", s->a_vec, "      ");
+    buf_puts(&b, "    }\n    ncc_cp_async_commit();   /* (an empty group after the last tile) */\n");
+  } else if (ab && s->a_vec[0])   /* 16 bytes a load where the stored operand's rows allow */
     vec_tile(&b, 'A', BM, T, "m", "m0", s->M, s->K, s->a_vec, kind);
   else
     load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind), BM, T, s->a_kcontig, "m", "m0", s->M, s->K,
@@ -380,6 +435,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   else if (bb && s->b_vec[0]) vec_tile(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_vec, kind);
   else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind), BN, T, s->b_kcontig, "n", "n0", s->N, s->K,
                  bb ? s->b_bits : s->b_load, bb ? "v" : mma_store_rv(sb, sizeof sb, gr->main, rb), bb ? bits : NULL);
+  if (pipe) buf_puts(&b, "    ncc_cp_async_wait(1);   /* this K tile's copies have landed (the next one's may not) */\n");
   buf_printf(&b, "    %s\n", D_BARRIER);
   if (kind == MMA_S8) {   /* a lane's A: 2 registers of 4 int8 (rows g, g + 8), B: 1, each one 32-bit load */
     buf_printf(&b, "    {\n      unsigned ah[%d][2], bh[%d][1];\n", MI, NJ);
@@ -392,14 +448,17 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   } else if (k16) {   /* a lane's A: 4 registers of two 16-bit values, B: 2; two values a 32-bit word */
     const char *t = gr->main->prec == PREC_BF16 ? "bf16" : "f16";
     buf_printf(&b, "    {\n      unsigned ah[%d][4], bh[%d][2];\n", MI, NJ);
-    buf_printf(&b, "      for (int i = 0; i < %d; i++) {\n"
-                   "        ncc_lds_u32x2(ah[i], &As[((wr / 16 + i) * 64 + lane) * 4]);\n"
-                   "        ncc_lds_u32x2(ah[i] + 2, &As[((wr / 16 + i) * 64 + 32 + lane) * 4]);\n"
-                   "      }\n", MI);
+    if (pipe)   /* ldmatrix x4: lane l names row l % 8 + 8 (l / 8 % 2), columns 8 (l / 16) on, of a 16-row slice */
+      buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_ldmatrix_x4(ah[i], &As[st][lo + i * %d]);\n", MI, 16 * AP);
+    else
+      buf_printf(&b, "      for (int i = 0; i < %d; i++) {\n"
+                     "        ncc_lds_u32x2(ah[i], &As[((wr / 16 + i) * 64 + lane) * 4]);\n"
+                     "        ncc_lds_u32x2(ah[i] + 2, &As[((wr / 16 + i) * 64 + 32 + lane) * 4]);\n"
+                     "      }\n", MI);
     buf_printf(&b, "      for (int j = 0; j < %d; j++) ncc_lds_u32x2(bh[j], &Bs[((wc / 8 + j) * 32 + lane) * 4]);\n", NJ);
     buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) ncc_mma_%s_16x8x16(acc[i][j], ah[i], bh[j]);\n",
                MI, NJ, t);
-    buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
+    buf_printf(&b, "    }\n    %s\n%s  }\n", D_BARRIER, pipe ? "    st ^= 1;\n" : "");
   } else {
     buf_printf(&b, "    for (int ks = 0; ks < 2; ks++) {\n      float af[%d][4], bf[%d][2];\n", MI, NJ);
     buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_lds4(af[i], &As[((ks * %d + wr / 16 + i) * 32 + lane) * 4]);\n", MI,

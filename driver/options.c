@@ -27,7 +27,7 @@
 typedef enum {
   O_HELP, O_VERSION, O_LIST_OPTIONS,
   O_OUT, O_EMIT, O_JIT, O_ARCH, O_TRAIN, O_FREEZE,
-  O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_LOSS_SCALE, O_CALIBRATE, O_CAL_METHOD, O_PERCENTILE, O_CAL_CACHE, O_MAX_ERROR, O_FALLBACK, O_GEMM_TILE, O_AUTOTUNE,
+  O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_LOSS_SCALE, O_CALIBRATE, O_CAL_METHOD, O_PERCENTILE, O_CAL_CACHE, O_MAX_ERROR, O_FALLBACK, O_GEMM_TILE, O_GEMM_PIPE, O_AUTOTUNE,
   O_VERBOSE,
   O_MAX_MEMORY, O_WEIGHTS, O_DEVICE, O_CHECK, O_SEED, O_INPUT, O_OUTPUT,
   O_PRINT_OBJECT, O_ITERS, O_WARMUP, O_COMPARE,
@@ -133,6 +133,10 @@ static const OptSpec opts[] = {
    "every tensor-core GEMM (tf32, fp16, bf16, int8) takes this tile instead of the tile model's choice: "
    "16x32, 16x64, 32x32, 32x64, 64x32, 64x64, 128x64, 64x128 or 128x128 (docs/gpu.md, \"Tile choice\"; "
    "-v prints each GEMM's tile and why)"},
+  {O_GEMM_PIPE, "--gemm-pipeline", NULL, "=on|off", CMD_ALL, 0,
+   "on: fp16/bf16 tensor-core GEMMs whose A operand is stored 16-bit and k-contiguous stage it with cp.async in "
+   "two stages and load its fragments with ldmatrix; off (the default until a GPU has timed it): the threads' own "
+   "128-bit loads and shared stores (docs/gpu.md, \"Pipelined A tiles\")"},
   {O_AUTOTUNE, "--autotune", NULL, "=SECONDS", CMD_COMPILE | CMD_RUN | CMD_BENCH, 0,
    "tensor-core GEMMs (tf32, fp16, bf16): try each shape's candidate tiles on the device within SECONDS, "
    "check each gives the default tile's bits, and keep the fastest on a GPU (under emulation the tile model's "
@@ -521,6 +525,10 @@ static int apply(Options *o, const OptSpec *s, const char *v) {
     o->gemm_tile = 1 + ir_tile_lookup(v);
     if (!o->gemm_tile)
       return oerr("--gemm-tile=%s: expected one of 16x32, 16x64, 32x32, 32x64, 64x32, 64x64, 128x64, 64x128, 128x128", v);
+    return 0;
+  case O_GEMM_PIPE:
+    if (strcmp(v, "on") && strcmp(v, "off")) return oerr("--gemm-pipeline=%s: expected on or off", v);
+    o->gemm_pipe = !strcmp(v, "on");
     return 0;
   case O_FALLBACK:
     if (strcmp(v, "fp32") && strcmp(v, "fp16") && strcmp(v, "bf16"))

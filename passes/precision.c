@@ -129,7 +129,9 @@ static void choose_tiles(Graph *g, const PassCtx *c) {
   for (int i = 0; i < g->nnodes; i++) {
     Node *nd = g->nodes[i];
     nd->tile = 0;
+    nd->pipe = 0;
     if (!ir_gemm_mma(nd)) continue;
+    nd->pipe = c->gemm_pipe && (nd->prec == PREC_FP16 || nd->prec == PREC_BF16);
     char why[256], key[256];
     nd->tile = 1 + ir_tile_choose(nd, c->gemm_tile - 1, why, sizeof why);
     nd->tile_why = NULL;
