@@ -693,7 +693,7 @@ void ncc_emu_misaligned(void) {
 static void ldmatrix(fiber **L) {
   const ncc_emu_ldm *q0 = (const ncc_emu_ldm *)(uintptr_t)L[0]->wval;
   int num = q0->num, trans = q0->trans, i, l;
-  for (l = 0; l < 32; l++) {
+  for (l = 0; l < 8 * num; l++) {   /* the lanes whose addresses name rows (x1: 0..7, x2: 0..15, x4: all) */
     const ncc_emu_ldm *q = (const ncc_emu_ldm *)(uintptr_t)L[l]->wval;
     if ((uintptr_t)q->p & 15u) tw->misuse |= 8;
   }
