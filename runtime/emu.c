@@ -1107,27 +1107,22 @@ static void run_job(job *j) {
     }
     w->mode = MODE_IDLE;
     if (w->misuse) {
-      if (w->misuse & 4)
-        snprintf(err, sizeof err,
-                 "emulator: kernel %s makes a 128-bit load (ncc_ldg128) from an address not aligned to 16 bytes "
-                 "(a GPU faults)", j->k->name);
-      else if (w->misuse & 8)
-        snprintf(err, sizeof err,
-                 "emulator: kernel %s calls ldmatrix or cp.async at an address its size does not divide (ldmatrix: "
-                 "16-byte rows; cp.async: 4, 8 or 16 bytes, both addresses; a GPU faults)", j->k->name);
-      else if (w->misuse & 16)
-        snprintf(err, sizeof err,
-                 "emulator: kernel %s has a thread that exits with cp.async copies it never waited for "
-                 "(cp.async.wait_group)", j->k->name);
-      else if (w->misuse & 1)
-        snprintf(err, sizeof err,
-                 "emulator: kernel %s calls __syncthreads() but is not flagged NCC_KF_BARRIER "
-                 "(its threads ran one after another, the barrier was not honoured)", j->k->name);
-      else
-        snprintf(err, sizeof err,
-                 "emulator: kernel %s calls a warp collective (__shfl_*_sync, __ballot_sync, __syncwarp...) "
-                 "but is not flagged NCC_KF_WARP (its threads ran one after another, the lanes did not meet)",
-                 j->k->name);
+      /* the first misuse by this order; bit 2 (a warp collective in an unflagged kernel) last */
+      static const struct { int bit; const char *fmt; } why[] = {
+        {4, "emulator: kernel %s makes a 128-bit load (ncc_ldg128) from an address not aligned to 16 bytes "
+            "(a GPU faults)"},
+        {8, "emulator: kernel %s calls ldmatrix or cp.async at an address its size does not divide (ldmatrix: "
+            "16-byte rows; cp.async: 4, 8 or 16 bytes, both addresses; a GPU faults)"},
+        {16, "emulator: kernel %s has a thread that exits with cp.async copies it never waited for "
+             "(cp.async.wait_group)"},
+        {1, "emulator: kernel %s calls __syncthreads() but is not flagged NCC_KF_BARRIER "
+            "(its threads ran one after another, the barrier was not honoured)"},
+        {2, "emulator: kernel %s calls a warp collective (__shfl_*_sync, __ballot_sync, __syncwarp...) "
+            "but is not flagged NCC_KF_WARP (its threads ran one after another, the lanes did not meet)"},
+      };
+      size_t m = 0;
+      while (m + 1 < sizeof why / sizeof why[0] && !(w->misuse & why[m].bit)) m++;
+      snprintf(err, sizeof err, why[m].fmt, j->k->name);
       job_fail(j, b, err);
       break;
     }
