@@ -25,11 +25,11 @@
  * another scale.  Graph inputs and parameters keep their storage (M_load
  * fills the parameters' float32 buffers), and so does a training step (its
  * gradients read the forward's values in float32).  A load-time value (a
- * folded weight, a parameter weight's cast (the precision pass converts
- * the GEMMs' weights at load); at int8 a quantize node's integers) is stored narrow when
- * only those GEMMs read it, as their weight: in 16 bits at fp16/bf16, as
- * int8 (exact integers, scale 1) at int8.  With --cublas nothing changes: cuBLAS reads float32
- * operands.
+ * folded weight; a parameter weight's cast, the precision pass converting
+ * the GEMMs' weights at load; at int8 a quantize node's integers) is stored
+ * narrow when only those GEMMs read it, as their weight: in 16 bits at
+ * fp16/bf16, as int8 (exact integers, scale 1) at int8.  With --cublas
+ * nothing changes: cuBLAS reads float32 operands.
  *
  * It runs after fuse (the groups say which node stores a value and which
  * pooling is a prologue) and before plan (which sizes the buffers). */
@@ -157,7 +157,7 @@ int pass_storage(Graph *g, PassCtx *pc) {
     Node *n = g->nodes[i];
     Value *v = n->out;
     if ((ncc_ops[n->op].flags & OPF_SOURCE) || ir_is_view(n) || v->dtype != DT_F32) continue;
-    if (n->load_time) {   /* a weight computed at load: a folded weight, an int8 weight's integers */
+    if (n->load_time) {   /* a weight computed at load: a folded weight, a parameter's cast, an int8 weight's integers */
       int q8 = prec == PREC_INT8;
       if ((!q8 || n->op == OP_QUANTIZE) && stored(g, n) && producer_ok(group_main(g, n)) &&
           (scale = 0.0f, readers_round(&c, v, 1, 0, &why[i], &scale))) {
