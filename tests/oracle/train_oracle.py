@@ -1699,7 +1699,8 @@ def digits_autocast_run(ctx, prec, K=12):
     (or with Adam, whose normalized steps turn a near-zero gradient's
     rounding into a full step) one max pooling's argmax or one ReLU that
     autocast's 16-bit outputs flip moves the curves apart by more than any
-    rounding bound, in PyTorch against itself too (float64 against autocast
+    rounding bound, in PyTorch against itself too (its float64 steps with the
+    GEMM operands rounded to bf16, as ncc rounds them, against its autocast
     bf16: 0.16 relative by step 48 at this learning rate).  Skipped where
     PyTorch's CPU autocast lacks the type (Debian's 1.13: fp16)."""
     import numpy as np
