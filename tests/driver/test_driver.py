@@ -561,6 +561,7 @@ def _gemm_tile(ctx):
     expect_refused(ctx, [
         ([net, "--precision=fp16", "--gemm-tile=100x64", "-o", out], ["--gemm-tile=100x64: expected one of"]),
         ([net, "--precision=fp16", "--gemm-tile=128", "-o", out], ["--gemm-tile=128: expected one of"]),
+        ([net, "--precision=fp16", "--gemm-pipeline=yes", "-o", out], ["--gemm-pipeline=yes: expected on or off"]),
         ([net, "--gemm-tile=64x64", "-o", out], ["--gemm-tile picks the tile of ncc's tensor-core GEMMs"]),
         ([net, "--precision=tf32", "--cublas", "--gemm-tile=64x64", "-o", out], ["without --cublas"]),
     ], out)
