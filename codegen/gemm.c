@@ -404,8 +404,8 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_printf(&b, "  %s acc[%d][%d][4];\n", kind == MMA_S8 ? "int" : "float", MI, NJ);
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++)\n"
                  "      for (int r = 0; r < 4; r++) acc[i][j][r] = %s;\n", MI, NJ, kind == MMA_S8 ? "0" : "0.0f");
-  char kend[32];
-  snprintf(kend, sizeof kend, s->S > 1 ? "ke" : "%lld", LL(s->K));
+  char kend[32] = "ke";   /* the end of this block's K: split-K's range, else K */
+  if (s->S <= 1) snprintf(kend, sizeof kend, "%lld", LL(s->K));
   if (pipe) {   /* the first K tile's copies in flight before the loop */
     buf_printf(&b, "  int st = 0;   /* the stage the loop's MMAs read */\n"
                    "  int lo = (wr + lane %% 8 + 8 * (lane / 8 %% 2)) * %d + 8 * (lane / 16);   /* this lane's ldmatrix row */\n"
