@@ -803,8 +803,65 @@ static int conv_direct(Cg *c, const KGroup *gr, const ConvDims *d) {
  * loop, and each of the J rows keeps its k as digits (ci, kh, kw) that
  * advance by BK a tile with constant steps and at most one carry a digit.
  * The divisions that remain run once per thread. */
+/* The padding test of input element (ih, iw), only on the padded axes; ""
+ * when nothing is padded; `extra` (or NULL) joins it */
+static void pad_test(char *dst, size_t n, const ConvDims *d, const char *extra) {
+  char t[160] = "";
+  if (d->ph && d->pw) snprintf(t, sizeof t, "ih >= 0 && ih < %lld && iw >= 0 && iw < %lld", LL(d->H), LL(d->W));
+  else if (d->ph) snprintf(t, sizeof t, "ih >= 0 && ih < %lld", LL(d->H));
+  else if (d->pw) snprintf(t, sizeof t, "iw >= 0 && iw < %lld", LL(d->W));
+  snprintf(dst, n, "%s%s%s", extra ? extra : "", extra && t[0] ? " && " : "", t);
+}
+
+/* im2col_tile's K loop for a tap-major weight (Attrs.wtap: the fold pass
+ * reordered it [out][kh][kw][in/groups] at load): row k is tap k / Cig,
+ * channel k % Cig, and Cig is a multiple of BK (ir_conv_tap_major_ok), so a
+ * K tile is channels c0..c0+BK-1 of one tap.  The tap's window offset and
+ * padding test are worked out once a tile; the thread's J rows are channels
+ * KS apart, at a constant distance in x. */
+static void tap_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value *xv, const Node *pool, const char *rv,
+                     int BN, int T, const char *dst, const char *bits) {
+  int J = BK * BN / T, KS = T / BN;
+  int64_t HW = d->H * d->W;
+  NCC_ASSERT(d->Cig % BK == 0 && d->KH * d->KW > 1 && s->K % BK == 0);
+  Buf b = {0};
+  char ih[96], iw[96], c1[48], test[240];
+  /* the tap's (kh, kw): tap / KW, tap % KW (one of them the tap itself when the other extent is 1) */
+  char kh[48], kw[48];
+  snprintf(kh, sizeof kh, d->KW > 1 ? "tap / %lld" : "tap", LL(d->KW));
+  snprintf(kw, sizeof kw, d->KH > 1 ? "tap %% %lld" : "tap", LL(d->KW));
+  window_sum(ih, sizeof ih, "ih0", 1, 0, d->KH > 1 ? kh : "0", d->dh);
+  window_sum(iw, sizeof iw, "iw0", 1, 0, d->KW > 1 ? kw : "0", d->dw);
+  snprintf(c1, sizeof c1, "col < %lld", LL(s->N));
+  pad_test(test, sizeof test, d, s->N % BN ? c1 : NULL);
+  buf_printf(&b, "    {   /* one tap a K tile (weight tap-major): its window offset and padding test once */\n");
+  buf_printf(&b, "      int tap = k0 / %lld, c0 = k0 %% %lld;\n", LL(d->Cig), LL(d->Cig));
+  buf_printf(&b, "      int ih = %s, iw = %s;\n", ih, iw);
+  if (test[0]) buf_printf(&b, "      int inb = %s;\n", test);
+  if (!pool) buf_printf(&b, "      int xo = ((cb0 + c0 + kq) * %lld + ih) * %lld + iw;\n", LL(d->H), LL(d->W));
+  buf_printf(&b, "      for (int j = 0; j < %d; j++) {\n        int kk = kq + j * %d;\n        %s\n", J, KS,
+             bits ? bits : "float v = 0.0f;");
+  const char *ind = test[0] ? "          " : "        ";
+  if (test[0]) buf_puts(&b, "        if (inb) {\n");
+  if (pool) {   /* x is the pooling's input: the element (plane, ih, iw) of its output, computed here */
+    char pl[1024], in2[24];
+    snprintf(in2, sizeof in2, "%s", ind);
+    pool_load(pl, sizeof pl, pool, x, "cb0 + c0 + kk", "ih", "iw", in2);
+    buf_printf(&b, "%s%s\n", ind, pl);
+  } else {
+    char xe[200], ld[240];
+    snprintf(xe, sizeof xe, "%s[xo + j * %lld]", x, LL(KS * HW));
+    buf_printf(&b, "%sv = %s;\n", ind, bits ? xe : cg_ld(ld, sizeof ld, xv, xe));
+  }
+  if (test[0]) buf_puts(&b, "        }\n");
+  buf_printf(&b, "        %s = %s;\n      }\n    }\n", dst, bits ? "v" : rv);
+  NCC_ASSERT(b.len < sizeof s->b_tile);
+  memcpy(s->b_tile, b.s, b.len + 1);
+  buf_free(&b);
+}
+
 static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value *xv, const char *cbase, const Node *pool, const char *rv,
-                        int BN, int T, const char *dst, const char *bits) {
+                        int BN, int T, const char *dst, const char *bits, int tap) {
   int J = BK * BN / T, KS = T / BN;
   NCC_ASSERT(T % BN == 0 && BK * BN % T == 0);
   int64_t KK = d->KH * d->KW, OHW = d->OH * d->OW;
@@ -828,6 +885,13 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Val
   cg_window_index(iw0, sizeof iw0, "ow", d->sw, d->pw, NULL, 1);
   buf_printf(&b, "  int pix = %s, oh = pix / %lld, ow = pix %% %lld;\n", pix, LL(d->OW), LL(d->OW));
   buf_printf(&b, "  int ih0 = %s, iw0 = %s, cb0 = %s;\n", ih0, iw0, cb0);
+  if (tap) {   /* no digits: each K tile works out its tap */
+    NCC_ASSERT(b.len < sizeof s->b_pre);
+    memcpy(s->b_pre, b.s, b.len + 1);
+    buf_free(&b);
+    tap_tile(s, d, x, xv, pool, rv, BN, T, dst, bits);
+    return;
+  }
   buf_printf(&b, "  int ci[%d];\n", J);
   if (hkh) buf_printf(&b, "  int kh[%d];\n", J);
   if (hkw) buf_printf(&b, "  int kw[%d];\n", J);
@@ -931,9 +995,9 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
     /* stored narrow: the tile takes the stored bits (a pooling computes in floats) */
     const char *bits = xin->narrow && !pool ? mma_bits(mma_kind(nd)) : NULL;
     im2col_tile(&s, d, x, xin, cb, pool, mma_store_rv(sb, sizeof sb, nd, rb), BN, g.T,
-                mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_kind(nd)), bits);
+                mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_kind(nd)), bits, nd->a.wtap);
   } else {
-    im2col_tile(&s, d, x, xin, cb, pool, rb, 16 * tile_of(s.N), 256, "Bs[kk][rb]", NULL);
+    im2col_tile(&s, d, x, xin, cb, pool, rb, 16 * tile_of(s.N), 256, "Bs[kk][rb]", NULL, nd->a.wtap);
   }
   /* output channel of row m */
   if (s.uses_z) snprintf(ch, sizeof ch, "z * %lld + m", LL(d->Mg));
@@ -1259,6 +1323,12 @@ int emit_gemm(Cg *c, const KGroup *gr) {
    * call per group) would idle; a thread per output with the window loop is
    * both simpler and faster */
   if (d.Mg < 8) return conv_direct(c, gr, &d);
+  if (c->o->use_cublas && gr->main->a.wtap) {   /* the fold pass reorders no weight with --cublas */
+    diag_error(gr->main->loc, "codegen: %s's weight is tap-major (a fold pass run without --cublas); "
+               "the cuBLAS path takes it as declared: run the passes with --cublas", gr->main->layer ? gr->main->layer : "conv2d");
+    c->err = 1;
+    return -1;
+  }
   if (c->o->use_cublas) return conv_cublas(c, gr, &d);
   return conv_tiled(c, gr, &d);
 }

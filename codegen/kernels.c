@@ -227,8 +227,10 @@ int emit_transpose(Cg *c, const KGroup *gr) {
   int outer = -1;
   for (int d = 0; d < ys->rank && outer < 0; d++)
     if (ys->d[d] != 1) outer = d;
+  char ld[96], e[64];   /* an input stored narrow (a weight's reorder at load: Value.narrow) loads as a float */
   if (outer < 0) {
-    buf_printf(&b, "    float v = %s[0];\n", x);
+    snprintf(e, sizeof e, "%s[0]", x);
+    buf_printf(&b, "    float v = %s;\n", cg_ld(ld, sizeof ld, n->in[0], e));
   } else {
     buf_puts(&b, "    int r = i, src = 0;\n");
     for (int d = ys->rank - 1; d >= outer; d--) {
@@ -239,7 +241,8 @@ int emit_transpose(Cg *c, const KGroup *gr) {
       else if (*st) buf_printf(&b, "    src += (r %% %lld)%s;\n    r /= %lld;\n", LL(ys->d[d]), st, LL(ys->d[d]));
       else buf_printf(&b, "    src += r %% %lld;\n    r /= %lld;\n", LL(ys->d[d]), LL(ys->d[d]));
     }
-    buf_printf(&b, "    float v = %s[src];\n", x);
+    snprintf(e, sizeof e, "%s[src]", x);
+    buf_printf(&b, "    float v = %s;\n", cg_ld(ld, sizeof ld, n->in[0], e));
   }
   return cg_flat_finish(c, gr, &p, &b, total);
 }

@@ -93,6 +93,9 @@ typedef struct Attrs {
   int act_at_out;          /* act_grad: operand 1 is the activation's output y, not its input
                               (the derivative from y, as torch computes relu's, sigmoid's, tanh's) */
   int slot;                /* dropout_apply: which dropout of the model (part of the mask's key) */
+  int wtap;                /* conv2d: the weight is stored tap-major, [out, kh, kw, in/groups] (the fold
+                              pass reorders a load-time weight so; ir_conv_tap_major), not [out, in/groups,
+                              kh, kw]: the implicit GEMM's k = (kh KW + kw) in/groups + ci */
 } Attrs;
 
 typedef struct Node Node;
@@ -380,6 +383,16 @@ int ir_prologue_ok(const Node *pool, const Node *m);
 /* Does codegen emit this conv2d as a direct kernel, one thread per output
  * (few output channels per group: depthwise), rather than a tiled GEMM? */
 static inline int ir_conv_direct(const Node *n) { return n->out->shape.d[1] / n->a.groups < 8; }
+/* Would a tap-major weight (Attrs.wtap) serve this conv2d's tiled GEMM?  A
+ * kernel of more than one tap and in/groups a multiple of the K tile (16):
+ * each K tile is then one tap's channels, so its window offset and padding
+ * test are worked out once a tile, not once an element (codegen/gemm.c,
+ * im2col_tile).  The fold pass reorders such a conv's load-time weight. */
+#define IR_CONV_TAP_K 16
+static inline int ir_conv_tap_major_ok(const Node *n) {
+  return n->op == OP_CONV2D && !ir_conv_direct(n) && n->a.kernel[0] * n->a.kernel[1] > 1 &&
+         (n->in[0]->shape.d[1] / n->a.groups) % IR_CONV_TAP_K == 0;
+}
 /* The rows M of a linear (its input's first dimension) or matmul (the rows
  * of a, 1 for a vector), 0 for another op. */
 static inline int64_t ir_gemm_rows(const Node *n) {
@@ -564,9 +577,10 @@ enum {
   LV_NONE,    /* no bytes: not needed, or kept in registers inside a kernel group */
   LV_VIEW,    /* the bytes of another value (Liveness.root) */
   LV_PARAM,   /* a parameter or constant: persistent, filled by the host */
-  LV_LOAD,    /* stored by a load-time group: persistent */
+  LV_LOAD,    /* stored by a load-time group and read per inference: persistent (one
+                 that only load-time groups read is LV_ACT: scratch, dead after them) */
   LV_INPUT,   /* a graph input a needed node reads: written before the kernels run */
-  LV_ACT,     /* stored by a per-inference kernel group */
+  LV_ACT,     /* stored by a per-inference kernel group (or load-time scratch, above) */
   LV_GRAD,    /* a parameter's gradient (Value.grad_of): persistent, in the gradient
                  region at the parameter's place; never shares bytes */
 };

@@ -131,6 +131,7 @@ static int shape_conv2d(Node *n, DType *t, Shape *s) {
     }
   }
   Shape ws = {4, {out, C / a->groups, a->kernel[0], a->kernel[1]}};
+  if (a->wtap) ws = (Shape){4, {out, a->kernel[0], a->kernel[1], C / a->groups}};   /* reordered at load (fold) */
   if (check_numel(n, w->dtype, &ws, "weight") || expect_shape(n, w, &ws, "weight")) return -1;
   if ((n->nin == 3) != (n->a.has_bias != 0)) {   /* what ir_verify checks: the gate refuses it too */
     diag_error(n->loc, "%s: attrs.has_bias is %d but the node has %d inputs", ncc_ops[n->op].name, n->a.has_bias, n->nin);

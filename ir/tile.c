@@ -181,10 +181,12 @@ int ir_gemm_key(const Node *n, char *buf, size_t len) {
   if (n->op == OP_CONV2D) {
     const Shape *x = &n->in[0]->shape, *k = &n->in[1]->shape;
     const Attrs *a = &n->a;
-    w = snprintf(buf, len, "%s conv2d x=%lldx%lldx%lldx%lld w=%lldx%lldx%lldx%lld s=%dx%d p=%dx%d d=%dx%d g=%d", pr,
+    /* the weight's dims as declared, [out, in/groups, kh, kw]; a tap-major one's kernel differs: its own key */
+    int t = a->wtap, ci = t ? 3 : 1, kh = t ? 1 : 2, kw = t ? 2 : 3;
+    w = snprintf(buf, len, "%s conv2d x=%lldx%lldx%lldx%lld w=%lldx%lldx%lldx%lld s=%dx%d p=%dx%d d=%dx%d g=%d%s", pr,
                  (long long)x->d[0], (long long)x->d[1], (long long)x->d[2], (long long)x->d[3], (long long)k->d[0],
-                 (long long)k->d[1], (long long)k->d[2], (long long)k->d[3], a->stride[0], a->stride[1], a->pad[0],
-                 a->pad[1], a->dilation[0], a->dilation[1], a->groups);
+                 (long long)k->d[ci], (long long)k->d[kh], (long long)k->d[kw], a->stride[0], a->stride[1], a->pad[0],
+                 a->pad[1], a->dilation[0], a->dilation[1], a->groups, t ? " tap-major" : "");
   } else if (n->op == OP_LINEAR) {
     int64_t M, N, K, Z;
     ir_gemm_dims(n, &M, &N, &K, &Z);

@@ -1,7 +1,7 @@
 /* fold.c — constant folding, and the parameter-only subgraphs that run once
  * at load time instead of in every inference.
  *
- * \brief Four rewrites, in this order:
+ * \brief Five rewrites, in this order:
  *
  *  1. Constant folding: an elementwise node whose inputs are all CONST becomes
  *     a CONST, computed here in float as the kernel would (PyTorch's NaN
@@ -28,16 +28,20 @@
  *  4. Every other elementwise or view node whose inputs are all parameters,
  *     constants or load-time values is marked load-time as well.
  *
+ *  5. A convolution whose implicit GEMM gains from it reads its weight
+ *     reordered tap-major, [out, kh, kw, in/groups], by a load-time
+ *     transpose (reorder_conv_weights, below).
+ *
  * Codegen gives load-time nodes their own kernels, launched once by the
  * generated M_prepare() after create and after every M_load, and their values
  * persistent buffers that memory planning never shares (docs/generated-code.md).
- * Rewrites 2 to 4 are for inference only: in training the parameters change
+ * Rewrites 2 to 5 are for inference only: in training the parameters change
  * every step, so nothing computed from them may be kept.
  *
  * New nodes are appended by ir_node(); the pass then restores a topological
- * order (each appended node goes right before its first reader, so the folded
- * weights print next to their convolution), drops what nothing reads and
- * compacts. */
+ * order (each appended node goes right before its first reader), drops what
+ * nothing reads, compacts, and moves the load-time nodes before the
+ * per-inference ones (passes_load_time_first: they run first, once). */
 #include "passes.h"
 
 #include <math.h>
@@ -46,7 +50,7 @@
 #include <string.h>
 
 typedef struct Stats {
-  int bn_conv, bn_affine, consts, identities, load_time;
+  int bn_conv, bn_affine, consts, identities, load_time, tap_major;
 } Stats;
 
 /* ---- small graph helpers ------------------------------------------------ */
@@ -298,7 +302,83 @@ static void mark_load_time(Graph *g) {
   }
 }
 
+/* ---- 5. conv weights reordered tap-major at load ---------------------------
+ * A conv2d that ir_conv_tap_major_ok accepts, with a weight known at load (a
+ * parameter, or a folded weight), reads it through a load-time transpose to
+ * [out, kh, kw, in/groups] (Attrs.wtap): the implicit GEMM's K then runs over
+ * taps, each K tile one tap's channels, so its loads of the image need one
+ * window offset and one padding test a tile instead of one an element.  A
+ * parameter's copy is shared by the convolutions that read it; the parameter
+ * stays as it is (M_load fills it, M_save writes it).  Not with --cublas (its
+ * im2col buffer takes the weight as it is). */
+/* Is v a per-output-channel factor of a [out, ...] weight: [out, 1, 1, 1]
+ * (a batchnorm's scale, as fold_bn_into_conv views it) or a scalar? */
+static int per_out_channel(const Value *v) {
+  if (v->shape.rank == 0) return 1;
+  if (v->shape.rank != 4) return 0;
+  return v->shape.d[1] == 1 && v->shape.d[2] == 1 && v->shape.d[3] == 1;
+}
+
+static void reorder_conv_weights(Graph *g, const PassCtx *c, Stats *st) {
+  if (c->cublas) return;
+  Value **copy = arena_alloc(g->arena, sizeof(Value *) * ((size_t)g->next_value_id + 1));
+  Attrs a;
+  ir_attrs_init(&a);
+  a.nlist = 4;
+  a.list[0] = 0, a.list[1] = 2, a.list[2] = 3, a.list[3] = 1;   /* [out, in/g, kh, kw] -> [out, kh, kw, in/g] */
+  int nn = g->nnodes;
+  for (int i = 0; i < nn; i++) {
+    Node *n = g->nodes[i];
+    if (n->dead || n->load_time || n->a.wtap || !ir_conv_tap_major_ok(n)) continue;
+    Value *w = n->in[1];
+    if (w->dtype != DT_F32 || (w->def->op != OP_PARAM && !w->def->load_time)) continue;
+    Node *d = w->def;
+    if (d->op == OP_MUL && d->load_time && w->nuses == 1 && d->in[0]->shape.rank == 4 && per_out_channel(d->in[1])) {
+      /* a folded weight w * s[out]: reorder w and scale the copy, mul(transpose(w), s), which
+       * the fuse pass computes in the transpose's kernel (move-epilogue): no float32 product
+       * kept beside its reorder */
+      Value *wi = d->in[0];
+      if (!copy[wi->id]) copy[wi->id] = passes_mk(g, OP_TRANSPOSE, wi, NULL, &a, n, 1);
+      Value *m = passes_mk(g, OP_MUL, copy[wi->id], d->in[1], NULL, n, 1);
+      m->def->name = d->name;
+      n->in[1] = m;
+      w->nuses--;
+      m->nuses++;
+      n->a.wtap = 1;
+      st->tap_major++;
+      continue;
+    }
+    if (!copy[w->id]) copy[w->id] = passes_mk(g, OP_TRANSPOSE, w, NULL, &a, n, 1);
+    n->in[1] = copy[w->id];
+    n->a.wtap = 1;
+    w->nuses--;
+    copy[w->id]->nuses++;
+    st->tap_major++;
+  }
+  if (st->tap_major) passes_reorder(g);
+}
+
 /* ---- order, dead code ------------------------------------------------------ */
+/* The sources, then the load-time nodes, then the rest, each in its order
+ * (topological still: a load-time node reads sources and load-time nodes
+ * only).  Load-time kernels run first (M_prepare), and so they are numbered
+ * first: none sits between a pooling and the GEMM that may load it (fuse's
+ * pool-prologue rule takes the pooling's kernel when it is the last one). */
+void passes_load_time_first(Graph *g) {
+  Node **order = malloc(sizeof(Node *) * ((size_t)g->nnodes + 1));
+  if (!order) ncc_die("out of memory");
+  int k = 0;
+  for (int pass = 0; pass < 3; pass++)
+    for (int i = 0; i < g->nnodes; i++) {
+      Node *n = g->nodes[i];
+      int cls = (ncc_ops[n->op].flags & OPF_SOURCE) ? 0 : n->load_time ? 1 : 2;
+      if (cls == pass) order[k++] = n;
+    }
+  memcpy(g->nodes, order, sizeof(Node *) * (size_t)g->nnodes);
+  for (int i = 0; i < g->nnodes; i++) g->nodes[i]->id = i;
+  free(order);
+}
+
 /* Places n after its inputs (iteratively: a chain of appended nodes may be long). */
 static void place(Node *n, char *done, Node **order, int *k, Node **stack) {
   int sp = 0;
@@ -385,12 +465,17 @@ int pass_fold(Graph *g, PassCtx *c) {
         if (n->in[j]->def->id > i) { passes_reorder(g); i = g->nnodes; break; }
     }
     mark_load_time(g);
+    reorder_conv_weights(g, c, &st);
   }
   drop_unused(g);
   for (int i = 0; i < g->nnodes; i++) st.load_time += g->nodes[i]->load_time;
+  if (st.load_time) passes_load_time_first(g);
   if (c->verbose)
     fprintf(stderr, "pass fold: %d batchnorms folded (%d into convolutions, %d into scale/shift), %d constants folded, "
             "%d identities removed, %d load-time nodes\n", st.bn_conv + st.bn_affine, st.bn_conv, st.bn_affine,
             st.consts, st.identities, st.load_time);
+  if (c->verbose && st.tap_major)
+    fprintf(stderr, "pass fold: %d conv2d weight%s reordered tap-major at load ([out, kh, kw, in/groups]: a K tile "
+            "is one tap's channels)\n", st.tap_major, st.tap_major == 1 ? "" : "s");
   return 0;
 }

@@ -47,6 +47,8 @@ int pass_storage(Graph *g, PassCtx *c);    /* fp16/bf16/int8: values only roundi
  * appended node goes before its first reader). */
 void passes_replace_uses(Graph *g, Value *old, Value *new_);
 void passes_reorder(Graph *g);
+/* sources, then load-time nodes, then the rest, each in its order (fold.c) */
+void passes_load_time_first(Graph *g);
 /* Nodes a pass builds beside `like` (its layer and source position), that
  * cannot fail (their shapes hold by construction; a refusal is ncc's bug):
  * op on a (and b), load_time as given; a scalar constant (an equal one is

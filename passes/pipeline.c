@@ -53,7 +53,7 @@ static const Pass passes[] = {
                               "and the updates (optimizer, running statistics)"},
   {"prune", pass_prune, "inference: drop train-only identities (dropout) and nodes no output needs"},
   {"fold", pass_fold, "constant folding; inference batchnorm folded into the conv before it (or into a scale/shift), "
-                      "its parameter-only arithmetic marked load-time"},
+                      "its parameter-only arithmetic marked load-time; conv weights reordered tap-major at load"},
   {"fuse", pass_fuse, "kernel groups by named rules: epilogues into their producer's kernel (-v: what stays unfused, and why)"},
   {"plan", pass_plan, "memory plan: arena offsets of stored values; lifetimes that do not meet share bytes, in place where legal"},
   {"batch", pass_batch, "inference: which values keep the batch in their rows, so that one build serves batches 1..N"},

@@ -102,26 +102,6 @@ static void int8_matmul(Graph *g, Node *nd, double sa, double sb) {
   nd->dead = 1;
 }
 
-/* The sources, then the load-time nodes, then the rest, each in its order
- * (topological still: a load-time node reads sources and load-time nodes
- * only).  The weights' quantization then sits before every per-inference
- * node, not between a pooling and the GEMM that may load it (fuse's
- * pool-prologue rule takes the pooling's kernel when it is the last one). */
-static void load_time_first(Graph *g) {
-  Node **order = malloc(sizeof(Node *) * ((size_t)g->nnodes + 1));
-  if (!order) ncc_die("out of memory");
-  int k = 0;
-  for (int pass = 0; pass < 3; pass++)
-    for (int i = 0; i < g->nnodes; i++) {
-      Node *n = g->nodes[i];
-      int cls = (ncc_ops[n->op].flags & OPF_SOURCE) ? 0 : n->load_time ? 1 : 2;
-      if (cls == pass) order[k++] = n;
-    }
-  memcpy(g->nodes, order, sizeof(Node *) * (size_t)g->nnodes);
-  for (int i = 0; i < g->nnodes; i++) g->nodes[i]->id = i;
-  free(order);
-}
-
 /* Each tensor-core GEMM's tile (Node.tile): --gemm-tile's, else --autotune's
  * (PassCtx.tune, by ir_gemm_key), else the model's (ir_tile_choose; -v prints
  * each choice and its reason) */
@@ -195,7 +175,7 @@ static int pass_int8(Graph *g, PassCtx *c) {
   }
   ir_compact(g);
   passes_reorder(g);
-  load_time_first(g);
+  passes_load_time_first(g);
   choose_tiles(g, c);
   if (c->verbose)
     fprintf(stderr, "pass precision: int8: %d conv2d/linear/matmul op%s with int8 operands and int32 sums, %d fell back "
@@ -231,7 +211,7 @@ static int convert_weights(Graph *g, const PassCtx *c) {
       cast[w->id]->nuses++;
     }
   }
-  if (made) load_time_first(g);
+  if (made) passes_load_time_first(g);
   return made;
 }
 

@@ -28,7 +28,8 @@
  * folded weight; a parameter weight's cast, the precision pass converting
  * the GEMMs' weights at load; at int8 a quantize node's integers) is stored
  * narrow when only those GEMMs read it, as their weight: in 16 bits at
- * fp16/bf16, as int8 (exact integers, scale 1) at int8.  With --cublas
+ * fp16/bf16, as int8 (exact integers, scale 1) at int8: a folded weight
+ * and a weight reordered tap-major at load (the fold pass) alike.  With --cublas
  * nothing changes: cuBLAS reads float32 operands.
  *
  * It runs after fuse (the groups say which node stores a value and which
@@ -194,7 +195,7 @@ int pass_storage(Graph *g, PassCtx *pc) {
           dtype_name(t), ir_prec_name(prec), nfloat, kb(b1, sizeof b1, saved), kb(b2, sizeof b2, total));
   if (nweights)
     fprintf(stderr, "pass storage: %d load-time weights (%s) stored as %s, %s saved\n", nweights,
-            prec == PREC_INT8 ? "int8 integers" : "folded", dtype_name(t), kb(b1, sizeof b1, wsaved));
+            prec == PREC_INT8 ? "int8 integers" : "folded or reordered", dtype_name(t), kb(b1, sizeof b1, wsaved));
   if (ncast)
     fprintf(stderr, "pass storage: %d parameter weights converted at load stored as %s (%s beside their float32)\n",
             ncast, dtype_name(t), kb(b1, sizeof b1, cbytes));

@@ -296,6 +296,13 @@ CONV_VARIANTS = {
     # than 128 output channels and columns, neither a multiple of the tile
     "tile_big":  (2, 12, 9, 9, 130, 3, 1, 1, 1, 1, True),
     "tile_big_g2": (2, 12, 9, 9, 140, 3, 1, 1, 1, 2, True),
+    # in/groups a multiple of 16 (ir_conv_tap_major_ok): the weight reordered tap-major at load, a K
+    # tile one tap's channels; with stride, dilation and padding, one axis of taps, no padding, groups
+    "tap_s2_d2":  (2, 32, 11, 10, 24, 3, 2, 2, 2, 1, True),
+    "tap_k3x1":   (2, 16, 7, 8, 16, (3, 1), 1, (1, 0), 1, 1, False),
+    "tap_k1x3":   (1, 16, 6, 7, 20, (1, 3), 1, (0, 1), 1, 1, True),
+    "tap_nopad_g2": (2, 32, 6, 6, 32, 3, 1, 0, 1, 2, True),
+    "tap_big":    (2, 32, 9, 9, 130, 3, 1, 1, 1, 1, True),
 }
 
 
@@ -350,6 +357,8 @@ case("conv_k3_s2_p1_reverse", ["op", "conv", "fiber"])(
     lambda ctx: conv_case(ctx, "k3_s2_p1", env={"NCC_FIBER_ORDER": "reverse"}))
 case("conv_wide_check", ["op", "conv", "check"])(
     lambda ctx: conv_case(ctx, "wide", env={"NCC_CHECK": "1"}))
+case("conv_tap_s2_d2_checked_reverse", ["op", "conv", "check", "fiber"])(
+    lambda ctx: conv_case(ctx, "tap_s2_d2", env=CHECKED_REVERSE))
 
 
 def linear_case(ctx, n, i, o, bias, cublas=False):
@@ -1596,6 +1605,13 @@ def tc_conv_case(ctx, variant, env=None, prec="tf32", tile=None):
     OW = (W + 2 * pair_of(p)[1] - d * (kw - 1) - 1) // pair_of(s)[1] + 1
     Kg, Mg = C // g * kh * kw, O // g
     wt = r(w).reshape(g, Mg, Kg)
+    # in/groups a multiple of 16 and more than one tap: the fold pass reorders the weight tap-major
+    # (ir_conv_tap_major_ok), rows k = (kh, kw, channel), and the sums run in that order
+    tap = (C // g) % 16 == 0 and kh * kw > 1
+    if tap:
+        Cg, KK = C // g, kh * kw
+        cols = np.ascontiguousarray(cols.reshape(N, g, Cg, KK, -1).transpose(0, 1, 3, 2, 4).reshape(N, g * Kg, -1))
+        wt = np.ascontiguousarray(wt.reshape(g, Mg, Cg, KK).transpose(0, 1, 3, 2).reshape(g, Mg, Kg))
     S = split_k_of(ctx, net, flags)
     y = np.zeros((N, O, OH * OW), np.float32)
     for n in range(N):
@@ -1608,6 +1624,21 @@ def tc_conv_case(ctx, variant, env=None, prec="tf32", tile=None):
         params["conv.bias"] = torch.from_numpy(b)
     run_and_compare(ctx, net, params, {"x": x}, {"y": y.reshape(N, O, OH, OW)}, flags=flags, env=env,
                     compare=bits_of(prec))
+    tap_major_check(ctx, flags, tap)
+
+
+def tap_major_check(ctx, flags, tap):
+    """The generated conv kernel loads its B tile tap-major exactly when the test's reference sums so"""
+    cu = ctx.path("tap.cu")
+    p = subprocess.run([ctx.ncc, ctx.path(ctx.name + ".net"), "-o", cu] + flags, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True)
+    if p.returncode != 0:
+        raise Failure("ncc failed: %s" % p.stderr)
+    got = "one tap a K tile" in open(cu).read()
+    if got != tap:
+        raise Failure("the conv kernel %s its weight tap-major; the reference expects %s"
+                      % ("takes" if got else "does not take", "it" if tap else "the declared order"))
+    print("weight %s" % ("tap-major" if tap else "as declared"))
 
 
 def pair_of(v):
@@ -1693,6 +1724,13 @@ for _p, _t in (("tf32", "128x64"), ("fp16", "64x128"), ("bf16", "128x128"), ("tf
         lambda ctx, p=_p, t=_t: tc_linear_case(ctx, 150, 77, 133, "relu", prec=p, tile=t))
     case("tc_bits_%s_tile%s_conv" % (_p, _t), ["op", "conv", _p, "mma", "tile"])(
         lambda ctx, p=_p, t=_t: tc_conv_case(ctx, "tile_big", prec=p, tile=t))
+# tap-major weights (the fold pass): the sums in (kh, kw, channel) order, bit for bit
+for _p, _v, _t in (("tf32", "tap_s2_d2", None), ("fp16", "tap_k3x1", None), ("bf16", "tap_k1x3", None),
+                   ("tf32", "tap_nopad_g2", "128x64")):
+    case("tc_bits_%s_conv_%s" % (_p, _v), ["op", "conv", _p, "mma"])(
+        lambda ctx, p=_p, v=_v, t=_t: tc_conv_case(ctx, v, prec=p, tile=t))
+case("tc_bits_fp16_tile128x128_conv_tap_checked_reverse", ["op", "conv", "fp16", "mma", "tile", "check", "fiber"])(
+    lambda ctx: tc_conv_case(ctx, "tap_big", env=CHECKED_REVERSE, prec="fp16", tile="128x128"))
 case("tc_bits_fp16_tile128x128_conv_g2_checked_reverse", ["op", "conv", "fp16", "mma", "tile", "check", "fiber"])(
     lambda ctx: tc_conv_case(ctx, "tile_big_g2", env=CHECKED_REVERSE, prec="fp16", tile="128x128"))
 case("tc_bits_tf32_tile128x64_matmul_batched_checked_reverse", ["op", "tf32", "mma", "tile", "check", "fiber"])(
