@@ -150,6 +150,28 @@ void ir_liveness(const Graph *g, int train, Liveness *lv) {
     if (lv->kind[id] == LV_ACT) lv->first[id] = lv->last[id] = k + 1;
     if (lv->kind[id] == LV_INPUT) lv->first[id] = 0, lv->last[id] = lv->end;
   }
+  /* A load-time value that only load-time kernels read (a folded weight that
+   * its tap-major reorder reads, a batchnorm scale's intermediates) is dead
+   * once M_prepare has run: scratch, an activation among the others, live
+   * over the load-time groups that write and read it. */
+  unsigned char *per_inf = calloc((size_t)nv + 1, 1);
+  if (!per_inf) ncc_die("out of memory");
+  for (int i = 0; i < nn; i++) {
+    Node *n = g->nodes[i];
+    if (!lv->need[i] || n->load_time) continue;
+    for (int j = 0; j < n->nin; j++) per_inf[lv->root[n->in[j]->id]->id] = 1;
+  }
+  for (int i = 0; i < g->noutputs; i++)
+    if (ir_value_live(g, g->outputs[i].v) && lv->root[g->outputs[i].v->id]) per_inf[lv->root[g->outputs[i].v->id]->id] = 1;
+  for (int i = 0; i < nn; i++) {
+    Node *n = g->nodes[i];
+    int id = n->out->id;
+    if (lv->need[i] && lv->kind[id] == LV_LOAD && !per_inf[id]) {
+      lv->kind[id] = LV_ACT;
+      lv->first[id] = lv->last[id] = lv->gid[i] + 1;
+    }
+  }
+  free(per_inf);
   /* last readers: every input of every node of group k is read at k + 1 */
   for (int i = 0; i < nn; i++) {
     Node *n = g->nodes[i];

@@ -15,8 +15,11 @@
  *     value in that operand's bytes when the operand dies there, so
  *     relu(x + y) at -O0 needs no third buffer.
  *   - MEM_LOAD: values computed once after the weights load (Node.load_time)
- *     are kept for every inference like parameters: each its own range,
- *     never shared.
+ *     and read per inference are kept for every inference like parameters:
+ *     each its own range, never shared.  One that only load-time kernels
+ *     read (a folded weight its tap-major reorder reads) is scratch in
+ *     MEM_ACT, live over the load-time groups (ir_liveness), which run
+ *     before any activation is.
  * Views (flatten, reshape, dropout at inference) take the place of what they
  * view.  Without this pass (-O0) codegen gives every stored value its own
  * range: the report's naive_memory. */
