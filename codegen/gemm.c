@@ -38,6 +38,11 @@ typedef struct GemmSpec {
   char bias[256];      /* expression added to the accumulator, or "" */
   char b_pre[1024];    /* statements before the K loop that b_tile's per-thread state needs, or "" */
   char b_tile[4096];   /* statements that store the whole B tile Bs for K tile k0 (b_load unused), or "" */
+  char b_regs[160];    /* with b_tile, for --gemm-pipeline (Node.pipe): the declaration of the registers
+                          that hold a thread's B elements of the next K tile; or "" */
+  char b_first[4096];  /* statements that load the first K tile's B elements into those registers */
+  char b_fetch[4096];  /* statements that load K tile k0 + BK's (the next one's) */
+  char b_put[1024];    /* statements that store the registers into Bs (as b_tile would) */
   int uses_z;
   int S;               /* split-K: ranges of K (ir_gemm_split_k), 1: none */
   int64_t span;        /* split-K: the K extent of a range (ir_gemm_split_span) */
@@ -268,6 +273,10 @@ enum { MMA_TF32, MMA_F16, MMA_S8 };
 static int mma_kind(const Node *n) {
   return n->prec == PREC_INT8 ? MMA_S8 : n->prec == PREC_FP16 || n->prec == PREC_BF16 ? MMA_F16 : MMA_TF32;
 }
+/* The C type of an MMA tile's element: fp16/bf16 their 16 bits, int8 a byte, tf32 a float */
+static const char *mma_type(const Node *n) {
+  return mma_kind(n) == MMA_S8 ? "signed char" : mma_kind(n) == MMA_F16 ? "unsigned short" : "float";
+}
 
 /* The shared-memory place of element (kk, rr) of the A tile (rr: its row,
  * 16-row slices) or the B tile (rr: its column, 8-column slices) of `rows`
@@ -381,7 +390,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   if (!grid_fits(c, gr, s, BM)) return -1;
   Buf b = {0};
   /* fp16, bf16: the tiles in 16-bit values, int8 in bytes: a lane loads its registers as they are */
-  const char *TT = mma_kind(gr->main) == MMA_S8 ? "signed char" : mma_kind(gr->main) == MMA_F16 ? "unsigned short" : "float";
+  const char *TT = mma_type(gr->main);
   /* A through cp.async and ldmatrix, two stages: an fp16/bf16 A stored so, k-contiguous in 16-byte pieces */
   int pipe = gr->main->pipe && mma_kind(gr->main) == MMA_F16 && s->a_bits[0] && s->a_vec[0];
   if (pipe)
@@ -413,6 +422,13 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     async_tile(&b, BM, T, s->M, s->K, s->S > 1 ? "kb" : "0", "0", s->a_vec, "    ");
     buf_puts(&b, "    ncc_cp_async_commit();\n  }\n");
   }
+  /* B through registers (--gemm-pipeline, a convolution's B tile): the next K tile's elements are
+   * loaded while this one's MMAs run, and stored into the tile at the top of the next iteration */
+  int pipe_b = gr->main->pipe && s->b_tile[0] && s->b_fetch[0];
+  if (pipe_b) {
+    buf_printf(&b, "  %s\n", s->b_regs);
+    buf_puts(&b, s->b_first);
+  }
   k_loop(&b, s, BK);
   char dst[160];
   char ra[64], rb[64], sa[96], sb[96];
@@ -431,12 +447,18 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   else
     load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind), BM, T, s->a_kcontig, "m", "m0", s->M, s->K,
               ab ? s->a_bits : s->a_load, ab ? "v" : mma_store_rv(sa, sizeof sa, gr->main, ra), ab ? bits : NULL);
-  if (s->b_tile[0]) buf_puts(&b, s->b_tile);
+  if (pipe_b) buf_puts(&b, s->b_put);
+  else if (s->b_tile[0]) buf_puts(&b, s->b_tile);
   else if (bb && s->b_vec[0]) vec_tile(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_vec, kind);
   else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind), BN, T, s->b_kcontig, "n", "n0", s->N, s->K,
                  bb ? s->b_bits : s->b_load, bb ? "v" : mma_store_rv(sb, sizeof sb, gr->main, rb), bb ? bits : NULL);
   if (pipe) buf_puts(&b, "    ncc_cp_async_wait(1);   /* this K tile's copies have landed (the next one's may not) */\n");
   buf_printf(&b, "    %s\n", D_BARRIER);
+  if (pipe_b) {
+    buf_printf(&b, "    if (k0 + %d < %s) {   /* the next K tile's B elements, in flight during the MMAs */\n", BK, kend);
+    buf_puts(&b, s->b_fetch);
+    buf_puts(&b, "    }\n");
+  }
   if (kind == MMA_S8) {   /* a lane's A: 2 registers of 4 int8 (rows g, g + 8), B: 1, each one 32-bit load */
     buf_printf(&b, "    {\n      unsigned ah[%d][2], bh[%d][1];\n", MI, NJ);
     buf_printf(&b, "      for (int i = 0; i < %d; i++)\n"
@@ -813,6 +835,40 @@ static void pad_test(char *dst, size_t n, const ConvDims *d, const char *extra) 
   snprintf(dst, n, "%s%s%s", extra ? extra : "", extra && t[0] ? " && " : "", t);
 }
 
+/* GemmSpec.b_regs and b_put for a B tile whose thread holds J elements,
+ * rows kq + j * KS (im2col_tile, tap_tile), in registers bq of type tt */
+static void b_regs_put(GemmSpec *s, const char *tt, int J, int KS, const char *dst) {
+  snprintf(s->b_regs, sizeof s->b_regs, "%s bq[%d];   /* this thread's B elements of the next K tile */", tt, J);
+  snprintf(s->b_put, sizeof s->b_put, "    for (int j = 0; j < %d; j++) {   /* the B elements fetched, into the tile */\n"
+           "      int kk = kq + j * %d;\n      %s = bq[j];\n    }\n", J, KS, dst);
+}
+
+/* The B tile's statements for mode 0 (b_tile: K tile k0, stored), 1
+ * (b_first: the first K tile, kb or 0, into registers bq, before the K
+ * loop, two spaces less deep) or 2 (b_fetch: K tile k0 + BK, into bq, two
+ * spaces deeper): where they go, and the first row k of the tile they load */
+static char *b_mode(GemmSpec *s, int mode, char *kx, size_t n) {
+  if (mode == 1) snprintf(kx, n, "%s", s->S > 1 ? "kb" : "0");
+  else if (mode == 2) snprintf(kx, n, "k0 + %d", BK);
+  else snprintf(kx, n, "k0");
+  return mode == 0 ? s->b_tile : mode == 1 ? s->b_first : s->b_fetch;
+}
+
+/* Copies src to dst (of n bytes) with `extra` more spaces before each line
+ * (extra < 0: that many fewer) */
+static void indent_into(char *dst, size_t n, const char *src, int extra) {
+  size_t o = 0;
+  for (const char *p = src; *p && o + (size_t)(extra > 0 ? extra : 0) + 1 < n; p++) {
+    if (p == src || p[-1] == '\n') {
+      for (int i = 0; i < extra && *p != '\n'; i++) dst[o++] = ' ';
+      for (int i = 0; i < -extra && *p == ' '; i++) p++;
+    }
+    dst[o++] = *p;
+  }
+  NCC_ASSERT(o + 1 < n);
+  dst[o] = 0;
+}
+
 /* im2col_tile's K loop for a tap-major weight (Attrs.wtap: the fold pass
  * reordered it [out][kh][kw][in/groups] at load): row k is tap k / Cig,
  * channel k % Cig, and Cig is a multiple of BK (ir_conv_tap_major_ok), so a
@@ -820,11 +876,10 @@ static void pad_test(char *dst, size_t n, const ConvDims *d, const char *extra) 
  * padding test are worked out once a tile; the thread's J rows are channels
  * KS apart, at a constant distance in x. */
 static void tap_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value *xv, const Node *pool, const char *rv,
-                     int BN, int T, const char *dst, const char *bits) {
+                     int BN, int T, const char *dst, const char *bits, const char *tt) {
   int J = BK * BN / T, KS = T / BN;
   int64_t HW = d->H * d->W;
   NCC_ASSERT(d->Cig % BK == 0 && d->KH * d->KW > 1 && s->K % BK == 0);
-  Buf b = {0};
   char ih[96], iw[96], c1[48], test[240];
   /* the tap's (kh, kw): tap / KW, tap % KW (one of them the tap itself when the other extent is 1) */
   char kh[48], kw[48];
@@ -834,34 +889,42 @@ static void tap_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value 
   window_sum(iw, sizeof iw, "iw0", 1, 0, d->KW > 1 ? kw : "0", d->dw);
   snprintf(c1, sizeof c1, "col < %lld", LL(s->N));
   pad_test(test, sizeof test, d, s->N % BN ? c1 : NULL);
-  buf_printf(&b, "    {   /* one tap a K tile (weight tap-major): its window offset and padding test once */\n");
-  buf_printf(&b, "      int tap = k0 / %lld, c0 = k0 %% %lld;\n", LL(d->Cig), LL(d->Cig));
-  buf_printf(&b, "      int ih = %s, iw = %s;\n", ih, iw);
-  if (test[0]) buf_printf(&b, "      int inb = %s;\n", test);
-  if (!pool) buf_printf(&b, "      int xo = ((cb0 + c0 + kq) * %lld + ih) * %lld + iw;\n", LL(d->H), LL(d->W));
-  buf_printf(&b, "      for (int j = 0; j < %d; j++) {\n        int kk = kq + j * %d;\n        %s\n", J, KS,
-             bits ? bits : "float v = 0.0f;");
-  const char *ind = test[0] ? "          " : "        ";
-  if (test[0]) buf_puts(&b, "        if (inb) {\n");
-  if (pool) {   /* x is the pooling's input: the element (plane, ih, iw) of its output, computed here */
-    char pl[1024], in2[24];
-    snprintf(in2, sizeof in2, "%s", ind);
-    pool_load(pl, sizeof pl, pool, x, "cb0 + c0 + kk", "ih", "iw", in2);
-    buf_printf(&b, "%s%s\n", ind, pl);
-  } else {
-    char xe[200], ld[240];
-    snprintf(xe, sizeof xe, "%s[xo + j * %lld]", x, LL(KS * HW));
-    buf_printf(&b, "%sv = %s;\n", ind, bits ? xe : cg_ld(ld, sizeof ld, xv, xe));
+  /* mode 0: the tile, stored; 1, 2 (tt: the tile's element type): the elements into registers bq (b_mode) */
+  for (int mode = 0; mode < (tt ? 3 : 1); mode++) {
+    Buf b = {0};
+    char kx[32], kp[40];
+    char *to = b_mode(s, mode, kx, sizeof kx);
+    buf_printf(&b, "    {   /* one tap a K tile (weight tap-major): its window offset and padding test once */\n");
+    if (!strcmp(kx, "0")) buf_puts(&b, "      int tap = 0, c0 = 0;\n");
+    else buf_printf(&b, "      int tap = %s / %lld, c0 = %s %% %lld;\n", cg_paren(kp, sizeof kp, kx), LL(d->Cig), kp, LL(d->Cig));
+    buf_printf(&b, "      int ih = %s, iw = %s;\n", ih, iw);
+    if (test[0]) buf_printf(&b, "      int inb = %s;\n", test);
+    if (!pool) buf_printf(&b, "      int xo = ((cb0 + c0 + kq) * %lld + ih) * %lld + iw;\n", LL(d->H), LL(d->W));
+    buf_printf(&b, "      for (int j = 0; j < %d; j++) {\n", J);
+    if (mode == 0 || pool) buf_printf(&b, "        int kk = kq + j * %d;\n", KS);
+    buf_printf(&b, "        %s\n", bits ? bits : "float v = 0.0f;");
+    const char *ind = test[0] ? "          " : "        ";
+    if (test[0]) buf_puts(&b, "        if (inb) {\n");
+    if (pool) {   /* x is the pooling's input: the element (plane, ih, iw) of its output, computed here */
+      char pl[1024], in2[24];
+      snprintf(in2, sizeof in2, "%s", ind);
+      pool_load(pl, sizeof pl, pool, x, "cb0 + c0 + kk", "ih", "iw", in2);
+      buf_printf(&b, "%s%s\n", ind, pl);
+    } else {
+      char xe[200], ld[240];
+      snprintf(xe, sizeof xe, "%s[xo + j * %lld]", x, LL(KS * HW));
+      buf_printf(&b, "%sv = %s;\n", ind, bits ? xe : cg_ld(ld, sizeof ld, xv, xe));
+    }
+    if (test[0]) buf_puts(&b, "        }\n");
+    buf_printf(&b, "        %s = %s;\n      }\n    }\n", mode ? "bq[j]" : dst, bits ? "v" : rv);
+    indent_into(to, sizeof s->b_tile, b.s, mode == 2 ? 2 : mode == 1 ? -2 : 0);
+    buf_free(&b);
   }
-  if (test[0]) buf_puts(&b, "        }\n");
-  buf_printf(&b, "        %s = %s;\n      }\n    }\n", dst, bits ? "v" : rv);
-  NCC_ASSERT(b.len < sizeof s->b_tile);
-  memcpy(s->b_tile, b.s, b.len + 1);
-  buf_free(&b);
+  if (tt) b_regs_put(s, tt, J, KS, dst);
 }
 
 static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value *xv, const char *cbase, const Node *pool, const char *rv,
-                        int BN, int T, const char *dst, const char *bits, int tap) {
+                        int BN, int T, const char *dst, const char *bits, int tap, const char *tt) {
   int J = BK * BN / T, KS = T / BN;
   NCC_ASSERT(T % BN == 0 && BK * BN % T == 0);
   int64_t KK = d->KH * d->KW, OHW = d->OH * d->OW;
@@ -889,7 +952,7 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Val
     NCC_ASSERT(b.len < sizeof s->b_pre);
     memcpy(s->b_pre, b.s, b.len + 1);
     buf_free(&b);
-    tap_tile(s, d, x, xv, pool, rv, BN, T, dst, bits);
+    tap_tile(s, d, x, xv, pool, rv, BN, T, dst, bits, tt);
     return;
   }
   buf_printf(&b, "  int ci[%d];\n", J);
@@ -907,14 +970,12 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Val
   b.len = 0;
   b.s[0] = 0;
 
-  /* in the K loop: J elements, then the digits advance by BK */
+  /* in the K loop: J elements, then the digits advance by BK.  mode 0: the tile, stored; 1 (tt: the
+   * tile's element type): the elements into registers bq (--gemm-pipeline) */
   int krem = s->K % BK != 0, nrem = s->N % BN != 0;
-  buf_printf(&b, "    for (int j = 0; j < %d; j++) {\n      int kk = kq + j * %d%s;\n      %s\n", J, KS,
-             krem ? ", k = k0 + kk" : "", bits ? bits : "float v = 0.0f;");
   char c1[48], c2[48];
   snprintf(c1, sizeof c1, "col < %lld", LL(s->N));
   snprintf(c2, sizeof c2, "k < %lld", LL(s->K));
-  guard_open(&b, "      ", nrem ? c1 : NULL, krem ? c2 : NULL);
   char ih[96], iw[96], test[200] = "";
   if (hkh && d->dh == 1) snprintf(ih, sizeof ih, "ih0 + kh[j]");
   else if (hkh) snprintf(ih, sizeof ih, "ih0 + kh[j] * %d", d->dh);
@@ -928,30 +989,42 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Val
     snprintf(test, sizeof test, "if (ih >= 0 && ih < %lld) ", LL(d->H));
   else if (d->pw)
     snprintf(test, sizeof test, "if (iw >= 0 && iw < %lld) ", LL(d->W));
-  buf_printf(&b, "        int ih = %s, iw = %s;\n", ih, iw);
-  if (pool) {   /* x is the pooling's input: the element (plane, ih, iw) of its output, computed here */
-    char pl[1024];
-    pool_load(pl, sizeof pl, pool, x, "cb0 + ci[j]", "ih", "iw", "          ");
-    buf_printf(&b, "        %s{\n          %s\n        }\n", test, pl);
-  } else {
-    char xe[200], ld[240];
-    snprintf(xe, sizeof xe, "%s[((cb0 + ci[j]) * %lld + ih) * %lld + iw]", x, LL(d->H), LL(d->W));
-    buf_printf(&b, "        %sv = %s;\n", test, bits ? xe : cg_ld(ld, sizeof ld, xv, xe));
+  for (int mode = 0; mode < (tt ? 3 : 1); mode++) {
+    char kx[32];
+    char *to = b_mode(s, mode, kx, sizeof kx);
+    b.len = 0;
+    b.s[0] = 0;
+    buf_printf(&b, "    for (int j = 0; j < %d; j++) {\n", J);
+    if (mode == 0) buf_printf(&b, "      int kk = kq + j * %d%s;\n", KS, krem ? ", k = k0 + kk" : "");
+    else if (krem && !strcmp(kx, "0")) buf_printf(&b, "      int k = kq + j * %d;\n", KS);
+    else if (krem) buf_printf(&b, "      int k = %s + kq + j * %d;\n", kx, KS);
+    buf_printf(&b, "      %s\n", bits ? bits : "float v = 0.0f;");
+    guard_open(&b, "      ", nrem ? c1 : NULL, krem ? c2 : NULL);
+    buf_printf(&b, "        int ih = %s, iw = %s;\n", ih, iw);
+    if (pool) {   /* x is the pooling's input: the element (plane, ih, iw) of its output, computed here */
+      char pl[1024];
+      pool_load(pl, sizeof pl, pool, x, "cb0 + ci[j]", "ih", "iw", "          ");
+      buf_printf(&b, "        %s{\n          %s\n        }\n", test, pl);
+    } else {
+      char xe[200], ld[240];
+      snprintf(xe, sizeof xe, "%s[((cb0 + ci[j]) * %lld + ih) * %lld + iw]", x, LL(d->H), LL(d->W));
+      buf_printf(&b, "        %sv = %s;\n", test, bits ? xe : cg_ld(ld, sizeof ld, xv, xe));
+    }
+    buf_printf(&b, "      }\n      %s = %s;\n", mode ? "bq[j]" : dst, bits ? "v" : rv);
+    /* k += BK as digits: kw += BK % KW, kh += (BK / KW) % KH, ci += BK / (KH * KW), carries */
+    int64_t dw = hkw ? BK % d->KW : 0, dh = hkh ? (BK / d->KW) % d->KH : 0, dc = BK / KK;
+    if (dw) buf_printf(&b, "      kw[j] += %lld;\n", LL(dw));
+    if (dh) buf_printf(&b, "      kh[j] += %lld;\n", LL(dh));
+    if (dc) buf_printf(&b, "      ci[j] += %lld;\n", LL(dc));
+    if (dw) buf_printf(&b, "      if (kw[j] >= %lld) {\n        kw[j] -= %lld;\n        %s;\n      }\n", LL(d->KW), LL(d->KW),
+                       hkh ? "kh[j]++" : "ci[j]++");
+    if (hkh && (dh || dw))
+      buf_printf(&b, "      if (kh[j] >= %lld) {\n        kh[j] -= %lld;\n        ci[j]++;\n      }\n", LL(d->KH), LL(d->KH));
+    buf_puts(&b, "    }\n");
+    indent_into(to, sizeof s->b_tile, b.s, mode == 2 ? 2 : mode == 1 ? -2 : 0);
   }
-  buf_printf(&b, "      }\n      %s = %s;\n", dst, bits ? "v" : rv);
-  /* k += BK as digits: kw += BK % KW, kh += (BK / KW) % KH, ci += BK / (KH * KW), carries */
-  int64_t dw = hkw ? BK % d->KW : 0, dh = hkh ? (BK / d->KW) % d->KH : 0, dc = BK / KK;
-  if (dw) buf_printf(&b, "      kw[j] += %lld;\n", LL(dw));
-  if (dh) buf_printf(&b, "      kh[j] += %lld;\n", LL(dh));
-  if (dc) buf_printf(&b, "      ci[j] += %lld;\n", LL(dc));
-  if (dw) buf_printf(&b, "      if (kw[j] >= %lld) {\n        kw[j] -= %lld;\n        %s;\n      }\n", LL(d->KW), LL(d->KW),
-                     hkh ? "kh[j]++" : "ci[j]++");
-  if (hkh && (dh || dw))
-    buf_printf(&b, "      if (kh[j] >= %lld) {\n        kh[j] -= %lld;\n        ci[j]++;\n      }\n", LL(d->KH), LL(d->KH));
-  buf_puts(&b, "    }\n");
-  NCC_ASSERT(b.len < sizeof s->b_tile);
-  memcpy(s->b_tile, b.s, b.len + 1);
   buf_free(&b);
+  if (tt) b_regs_put(s, tt, J, KS, dst);
 }
 
 static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
@@ -995,9 +1068,9 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
     /* stored narrow: the tile takes the stored bits (a pooling computes in floats) */
     const char *bits = xin->narrow && !pool ? mma_bits(mma_kind(nd)) : NULL;
     im2col_tile(&s, d, x, xin, cb, pool, mma_store_rv(sb, sizeof sb, nd, rb), BN, g.T,
-                mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_kind(nd)), bits, nd->a.wtap);
+                mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_kind(nd)), bits, nd->a.wtap, nd->pipe ? mma_type(nd) : NULL);
   } else {
-    im2col_tile(&s, d, x, xin, cb, pool, rb, 16 * tile_of(s.N), 256, "Bs[kk][rb]", NULL, nd->a.wtap);
+    im2col_tile(&s, d, x, xin, cb, pool, rb, 16 * tile_of(s.N), 256, "Bs[kk][rb]", NULL, nd->a.wtap, NULL);
   }
   /* output channel of row m */
   if (s.uses_z) snprintf(ch, sizeof ch, "z * %lld + m", LL(d->Mg));

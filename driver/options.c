@@ -135,8 +135,9 @@ static const OptSpec opts[] = {
    "-v prints each GEMM's tile and why)"},
   {O_GEMM_PIPE, "--gemm-pipeline", NULL, "=on|off", CMD_ALL, 0,
    "on: fp16/bf16 tensor-core GEMMs whose A operand is stored 16-bit and k-contiguous stage it with cp.async in "
-   "two stages and load its fragments with ldmatrix; off (the default until a GPU has timed it): the threads' own "
-   "128-bit loads and shared stores (docs/gpu.md, \"Pipelined A tiles\")"},
+   "two stages and load its fragments with ldmatrix, and tensor-core convolutions load the next K tile's B "
+   "elements into registers during the MMAs; off (the default until a GPU has timed it): each K tile loaded, then "
+   "multiplied (docs/gpu.md, \"Pipelined tiles\")"},
   {O_AUTOTUNE, "--autotune", NULL, "=SECONDS", CMD_COMPILE | CMD_RUN | CMD_BENCH, 0,
    "tensor-core GEMMs (tf32, fp16, bf16): try each shape's candidate tiles on the device within SECONDS, "
    "check each gives the default tile's bits, and keep the fastest on a GPU (under emulation the tile model's "

@@ -171,10 +171,12 @@ struct Node {
                               default tile of its shape */
   const char *tile_why;    /* with --autotune: why the tile (the autotuner's line); NULL: the
                               model's or --gemm-tile's reason (ir_tile_why) */
-  int pipe;                /* set by the precision pass on an fp16/bf16 tensor-core GEMM: stage
-                              its A operand with cp.async in two stages and load its fragments
-                              with ldmatrix, where A is stored 16-bit and k-contiguous in
-                              16-byte pieces (codegen decides the latter); --gemm-pipeline=on */
+  int pipe;                /* set by the precision pass on a tensor-core GEMM (--gemm-pipeline=on):
+                              at fp16/bf16 stage its A operand with cp.async in two stages and
+                              load its fragments with ldmatrix, where A is stored 16-bit and
+                              k-contiguous in 16-byte pieces; a convolution's B tile through
+                              registers, the next K tile's loads in flight during the MMAs
+                              (codegen decides where each applies) */
   int load_time;           /* set by the fold pass: computed once, right after the
                               weights are loaded, from parameters and constants only
                               (a folded batchnorm's scale and shift); its value is

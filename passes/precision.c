@@ -111,7 +111,7 @@ static void choose_tiles(Graph *g, const PassCtx *c) {
     nd->tile = 0;
     nd->pipe = 0;
     if (!ir_gemm_mma(nd)) continue;
-    nd->pipe = c->gemm_pipe && (nd->prec == PREC_FP16 || nd->prec == PREC_BF16);
+    nd->pipe = c->gemm_pipe;
     char why[256], key[256];
     nd->tile = 1 + ir_tile_choose(nd, c->gemm_tile - 1, why, sizeof why);
     nd->tile_why = NULL;

@@ -27,7 +27,7 @@
 #     ncc's kernels and cuBLAS; ResNet-50, VGG-16 and the GEMM at fp16 with
 #     the old 64x64 tile forced and with --autotune (docs/gpu.md, "Tile
 #     choice"), and those two at fp16 without the storage pass (float32
-#     between kernels) and with --gemm-pipeline=on (cp.async, ldmatrix).  Each time is printed whole and for the kernels alone.
+#     between kernels) and with --gemm-pipeline=on (cp.async, ldmatrix, B through registers).  Each time is printed whole and for the kernels alone.
 #     Objects are compiled in parallel first (not the autotuned ones, whose
 #     trials are timed), then timed one at a time
 #  5. PyTorch eager on the same models, steps and GEMM (tests/gpu/torch_bench.py)

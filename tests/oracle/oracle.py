@@ -303,6 +303,8 @@ CONV_VARIANTS = {
     "tap_k1x3":   (1, 16, 6, 7, 20, (1, 3), 1, (0, 1), 1, 1, True),
     "tap_nopad_g2": (2, 32, 6, 6, 32, 3, 1, 0, 1, 2, True),
     "tap_big":    (2, 32, 9, 9, 130, 3, 1, 1, 1, 1, True),
+    # split-K with index digits (in/groups not a multiple of 16; K 216, no whole number of K tiles)
+    "splitk_digits": (1, 24, 9, 9, 48, 3, 1, 1, 1, 1, True),
 }
 
 
@@ -1585,7 +1587,7 @@ def tc_linear_case(ctx, M, K, N, act, env=None, prec="tf32", tile=None):
                     {"y": y}, flags=flags, env=env, compare=bits_of(prec))
 
 
-def tc_conv_case(ctx, variant, env=None, prec="tf32", tile=None):
+def tc_conv_case(ctx, variant, env=None, prec="tf32", tile=None, pipe=False):
     import numpy as np
     import torch
     import torch.nn.functional as F
@@ -1595,6 +1597,7 @@ def tc_conv_case(ctx, variant, env=None, prec="tf32", tile=None):
     x, w = tc_operand(rand(N, C, H, W) * 8, prec), tc_operand(rand(O, C // g, kh, kw), prec)
     b = f32np(rand(O)) if bias else None
     r, flags = ROUND_NP[prec], ["--precision=" + prec] + (["--gemm-tile=" + tile] if tile else [])
+    flags += ["--gemm-pipeline=on"] if pipe else []
     net = ("model %s\ninput x: f32[%s]\n"
            "y = conv2d(x, %d, kernel=%s, stride=%s, pad=%s, dilation=%d, groups=%d, bias=%s, name=\"conv\")\n"
            "output y\n" % (ctx.name, dims((N, C, H, W)), O, pair(k), pair(s), pair(p), d, g,
@@ -1625,6 +1628,11 @@ def tc_conv_case(ctx, variant, env=None, prec="tf32", tile=None):
     run_and_compare(ctx, net, params, {"x": x}, {"y": y.reshape(N, O, OH, OW)}, flags=flags, env=env,
                     compare=bits_of(prec))
     tap_major_check(ctx, flags, tap)
+    if pipe:   # the B elements through registers, the next K tile's loaded during the MMAs
+        src = open(ctx.path("tap.cu")).read()
+        if "the next K tile's B elements, in flight during the MMAs" not in src:
+            raise Failure("--gemm-pipeline=on: the conv kernel does not prefetch its B elements")
+        print("B tile prefetched through registers")
 
 
 def tap_major_check(ctx, flags, tap):
@@ -1729,6 +1737,12 @@ for _p, _v, _t in (("tf32", "tap_s2_d2", None), ("fp16", "tap_k3x1", None), ("bf
                    ("tf32", "tap_nopad_g2", "128x64")):
     case("tc_bits_%s_conv_%s" % (_p, _v), ["op", "conv", _p, "mma"])(
         lambda ctx, p=_p, v=_v, t=_t: tc_conv_case(ctx, v, prec=p, tile=t))
+# --gemm-pipeline=on: the B tile through registers (fp16/bf16: A by cp.async), the same sums: tap-major
+# and digits, split-K (the first tile at kb), a K with no whole number of tiles, 128x128
+for _p, _v, _t in (("tf32", "splitk_groups2", None), ("fp16", "k5_p2", None), ("bf16", "splitk_digits", None),
+                   ("fp16", "tap_big", "128x128"), ("tf32", "tap_s2_d2", "128x64")):
+    case("tc_bits_%s_conv_%s_pipeline_checked_reverse" % (_p, _v), ["op", "conv", _p, "mma", "check", "fiber"])(
+        lambda ctx, p=_p, v=_v, t=_t: tc_conv_case(ctx, v, env=CHECKED_REVERSE, prec=p, tile=t, pipe=True))
 case("tc_bits_fp16_tile128x128_conv_tap_checked_reverse", ["op", "conv", "fp16", "mma", "tile", "check", "fiber"])(
     lambda ctx: tc_conv_case(ctx, "tap_big", env=CHECKED_REVERSE, prec="fp16", tile="128x128"))
 case("tc_bits_fp16_tile128x128_conv_g2_checked_reverse", ["op", "conv", "fp16", "mma", "tile", "check", "fiber"])(
@@ -2424,6 +2438,32 @@ def _int8_pool_prologue(ctx):
         raise Failure("-O3: the pooling did not join conv2's loads as a prologue (%s)" % refused[0])
     if len(pro) != 1 or any(re.match(r"k\d+_maxpool2d$", k) for k in ks):
         raise Failure("expected one maxpool2d+conv2d kernel and no pooling kernel; kernels: %s" % ", ".join(ks))
+
+
+# int8_pool_prologue_O3_pipeline: the same model with --gemm-pipeline=on: conv2's
+# B elements (the pooled window, quantized; its weight tap-major) go through
+# registers, the next K tile's loaded during the MMAs: the same bits.
+@case("int8_pool_prologue_O3_pipeline", ["op", "int8", "fusion"])
+def _int8_pool_prologue_pipeline(ctx):
+    import numpy as np
+    layers = [dict(kind="conv", name="conv1", out=16, k=3, pad=1, relu=True),
+              dict(kind="conv", name="conv2", out=16, k=3, pad=1, pool=2, relu=True)]
+    q = Q8(ctx, (2, 4, 12, 12), layers)
+    flags = ["--calibration-method=minmax", "--int8-max-error=1e9", "-O3"]
+    got, c, counts, log = q.run(flags)
+    q8_expect_counts(counts, 2, 0)
+    pipe, _, _, _ = q.run(flags + ["--gemm-pipeline=on"], tag="pipe")
+    for k in got:
+        if not np.array_equal(got[k].view("uint32"), pipe[k].view("uint32")):
+            raise Failure("--gemm-pipeline=on changed output %s (max diff %g)" % (k, float(np.abs(got[k] - pipe[k]).max())))
+    print("outputs bit-equal with --gemm-pipeline=on")
+    ks = q.kernels("calib.txt", ["--int8-max-error=1e9", "-O3", "--gemm-pipeline=on"])
+    pro = [k for k, v in ks.items() if "maxpool2d" in k and "conv2d" in k and "ncc_q8" in v
+           and "in flight during the MMAs" in v and "one tap a K tile" in v]
+    print("int8 pooling-prologue kernels prefetching B, tap-major: %s" % (", ".join(pro) or "none"))
+    if len(pro) != 1:
+        raise Failure("expected the maxpool2d+conv2d kernel to prefetch its tap-major B elements; kernels: %s"
+                      % ", ".join(ks))
 
 
 # int8_fold_bn: conv2d + batchnorm2d + relu at -O2: the batchnorm folded into
