@@ -319,6 +319,13 @@ static int per_out_channel(const Value *v) {
   return v->shape.d[1] == 1 && v->shape.d[2] == 1 && v->shape.d[3] == 1;
 }
 
+static int same_dims(const Shape *a, const Shape *b) {
+  if (a->rank != b->rank) return 0;
+  for (int i = 0; i < a->rank; i++)
+    if (a->d[i] != b->d[i]) return 0;
+  return 1;
+}
+
 static void reorder_conv_weights(Graph *g, const PassCtx *c, Stats *st) {
   if (c->cublas) return;
   Value **copy = arena_alloc(g->arena, sizeof(Value *) * ((size_t)g->next_value_id + 1));
@@ -333,7 +340,8 @@ static void reorder_conv_weights(Graph *g, const PassCtx *c, Stats *st) {
     Value *w = n->in[1];
     if (w->dtype != DT_F32 || (w->def->op != OP_PARAM && !w->def->load_time)) continue;
     Node *d = w->def;
-    if (d->op == OP_MUL && d->load_time && w->nuses == 1 && d->in[0]->shape.rank == 4 && per_out_channel(d->in[1])) {
+    if (d->op == OP_MUL && d->load_time && w->nuses == 1 && same_dims(&d->in[0]->shape, &w->shape) &&
+        d->in[0]->dtype == DT_F32 && per_out_channel(d->in[1])) {
       /* a folded weight w * s[out]: reorder w and scale the copy, mul(transpose(w), s), which
        * the fuse pass computes in the transpose's kernel (move-epilogue): no float32 product
        * kept beside its reorder */
