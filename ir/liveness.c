@@ -150,8 +150,8 @@ void ir_liveness(const Graph *g, int train, Liveness *lv) {
     if (lv->kind[id] == LV_ACT) lv->first[id] = lv->last[id] = k + 1;
     if (lv->kind[id] == LV_INPUT) lv->first[id] = 0, lv->last[id] = lv->end;
   }
-  /* A load-time value that only load-time kernels read (a folded weight that
-   * its tap-major reorder reads, a batchnorm scale's intermediates) is dead
+  /* A load-time value that only load-time kernels read (a batchnorm scale's
+   * intermediates, a weight a load-time kernel quantizes or copies) is dead
    * once M_prepare has run: scratch, an activation among the others, live
    * over the load-time groups that write and read it. */
   unsigned char *per_inf = calloc((size_t)nv + 1, 1);

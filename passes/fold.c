@@ -33,8 +33,10 @@
  *     transpose (reorder_conv_weights, below).
  *
  * Codegen gives load-time nodes their own kernels, launched once by the
- * generated M_prepare() after create and after every M_load, and their values
- * persistent buffers that memory planning never shares (docs/generated-code.md).
+ * generated M_prepare() after create and after every M_load, and the values
+ * that inference reads persistent buffers that memory planning never shares;
+ * those only load-time kernels read are scratch (ir_liveness;
+ * docs/generated-code.md).
  * Rewrites 2 to 5 are for inference only: in training the parameters change
  * every step, so nothing computed from them may be kept.
  *
@@ -302,15 +304,6 @@ static void mark_load_time(Graph *g) {
   }
 }
 
-/* ---- 5. conv weights reordered tap-major at load ---------------------------
- * A conv2d that ir_conv_tap_major_ok accepts, with a weight known at load (a
- * parameter, or a folded weight), reads it through a load-time transpose to
- * [out, kh, kw, in/groups] (Attrs.wtap): the implicit GEMM's K then runs over
- * taps, each K tile one tap's channels, so its loads of the image need one
- * window offset and one padding test a tile instead of one an element.  A
- * parameter's copy is shared by the convolutions that read it; the parameter
- * stays as it is (M_load fills it, M_save writes it).  Not with --cublas (its
- * im2col buffer takes the weight as it is). */
 /* Is v a per-output-channel factor of a [out, ...] weight: [out, 1, 1, 1]
  * (a batchnorm's scale, as fold_bn_into_conv views it) or a scalar? */
 static int per_out_channel(const Value *v) {
@@ -326,6 +319,15 @@ static int same_dims(const Shape *a, const Shape *b) {
   return 1;
 }
 
+/* ---- 5. conv weights reordered tap-major at load ---------------------------
+ * A conv2d that ir_conv_tap_major_ok accepts, with a weight known at load (a
+ * parameter, or a folded weight), reads it through a load-time transpose to
+ * [out, kh, kw, in/groups] (Attrs.wtap): the implicit GEMM's K then runs over
+ * taps, each K tile one tap's channels, so its loads of the image need one
+ * window offset and one padding test a tile instead of one an element.  A
+ * parameter's copy is shared by the convolutions that read it; the parameter
+ * stays as it is (M_load fills it, M_save writes it).  Not with --cublas (its
+ * im2col buffer takes the weight as it is). */
 static void reorder_conv_weights(Graph *g, const PassCtx *c, Stats *st) {
   if (c->cublas) return;
   Value **copy = arena_alloc(g->arena, sizeof(Value *) * ((size_t)g->next_value_id + 1));

@@ -17,7 +17,7 @@
  *   - MEM_LOAD: values computed once after the weights load (Node.load_time)
  *     and read per inference are kept for every inference like parameters:
  *     each its own range, never shared.  One that only load-time kernels
- *     read (a folded weight its tap-major reorder reads) is scratch in
+ *     read (a batchnorm scale's intermediates) is scratch in
  *     MEM_ACT, live over the load-time groups (ir_liveness), which run
  *     before any activation is.
  * Views (flatten, reshape, dropout at inference) take the place of what they
