@@ -970,8 +970,8 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Val
   b.len = 0;
   b.s[0] = 0;
 
-  /* in the K loop: J elements, then the digits advance by BK.  mode 0: the tile, stored; 1 (tt: the
-   * tile's element type): the elements into registers bq (--gemm-pipeline) */
+  /* in the K loop: J elements, then the digits advance by BK.  mode 0: the tile, stored; 1, 2 (tt: the
+   * tile's element type): the elements into registers bq (b_mode; --gemm-pipeline) */
   int krem = s->K % BK != 0, nrem = s->N % BN != 0;
   char c1[48], c2[48];
   snprintf(c1, sizeof c1, "col < %lld", LL(s->N));

@@ -227,7 +227,7 @@ int emit_transpose(Cg *c, const KGroup *gr) {
   int outer = -1;
   for (int d = 0; d < ys->rank && outer < 0; d++)
     if (ys->d[d] != 1) outer = d;
-  char ld[96], e[64];   /* an input stored narrow (a weight's reorder at load: Value.narrow) loads as a float */
+  char ld[96], e[64];   /* an input stored narrow (Value.narrow) loads as a float */
   if (outer < 0) {
     snprintf(e, sizeof e, "%s[0]", x);
     buf_printf(&b, "    float v = %s;\n", cg_ld(ld, sizeof ld, n->in[0], e));

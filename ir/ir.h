@@ -94,7 +94,7 @@ typedef struct Attrs {
                               (the derivative from y, as torch computes relu's, sigmoid's, tanh's) */
   int slot;                /* dropout_apply: which dropout of the model (part of the mask's key) */
   int wtap;                /* conv2d: the weight is stored tap-major, [out, kh, kw, in/groups] (the fold
-                              pass reorders a load-time weight so; ir_conv_tap_major), not [out, in/groups,
+                              pass reorders a load-time weight so; ir_conv_tap_major_ok), not [out, in/groups,
                               kh, kw]: the implicit GEMM's k = (kh KW + kw) in/groups + ci */
 } Attrs;
 
@@ -389,7 +389,7 @@ static inline int ir_conv_direct(const Node *n) { return n->out->shape.d[1] / n-
  * kernel of more than one tap and in/groups a multiple of the K tile (16):
  * each K tile is then one tap's channels, so its window offset and padding
  * test are worked out once a tile, not once an element (codegen/gemm.c,
- * im2col_tile).  The fold pass reorders such a conv's load-time weight. */
+ * tap_tile).  The fold pass reorders such a conv's load-time weight. */
 #define IR_CONV_TAP_K 16
 static inline int ir_conv_tap_major_ok(const Node *n) {
   return n->op == OP_CONV2D && !ir_conv_direct(n) && n->a.kernel[0] * n->a.kernel[1] > 1 &&
