@@ -13,7 +13,8 @@
 #                          a spill or an NCC_KF_BARRIER flag ptxas disagrees with
 #   codegen.ptxas.train    the same for the training code of every example with a
 #                          train block, at -O0 and -O3, sm_80 and sm_90
-#   codegen.example.NAME   examples/*.net through ncc: every compiler, cleanly
+#   codegen.example.NAME   examples/*.net through ncc: every compiler, cleanly (label
+#                          compilers: the sanitizer stage of run_all.sh leaves them out)
 #   codegen.bad.NAME       tests/cg/bad/*.net: refused with exit 1, a message, no output
 #   codegen.readable       names by role and by buffer, no arithmetic noise, kernels still shared
 #   codegen.batch_grids    every inference launch of every example follows the call's batch (m->nb)
@@ -123,7 +124,7 @@ foreach(f ${NCC_CG_EXAMPLES})
   add_test(NAME codegen.example.${n}
            COMMAND sh ${NCC_CG_DIR}/compile_model.sh ${NCC_CG_OUT}/examples ${NCC_CG_RT} ${cg_nvcc} ${cg_nvrtc}
                    --net $<TARGET_FILE:ncc> ${f})
-  set_tests_properties(codegen.example.${n} PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE})
+  set_tests_properties(codegen.example.${n} PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE} LABELS compilers)
 endforeach()
 
 # models codegen refuses: exit 1, the stated message, no output file
@@ -141,7 +142,7 @@ foreach(n resnet18 mobilenet_v2)
            COMMAND sh ${NCC_CG_DIR}/compile_model.sh ${NCC_CG_OUT}/examples_cublas ${NCC_CG_RT} ${cg_nvcc} ${cg_nvrtc}
                    --net $<TARGET_FILE:ncc> ${CMAKE_CURRENT_SOURCE_DIR}/../examples/${n}.net --cublas)
   set_tests_properties(codegen.example.${n}.cublas PROPERTIES ENVIRONMENT "CG_ARCHS=90"
-                       SKIP_RETURN_CODE ${NCC_SKIP_CODE})
+                       SKIP_RETURN_CODE ${NCC_SKIP_CODE} LABELS compilers)
 endforeach()
 
 # the tensor-core GEMMs (--precision=tf32): inline PTX mma.sync through nvcc
@@ -150,7 +151,7 @@ foreach(n resnet18 mlp vgg11)
   add_test(NAME codegen.example.${n}.tf32
            COMMAND sh ${NCC_CG_DIR}/compile_model.sh ${NCC_CG_OUT}/examples_tf32 ${NCC_CG_RT} ${cg_nvcc} ${cg_nvrtc}
                    --net $<TARGET_FILE:ncc> ${CMAKE_CURRENT_SOURCE_DIR}/../examples/${n}.net --precision=tf32)
-  set_tests_properties(codegen.example.${n}.tf32 PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE})
+  set_tests_properties(codegen.example.${n}.tf32 PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE} LABELS compilers)
 endforeach()
 # fp16 and bf16 operands (ncc_fp16, ncc_bf16) on the same tensor cores
 foreach(np resnet18:fp16 mobilenet_v2:bf16 mlp:bf16)
@@ -160,14 +161,14 @@ foreach(np resnet18:fp16 mobilenet_v2:bf16 mlp:bf16)
   add_test(NAME codegen.example.${n}.${p}
            COMMAND sh ${NCC_CG_DIR}/compile_model.sh ${NCC_CG_OUT}/examples_${p} ${NCC_CG_RT} ${cg_nvcc} ${cg_nvrtc}
                    --net $<TARGET_FILE:ncc> ${CMAKE_CURRENT_SOURCE_DIR}/../examples/${n}.net --precision=${p})
-  set_tests_properties(codegen.example.${n}.${p} PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE})
+  set_tests_properties(codegen.example.${n}.${p} PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE} LABELS compilers)
 endforeach()
 # the A tiles by cp.async and ldmatrix (--gemm-pipeline=on): every compiler, cleanly
 add_test(NAME codegen.example.resnet18.fp16.pipeline
          COMMAND sh ${NCC_CG_DIR}/compile_model.sh ${NCC_CG_OUT}/examples_pipeline ${NCC_CG_RT} ${cg_nvcc} ${cg_nvrtc}
                  --net $<TARGET_FILE:ncc> ${CMAKE_CURRENT_SOURCE_DIR}/../examples/resnet18.net
                  "--precision=fp16 --gemm-pipeline=on")
-set_tests_properties(codegen.example.resnet18.fp16.pipeline PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE})
+set_tests_properties(codegen.example.resnet18.fp16.pipeline PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE} LABELS compilers)
 
 # the training ops' kernels (tests/cg/build_train.c): each op's result against
 # PyTorch's autograd in float64, on the emulation in checked mode, both fiber

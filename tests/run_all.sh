@@ -4,8 +4,10 @@
 #   2. release build + every ctest test (numeric tests against PyTorch, golden IR,
 #      malformed models, generated code compiled by gcc, nvcc and NVRTC, emulation)
 #   3. an AddressSanitizer + UndefinedBehaviorSanitizer build running the suite
-#      again (tests labelled `slow`, and the example matrix `matrix`, the batch cases `batch` and the
-#      forced tensor-core tiles `tile` (the emulator paths of the other tensor-core cases), excluded)
+#      again (tests labelled `slow`, and the example matrix `matrix`, the batch cases `batch`, the
+#      forced tensor-core tiles `tile` (the emulator paths of the other tensor-core cases), and the
+#      compilers' runs over the generated examples `compilers` and the SASS reports `sass` (nvcc,
+#      NVRTC and gcc over code the release stage compiles too), excluded)
 #   4. the libFuzzer targets, each for a bounded time (NCC_FUZZ_SECONDS, default
 #      60), the scripts tests/fuzz/run_*.sh as many at a time as there are cores
 #   5. examples/demo.sh, the README's first command
@@ -78,7 +80,7 @@ echo "== AddressSanitizer + UBSan build"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DNCC_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs"
 # shellcheck disable=SC2086
-ASAN_OPTIONS=detect_leaks=0 stage_name=sanitizers stage ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE "slow|train|matrix|batch|tile" ${NCC_CTEST_ARGS:-}
+ASAN_OPTIONS=detect_leaks=0 stage_name=sanitizers stage ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE "slow|train|matrix|batch|tile|compilers|sass" ${NCC_CTEST_ARGS:-}
 
 echo "== fuzzing (${NCC_FUZZ_SECONDS:-60} s per target, $jobs scripts at a time)"
 # libFuzzer uses one core, so the scripts run $jobs at a time (they take turns
