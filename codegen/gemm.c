@@ -983,12 +983,9 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Val
   if (hkw && d->dw == 1) snprintf(iw, sizeof iw, "iw0 + kw[j]");
   else if (hkw) snprintf(iw, sizeof iw, "iw0 + kw[j] * %d", d->dw);
   else snprintf(iw, sizeof iw, "iw0");
-  if (d->ph && d->pw)
-    snprintf(test, sizeof test, "if (ih >= 0 && ih < %lld && iw >= 0 && iw < %lld) ", LL(d->H), LL(d->W));
-  else if (d->ph)
-    snprintf(test, sizeof test, "if (ih >= 0 && ih < %lld) ", LL(d->H));
-  else if (d->pw)
-    snprintf(test, sizeof test, "if (iw >= 0 && iw < %lld) ", LL(d->W));
+  char pt[160];
+  pad_test(pt, sizeof pt, d, NULL);
+  if (pt[0]) snprintf(test, sizeof test, "if (%s) ", pt);
   for (int mode = 0; mode < (tt ? 3 : 1); mode++) {
     char kx[32];
     char *to = b_mode(s, mode, kx, sizeof kx);
