@@ -220,7 +220,7 @@ def run_and_compare(ctx, net_text, params, inputs, refs, flags=(), env=None, net
         pass    # checked mode and fiber order are the emulator's; on a GPU the case just runs there
     elif ("--check" in flags or env.get("NCC_CHECK") == "1") and "checked" not in p.stdout:
         raise Failure("checked mode was asked for but the emulator is not in it")
-    if env.get("NCC_FIBER_ORDER") == "reverse" and "reverse fiber order" not in p.stdout:
+    elif env.get("NCC_FIBER_ORDER") == "reverse" and "reverse fiber order" not in p.stdout:
         raise Failure("reverse fiber order was asked for but not reported")
     for k, path in outs.items():
         if not os.path.exists(path):
