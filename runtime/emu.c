@@ -563,6 +563,43 @@ static const char *const wop_name[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_
                                        "mma.sync.m16n8k8 (tf32)", "mma.sync.m16n8k16 (f16)",
                                        "mma.sync.m16n8k16 (bf16)", "mma.sync.m16n8k16 (s8)", "ldmatrix.sync.m8n8"};
 
+/* D (16x8) += A (16xK) B (Kx8): each element of D is C plus the K products in
+ * k order, float32 fused multiply-adds, as the tensor cores sum (above).  The
+ * loops run i, k, j so that the 8 of j are one vector; where the CPU has AVX2
+ * and FMA a copy built for them runs (the same roundings: one fused
+ * multiply-add an element a step), else fmaf's. */
+#define NCC_EMU_MMA_F32(A, B, D, K)                                      \
+  for (int i_ = 0; i_ < 16; i_++) {                                      \
+    float d_[8];                                                         \
+    memcpy(d_, (D)[i_], sizeof d_);                                      \
+    for (int k_ = 0; k_ < (K); k_++) {                                   \
+      float a_ = (A)[i_ * (K) + k_];                                     \
+      for (int j_ = 0; j_ < 8; j_++) d_[j_] = fmaf(a_, (B)[k_][j_], d_[j_]); \
+    }                                                                    \
+    memcpy((D)[i_], d_, sizeof d_);                                      \
+  }
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2,fma"))) static void mma_f32_fma(const float *restrict A, const float (*restrict B)[8], float (*restrict D)[8], int K) {
+  NCC_EMU_MMA_F32(A, B, D, K)
+}
+static int mma_fma_ok = -1;   /* -1: not asked yet */
+#endif
+static void mma_f32(const float *restrict A, const float (*restrict B)[8], float (*restrict D)[8], int K) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  int ok = __atomic_load_n(&mma_fma_ok, __ATOMIC_RELAXED);
+  if (ok < 0) {
+    __builtin_cpu_init();
+    ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    __atomic_store_n(&mma_fma_ok, ok, __ATOMIC_RELAXED);
+  }
+  if (ok) {
+    mma_f32_fma(A, B, D, K);
+    return;
+  }
+#endif
+  NCC_EMU_MMA_F32(A, B, D, K)
+}
+
 /* mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32: D = A B + C, A 16x8, B
  * 8x8, C and D 16x8, spread over the 32 lanes as the PTX ISA documents
  * ("Matrix fragments for mma.m16n8k8", .tf32): with g = lane / 4 and t = lane
@@ -586,7 +623,7 @@ static float tf32_bits(float x) {
 }
 static void mma_tf32(fiber **L) {
   float A[16][8], B[8][8], D[16][8];
-  int l, i, j, k;
+  int l, i;
   for (l = 0; l < 32; l++) {
     const ncc_emu_mma_frag *fr = (const ncc_emu_mma_frag *)(uintptr_t)L[l]->wval;
     const float *a = (const float *)fr->a, *b = (const float *)fr->b;
@@ -596,9 +633,7 @@ static void mma_tf32(fiber **L) {
     B[t][g] = tf32_bits(b[0]), B[t + 4][g] = tf32_bits(b[1]);
     for (i = 0; i < 4; i++) D[g + 8 * (i / 2)][2 * t + i % 2] = fr->d[i];
   }
-  for (i = 0; i < 16; i++)
-    for (j = 0; j < 8; j++)
-      for (k = 0; k < 8; k++) D[i][j] = fmaf(A[i][k], B[k][j], D[i][j]);
+  mma_f32(&A[0][0], B, D, 8);
   for (l = 0; l < 32; l++) {
     const ncc_emu_mma_frag *fr = (const ncc_emu_mma_frag *)(uintptr_t)L[l]->wval;
     int g = l / 4, t = l % 4;
@@ -624,7 +659,7 @@ static float half_bits(unsigned h, int bf) {
 }
 static void mma_f16(fiber **L, int bf) {
   float A[16][16], B[16][8], D[16][8];
-  int l, i, j, k;
+  int l, i;
   for (l = 0; l < 32; l++) {
     const ncc_emu_mma_frag *fr = (const ncc_emu_mma_frag *)(uintptr_t)L[l]->wval;
     const unsigned *a = (const unsigned *)fr->a, *b = (const unsigned *)fr->b;
@@ -634,9 +669,7 @@ static void mma_f16(fiber **L, int bf) {
     for (i = 0; i < 4; i++) B[2 * t + i % 2 + 8 * (i / 2)][g] = half_bits((b[i / 2] >> (16 * (i % 2))) & 0xffffu, bf);
     for (i = 0; i < 4; i++) D[g + 8 * (i / 2)][2 * t + i % 2] = fr->d[i];
   }
-  for (i = 0; i < 16; i++)
-    for (j = 0; j < 8; j++)
-      for (k = 0; k < 16; k++) D[i][j] = fmaf(A[i][k], B[k][j], D[i][j]);
+  mma_f32(&A[0][0], B, D, 16);
   for (l = 0; l < 32; l++) {
     const ncc_emu_mma_frag *fr = (const ncc_emu_mma_frag *)(uintptr_t)L[l]->wval;
     int g = l / 4, t = l % 4;
@@ -666,9 +699,9 @@ static void mma_s8(fiber **L) {
     for (i = 0; i < 4; i++) B[4 * t + i][g] = (signed char)((b[0] >> (8 * i)) & 0xffu);
     for (i = 0; i < 4; i++) D[g + 8 * (i / 2)][2 * t + i % 2] = d[i];
   }
-  for (i = 0; i < 16; i++)
-    for (j = 0; j < 8; j++)
-      for (k = 0; k < 16; k++) D[i][j] += A[i][k] * B[k][j];
+  for (i = 0; i < 16; i++)   /* i, k, j: the 8 of j one vector; exact int32 sums in any order */
+    for (k = 0; k < 16; k++)
+      for (j = 0; j < 8; j++) D[i][j] += A[i][k] * B[k][j];
   for (l = 0; l < 32; l++) {
     const ncc_emu_mma_frag *fr = (const ncc_emu_mma_frag *)(uintptr_t)L[l]->wval;
     int *d = (int *)(void *)fr->d;
