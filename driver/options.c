@@ -134,10 +134,10 @@ static const OptSpec opts[] = {
    "16x32, 16x64, 32x32, 32x64, 64x32, 64x64, 128x64, 64x128 or 128x128 (docs/gpu.md, \"Tile choice\"; "
    "-v prints each GEMM's tile and why)"},
   {O_GEMM_PIPE, "--gemm-pipeline", NULL, "=on|off", CMD_ALL, 0,
-   "on: fp16/bf16 tensor-core GEMMs whose A operand is stored 16-bit and k-contiguous stage it with cp.async in "
-   "two stages and load its fragments with ldmatrix, and tensor-core convolutions load the next K tile's B "
-   "elements into registers during the MMAs; off (the default until a GPU has timed it): each K tile loaded, then "
-   "multiplied (docs/gpu.md, \"Pipelined tiles\")"},
+   "on (the default): fp16/bf16 tensor-core GEMMs whose A operand is stored 16-bit and k-contiguous stage it with "
+   "cp.async in two stages and load its fragments with ldmatrix, and tensor-core convolutions load the next K "
+   "tile's B elements into registers during the MMAs; off: each K tile loaded, then multiplied, as before "
+   "(docs/gpu.md, \"Pipelined tiles\")"},
   {O_AUTOTUNE, "--autotune", NULL, "=SECONDS", CMD_COMPILE | CMD_RUN | CMD_BENCH, 0,
    "tensor-core GEMMs (tf32, fp16, bf16): try each shape's candidate tiles on the device within SECONDS, "
    "check each gives the default tile's bits, and keep the fastest on a GPU (under emulation the tile model's "
@@ -688,6 +688,7 @@ int opts_parse(Command cmd, int argc, char **argv, Options *o) {
   o->iters = 10;
   o->warmup = 2;
   o->device = DEVICE_AUTO;
+  o->gemm_pipe = 1;
   int flags_end = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];

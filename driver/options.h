@@ -56,7 +56,7 @@ typedef struct Options {
   double max_error;             /* --int8-max-error (0: 0.05) */
   int int8_fallback;            /* --int8-fallback: PREC_FP16 or PREC_BF16; 0 (PREC_FP32): fp32 */
   int gemm_tile;                /* --gemm-tile: 1 + its index in ir_mma_tiles; 0: the tile model's choice */
-  int gemm_pipe;                /* --gemm-pipeline=on */
+  int gemm_pipe;                /* --gemm-pipeline=on (the default) */
   double autotune;              /* --autotune=SECONDS: the budget for trying tiles (0: none) */
   int quiet_init;               /* no flag: the autotuner's own builds do not announce their random weights */
   SetOpt sets[MAX_SETS];

@@ -28,8 +28,10 @@ kernels with an NCC_KERNEL_DESC descriptor, in the file's order):
            body has the most tensor-core instructions, then the most FMAs, then
            the deepest nesting, then the most instructions: the innermost loop
            of a tiled GEMM (over k within a tile), or the loop around it when
-           ptxas unrolled that one whole.  The static mix of its own body:
-             dep    nesting depth (1: outermost)
+           ptxas unrolled that one whole; where it unrolled the loop over K
+           tiles whole too (a few tiles), the code outside every loop, dep 0.
+           The static mix of its own body:
+             dep    nesting depth (1: outermost; 0: no loop, all unrolled)
              ins    instructions
              ffma   FFMA, and ffma% its share of ins
              mma    tensor-core instructions (HMMA, IMMA, DMMA, BMMA, HGMMA, ...)
@@ -309,7 +311,10 @@ def main_loop(insts):
     has the most tensor-core instructions, then the most FMAs, then the
     deepest nesting, then the most instructions (an innermost loop, unless
     ptxas unrolled the inner loop whole: then the loop around it).  The outer
-    loop is counted whole, nested loops included."""
+    loop is counted whole, nested loops included.  Where ptxas unrolled the K
+    loop whole too (a K of a few tiles, known at compile time), the MMAs are
+    in no loop: the main loop is then the code outside every loop, depth 0,
+    marked unrolled, and it is its own outer loop."""
     loops = find_loops(insts)
     best = None
     for lp in loops:
@@ -322,6 +327,12 @@ def main_loop(insts):
         key = (m["mma"], m["fma"], lp["depth"], m["ins"])
         if best is None or key > best[0]:
             best = (key, lp, m)
+    if (best is None or best[2]["mma"] == 0) and mix(insts)["mma"] > 0:
+        flat = [i for i in insts if not any(b["head"] <= i["addr"] <= b["tail"] for b in loops)]
+        m = mix(flat)
+        m.update(depth=0, head=insts[0]["addr"], tail=insts[-1]["addr"], innermost=True, unrolled=True)
+        outer = dict(m)
+        return m, outer
     if best is None:
         return None, None
     lp, m = best[1], best[2]

@@ -577,8 +577,8 @@ def _half_storage(ctx):
     generated kernels store ncc_fp16_bits and stage the stored bits, and
     VGG-16's report shows less memory.  Folded convolution weights (load-time
     values only the GEMMs read, rounding them) are stored in 16 bits too.
-    --gemm-pipeline=on (cp.async, ldmatrix) gives the same bits, checked and
-    reversed."""
+    --gemm-pipeline=off (no cp.async, ldmatrix or B prefetch; on is the
+    default) gives the same bits, checked and reversed."""
     import numpy as np
     examples = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
     golden = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden", "passes", "storage.net")
@@ -597,16 +597,16 @@ def _half_storage(ctx):
             ref, _ = run_outputs(ctx, net, inputs, outs, base + [off])
             got, p = run_outputs(ctx, net, inputs, outs, base + ["--check", "-v"])
             rev, _ = run_outputs(ctx, net, inputs, outs, base, env={"NCC_FIBER_ORDER": "reverse"})
-            # the A tiles by cp.async and ldmatrix (--gemm-pipeline=on): the same operands and MMAs, the same bits
-            pch, _ = run_outputs(ctx, net, inputs, outs, base + ["--check", "--gemm-pipeline=on"])
-            prv, _ = run_outputs(ctx, net, inputs, outs, base + ["--gemm-pipeline=on"], env={"NCC_FIBER_ORDER": "reverse"})
+            # each K tile loaded, then multiplied (--gemm-pipeline=off): the same operands and MMAs, the same bits
+            pch, _ = run_outputs(ctx, net, inputs, outs, base + ["--check", "--gemm-pipeline=off"])
+            prv, _ = run_outputs(ctx, net, inputs, outs, base + ["--gemm-pipeline=off"], env={"NCC_FIBER_ORDER": "reverse"})
             # the 20 folded weights, 16 of them reordered tap-major as they are folded (the fold pass)
             if "resnet18" in net and not re.search(r"pass storage: 20 load-time weights \(folded or reordered\) stored as f16",
                                                    p.stderr):
                 raise Failure("ResNet-18 at fp16: its 20 folded convolution weights should be stored as f16")
             for k in outs:
-                for name, y in (("checked", got[k]), ("reverse", rev[k]), ("pipelined, checked", pch[k]),
-                                ("pipelined, reverse", prv[k])):
+                for name, y in (("checked", got[k]), ("reverse", rev[k]), ("unpipelined, checked", pch[k]),
+                                ("unpipelined, reverse", prv[k])):
                     if y.shape != ref[k].shape or not np.array_equal(y.view("uint32"), ref[k].view("uint32")):
                         raise Failure("%s %s %s (%s): half-width storage changed output %s (max diff %g)" % (
                             os.path.basename(net), prec, " ".join(flags), name, k, float(np.abs(y - ref[k]).max())))
@@ -626,20 +626,21 @@ def _half_storage(ctx):
         raise Failure("expected a load-time cast of each of the 5 GEMM weights: %s of %s" % (casts, sorted(params)))
     if "f32: relu2 (%9): add1 (add) reads it in float32" not in p.stderr or "matmul1 (%26): an output" not in p.stderr:
         raise Failure("-v should say why relu2 and the output stay f32")
-    # VGG-11's weights (no batchnorm: parameters converted at load), f16: staged 16 bytes a load, with
-    # --gemm-pipeline=on by cp.async in two stages and ldmatrix
+    # VGG-11's weights (no batchnorm: parameters converted at load), f16: by cp.async in two stages and
+    # ldmatrix (the default, --gemm-pipeline=on), with --gemm-pipeline=off staged 16 bytes a load
     vgg11 = [os.path.join(examples, "vgg11.net"), "--precision=fp16", "--set", "N=2", "--set", "S=32", "-o", out]
-    p = ctx.ncc_cmd(vgg11 + ["--gemm-pipeline=on"])
+    p = ctx.ncc_cmd(vgg11)
     src = open(out).read() if p.returncode == 0 else ""
     if ("ncc_cp_async16(dst, &weight[" not in src or "ncc_ldmatrix_x4(ah[i], &As[st][" not in src or
             "_cast(const float *__restrict__ in0, unsigned short *__restrict__ y)" not in src):
         raise Failure("VGG-11 at fp16: the weights should be cast to f16 at load and staged with cp.async and ldmatrix")
-    p = ctx.ncc_cmd(vgg11)
+    p = ctx.ncc_cmd(vgg11 + ["--gemm-pipeline=off"])
     src = open(out).read() if p.returncode == 0 else ""
     if "ncc_ldg128(q, &weight[" not in src or "ncc_cp_async" in src or "ncc_ldmatrix" in src:
-        raise Failure("VGG-11 at fp16: the weights should be staged with 128-bit loads (no --gemm-pipeline)")
-    # ResNet-18's folded weights, f16 and k-contiguous: staged 16 bytes a load
-    p = ctx.ncc_cmd([os.path.join(examples, "resnet18.net"), "--precision=fp16", "--set", "N=2", "--set", "S=32", "-o", out])
+        raise Failure("VGG-11 at fp16: the weights should be staged with 128-bit loads (--gemm-pipeline=off)")
+    # ResNet-18's folded weights, f16 and k-contiguous: staged 16 bytes a load (--gemm-pipeline=off)
+    p = ctx.ncc_cmd([os.path.join(examples, "resnet18.net"), "--precision=fp16", "--set", "N=2", "--set", "S=32",
+                     "--gemm-pipeline=off", "-o", out])
     src = open(out).read() if p.returncode == 0 else ""
     if "ncc_ldg128(q, &weight[" not in src or "const unsigned short *__restrict__ weight" not in src:
         raise Failure("ResNet-18 at fp16: the folded f16 weights should be staged with 128-bit loads")

@@ -27,7 +27,7 @@
 #     ncc's kernels and cuBLAS; ResNet-50, VGG-16 and the GEMM at fp16 with
 #     the old 64x64 tile forced and with --autotune (docs/gpu.md, "Tile
 #     choice"), and those two at fp16 without the storage pass (float32
-#     between kernels) and with --gemm-pipeline=on (cp.async, ldmatrix, B through registers).  Each time is printed whole and for the kernels alone.
+#     between kernels) and with --gemm-pipeline=off (no cp.async, ldmatrix or B prefetch; on is the default).  Each time is printed whole and for the kernels alone.
 #     Objects are compiled in parallel first (not the autotuned ones, whose
 #     trials are timed), then timed one at a time
 #  5. PyTorch eager on the same models, steps and GEMM (tests/gpu/torch_bench.py)
@@ -201,7 +201,7 @@ if want bench; then
       # float32 storage between kernels (no storage pass), against the default above
       echo "examples/$m.net --set N=32 --precision=fp16 --passes=prune,fold,precision,fuse,plan,batch"
       echo "examples/$m.net --set N=32 --precision=fp16 --gemm-tile=64x64"
-      echo "examples/$m.net --set N=32 --precision=fp16 --gemm-pipeline=on"
+      echo "examples/$m.net --set N=32 --precision=fp16 --gemm-pipeline=off"
       echo "examples/$m.net --set N=32 --precision=fp16 --autotune=300"
     done
     echo "tests/gpu/gemm4096.net --precision=fp16 --gemm-tile=64x64"

@@ -1573,13 +1573,18 @@ def bits_of(prec):
     return lambda name, got, ref: check_bits(name, got, ref, prec.upper())
 
 
-def tc_linear_case(ctx, M, K, N, act, env=None, prec="tf32", tile=None):
+def pipe_flag(pipe):
+    """--gemm-pipeline: None leaves the default (on), True and False ask for on and off"""
+    return [] if pipe is None else ["--gemm-pipeline=" + ("on" if pipe else "off")]
+
+
+def tc_linear_case(ctx, M, K, N, act, env=None, prec="tf32", tile=None, pipe=None):
     import numpy as np
     seed(40 + M)
     x, w, b = tc_operand(rand(M, K) * 8, prec), tc_operand(rand(N, K), prec), f32np(rand(N))
     net = ("model %s\ninput x: f32[%d, %d]\nh = linear(x, %d, name=\"fc\")\ny = %s(h)\noutput y\n"
            % (ctx.name, M, K, N, act))
-    flags = ["--precision=" + prec] + (["--gemm-tile=" + tile] if tile else [])
+    flags = ["--precision=" + prec] + (["--gemm-tile=" + tile] if tile else []) + pipe_flag(pipe)
     S = split_k_of(ctx, net, flags)
     r = ROUND_NP[prec]
     y = tc_gemm32(r(x)[None], r(w).T[None].copy(), S)[0] + b[None, :]
@@ -1599,7 +1604,7 @@ def tc_conv_case(ctx, variant, env=None, prec="tf32", tile=None, pipe=False):
     x, w = tc_operand(rand(N, C, H, W) * 8, prec), tc_operand(rand(O, C // g, kh, kw), prec)
     b = f32np(rand(O)) if bias else None
     r, flags = ROUND_NP[prec], ["--precision=" + prec] + (["--gemm-tile=" + tile] if tile else [])
-    flags += ["--gemm-pipeline=on"] if pipe else []
+    flags += pipe_flag(pipe)
     net = ("model %s\ninput x: f32[%s]\n"
            "y = conv2d(x, %d, kernel=%s, stride=%s, pad=%s, dilation=%d, groups=%d, bias=%s, name=\"conv\")\n"
            "output y\n" % (ctx.name, dims((N, C, H, W)), O, pair(k), pair(s), pair(p), d, g,
@@ -1630,11 +1635,12 @@ def tc_conv_case(ctx, variant, env=None, prec="tf32", tile=None, pipe=False):
     run_and_compare(ctx, net, params, {"x": x}, {"y": y.reshape(N, O, OH, OW)}, flags=flags, env=env,
                     compare=bits_of(prec))
     tap_major_check(ctx, flags, tap)
-    if pipe:   # the B elements through registers, the next K tile's loaded during the MMAs
-        src = open(ctx.path("tap.cu")).read()
-        if "the next K tile's B elements, in flight during the MMAs" not in src:
-            raise Failure("--gemm-pipeline=on: the conv kernel does not prefetch its B elements")
-        print("B tile prefetched through registers")
+    # the B elements through registers, the next K tile's loaded during the MMAs, unless --gemm-pipeline=off
+    src = open(ctx.path("tap.cu")).read()
+    if ("the next K tile's B elements, in flight during the MMAs" in src) != bool(pipe):
+        raise Failure("--gemm-pipeline=%s: the conv kernel %s its B elements" % (
+            "on" if pipe else "off", "does not prefetch" if pipe else "prefetches"))
+    print("B tile prefetched through registers" if pipe else "B tile loaded, then multiplied (--gemm-pipeline=off)")
 
 
 def tap_major_check(ctx, flags, tap):
@@ -1718,7 +1724,9 @@ case("tc_bits_matmul_batched_checked_reverse", ["op", "tf32", "mma", "check", "f
 # fp16 and bf16 operands on the same tensor cores (ir_gemm_mma): the rounding
 # by numpy (float16) and PyTorch (bfloat16), the sums as above
 for _p in ("fp16", "bf16"):
-    case("tc_bits_%s_linear_m70" % _p, ["op", _p, "mma"])(lambda ctx, p=_p: tc_linear_case(ctx, 70, 131, 37, "relu", prec=p))
+    # the A tile by cp.async and ldmatrix (the default, --gemm-pipeline=on) in the others; here without
+    case("tc_bits_%s_linear_m70" % _p, ["op", _p, "mma"])(
+        lambda ctx, p=_p: tc_linear_case(ctx, 70, 131, 37, "relu", prec=p, pipe=False))
     case("tc_bits_%s_linear_splitk" % _p, ["op", _p, "mma", "splitk"])(
         lambda ctx, p=_p: tc_linear_case(ctx, 20, 1000, 40, "relu", prec=p))
     case("tc_bits_%s_conv_k3_s2_p1" % _p, ["op", "conv", _p, "mma"])(lambda ctx, p=_p: tc_conv_case(ctx, "k3_s2_p1", prec=p))
@@ -2442,9 +2450,10 @@ def _int8_pool_prologue(ctx):
         raise Failure("expected one maxpool2d+conv2d kernel and no pooling kernel; kernels: %s" % ", ".join(ks))
 
 
-# int8_pool_prologue_O3_pipeline: the same model with --gemm-pipeline=on: conv2's
-# B elements (the pooled window, quantized; its weight tap-major) go through
-# registers, the next K tile's loaded during the MMAs: the same bits.
+# int8_pool_prologue_O3_pipeline: the same model with --gemm-pipeline=on (the
+# default) and off: with it conv2's B elements (the pooled window, quantized; its
+# weight tap-major) go through registers, the next K tile's loaded during the
+# MMAs: the same bits.
 @case("int8_pool_prologue_O3_pipeline", ["op", "int8", "fusion"])
 def _int8_pool_prologue_pipeline(ctx):
     import numpy as np
@@ -2452,7 +2461,7 @@ def _int8_pool_prologue_pipeline(ctx):
               dict(kind="conv", name="conv2", out=16, k=3, pad=1, pool=2, relu=True)]
     q = Q8(ctx, (2, 4, 12, 12), layers)
     flags = ["--calibration-method=minmax", "--int8-max-error=1e9", "-O3"]
-    got, c, counts, log = q.run(flags)
+    got, c, counts, log = q.run(flags + ["--gemm-pipeline=off"])
     q8_expect_counts(counts, 2, 0)
     pipe, _, _, _ = q.run(flags + ["--gemm-pipeline=on"], tag="pipe")
     for k in got:
