@@ -491,7 +491,9 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
                MI, NJ);
     buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
   }
-  buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++)\n      for (int r = 0; r < 4; r++) {\n", MI, NJ);
+  /* the epilogue unrolled whole: with a loop left, nvcc keeps acc in local memory (a stack frame) */
+  buf_printf(&b, "  NCC_UNROLL\n  for (int i = 0; i < %d; i++)\n    NCC_UNROLL\n    for (int j = 0; j < %d; j++)\n"
+             "      NCC_UNROLL\n      for (int r = 0; r < 4; r++) {\n", MI, NJ);
   buf_puts(&b, "        int m = m0 + wr + 16 * i + gid + 8 * (r / 2), n = n0 + wc + 8 * j + 2 * tig + r % 2;\n");
   char c1[48], c2[48];
   snprintf(c1, sizeof c1, "m < %lld", LL(s->M));

@@ -20,6 +20,7 @@
 /* always_inline: the barrier-free fast path is a loop over threads with the body inlined */
 #define NCC_KERNEL static __inline__ __attribute__((always_inline, unused))
 #define NCC_DYN_SHARED(T, name) T *name = (T *)ncc_emu_shared_dyn
+#define NCC_UNROLL   /* the emulation's C compiler unrolls as it likes */
 #define NCC_ARG(T, i) (*(T *)a[i])
 /* fn##_thread runs one thread (fibers, checked mode); fn##_block runs the whole
  * current block for barrier-free kernels.  The macro supplies its own ';'. */
@@ -49,6 +50,9 @@
 #include <cuda_bf16.h>
 #define NCC_KERNEL extern "C" __global__
 #define NCC_DYN_SHARED(T, name) extern __shared__ T name[]
+/* NCC_UNROLL before a loop of constant trip count: unroll it whole, so that the
+ * arrays it indexes (a tile's accumulators) stay in registers */
+#define NCC_UNROLL _Pragma("unroll")
 /* NVRTC has no math.h: INFINITY and NAN are spelled for it */
 #ifndef INFINITY
 #define INFINITY __int_as_float(0x7f800000)
@@ -68,6 +72,7 @@
 /* ------------------------------------------------------------ --jit host C */
 #include "ncc_rt.h"
 #define NCC_ARG(T, i) 0
+#define NCC_UNROLL
 #define NCC_KERNEL_DESC(fn, flags, args)                                              \
   static const ncc_kernel fn##_desc __attribute__((unused)) = {#fn, (flags), 0, 0, 0};
 

@@ -14,7 +14,7 @@
 #   sass.tensor_cores  ResNet-18 and the MLP at --precision=tf32 (and ResNet-18
 #                 at fp16, the MLP at bf16): every tiled
 #                 GEMM is a tensor-core kernel whose main loop has MMAs, at
-#                 most 2 shared loads per MMA, no spills, >= 2 blocks per SM
+#                 most 2 shared loads per MMA, no spills, no stack frame, >= 2 blocks per SM
 #                 (tools as sass.report; skipped without them)
 add_test(NAME sass.parse COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cg/check_sass_report.py --parse)
 if(NCC_NVCC)

@@ -296,6 +296,8 @@ def tensor_core_tests(ncc, nvcc, examples, work):
             check(bool(lp) and lp["mma"] > 0, f"{n}: no tensor-core instruction in the main loop: {lp}")
             check(bool(lp) and lp["lds"] <= 2 * lp["mma"], f"{n}: more than 2 shared loads per MMA: {lp}")
             check(k["spill_st"] == 0 and k["spill_ld"] == 0, f"{n}: spills {k['spill_st']}/{k['spill_ld']}")
+            # the accumulators in registers to the end: no local array (the epilogue unrolled whole, NCC_UNROLL)
+            check(k["stack"] == 0, f"{n}: a stack frame of {k['stack']} bytes")
             # two blocks an SM, or one of 8 warps (the 128 x 128 tile: as many warps as two blocks of 4)
             check(k["occupancy"] and (k["occupancy"]["blocks"] >= 2 or k["occupancy"]["warps"] >= 8),
                   f"{n}: occupancy {k['occupancy']}")

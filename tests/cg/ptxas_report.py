@@ -36,18 +36,23 @@ def compile_cubin(nvcc, arch, incs, src, cubin):
 
 
 def parse_ptxas(text):
-    """ptxas -v's report -> {function: {regs, st, ld, smem, bar}} (spill
-    stores and loads, static shared memory in bytes, barriers)."""
+    """ptxas -v's report -> {function: {regs, st, ld, smem, bar, stack}} (spill
+    stores and loads, static shared memory in bytes, barriers, the stack
+    frame in bytes: local arrays, e.g. accumulators indexed in a loop nvcc
+    did not unroll)."""
     cur = None
     rows = {}
     for line in text.splitlines():
         m = re.search(r"Compiling entry function '(\w+)'", line) or re.search(r"Function properties for (\w+)", line)
         if m:
             cur = m.group(1)
-            rows.setdefault(cur, {"regs": 0, "st": 0, "ld": 0, "smem": 0, "bar": 0})
+            rows.setdefault(cur, {"regs": 0, "st": 0, "ld": 0, "smem": 0, "bar": 0, "stack": 0})
             continue
         if cur is None:
             continue
+        m = re.search(r"(\d+) bytes stack frame", line)
+        if m:
+            rows[cur]["stack"] = int(m.group(1))
         m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
         if m:
             rows[cur]["st"], rows[cur]["ld"] = int(m.group(1)), int(m.group(2))

@@ -404,7 +404,7 @@ def report_file(path, arch, nvcc, tools, incs, use=None):
         kernels.append({
             "name": k, "flags": flags[k], "uses": uses, "threads": threads,
             "block_sizes": sorted(g["threads"]) if g else [],
-            "regs": p["regs"], "spill_st": p["st"], "spill_ld": p["ld"], "smem": p["smem"], "dyn_smem": dyn,
+            "regs": p["regs"], "spill_st": p["st"], "spill_ld": p["ld"], "stack": p.get("stack", 0), "smem": p["smem"], "dyn_smem": dyn,
             "barriers": p["bar"],
             "occupancy": occupancy(arch, threads, p["regs"], p["smem"], dyn) if threads else None,
             "loop": loop, "outer_loop": outer, "total": mix(insts)})
