@@ -341,17 +341,19 @@ static void vec_tile(Buf *b, int ab, int rows, int T, const char *rowvar, const 
              W, mma_dst(dst, sizeof dst, ab, rows, "rr", kind));
 }
 
-/* The A tile of a pipelined fp16/bf16 GEMM (GemmSpec.a_vec, Node.pipe):
- * row-major, BK = 16 values a row padded to AP = 24 (48 bytes: the eight
- * 16-byte rows an ldmatrix phase reads fall in distinct banks), two stages.
- * Statements that issue stage `stg`'s copies of the K tile at `kx`: 16
- * bytes a thread with cp.async (k-contiguous rows, whole 16-byte pieces),
- * zeros stored past M and K. */
+/* The A tile of a pipelined fp16/bf16 GEMM (GemmSpec.a_vec, Node.pipe),
+ * and the B tile of one whose B is k-contiguous too (GemmSpec.b_vec: a
+ * linear's weight): row-major, a row (m of A, n of B) of BK = 16 values
+ * padded to AP = 24 (48 bytes: the eight 16-byte rows an ldmatrix phase
+ * reads fall in distinct banks), two stages.  Statements that issue stage
+ * `stg`'s copies of the K tile at `kx` into `arr` (As, Bs), row `var` (m, n)
+ * from `base` (m0, n0) on: 16 bytes a thread with cp.async (k-contiguous
+ * rows, whole 16-byte pieces), zeros stored past RMAX and K. */
 #define AP 24
-static void async_tile(Buf *b, int rows, int T, int64_t RMAX, int64_t K, const char *kx, const char *stg, const char *addr,
-                       const char *ind) {
+static void async_tile(Buf *b, const char *arr, const char *var, const char *base, int rows, int T, int64_t RMAX, int64_t K,
+                       const char *kx, const char *stg, const char *addr, const char *ind) {
   char c1[64], c2[48], cond[128] = "";
-  snprintf(c1, sizeof c1, "m < %lld", LL(RMAX));
+  snprintf(c1, sizeof c1, "%s < %lld", var, LL(RMAX));
   snprintf(c2, sizeof c2, "k < %lld", LL(K));
   if (RMAX % rows || K % BK)
     snprintf(cond, sizeof cond, "%s%s%s", RMAX % rows ? c1 : "", RMAX % rows && K % BK ? " && " : "", K % BK ? c2 : "");
@@ -364,8 +366,8 @@ static void async_tile(Buf *b, int rows, int T, int64_t RMAX, int64_t K, const c
     buf_printf(b, "%sfor (int q = 0; q < %d; q++) {   /* 16 bytes a copy, %d a thread: cp.async */\n%s  int l = tid + q * %d;\n",
                ind, n / T, n / T, ind, T);
   else buf_printf(b, "%sfor (int l = tid; l < %d; l += %d) {   /* 16 bytes a thread: cp.async */\n", ind, n, T);
-  buf_printf(b, "%s  int rr = l / 2, kv = l %% 2 * 8;\n%s  int m = m0 + rr, k = %s + kv;\n", ind, ind, kx);
-  buf_printf(b, "%s  unsigned short *dst = &As[%s][rr * %d + kv];\n", ind, stg, AP);
+  buf_printf(b, "%s  int rr = l / 2, kv = l %% 2 * 8;\n%s  int %s = %s + rr, k = %s + kv;\n", ind, ind, var, base, kx);
+  buf_printf(b, "%s  unsigned short *dst = &%s[%s][rr * %d + kv];\n", ind, arr, stg, AP);
   if (cond[0])
     buf_printf(b, "%s  if (%s) {\n%s    ncc_cp_async16(dst, %s);\n%s  } else {\n"
                   "%s    unsigned z = 0u;\n%s    for (int p = 0; p < 4; p++) ncc_sts32(dst + 2 * p, z);\n%s  }\n",
@@ -393,12 +395,18 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   const char *TT = mma_type(gr->main);
   /* A through cp.async and ldmatrix, two stages: an fp16/bf16 A stored so, k-contiguous in 16-byte pieces */
   int pipe = gr->main->pipe && mma_kind(gr->main) == MMA_F16 && s->a_bits[0] && s->a_vec[0];
+  /* B the same way where it is stored so too (a linear's weight converted at load), not gathered (b_tile) */
+  int pipe_bv = gr->main->pipe && mma_kind(gr->main) == MMA_F16 && s->b_bits[0] && s->b_vec[0] && !s->b_tile[0];
   if (pipe)
     buf_printf(&b, "  %s __align__(16) unsigned short As[2][%d];   /* A tile, %d x %d row-major (rows padded to %d), "
                    "two stages: cp.async, ldmatrix */\n", D_SHARED, BM * AP, BM, BK, AP);
   else
     buf_printf(&b, "  %s __align__(16) %s As[%d];   /* A tile, %d x %d, in fragment order */\n", D_SHARED, TT, BK * BM, BM, BK);
-  buf_printf(&b, "  %s __align__(16) %s Bs[%d];   /* B tile, %d x %d, in fragment order */\n", D_SHARED, TT, BK * BN, BK, BN);
+  if (pipe_bv)
+    buf_printf(&b, "  %s __align__(16) unsigned short Bs[2][%d];   /* B tile, %d x %d, a row of k for each n (rows padded "
+                   "to %d), two stages: cp.async, ldmatrix */\n", D_SHARED, BN * AP, BK, BN, AP);
+  else
+    buf_printf(&b, "  %s __align__(16) %s Bs[%d];   /* B tile, %d x %d, in fragment order */\n", D_SHARED, TT, BK * BN, BK, BN);
   buf_printf(&b, "  int tid = %s, lane = tid %% 32, warp = tid / 32;\n", D_TID_X);
   buf_puts(&b, "  int gid = lane / 4, tig = lane % 4;   /* the lane's group and its place in it (PTX: groupID, threadID_in_group) */\n");
   if (g.WM > 1)
@@ -415,11 +423,19 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
                  "      for (int r = 0; r < 4; r++) acc[i][j][r] = %s;\n", MI, NJ, kind == MMA_S8 ? "0" : "0.0f");
   char kend[32] = "ke";   /* the end of this block's K: split-K's range, else K */
   if (s->S <= 1) snprintf(kend, sizeof kend, "%lld", LL(s->K));
-  if (pipe) {   /* the first K tile's copies in flight before the loop */
-    buf_printf(&b, "  int st = 0;   /* the stage the loop's MMAs read */\n"
-                   "  int lo = (wr + lane %% 8 + 8 * (lane / 8 %% 2)) * %d + 8 * (lane / 16);   /* this lane's ldmatrix row */\n"
-                   "  {\n", AP);
-    async_tile(&b, BM, T, s->M, s->K, s->S > 1 ? "kb" : "0", "0", s->a_vec, "    ");
+  if (pipe || pipe_bv) {   /* the first K tile's copies in flight before the loop */
+    buf_puts(&b, "  int st = 0;   /* the stage the loop's MMAs read */\n");
+    if (pipe)
+      buf_printf(&b, "  int lo = (wr + lane %% 8 + 8 * (lane / 8 %% 2)) * %d + 8 * (lane / 16);   /* this lane's ldmatrix row of A */\n",
+                 AP);
+    if (pipe_bv && NJ % 2 == 0)   /* x4: lanes 0..7 name rows n (k 0..7), 8..15 the same n (k 8..15), 16..31 n + 8 */
+      buf_printf(&b, "  int lb = (wc + lane %% 8 + 8 * (lane / 16)) * %d + 8 * (lane / 8 %% 2);   /* this lane's ldmatrix row of B */\n",
+                 AP);
+    else if (pipe_bv)   /* x2: lanes 0..7 rows n (k 0..7), 8..15 the same n (k 8..15); the others' as theirs */
+      buf_printf(&b, "  int lb = (wc + lane %% 8) * %d + 8 * (lane / 8 %% 2);   /* this lane's ldmatrix row of B */\n", AP);
+    buf_puts(&b, "  {\n");
+    if (pipe) async_tile(&b, "As", "m", "m0", BM, T, s->M, s->K, s->S > 1 ? "kb" : "0", "0", s->a_vec, "    ");
+    if (pipe_bv) async_tile(&b, "Bs", "n", "n0", BN, T, s->N, s->K, s->S > 1 ? "kb" : "0", "0", s->b_vec, "    ");
     buf_puts(&b, "    ncc_cp_async_commit();\n  }\n");
   }
   /* B through registers (--gemm-pipeline, a convolution's B tile): the next K tile's elements are
@@ -436,23 +452,29 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   /* an operand stored narrow at the MMA's own type: the tile takes the stored bits */
   const char *bits = mma_bits(kind);
   int ab = bits && s->a_bits[0], bb = bits && s->b_bits[0];
-  if (pipe) {   /* the next K tile's copies, into the other stage, while this one's B loads and MMAs run */
+  if (pipe || pipe_bv) {   /* the next K tile's copies, into the other stage, while this one's loads and MMAs run */
     buf_printf(&b, "    if (k0 + %d < %s) {\n", BK, kend);
     char knext[32];
     snprintf(knext, sizeof knext, "k0 + %d", BK);
-    async_tile(&b, BM, T, s->M, s->K, knext, "st ^ 1", s->a_vec, "      ");
+    if (pipe) async_tile(&b, "As", "m", "m0", BM, T, s->M, s->K, knext, "st ^ 1", s->a_vec, "      ");
+    if (pipe_bv) async_tile(&b, "Bs", "n", "n0", BN, T, s->N, s->K, knext, "st ^ 1", s->b_vec, "      ");
     buf_puts(&b, "    }\n    ncc_cp_async_commit();   /* (an empty group after the last tile) */\n");
-  } else if (ab && s->a_vec[0])   /* 16 bytes a load where the stored operand's rows allow */
+  }
+  if (pipe)
+    ;   /* A by cp.async, above */
+  else if (ab && s->a_vec[0])   /* 16 bytes a load where the stored operand's rows allow */
     vec_tile(&b, 'A', BM, T, "m", "m0", s->M, s->K, s->a_vec, kind);
   else
     load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind), BM, T, s->a_kcontig, "m", "m0", s->M, s->K,
               ab ? s->a_bits : s->a_load, ab ? "v" : mma_store_rv(sa, sizeof sa, gr->main, ra), ab ? bits : NULL);
-  if (pipe_b) buf_puts(&b, s->b_put);
+  if (pipe_bv)
+    ;   /* B by cp.async, above */
+  else if (pipe_b) buf_puts(&b, s->b_put);
   else if (s->b_tile[0]) buf_puts(&b, s->b_tile);
   else if (bb && s->b_vec[0]) vec_tile(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_vec, kind);
   else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind), BN, T, s->b_kcontig, "n", "n0", s->N, s->K,
                  bb ? s->b_bits : s->b_load, bb ? "v" : mma_store_rv(sb, sizeof sb, gr->main, rb), bb ? bits : NULL);
-  if (pipe) buf_puts(&b, "    ncc_cp_async_wait(1);   /* this K tile's copies have landed (the next one's may not) */\n");
+  if (pipe || pipe_bv) buf_puts(&b, "    ncc_cp_async_wait(1);   /* this K tile's copies have landed (the next one's may not) */\n");
   buf_printf(&b, "    %s\n", D_BARRIER);
   if (pipe_b) {
     buf_printf(&b, "    if (k0 + %d < %s) {   /* the next K tile's B elements, in flight during the MMAs */\n", BK, kend);
@@ -477,10 +499,17 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
                      "        ncc_lds_u32x2(ah[i], &As[((wr / 16 + i) * 64 + lane) * 4]);\n"
                      "        ncc_lds_u32x2(ah[i] + 2, &As[((wr / 16 + i) * 64 + 32 + lane) * 4]);\n"
                      "      }\n", MI);
-    buf_printf(&b, "      for (int j = 0; j < %d; j++) ncc_lds_u32x2(bh[j], &Bs[((wc / 8 + j) * 32 + lane) * 4]);\n", NJ);
+    if (pipe_bv && NJ % 2 == 0)   /* ldmatrix x4: the fragments of columns 8 j .. 8 j + 15, k 0..15 */
+      buf_printf(&b, "      for (int j = 0; j < %d; j += 2) {\n        unsigned q[4];\n"
+                     "        ncc_ldmatrix_x4(q, &Bs[st][lb + j * %d]);\n"
+                     "        bh[j][0] = q[0], bh[j][1] = q[1], bh[j + 1][0] = q[2], bh[j + 1][1] = q[3];\n      }\n", NJ, 8 * AP);
+    else if (pipe_bv)
+      buf_printf(&b, "      for (int j = 0; j < %d; j++) ncc_ldmatrix_x2(bh[j], &Bs[st][lb + j * %d]);\n", NJ, 8 * AP);
+    else
+      buf_printf(&b, "      for (int j = 0; j < %d; j++) ncc_lds_u32x2(bh[j], &Bs[((wc / 8 + j) * 32 + lane) * 4]);\n", NJ);
     buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) ncc_mma_%s_16x8x16(acc[i][j], ah[i], bh[j]);\n",
                MI, NJ, t);
-    buf_printf(&b, "    }\n    %s\n%s  }\n", D_BARRIER, pipe ? "    st ^= 1;\n" : "");
+    buf_printf(&b, "    }\n    %s\n%s  }\n", D_BARRIER, pipe || pipe_bv ? "    st ^= 1;\n" : "");
   } else {
     buf_printf(&b, "    for (int ks = 0; ks < 2; ks++) {\n      float af[%d][4], bf[%d][2];\n", MI, NJ);
     buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_lds4(af[i], &As[((ks * %d + wr / 16 + i) * 32 + lane) * 4]);\n", MI,

@@ -191,7 +191,9 @@ FUNC_RES = (re.compile(r"^\s*\.text\.([A-Za-z_]\w*):"),          # nvdisasm
 def parse_sass(text):
     """nvdisasm or cuobjdump -sass text -> {function: [inst]}, an inst being
     {"addr", "op" (opcode with modifiers), "target" (a branch's address or
-    None)}.  nvdisasm names branch targets by label, cuobjdump by address."""
+    None), "never" (predicated on @!PT: never executed, e.g. the LDS RZ, [RZ]
+    ptxas pads LDGSTS with)}.  nvdisasm names branch targets by label,
+    cuobjdump by address."""
     funcs, cur, labels, pending = {}, None, {}, []
     fixups = []
     for line in text.splitlines():
@@ -224,7 +226,8 @@ def parse_sass(text):
                 tm = re.search(r"\b0x([0-9a-f]+)\b", rest)
                 if tm:
                     target = int(tm.group(1), 16)
-        cur.append({"addr": addr, "op": op, "target": target})
+        never = (im.group(2) or "").strip() == "@!PT"
+        cur.append({"addr": addr, "op": op, "target": target, "never": never})
     for insts, labs in fixups:
         for i in insts:
             if isinstance(i["target"], str):
@@ -257,10 +260,11 @@ def base(op):
 
 
 def mix(insts, lo=None, hi=None):
-    """Opcode counts of the instructions in [lo, hi] (all when lo is None)."""
+    """Opcode counts of the instructions in [lo, hi] (all when lo is None),
+    those never executed (@!PT) left out."""
     ops = {}
     for i in insts:
-        if lo is not None and not lo <= i["addr"] <= hi:
+        if (lo is not None and not lo <= i["addr"] <= hi) or i.get("never"):
             continue
         ops[i["op"]] = ops.get(i["op"], 0) + 1
     return summarize(ops)

@@ -1578,7 +1578,7 @@ def pipe_flag(pipe):
     return [] if pipe is None else ["--gemm-pipeline=" + ("on" if pipe else "off")]
 
 
-def tc_linear_case(ctx, M, K, N, act, env=None, prec="tf32", tile=None, pipe=None):
+def tc_linear_case(ctx, M, K, N, act, env=None, prec="tf32", tile=None, pipe=None, src_has=None):
     import numpy as np
     seed(40 + M)
     x, w, b = tc_operand(rand(M, K) * 8, prec), tc_operand(rand(N, K), prec), f32np(rand(N))
@@ -1592,6 +1592,12 @@ def tc_linear_case(ctx, M, K, N, act, env=None, prec="tf32", tile=None, pipe=Non
     import torch
     run_and_compare(ctx, net, {"fc.weight": torch.from_numpy(w), "fc.bias": torch.from_numpy(b)}, {"x": x},
                     {"y": y}, flags=flags, env=env, compare=bits_of(prec))
+    if src_has:   # the generated kernel takes the path the case is for
+        cu = ctx.path("fc.cu")
+        p = subprocess.run([ctx.ncc, ctx.path(ctx.name + ".net"), "-o", cu] + flags, capture_output=True, text=True)
+        if p.returncode != 0 or src_has not in open(cu).read():
+            raise Failure("the linear kernel should contain %r (ncc: %s)" % (src_has, p.stderr.strip()))
+        print("kernel contains %r" % src_has)
 
 
 def tc_conv_case(ctx, variant, env=None, prec="tf32", tile=None, pipe=False):
@@ -1761,6 +1767,15 @@ case("tc_bits_tf32_tile128x64_matmul_batched_checked_reverse", ["op", "tf32", "m
     lambda ctx: tc_matmul_case(ctx, (2, 1, 133, 19), (1, 3, 19, 150), env=CHECKED_REVERSE, tile="128x64"))
 case("tc_bits_bf16_tile64x128_linear_splitk", ["op", "bf16", "mma", "tile", "splitk"])(
     lambda ctx: tc_linear_case(ctx, 20, 1000, 40, "relu", prec="bf16", tile="64x128"))
+# the pipelined tiles with a linear's weight (converted at load, k-contiguous) as B: both operands by
+# cp.async and ldmatrix, a K with no whole number of tiles, N past the tile; x4 (two 8-column blocks a
+# load) and, at 16x32 (one block a warp), x2
+case("tc_bits_fp16_linear_bpipe_checked_reverse", ["op", "fp16", "mma", "check", "fiber"])(
+    lambda ctx: tc_linear_case(ctx, 70, 136, 72, "relu", env=CHECKED_REVERSE, prec="fp16",
+                               src_has="ncc_ldmatrix_x4(q, &Bs[st][lb + j * 192])"))
+case("tc_bits_bf16_tile16x32_linear_bpipe_checked_reverse", ["op", "bf16", "mma", "tile", "check", "fiber"])(
+    lambda ctx: tc_linear_case(ctx, 40, 200, 37, "relu", env=CHECKED_REVERSE, prec="bf16", tile="16x32",
+                               src_has="ncc_ldmatrix_x2(bh[j], &Bs[st][lb + j * 192])"))
 
 
 # ---------------------------------------------------------------- int8 weights (`ncc quantize`)
