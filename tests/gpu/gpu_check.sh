@@ -24,7 +24,8 @@
 #     tiled kernels at fp32/tf32/fp16/bf16/int8 and cuBLAS at fp32/fp16; batch 1
 #     with NCC_GRAPHS=0; training steps (VGG-16 -O0 against -O2, each
 #     precision; ResNet-18); a 4096^3 GEMM (gemm4096.net) at each precision,
-#     ncc's kernels and cuBLAS; ResNet-50, VGG-16 and the GEMM at fp16 with
+#     ncc's kernels and cuBLAS; three 4096-wide linear layers at batch 4096
+#     (mlp4096.net) at each precision, and at fp16 without the pipelined tiles; ResNet-50, VGG-16 and the GEMM at fp16 with
 #     the old 64x64 tile forced and with --autotune (docs/gpu.md, "Tile
 #     choice"), and those two at fp16 without the storage pass (float32
 #     between kernels) and with --gemm-pipeline=off (no cp.async, ldmatrix or B prefetch; on is the default).  Each time is printed whole and for the kernels alone.
@@ -194,7 +195,9 @@ if want bench; then
     for p in fp32 tf32 fp16 bf16; do
       echo "tests/gpu/gemm4096.net --precision=$p"
       echo "tests/gpu/gemm4096.net --precision=$p --cublas"
+      echo "tests/gpu/mlp4096.net --precision=$p"
     done
+    echo "tests/gpu/mlp4096.net --precision=fp16 --gemm-pipeline=off"
     # the tensor-core tiles: the old default forced, and each shape tried on this GPU (--autotune,
     # after the model's choice above; its trials run here, one at a time, not in the parallel compile)
     for m in resnet50 vgg16; do
