@@ -341,37 +341,43 @@ static void vec_tile(Buf *b, int ab, int rows, int T, const char *rowvar, const 
              W, mma_dst(dst, sizeof dst, ab, rows, "rr", kind));
 }
 
-/* The A tile of a pipelined fp16/bf16 GEMM (GemmSpec.a_vec, Node.pipe),
- * and the B tile of one whose B is k-contiguous too (GemmSpec.b_vec: a
- * linear's weight): row-major, a row (m of A, n of B) of BK = 16 values
- * padded to AP = 24 (48 bytes: the eight 16-byte rows an ldmatrix phase
- * reads fall in distinct banks), two stages.  Statements that issue stage
- * `stg`'s copies of the K tile at `kx` into `arr` (As, Bs), row `var` (m, n)
- * from `base` (m0, n0) on: 16 bytes a thread with cp.async (k-contiguous
- * rows, whole 16-byte pieces), zeros stored past RMAX and K. */
+/* The A tile of a pipelined fp16/bf16/int8 GEMM (GemmSpec.a_vec,
+ * Node.pipe), and the B tile of one whose B is k-contiguous too
+ * (GemmSpec.b_vec: a linear's weight): row-major, a row (m of A, n of B) of
+ * BK = 16 values padded to 48 bytes (the eight 16-byte rows an ldmatrix
+ * phase reads fall in distinct banks): AP = 24 16-bit values, or AP8 = 48
+ * int8 ones; two stages.  Statements that issue stage `stg`'s copies of the
+ * K tile at `kx` into `arr` (As, Bs) of `tt` (unsigned short, signed char),
+ * row `var` (m, n) from `base` (m0, n0) on: 16 bytes a thread with cp.async
+ * (k-contiguous rows, whole 16-byte pieces: two a row of 16-bit values, one
+ * of int8), zeros stored past RMAX and K. */
 #define AP 24
-static void async_tile(Buf *b, const char *arr, const char *var, const char *base, int rows, int T, int64_t RMAX, int64_t K,
-                       const char *kx, const char *stg, const char *addr, const char *ind) {
+#define AP8 48
+static void async_tile(Buf *b, const char *arr, const char *tt, const char *var, const char *base, int rows, int T,
+                       int64_t RMAX, int64_t K, const char *kx, const char *stg, const char *addr, const char *ind) {
+  int i8 = !strcmp(tt, "signed char"), P = i8 ? 1 : 2, ap = i8 ? AP8 : AP;
   char c1[64], c2[48], cond[128] = "";
   snprintf(c1, sizeof c1, "%s < %lld", var, LL(RMAX));
   snprintf(c2, sizeof c2, "k < %lld", LL(K));
   if (RMAX % rows || K % BK)
     snprintf(cond, sizeof cond, "%s%s%s", RMAX % rows ? c1 : "", RMAX % rows && K % BK ? " && " : "", K % BK ? c2 : "");
-  /* a fixed number of copies a thread (the tile's 2 rows pieces over T threads), so that the compiler
+  /* a fixed number of copies a thread (the tile's P rows pieces over T threads), so that the compiler
    * unrolls them without a remainder loop */
-  int n = rows * 2;
+  int n = rows * P;
   if (n == T) buf_printf(b, "%s{   /* 16 bytes a thread: cp.async */\n%s  int l = tid;\n", ind, ind);
   else if (n < T) buf_printf(b, "%sif (tid < %d) {   /* 16 bytes a thread: cp.async */\n%s  int l = tid;\n", ind, n, ind);
   else if (n % T == 0)
     buf_printf(b, "%sfor (int q = 0; q < %d; q++) {   /* 16 bytes a copy, %d a thread: cp.async */\n%s  int l = tid + q * %d;\n",
                ind, n / T, n / T, ind, T);
   else buf_printf(b, "%sfor (int l = tid; l < %d; l += %d) {   /* 16 bytes a thread: cp.async */\n", ind, n, T);
-  buf_printf(b, "%s  int rr = l / 2, kv = l %% 2 * 8;\n%s  int %s = %s + rr, k = %s + kv;\n", ind, ind, var, base, kx);
-  buf_printf(b, "%s  unsigned short *dst = &%s[%s][rr * %d + kv];\n", ind, arr, stg, AP);
+  if (P == 2) buf_printf(b, "%s  int rr = l / 2, kv = l %% 2 * 8;\n", ind);
+  else buf_printf(b, "%s  int rr = l, kv = 0;\n", ind);
+  buf_printf(b, "%s  int %s = %s + rr, k = %s + kv;\n", ind, var, base, kx);
+  buf_printf(b, "%s  %s *dst = &%s[%s][rr * %d + kv];\n", ind, tt, arr, stg, ap);
   if (cond[0])
     buf_printf(b, "%s  if (%s) {\n%s    ncc_cp_async16(dst, %s);\n%s  } else {\n"
-                  "%s    unsigned z = 0u;\n%s    for (int p = 0; p < 4; p++) ncc_sts32(dst + 2 * p, z);\n%s  }\n",
-               ind, cond, ind, addr, ind, ind, ind, ind);
+                  "%s    unsigned z = 0u;\n%s    for (int p = 0; p < 4; p++) ncc_sts32(dst + %d * p, z);\n%s  }\n",
+               ind, cond, ind, addr, ind, ind, ind, i8 ? 4 : 2, ind);
   else
     buf_printf(b, "%s  ncc_cp_async16(dst, %s);\n", ind, addr);
   buf_printf(b, "%s}\n", ind);
@@ -393,18 +399,22 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   Buf b = {0};
   /* fp16, bf16: the tiles in 16-bit values, int8 in bytes: a lane loads its registers as they are */
   const char *TT = mma_type(gr->main);
-  /* A through cp.async and ldmatrix, two stages: an fp16/bf16 A stored so, k-contiguous in 16-byte pieces */
-  int pipe = gr->main->pipe && mma_kind(gr->main) == MMA_F16 && s->a_bits[0] && s->a_vec[0];
-  /* B the same way where it is stored so too (a linear's weight converted at load), not gathered (b_tile) */
-  int pipe_bv = gr->main->pipe && mma_kind(gr->main) == MMA_F16 && s->b_bits[0] && s->b_vec[0] && !s->b_tile[0];
+  /* A through cp.async and ldmatrix, two stages: an fp16/bf16/int8 A stored so, k-contiguous in 16-byte pieces */
+  int kind = mma_kind(gr->main), k16 = kind != MMA_TF32, i8 = kind == MMA_S8, ap = i8 ? AP8 : AP;
+  /* (not int8 at a tile bounded to three blocks an SM, 128x64: 168 registers, and its residual
+   * epilogues spill 8 bytes with A's copies in flight) */
+  int pipe = gr->main->pipe && k16 && s->a_bits[0] && s->a_vec[0] && (!i8 || !g.minb);
+  /* B the same way where it is stored so too (a linear's weight converted at load), not gathered (b_tile);
+   * int8 with two 8-column blocks a warp at least (ldmatrix x2 and x4 of B's one-register fragments) */
+  int pipe_bv = gr->main->pipe && k16 && s->b_bits[0] && s->b_vec[0] && !s->b_tile[0] && (!i8 || NJ % 2 == 0);
   if (pipe)
-    buf_printf(&b, "  %s __align__(16) unsigned short As[2][%d];   /* A tile, %d x %d row-major (rows padded to %d), "
-                   "two stages: cp.async, ldmatrix */\n", D_SHARED, BM * AP, BM, BK, AP);
+    buf_printf(&b, "  %s __align__(16) %s As[2][%d];   /* A tile, %d x %d row-major (rows padded to %d), "
+                   "two stages: cp.async, ldmatrix */\n", D_SHARED, TT, BM * ap, BM, BK, ap);
   else
     buf_printf(&b, "  %s __align__(16) %s As[%d];   /* A tile, %d x %d, in fragment order */\n", D_SHARED, TT, BK * BM, BM, BK);
   if (pipe_bv)
-    buf_printf(&b, "  %s __align__(16) unsigned short Bs[2][%d];   /* B tile, %d x %d, a row of k for each n (rows padded "
-                   "to %d), two stages: cp.async, ldmatrix */\n", D_SHARED, BN * AP, BK, BN, AP);
+    buf_printf(&b, "  %s __align__(16) %s Bs[2][%d];   /* B tile, %d x %d, a row of k for each n (rows padded "
+                   "to %d), two stages: cp.async, ldmatrix */\n", D_SHARED, TT, BN * ap, BK, BN, ap);
   else
     buf_printf(&b, "  %s __align__(16) %s Bs[%d];   /* B tile, %d x %d, in fragment order */\n", D_SHARED, TT, BK * BN, BK, BN);
   buf_printf(&b, "  int tid = %s, lane = tid %% 32, warp = tid / 32;\n", D_TID_X);
@@ -417,7 +427,6 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_printf(&b, "  int m0 = %s * %d, n0 = %s * %d;\n", D_BID_Y, BM, D_BID_X, BN);
   z_and_range(&b, s);
   if (s->b_tile[0]) buf_puts(&b, s->b_pre);
-  int kind = mma_kind(gr->main), k16 = kind != MMA_TF32;
   buf_printf(&b, "  %s acc[%d][%d][4];\n", kind == MMA_S8 ? "int" : "float", MI, NJ);
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++)\n"
                  "      for (int r = 0; r < 4; r++) acc[i][j][r] = %s;\n", MI, NJ, kind == MMA_S8 ? "0" : "0.0f");
@@ -425,17 +434,23 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   if (s->S <= 1) snprintf(kend, sizeof kend, "%lld", LL(s->K));
   if (pipe || pipe_bv) {   /* the first K tile's copies in flight before the loop */
     buf_puts(&b, "  int st = 0;   /* the stage the loop's MMAs read */\n");
-    if (pipe)
+    /* int8: a 16-byte row is a row's 16 k; an 8 x 8 matrix of 16-bit pairs gives lane l the bytes
+     * 4 (l % 4) .. + 3 of row l / 4: the s8 fragment of rows (A) or columns (B) 0..7 */
+    if (pipe && !i8)
       buf_printf(&b, "  int lo = (wr + lane %% 8 + 8 * (lane / 8 %% 2)) * %d + 8 * (lane / 16);   /* this lane's ldmatrix row of A */\n",
                  AP);
-    if (pipe_bv && NJ % 2 == 0)   /* x4: lanes 0..7 name rows n (k 0..7), 8..15 the same n (k 8..15), 16..31 n + 8 */
+    else if (pipe)   /* x4: lane l names row l of two 16-row slices; x2: row l %% 16 of one */
+      buf_printf(&b, "  int lo = (wr + lane%s) * %d;   /* this lane's ldmatrix row of A */\n", MI % 2 ? " % 16" : "", AP8);
+    if (pipe_bv && !i8 && NJ % 2 == 0)   /* x4: lanes 0..7 name rows n (k 0..7), 8..15 the same n (k 8..15), 16..31 n + 8 */
       buf_printf(&b, "  int lb = (wc + lane %% 8 + 8 * (lane / 16)) * %d + 8 * (lane / 8 %% 2);   /* this lane's ldmatrix row of B */\n",
                  AP);
-    else if (pipe_bv)   /* x2: lanes 0..7 rows n (k 0..7), 8..15 the same n (k 8..15); the others' as theirs */
+    else if (pipe_bv && !i8)   /* x2: lanes 0..7 rows n (k 0..7), 8..15 the same n (k 8..15); the others' as theirs */
       buf_printf(&b, "  int lb = (wc + lane %% 8) * %d + 8 * (lane / 8 %% 2);   /* this lane's ldmatrix row of B */\n", AP);
+    else if (pipe_bv)   /* x4: lane l names column l of four 8-column blocks; x2: column l %% 16 of two */
+      buf_printf(&b, "  int lb = (wc + lane%s) * %d;   /* this lane's ldmatrix row of B */\n", NJ % 4 ? " % 16" : "", AP8);
     buf_puts(&b, "  {\n");
-    if (pipe) async_tile(&b, "As", "m", "m0", BM, T, s->M, s->K, s->S > 1 ? "kb" : "0", "0", s->a_vec, "    ");
-    if (pipe_bv) async_tile(&b, "Bs", "n", "n0", BN, T, s->N, s->K, s->S > 1 ? "kb" : "0", "0", s->b_vec, "    ");
+    if (pipe) async_tile(&b, "As", TT, "m", "m0", BM, T, s->M, s->K, s->S > 1 ? "kb" : "0", "0", s->a_vec, "    ");
+    if (pipe_bv) async_tile(&b, "Bs", TT, "n", "n0", BN, T, s->N, s->K, s->S > 1 ? "kb" : "0", "0", s->b_vec, "    ");
     buf_puts(&b, "    ncc_cp_async_commit();\n  }\n");
   }
   /* B through registers (--gemm-pipeline, a convolution's B tile): the next K tile's elements are
@@ -456,8 +471,8 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     buf_printf(&b, "    if (k0 + %d < %s) {\n", BK, kend);
     char knext[32];
     snprintf(knext, sizeof knext, "k0 + %d", BK);
-    if (pipe) async_tile(&b, "As", "m", "m0", BM, T, s->M, s->K, knext, "st ^ 1", s->a_vec, "      ");
-    if (pipe_bv) async_tile(&b, "Bs", "n", "n0", BN, T, s->N, s->K, knext, "st ^ 1", s->b_vec, "      ");
+    if (pipe) async_tile(&b, "As", TT, "m", "m0", BM, T, s->M, s->K, knext, "st ^ 1", s->a_vec, "      ");
+    if (pipe_bv) async_tile(&b, "Bs", TT, "n", "n0", BN, T, s->N, s->K, knext, "st ^ 1", s->b_vec, "      ");
     buf_puts(&b, "    }\n    ncc_cp_async_commit();   /* (an empty group after the last tile) */\n");
   }
   if (pipe)
@@ -483,12 +498,28 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   }
   if (kind == MMA_S8) {   /* a lane's A: 2 registers of 4 int8 (rows g, g + 8), B: 1, each one 32-bit load */
     buf_printf(&b, "    {\n      unsigned ah[%d][2], bh[%d][1];\n", MI, NJ);
-    buf_printf(&b, "      for (int i = 0; i < %d; i++)\n"
-                   "        for (int r = 0; r < 2; r++) ah[i][r] = ncc_lds_s8x4(&As[((wr / 16 + i) * 64 + 32 * r + lane) * 4]);\n", MI);
-    buf_printf(&b, "      for (int j = 0; j < %d; j++) bh[j][0] = ncc_lds_s8x4(&Bs[((wc / 8 + j) * 32 + lane) * 4]);\n", NJ);
+    if (pipe && MI % 2 == 0)   /* ldmatrix x4: rows 0..7, 8..15 of slices i and i + 1 */
+      buf_printf(&b, "      for (int i = 0; i < %d; i += 2) {\n        unsigned q[4];\n"
+                     "        ncc_ldmatrix_x4(q, &As[st][lo + i * %d]);\n"
+                     "        ah[i][0] = q[0], ah[i][1] = q[1], ah[i + 1][0] = q[2], ah[i + 1][1] = q[3];\n      }\n", MI, 16 * AP8);
+    else if (pipe)
+      buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_ldmatrix_x2(ah[i], &As[st][lo + i * %d]);\n", MI, 16 * AP8);
+    else
+      buf_printf(&b, "      for (int i = 0; i < %d; i++)\n"
+                     "        for (int r = 0; r < 2; r++) ah[i][r] = ncc_lds_s8x4(&As[((wr / 16 + i) * 64 + 32 * r + lane) * 4]);\n", MI);
+    if (pipe_bv && NJ % 4 == 0)   /* ldmatrix x4: columns 0..7 of blocks j .. j + 3 */
+      buf_printf(&b, "      for (int j = 0; j < %d; j += 4) {\n        unsigned q[4];\n"
+                     "        ncc_ldmatrix_x4(q, &Bs[st][lb + j * %d]);\n"
+                     "        for (int r = 0; r < 4; r++) bh[j + r][0] = q[r];\n      }\n", NJ, 8 * AP8);
+    else if (pipe_bv)
+      buf_printf(&b, "      for (int j = 0; j < %d; j += 2) {\n        unsigned q[2];\n"
+                     "        ncc_ldmatrix_x2(q, &Bs[st][lb + j * %d]);\n"
+                     "        bh[j][0] = q[0], bh[j + 1][0] = q[1];\n      }\n", NJ, 8 * AP8);
+    else
+      buf_printf(&b, "      for (int j = 0; j < %d; j++) bh[j][0] = ncc_lds_s8x4(&Bs[((wc / 8 + j) * 32 + lane) * 4]);\n", NJ);
     buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) ncc_mma_s8_16x8x16(acc[i][j], ah[i], bh[j]);\n",
                MI, NJ);
-    buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
+    buf_printf(&b, "    }\n    %s\n%s  }\n", D_BARRIER, pipe || pipe_bv ? "    st ^= 1;\n" : "");
   } else if (k16) {   /* a lane's A: 4 registers of two 16-bit values, B: 2; two values a 32-bit word */
     const char *t = gr->main->prec == PREC_BF16 ? "bf16" : "f16";
     buf_printf(&b, "    {\n      unsigned ah[%d][4], bh[%d][2];\n", MI, NJ);

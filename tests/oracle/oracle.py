@@ -2362,6 +2362,51 @@ case("int8_tile128x128_conv", ["op", "int8", "tile"])(lambda ctx: q8_tile_case(
 case("int8_tile128x64_linear", ["op", "int8", "tile"])(lambda ctx: q8_tile_case(
     ctx, "128x64", (150, 77), [dict(kind="linear", name="fc1", out=133, relu=True),
                                dict(kind="linear", name="fc2", out=20)]))
+# int8 with the pipelined tiles (the default) where an operand is stored int8
+# and k-contiguous with K a multiple of 16: a linear's weight (B), quantized at
+# load, and a convolution's (A) go by cp.async and ldmatrix; B by x4 (four
+# 8-column blocks) at the default tile of fc1, x2 (two) at fc2's and at
+# 32x32, A by x2 there (one 16-row slice a warp).  The same bits as --gemm-pipeline=off, checked and in reverse
+# fiber order, and the int8 reference.
+def q8_pipeline_case(ctx, tile, in_shape, layers, op, want, also=()):
+    import numpy as np
+    q = Q8(ctx, in_shape, layers)
+    flags = ["--calibration-method=minmax", "--int8-max-error=1e9"] + (["--gemm-tile=" + tile] if tile else [])
+    off, c, counts, _ = q.run(flags + ["--gemm-pipeline=off"])
+    q8_expect_counts(counts, len(layers), 0)
+    q.check(off, c, 1e9)
+    for extra, env in ((["--check"], {}), ([], {"NCC_FIBER_ORDER": "reverse"})):
+        os.environ.update(env)
+        try:
+            on, _, _, _ = q.run(flags + extra, tag="pipe")
+        finally:
+            for k in env:
+                del os.environ[k]
+        for k in off:
+            if not np.array_equal(off[k].view("uint32"), on[k].view("uint32")):
+                raise Failure("the pipelined tiles (%s) changed output %s (max diff %g)"
+                              % (" ".join(extra) or "reverse", k, float(np.abs(off[k] - on[k]).max())))
+    print("outputs bit-equal with and without the pipelined tiles, checked and reversed")
+    ks = q.kernels("calib.txt", flags[1:])
+    sel = {k: v for k, v in ks.items() if op in k and "ncc_mma_s8_16x8x16(" in v}
+    bad = [k for k, v in sel.items() if want not in v]
+    print("int8 %s kernels: %s" % (op, ", ".join(sel)))
+    if len(sel) != len(layers) or bad:
+        raise Failure("expected each %s on s8 tensor cores with %r; not in: %s" % (op, want, ", ".join(bad) or "-"))
+    for w in also:   # and in one of them
+        if not any(w in v for v in sel.values()):
+            raise Failure("expected %r in one of the %s kernels" % (w, op))
+
+
+Q8_PIPE_LINEARS = [dict(kind="linear", name="fc1", out=64, relu=True), dict(kind="linear", name="fc2", out=40)]
+case("int8_linear_pipeline", ["op", "int8", "check", "fiber"])(lambda ctx: q8_pipeline_case(
+    ctx, None, (70, 96), Q8_PIPE_LINEARS, "linear", "&Bs[st][lb + j * 384]",
+    ("ncc_ldmatrix_x4(q, &Bs[st]", "ncc_ldmatrix_x2(q, &Bs[st]")))
+case("int8_tile32x32_linear_pipeline", ["op", "int8", "tile", "check", "fiber"])(lambda ctx: q8_pipeline_case(
+    ctx, "32x32", (70, 96), Q8_PIPE_LINEARS, "linear", "ncc_ldmatrix_x2(q, &Bs[st][lb + j * 384])"))
+case("int8_tile32x32_conv_pipeline", ["op", "int8", "tile", "check", "fiber"])(lambda ctx: q8_pipeline_case(
+    ctx, "32x32", (2, 16, 7, 9), [dict(kind="conv", name="conv1", out=40, k=3, pad=1, relu=True)], "conv2d",
+    "ncc_ldmatrix_x2(ah[i], &As[st][lo + i * 768])"))
 # int8_matmul_*: a matmul of two activations at int8 (ir_int8_candidate): both
 # operands quantized with their own calibrated per-tensor scales (the cache's
 # layers "qk" and "qk#b"), int32 sums, y = sum * float32(sa * sb).  The two
