@@ -383,6 +383,16 @@ static void async_tile(Buf *b, const char *arr, const char *tt, const char *var,
   buf_printf(b, "%s}\n", ind);
 }
 
+/* A loop that fills fragments d[I][0..1] and d[I + 1][0..1] (I = 0, 2, ..
+ * n - 2) from one ldmatrix x4 each, at &arr[st][base + I * stride]: two
+ * 16-row slices of an int8 A, or two 8-column blocks of a 16-bit B */
+static void ldsm_x4_pairs(Buf *b, const char *d, const char *I, int n, const char *arr, const char *base, int stride) {
+  buf_printf(b, "      for (int %s = 0; %s < %d; %s += 2) {\n        unsigned q[4];\n"
+                "        ncc_ldmatrix_x4(q, &%s[st][%s + %s * %d]);\n"
+                "        %s[%s][0] = q[0], %s[%s][1] = q[1], %s[%s + 1][0] = q[2], %s[%s + 1][1] = q[3];\n      }\n",
+             I, I, n, I, arr, base, I, stride, d, I, d, I, d, I, d, I);
+}
+
 /* The declaration of v for a tile element copied as stored (an operand of
  * Value.narrow at the MMA's type: fp16/bf16 bits, int8 integers), zero
  * outside the operand (+0.0, 0); NULL at tf32 (nothing is stored as tf32) */
@@ -499,9 +509,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   if (kind == MMA_S8) {   /* a lane's A: 2 registers of 4 int8 (rows g, g + 8), B: 1, each one 32-bit load */
     buf_printf(&b, "    {\n      unsigned ah[%d][2], bh[%d][1];\n", MI, NJ);
     if (pipe && MI % 2 == 0)   /* ldmatrix x4: rows 0..7, 8..15 of slices i and i + 1 */
-      buf_printf(&b, "      for (int i = 0; i < %d; i += 2) {\n        unsigned q[4];\n"
-                     "        ncc_ldmatrix_x4(q, &As[st][lo + i * %d]);\n"
-                     "        ah[i][0] = q[0], ah[i][1] = q[1], ah[i + 1][0] = q[2], ah[i + 1][1] = q[3];\n      }\n", MI, 16 * AP8);
+      ldsm_x4_pairs(&b, "ah", "i", MI, "As", "lo", 16 * AP8);
     else if (pipe)
       buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_ldmatrix_x2(ah[i], &As[st][lo + i * %d]);\n", MI, 16 * AP8);
     else
@@ -531,9 +539,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
                      "        ncc_lds_u32x2(ah[i] + 2, &As[((wr / 16 + i) * 64 + 32 + lane) * 4]);\n"
                      "      }\n", MI);
     if (pipe_bv && NJ % 2 == 0)   /* ldmatrix x4: the fragments of columns 8 j .. 8 j + 15, k 0..15 */
-      buf_printf(&b, "      for (int j = 0; j < %d; j += 2) {\n        unsigned q[4];\n"
-                     "        ncc_ldmatrix_x4(q, &Bs[st][lb + j * %d]);\n"
-                     "        bh[j][0] = q[0], bh[j][1] = q[1], bh[j + 1][0] = q[2], bh[j + 1][1] = q[3];\n      }\n", NJ, 8 * AP);
+      ldsm_x4_pairs(&b, "bh", "j", NJ, "Bs", "lb", 8 * AP);
     else if (pipe_bv)
       buf_printf(&b, "      for (int j = 0; j < %d; j++) ncc_ldmatrix_x2(bh[j], &Bs[st][lb + j * %d]);\n", NJ, 8 * AP);
     else
