@@ -579,12 +579,12 @@ static const char *const wop_name[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_
     memcpy((D)[i_], d_, sizeof d_);                                      \
   }
 #if defined(__GNUC__) && defined(__x86_64__)
-__attribute__((target("avx2,fma"))) static void mma_f32_fma(const float *restrict A, const float (*restrict B)[8], float (*restrict D)[8], int K) {
+__attribute__((target("avx2,fma"))) static void mma_f32_fma(const float *restrict A, float (*restrict B)[8], float (*restrict D)[8], int K) {
   NCC_EMU_MMA_F32(A, B, D, K)
 }
 static int mma_fma_ok = -1;   /* -1: not asked yet */
 #endif
-static void mma_f32(const float *restrict A, const float (*restrict B)[8], float (*restrict D)[8], int K) {
+static void mma_f32(const float *restrict A, float (*restrict B)[8], float (*restrict D)[8], int K) {
 #if defined(__GNUC__) && defined(__x86_64__)
   int ok = __atomic_load_n(&mma_fma_ok, __ATOMIC_RELAXED);
   if (ok < 0) {
