@@ -411,20 +411,23 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   const char *TT = mma_type(gr->main);
   /* A through cp.async and ldmatrix, two stages: an fp16/bf16/int8 A stored so, k-contiguous in 16-byte pieces */
   int kind = mma_kind(gr->main), k16 = kind != MMA_TF32, i8 = kind == MMA_S8, ap = i8 ? AP8 : AP;
-  /* (not int8 at a tile bounded to three blocks an SM, 128x64: 168 registers, and its residual
-   * epilogues spill 8 bytes with A's copies in flight) */
-  int pipe = gr->main->pipe && k16 && s->a_bits[0] && s->a_vec[0] && (!i8 || !g.minb);
+  /* (not where the precision pass says no: Node.pipe_a) */
+  int pipe = gr->main->pipe && gr->main->pipe_a && k16 && s->a_bits[0] && s->a_vec[0];
   /* B the same way where it is stored so too (a linear's weight converted at load), not gathered (b_tile);
    * int8 with two 8-column blocks a warp at least (ldmatrix x2 and x4 of B's one-register fragments) */
   int pipe_bv = gr->main->pipe && k16 && s->b_bits[0] && s->b_vec[0] && !s->b_tile[0] && (!i8 || NJ % 2 == 0);
+  /* the stages of those copies (Node.pipe, at least 2): the copies of S - 1 K tiles in flight */
+  int S = gr->main->pipe > 2 ? gr->main->pipe : 2;
+  static const char *const stage_words[] = {"", "", "two", "three", "four"};
+  const char *sw = stage_words[S <= IR_PIPE_MAX_STAGES ? S : 2];
   if (pipe)
-    buf_printf(&b, "  %s __align__(16) %s As[2][%d];   /* A tile, %d x %d row-major (rows padded to %d), "
-                   "two stages: cp.async, ldmatrix */\n", D_SHARED, TT, BM * ap, BM, BK, ap);
+    buf_printf(&b, "  %s __align__(16) %s As[%d][%d];   /* A tile, %d x %d row-major (rows padded to %d), "
+                   "%s stages: cp.async, ldmatrix */\n", D_SHARED, TT, S, BM * ap, BM, BK, ap, sw);
   else
     buf_printf(&b, "  %s __align__(16) %s As[%d];   /* A tile, %d x %d, in fragment order */\n", D_SHARED, TT, BK * BM, BM, BK);
   if (pipe_bv)
-    buf_printf(&b, "  %s __align__(16) %s Bs[2][%d];   /* B tile, %d x %d, a row of k for each n (rows padded "
-                   "to %d), two stages: cp.async, ldmatrix */\n", D_SHARED, TT, BN * ap, BK, BN, ap);
+    buf_printf(&b, "  %s __align__(16) %s Bs[%d][%d];   /* B tile, %d x %d, a row of k for each n (rows padded "
+                   "to %d), %s stages: cp.async, ldmatrix */\n", D_SHARED, TT, S, BN * ap, BK, BN, ap, sw);
   else
     buf_printf(&b, "  %s __align__(16) %s Bs[%d];   /* B tile, %d x %d, in fragment order */\n", D_SHARED, TT, BK * BN, BK, BN);
   buf_printf(&b, "  int tid = %s, lane = tid %% 32, warp = tid / 32;\n", D_TID_X);
@@ -462,6 +465,20 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     if (pipe) async_tile(&b, "As", TT, "m", "m0", BM, T, s->M, s->K, s->S > 1 ? "kb" : "0", "0", s->a_vec, "    ");
     if (pipe_bv) async_tile(&b, "Bs", TT, "n", "n0", BN, T, s->N, s->K, s->S > 1 ? "kb" : "0", "0", s->b_vec, "    ");
     buf_puts(&b, "    ncc_cp_async_commit();\n  }\n");
+    for (int q = 1; q < S - 1; q++) {   /* and the next ones' (a group each, empty past the end) */
+      char kx[32], stg[16];
+      if (s->S > 1) snprintf(kx, sizeof kx, "kb + %d", q * BK);
+      else snprintf(kx, sizeof kx, "%d", q * BK);
+      snprintf(stg, sizeof stg, "%d", q);
+      if (s->S > 1) buf_printf(&b, "  if (%s < %s) {\n", kx, kend);
+      else if (q * BK < s->K) buf_puts(&b, "  {\n");
+      if (s->S > 1 || q * BK < s->K) {
+        if (pipe) async_tile(&b, "As", TT, "m", "m0", BM, T, s->M, s->K, kx, stg, s->a_vec, "    ");
+        if (pipe_bv) async_tile(&b, "Bs", TT, "n", "n0", BN, T, s->N, s->K, kx, stg, s->b_vec, "    ");
+        buf_puts(&b, "  }\n");
+      }
+      buf_printf(&b, "  ncc_cp_async_commit();%s\n", s->S > 1 || q * BK < s->K ? "" : "   /* (empty: K has no such tile) */");
+    }
   }
   /* B through registers (--gemm-pipeline, a convolution's B tile): the next K tile's elements are
    * loaded while this one's MMAs run, and stored into the tile at the top of the next iteration */
@@ -477,12 +494,15 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   /* an operand stored narrow at the MMA's own type: the tile takes the stored bits */
   const char *bits = mma_bits(kind);
   int ab = bits && s->a_bits[0], bb = bits && s->b_bits[0];
-  if (pipe || pipe_bv) {   /* the next K tile's copies, into the other stage, while this one's loads and MMAs run */
-    buf_printf(&b, "    if (k0 + %d < %s) {\n", BK, kend);
-    char knext[32];
-    snprintf(knext, sizeof knext, "k0 + %d", BK);
-    if (pipe) async_tile(&b, "As", TT, "m", "m0", BM, T, s->M, s->K, knext, "st ^ 1", s->a_vec, "      ");
-    if (pipe_bv) async_tile(&b, "Bs", TT, "n", "n0", BN, T, s->N, s->K, knext, "st ^ 1", s->b_vec, "      ");
+  if (pipe || pipe_bv) {   /* the copies of the K tile S - 1 on, into the stage the last iteration read,
+                              while this one's loads and MMAs run */
+    buf_printf(&b, "    if (k0 + %d < %s) {\n", (S - 1) * BK, kend);
+    char knext[32], stg[32];
+    snprintf(knext, sizeof knext, "k0 + %d", (S - 1) * BK);
+    if (S == 2) snprintf(stg, sizeof stg, "st ^ 1");
+    else snprintf(stg, sizeof stg, "st ? st - 1 : %d", S - 1);
+    if (pipe) async_tile(&b, "As", TT, "m", "m0", BM, T, s->M, s->K, knext, stg, s->a_vec, "      ");
+    if (pipe_bv) async_tile(&b, "Bs", TT, "n", "n0", BN, T, s->N, s->K, knext, stg, s->b_vec, "      ");
     buf_puts(&b, "    }\n    ncc_cp_async_commit();   /* (an empty group after the last tile) */\n");
   }
   if (pipe)
@@ -499,7 +519,13 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   else if (bb && s->b_vec[0]) vec_tile(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_vec, kind);
   else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind), BN, T, s->b_kcontig, "n", "n0", s->N, s->K,
                  bb ? s->b_bits : s->b_load, bb ? "v" : mma_store_rv(sb, sizeof sb, gr->main, rb), bb ? bits : NULL);
-  if (pipe || pipe_bv) buf_puts(&b, "    ncc_cp_async_wait(1);   /* this K tile's copies have landed (the next one's may not) */\n");
+  if (pipe || pipe_bv) {
+    if (S == 2) buf_puts(&b, "    ncc_cp_async_wait(1);   /* this K tile's copies have landed (the next one's may not) */\n");
+    else buf_printf(&b, "    ncc_cp_async_wait(%d);   /* this K tile's copies have landed (the next %d tiles' may not) */\n", S - 1, S - 1);
+  }
+  char adv[48] = "";   /* the next stage */
+  if ((pipe || pipe_bv) && S == 2) snprintf(adv, sizeof adv, "    st ^= 1;\n");
+  else if (pipe || pipe_bv) snprintf(adv, sizeof adv, "    st = st == %d ? 0 : st + 1;\n", S - 1);
   buf_printf(&b, "    %s\n", D_BARRIER);
   if (pipe_b) {
     buf_printf(&b, "    if (k0 + %d < %s) {   /* the next K tile's B elements, in flight during the MMAs */\n", BK, kend);
@@ -527,7 +553,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
       buf_printf(&b, "      for (int j = 0; j < %d; j++) bh[j][0] = ncc_lds_s8x4(&Bs[((wc / 8 + j) * 32 + lane) * 4]);\n", NJ);
     buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) ncc_mma_s8_16x8x16(acc[i][j], ah[i], bh[j]);\n",
                MI, NJ);
-    buf_printf(&b, "    }\n    %s\n%s  }\n", D_BARRIER, pipe || pipe_bv ? "    st ^= 1;\n" : "");
+    buf_printf(&b, "    }\n    %s\n%s  }\n", D_BARRIER, adv);
   } else if (k16) {   /* a lane's A: 4 registers of two 16-bit values, B: 2; two values a 32-bit word */
     const char *t = gr->main->prec == PREC_BF16 ? "bf16" : "f16";
     buf_printf(&b, "    {\n      unsigned ah[%d][4], bh[%d][2];\n", MI, NJ);
@@ -546,7 +572,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
       buf_printf(&b, "      for (int j = 0; j < %d; j++) ncc_lds_u32x2(bh[j], &Bs[((wc / 8 + j) * 32 + lane) * 4]);\n", NJ);
     buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) ncc_mma_%s_16x8x16(acc[i][j], ah[i], bh[j]);\n",
                MI, NJ, t);
-    buf_printf(&b, "    }\n    %s\n%s  }\n", D_BARRIER, pipe || pipe_bv ? "    st ^= 1;\n" : "");
+    buf_printf(&b, "    }\n    %s\n%s  }\n", D_BARRIER, adv);
   } else {
     buf_printf(&b, "    for (int ks = 0; ks < 2; ks++) {\n      float af[%d][4], bf[%d][2];\n", MI, NJ);
     buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_lds4(af[i], &As[((ks * %d + wr / 16 + i) * 32 + lane) * 4]);\n", MI,

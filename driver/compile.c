@@ -161,6 +161,7 @@ PassCtx drv_pass_ctx(const Options *o, int train, int verify) {
   pc.cublas = o->cublas;
   pc.gemm_tile = o->gemm_tile;
   pc.gemm_pipe = o->gemm_pipe;
+  pc.gemm_stages = o->gemm_stages;
   pc.precision = o->precision;
   pc.loss_scale = o->loss_scale;
   pc.quant = drv_quant();

@@ -27,7 +27,7 @@
 typedef enum {
   O_HELP, O_VERSION, O_LIST_OPTIONS,
   O_OUT, O_EMIT, O_JIT, O_ARCH, O_TRAIN, O_FREEZE,
-  O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_LOSS_SCALE, O_CALIBRATE, O_CAL_METHOD, O_PERCENTILE, O_CAL_CACHE, O_MAX_ERROR, O_FALLBACK, O_GEMM_TILE, O_GEMM_PIPE, O_AUTOTUNE,
+  O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_LOSS_SCALE, O_CALIBRATE, O_CAL_METHOD, O_PERCENTILE, O_CAL_CACHE, O_MAX_ERROR, O_FALLBACK, O_GEMM_TILE, O_GEMM_PIPE, O_GEMM_STAGES, O_AUTOTUNE,
   O_VERBOSE,
   O_MAX_MEMORY, O_WEIGHTS, O_DEVICE, O_CHECK, O_SEED, O_INPUT, O_OUTPUT,
   O_PRINT_OBJECT, O_ITERS, O_WARMUP, O_COMPARE,
@@ -138,6 +138,10 @@ static const OptSpec opts[] = {
    "cp.async in two stages and load its fragments with ldmatrix, and tensor-core convolutions load the next K "
    "tile's B elements into registers during the MMAs; off: each K tile loaded, then multiplied, as before "
    "(docs/gpu.md, \"Pipelined tiles\")"},
+  {O_GEMM_STAGES, "--gemm-stages", NULL, "=2|3|4", CMD_ALL, 0,
+   "with --gemm-pipeline=on: the shared-memory stages of the operands copied by cp.async, so that the copies of "
+   "that many K tiles less one are in flight while a tile's MMAs run (default 2; a tile whose stages would pass "
+   "40 KiB of shared memory takes fewer; the same bits at every count; docs/gpu.md, \"Pipelined tiles\")"},
   {O_AUTOTUNE, "--autotune", NULL, "=SECONDS", CMD_COMPILE | CMD_RUN | CMD_BENCH, 0,
    "tensor-core GEMMs (tf32, fp16, bf16): try each shape's candidate tiles on the device within SECONDS, "
    "check each gives the default tile's bits, and keep the fastest on a GPU (under emulation the tile model's "
@@ -531,6 +535,10 @@ static int apply(Options *o, const OptSpec *s, const char *v) {
     if (strcmp(v, "on") && strcmp(v, "off")) return oerr("--gemm-pipeline=%s: expected on or off", v);
     o->gemm_pipe = !strcmp(v, "on");
     return 0;
+  case O_GEMM_STAGES:
+    if (strcmp(v, "2") && strcmp(v, "3") && strcmp(v, "4")) return oerr("--gemm-stages=%s: expected 2, 3 or 4", v);
+    o->gemm_stages = v[0] - '0';
+    return 0;
   case O_FALLBACK:
     if (strcmp(v, "fp32") && strcmp(v, "fp16") && strcmp(v, "bf16"))
       return oerr("--int8-fallback=%s: expected fp32, fp16 or bf16", v);
@@ -689,6 +697,7 @@ int opts_parse(Command cmd, int argc, char **argv, Options *o) {
   o->warmup = 2;
   o->device = DEVICE_AUTO;
   o->gemm_pipe = 1;
+  o->gemm_stages = 2;
   int flags_end = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];

@@ -172,11 +172,14 @@ struct Node {
   const char *tile_why;    /* with --autotune: why the tile (the autotuner's line); NULL: the
                               model's or --gemm-tile's reason (ir_tile_why) */
   int pipe;                /* set by the precision pass on a tensor-core GEMM (--gemm-pipeline=on):
-                              at fp16/bf16 stage its A operand with cp.async in two stages and
-                              load its fragments with ldmatrix, where A is stored 16-bit and
-                              k-contiguous in 16-byte pieces; a convolution's B tile through
-                              registers, the next K tile's loads in flight during the MMAs
-                              (codegen decides where each applies) */
+                              0 off, else the stages (2..4, ir_pipe_stages) in which fp16/bf16/int8
+                              operands stored narrow and k-contiguous in 16-byte pieces are copied
+                              with cp.async and their fragments loaded with ldmatrix (codegen checks
+                              the storage); a convolution's B tile through registers, the next K
+                              tile's loads in flight during the MMAs */
+  int pipe_a;              /* with pipe: A may be copied so (0: int8 at a tile bounded to three blocks
+                              an SM, 128x64, whose residual epilogues spill 8 bytes with A's copies
+                              in flight) */
   int load_time;           /* set by the fold pass: computed once, right after the
                               weights are loaded, from parameters and constants only
                               (a folded batchnorm's scale and shift); its value is
@@ -572,6 +575,14 @@ int ir_gemm_key(const Node *n, char *buf, size_t len);
 typedef struct TuneEntry { char key[256]; int tile; char why[256]; } TuneEntry;
 typedef struct TuneTable { TuneEntry *e; int n; } TuneTable;
 int ir_tile_regs(const Node *n, const IrTile *t);
+/* The pipelined tiles' shared memory (codegen/gemm.c, async_tile): a row of a
+ * staged tile is 16 k of 16 bits or int8 padded to 48 bytes, a stage both
+ * tiles' rows; the precision pass gives a GEMM at most the stages
+ * (--gemm-stages) that fit IR_PIPE_SMEM, below the 48 KiB a block's static
+ * shared memory may take */
+enum { IR_PIPE_ROW_BYTES = 48, IR_PIPE_SMEM = 40 * 1024, IR_PIPE_MAX_STAGES = 4 };
+int64_t ir_pipe_smem(const IrTile *t, int stages);    /* the bytes of `stages` stages of both tiles */
+int ir_pipe_stages(const IrTile *t, int want);        /* want (2..4), fewer where they pass IR_PIPE_SMEM; at least 2 */
 const char *ir_tile_why(const Node *n, char *why, size_t nwhy);   /* why n has its tile (Node.tile), one line */     /* the registers the model assumes for n's kernel at tile t */
 
 /* Storage classes of values (Liveness.kind). */

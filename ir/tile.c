@@ -94,6 +94,14 @@ IrTile ir_gemm_tile(const Node *n) {
 
 int ir_tile_regs(const Node *n, const IrTile *t) { return n->op == OP_CONV2D ? t->regs_conv : t->regs_gemm; }
 
+int64_t ir_pipe_smem(const IrTile *t, int stages) { return (int64_t)stages * (t->BM + t->BN) * IR_PIPE_ROW_BYTES; }
+
+int ir_pipe_stages(const IrTile *t, int want) {
+  int s = want < 2 ? 2 : want > IR_PIPE_MAX_STAGES ? IR_PIPE_MAX_STAGES : want;
+  while (s > 2 && ir_pipe_smem(t, s) > IR_PIPE_SMEM) s--;
+  return s;
+}
+
 /* Bytes of one staged operand element: tf32 a float, fp16/bf16 16 bits, int8 a byte */
 static int elem_bytes(int prec) { return prec == PREC_INT8 ? 1 : prec == PREC_FP16 || prec == PREC_BF16 ? 2 : 4; }
 
@@ -104,7 +112,10 @@ double ir_tile_model(const Node *n, int t, IrTileEst *e) {
   const IrMachine *a = &ir_tile_machine;
   IrTileEst x;
   x.blocks = (M + c->BM - 1) / c->BM * ((N + c->BN - 1) / c->BN) * Z;
-  IrOcc o = ir_occupancy(a, c->threads, ir_tile_regs(n, c), (int64_t)(c->BM + c->BN) * 16 * elem_bytes(n->prec), 0);
+  /* the tiles' shared memory: one K tile of each, or (pipelined, not tf32) the stages of both */
+  int64_t smem = n->pipe && n->prec != PREC_TF32 ? ir_pipe_smem(c, ir_pipe_stages(c, n->pipe))
+                                                 : (int64_t)(c->BM + c->BN) * 16 * elem_bytes(n->prec);
+  IrOcc o = ir_occupancy(a, c->threads, ir_tile_regs(n, c), smem, 0);
   x.resident = o.per_sm, x.limit = o.limit;
   x.per_sm = (x.blocks + a->sms - 1) / a->sms;
   x.waves = o.per_sm > 0 ? (double)x.blocks / ((double)a->sms * o.per_sm) : 0;

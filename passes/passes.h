@@ -16,7 +16,8 @@ typedef struct PassCtx {
   int precision;      /* PREC_* (--precision): the precision pass's policy */
   double loss_scale;  /* fp16 training: the initial loss scale (--loss-scale; 0: GradScaler's 65536) */
   int gemm_tile;      /* --gemm-tile: 1 + the index in ir_mma_tiles every tensor-core GEMM takes; 0: the model's choice */
-  int gemm_pipe;      /* --gemm-pipeline=on: fp16/bf16 GEMMs stage their A operand with cp.async and ldmatrix (Node.pipe) */
+  int gemm_pipe;      /* --gemm-pipeline=on: fp16/bf16/int8 GEMMs stage their operands with cp.async and ldmatrix (Node.pipe) */
+  int gemm_stages;    /* --gemm-stages: the stages of those copies (2..4; 0: 2) */
   const TuneTable *tune;  /* --autotune: tiles by ir_gemm_key (before the model; after --gemm-tile); NULL: none */
   const QuantTable *quant;
   /* int8: the calibration (activation scales, per-layer choice); NULL: none */

@@ -109,9 +109,9 @@ static void choose_tiles(Graph *g, const PassCtx *c) {
   for (int i = 0; i < g->nnodes; i++) {
     Node *nd = g->nodes[i];
     nd->tile = 0;
-    nd->pipe = 0;
+    nd->pipe = nd->pipe_a = 0;
     if (!ir_gemm_mma(nd)) continue;
-    nd->pipe = c->gemm_pipe;
+    nd->pipe = c->gemm_pipe ? (c->gemm_stages ? c->gemm_stages : 2) : 0;   /* the stages asked; fitted below */
     char why[256], key[256];
     nd->tile = 1 + ir_tile_choose(nd, c->gemm_tile - 1, why, sizeof why);
     nd->tile_why = NULL;
@@ -123,9 +123,21 @@ static void choose_tiles(Graph *g, const PassCtx *c) {
           snprintf(why, sizeof why, "%s", nd->tile_why);
           break;
         }
+    char stages[96] = "";
+    if (nd->pipe) {   /* the stages that fit the tile's shared memory (ir_pipe_stages); A's copies but at int8 128x64 */
+      IrTile t = ir_gemm_tile(nd);
+      int want = nd->pipe;
+      nd->pipe = ir_pipe_stages(&t, want);
+      nd->pipe_a = !(nd->prec == PREC_INT8 && t.minb);
+      if (nd->pipe < want)
+        snprintf(stages, sizeof stages, "; %d stages (%d would pass %d KiB of shared memory)", nd->pipe, want,
+                 IR_PIPE_SMEM / 1024);
+      else if (nd->pipe > 2)
+        snprintf(stages, sizeof stages, "; %d stages", nd->pipe);
+    }
     if (c->verbose)
-      fprintf(stderr, "pass precision: %s %s: tile %s\n", ncc_ops[nd->op].name, nd->name ? nd->name : nd->layer ? nd->layer : "",
-              why);
+      fprintf(stderr, "pass precision: %s %s: tile %s%s\n", ncc_ops[nd->op].name, nd->name ? nd->name : nd->layer ? nd->layer : "",
+              why, stages);
   }
 }
 

@@ -17,7 +17,8 @@
   check_sass_report.py --tensor-cores NCC NVCC EXAMPLES WORKDIR
       the tensor-core GEMMs (--precision=tf32, ir_gemm_mma; ResNet-18 at int8 (IMMA), fp16 and
       the MLP at bf16 too; ResNet-18 at tf32 with the 128 x 128 tile and at
-      int8 with 128 x 64, --gemm-tile, those at sm_90 only): ResNet-18 and
+      int8 with 128 x 64, --gemm-tile, and at fp16 with --gemm-stages (128 x 128 with four asked, three
+      given, and the MLP with three; cp.async copies in every main loop), those at sm_90 only): ResNet-18 and
       the MLP (batch 64) at -O3, sm_80 and sm_90.  Every convolution and
       linear layer that is not a GEMV or a direct convolution is an "_mma"
       kernel, and every "_mma" kernel has tensor-core instructions in its
@@ -244,10 +245,22 @@ def report_tests(ncc, nvcc, net, work):
     return 0
 
 
+def async_kernels(cu):
+    """The kernels of a generated file whose shared tiles are staged by cp.async (their declaration says so)"""
+    names, cur = set(), None
+    for line in open(cu):
+        m = re.match(r"NCC_KERNEL void (\w+)\(", line)
+        if m:
+            cur = m.group(1)
+        elif cur and "stages: cp.async" in line:
+            names.add(cur)
+    return names
+
+
 def tensor_core_tests(ncc, nvcc, examples, work):
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    cus, tiled = [], []
+    cus, tiled, staged = [], [], []
     rn = ["--set", "N=2", "--set", "S=64"]
     # int8: a calibration first (random rows, the initial weights of seed 0),
     # its cache then read by the compile
@@ -261,10 +274,15 @@ def tensor_core_tests(ncc, nvcc, examples, work):
     # and the larger tiles the tile model may choose (forced here: at N=2 it keeps the defaults)
     for net, sets, prec in (("resnet18", rn, "tf32"), ("mlp", [], "tf32"), ("resnet18", rn, "fp16"), ("mlp", [], "bf16"),
                             ("resnet18", rn + q8, "int8"), ("resnet18", rn + ["--gemm-tile=128x128"], "tf32"),
-                            ("resnet18", rn + q8 + ["--gemm-tile=128x64"], "int8")):
+                            ("resnet18", rn + q8 + ["--gemm-tile=128x64"], "int8"),
+                            ("resnet18", rn + ["--gemm-tile=128x128", "--gemm-stages=4"], "fp16"),
+                            ("mlp", ["--gemm-stages=3"], "fp16")):
         tile = [s.split("=")[1] for s in sets if s.startswith("--gemm-tile=")]
-        cu = os.path.join(work, "%s_%s%s.cu" % (net, prec, "_" + tile[0] if tile else ""))
-        if tile:   # the larger tiles at sm_90 alone (the ptxas and SASS time: the slow test's own)
+        st = [s.split("=")[1] for s in sets if s.startswith("--gemm-stages=")]
+        cu = os.path.join(work, "%s_%s%s%s.cu" % (net, prec, "_" + tile[0] if tile else "", "_s" + st[0] if st else ""))
+        if st:
+            staged.append(cu)
+        if tile or st:   # the larger tiles and deeper pipelines at sm_90 alone (the ptxas and SASS time: the slow test's own)
             tiled.append(cu)
         subprocess.run([ncc, os.path.join(examples, net + ".net"), "-O3", "--precision=" + prec, "-o", cu] + sets,
                        check=True)
@@ -280,7 +298,7 @@ def tensor_core_tests(ncc, nvcc, examples, work):
     reps = data["reports"] + data90["reports"]
     check(len(reps) == 2 * len(both) + len(tiled), f"{len(reps)} reports for {len(both)} files x 2 architectures "
           f"and {len(tiled)} at sm_90")
-    nmma = 0
+    nmma = nstaged = 0
     for rep in reps:
         where = f"{os.path.basename(rep['file'])} {rep['arch']}" if "file" in rep else rep["arch"]
         for k in rep["kernels"]:
@@ -301,10 +319,15 @@ def tensor_core_tests(ncc, nvcc, examples, work):
             # two blocks an SM, or one of 8 warps (the 128 x 128 tile: as many warps as two blocks of 4)
             check(k["occupancy"] and (k["occupancy"]["blocks"] >= 2 or k["occupancy"]["warps"] >= 8),
                   f"{n}: occupancy {k['occupancy']}")
+            # --gemm-stages: a kernel whose source stages an operand by cp.async has LDGSTS in its main loop
+            if rep.get("file") in staged and k["name"] in async_kernels(rep["file"]):
+                check(bool(lp) and lp["ldgsts"] > 0, f"{n}: no LDGSTS in the main loop with --gemm-stages: {lp}")
+                nstaged += 1
             if lp:
                 print(f"{n}: regs {k['regs']}, {k['occupancy']['blocks']} blocks/SM, main loop {lp['mma']} MMA, "
                       f"{lp['lds']} LDS, {lp['ffma']} FFMA")
     check(nmma >= 2 * (2 * len(both) + len(tiled)), f"only {nmma} tensor-core kernels")
+    check(nstaged >= 2 * len(staged), f"only {nstaged} kernels with staged cp.async copies")
     if not fails and os.environ.get("NCC_KEEP_WORK", "0") != "1":
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -28,7 +28,8 @@
 #     (mlp4096.net) at each precision, and at fp16 without the pipelined tiles; ResNet-50, VGG-16 and the GEMM at fp16 with
 #     the old 64x64 tile forced and with --autotune (docs/gpu.md, "Tile
 #     choice"), and those two at fp16 without the storage pass (float32
-#     between kernels) and with --gemm-pipeline=off (no cp.async, ldmatrix or B prefetch; on is the default).  Each time is printed whole and for the kernels alone.
+#     between kernels), with --gemm-pipeline=off (no cp.async, ldmatrix or B prefetch; on is the default)
+#     and with --gemm-stages=3 (three cp.async stages; two the default; mlp4096 with four too).  Each time is printed whole and for the kernels alone.
 #     Objects are compiled in parallel first (not the autotuned ones, whose
 #     trials are timed), then timed one at a time
 #  5. PyTorch eager on the same models, steps and GEMM (tests/gpu/torch_bench.py)
@@ -198,6 +199,7 @@ if want bench; then
       echo "tests/gpu/mlp4096.net --precision=$p"
     done
     echo "tests/gpu/mlp4096.net --precision=fp16 --gemm-pipeline=off"
+    for st in 3 4; do echo "tests/gpu/mlp4096.net --precision=fp16 --gemm-stages=$st"; done
     # the tensor-core tiles: the old default forced, and each shape tried on this GPU (--autotune,
     # after the model's choice above; its trials run here, one at a time, not in the parallel compile)
     for m in resnet50 vgg16; do
@@ -205,6 +207,7 @@ if want bench; then
       echo "examples/$m.net --set N=32 --precision=fp16 --passes=prune,fold,precision,fuse,plan,batch"
       echo "examples/$m.net --set N=32 --precision=fp16 --gemm-tile=64x64"
       echo "examples/$m.net --set N=32 --precision=fp16 --gemm-pipeline=off"
+      echo "examples/$m.net --set N=32 --precision=fp16 --gemm-stages=3"
       echo "examples/$m.net --set N=32 --precision=fp16 --autotune=300"
     done
     echo "tests/gpu/gemm4096.net --precision=fp16 --gemm-tile=64x64"

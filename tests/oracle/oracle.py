@@ -1573,18 +1573,28 @@ def bits_of(prec):
     return lambda name, got, ref: check_bits(name, got, ref, prec.upper())
 
 
-def pipe_flag(pipe):
-    """--gemm-pipeline: None leaves the default (on), True and False ask for on and off"""
-    return [] if pipe is None else ["--gemm-pipeline=" + ("on" if pipe else "off")]
+def pipe_flag(pipe, stages=None):
+    """--gemm-pipeline: None leaves the default (on), True and False ask for on and off; --gemm-stages"""
+    return ([] if pipe is None else ["--gemm-pipeline=" + ("on" if pipe else "off")]) + \
+        (["--gemm-stages=%d" % stages] if stages else [])
 
 
-def tc_linear_case(ctx, M, K, N, act, env=None, prec="tf32", tile=None, pipe=None, src_has=None):
+def src_check(ctx, flags, want):
+    """The generated kernels of the case's model contain `want`: they take the path the case is for"""
+    cu = ctx.path("src.cu")
+    p = subprocess.run([ctx.ncc, ctx.path(ctx.name + ".net"), "-o", cu] + flags, capture_output=True, text=True)
+    if p.returncode != 0 or want not in open(cu).read():
+        raise Failure("the kernel should contain %r (ncc: %s)" % (want, p.stderr.strip()))
+    print("kernel contains %r" % want)
+
+
+def tc_linear_case(ctx, M, K, N, act, env=None, prec="tf32", tile=None, pipe=None, src_has=None, stages=None):
     import numpy as np
     seed(40 + M)
     x, w, b = tc_operand(rand(M, K) * 8, prec), tc_operand(rand(N, K), prec), f32np(rand(N))
     net = ("model %s\ninput x: f32[%d, %d]\nh = linear(x, %d, name=\"fc\")\ny = %s(h)\noutput y\n"
            % (ctx.name, M, K, N, act))
-    flags = ["--precision=" + prec] + (["--gemm-tile=" + tile] if tile else []) + pipe_flag(pipe)
+    flags = ["--precision=" + prec] + (["--gemm-tile=" + tile] if tile else []) + pipe_flag(pipe, stages)
     S = split_k_of(ctx, net, flags)
     r = ROUND_NP[prec]
     y = tc_gemm32(r(x)[None], r(w).T[None].copy(), S)[0] + b[None, :]
@@ -1593,14 +1603,10 @@ def tc_linear_case(ctx, M, K, N, act, env=None, prec="tf32", tile=None, pipe=Non
     run_and_compare(ctx, net, {"fc.weight": torch.from_numpy(w), "fc.bias": torch.from_numpy(b)}, {"x": x},
                     {"y": y}, flags=flags, env=env, compare=bits_of(prec))
     if src_has:   # the generated kernel takes the path the case is for
-        cu = ctx.path("fc.cu")
-        p = subprocess.run([ctx.ncc, ctx.path(ctx.name + ".net"), "-o", cu] + flags, capture_output=True, text=True)
-        if p.returncode != 0 or src_has not in open(cu).read():
-            raise Failure("the linear kernel should contain %r (ncc: %s)" % (src_has, p.stderr.strip()))
-        print("kernel contains %r" % src_has)
+        src_check(ctx, flags, src_has)
 
 
-def tc_conv_case(ctx, variant, env=None, prec="tf32", tile=None, pipe=False):
+def tc_conv_case(ctx, variant, env=None, prec="tf32", tile=None, pipe=False, stages=None, src_has=None):
     import numpy as np
     import torch
     import torch.nn.functional as F
@@ -1610,7 +1616,7 @@ def tc_conv_case(ctx, variant, env=None, prec="tf32", tile=None, pipe=False):
     x, w = tc_operand(rand(N, C, H, W) * 8, prec), tc_operand(rand(O, C // g, kh, kw), prec)
     b = f32np(rand(O)) if bias else None
     r, flags = ROUND_NP[prec], ["--precision=" + prec] + (["--gemm-tile=" + tile] if tile else [])
-    flags += pipe_flag(pipe)
+    flags += pipe_flag(pipe, stages)
     net = ("model %s\ninput x: f32[%s]\n"
            "y = conv2d(x, %d, kernel=%s, stride=%s, pad=%s, dilation=%d, groups=%d, bias=%s, name=\"conv\")\n"
            "output y\n" % (ctx.name, dims((N, C, H, W)), O, pair(k), pair(s), pair(p), d, g,
@@ -1647,6 +1653,8 @@ def tc_conv_case(ctx, variant, env=None, prec="tf32", tile=None, pipe=False):
         raise Failure("--gemm-pipeline=%s: the conv kernel %s its B elements" % (
             "on" if pipe else "off", "does not prefetch" if pipe else "prefetches"))
     print("B tile prefetched through registers" if pipe else "B tile loaded, then multiplied (--gemm-pipeline=off)")
+    if src_has:
+        src_check(ctx, flags, src_has)
 
 
 def tap_major_check(ctx, flags, tap):
@@ -1776,6 +1784,23 @@ case("tc_bits_fp16_linear_bpipe_checked_reverse", ["op", "fp16", "mma", "check",
 case("tc_bits_bf16_tile16x32_linear_bpipe_checked_reverse", ["op", "bf16", "mma", "tile", "check", "fiber"])(
     lambda ctx: tc_linear_case(ctx, 40, 200, 37, "relu", env=CHECKED_REVERSE, prec="bf16", tile="16x32",
                                src_has="ncc_ldmatrix_x2(bh[j], &Bs[st][lb + j * 192])"))
+# --gemm-stages: the copies of two or three K tiles in flight (checked mode fills a copy's destination
+# with 0xff until its group is waited for, so a read too early shows): a K with no whole number of
+# tiles; split-K (the prologue's tiles from kb, a range's end); a K of two tiles, fewer than the stages
+# (empty groups); a 128x128 convolution, whose four stages pass the shared memory the pass allows: three
+case("tc_bits_fp16_linear_stages3_checked_reverse", ["op", "fp16", "mma", "check", "fiber"])(
+    lambda ctx: tc_linear_case(ctx, 70, 136, 72, "relu", env=CHECKED_REVERSE, prec="fp16", stages=3,
+                               src_has="ncc_cp_async_wait(2);"))
+case("tc_bits_bf16_linear_splitk_stages4_checked", ["op", "bf16", "mma", "splitk", "check"])(
+    lambda ctx: tc_linear_case(ctx, 20, 1000, 40, "relu", env={"NCC_CHECK": "1"}, prec="bf16", stages=4,
+                               src_has="ncc_cp_async_wait(3);"))
+case("tc_bits_fp16_linear_shortk_stages4_checked_reverse", ["op", "fp16", "mma", "check", "fiber"])(
+    lambda ctx: tc_linear_case(ctx, 40, 24, 37, "relu", env=CHECKED_REVERSE, prec="fp16", stages=4,
+                               src_has="ncc_cp_async_commit();   /* (empty: K has no such tile) */"))
+case("tc_bits_fp16_tile128x128_conv_tap_stages4_checked_reverse",
+     ["op", "conv", "fp16", "mma", "tile", "check", "fiber"])(
+    lambda ctx: tc_conv_case(ctx, "tap_big", env=CHECKED_REVERSE, prec="fp16", tile="128x128", pipe=True, stages=4,
+                             src_has="As[3][3072]"))
 
 
 # ---------------------------------------------------------------- int8 weights (`ncc quantize`)
@@ -2368,11 +2393,12 @@ case("int8_tile128x64_linear", ["op", "int8", "tile"])(lambda ctx: q8_tile_case(
 # 8-column blocks) at the default tile of fc1, x2 (two) at fc2's and at
 # 32x32, A by x2 there (one 16-row slice a warp).  The same bits as --gemm-pipeline=off, checked and in reverse
 # fiber order, and the int8 reference.
-def q8_pipeline_case(ctx, tile, in_shape, layers, op, want, also=()):
+def q8_pipeline_case(ctx, tile, in_shape, layers, op, want, also=(), stages=None):
     import numpy as np
     q = Q8(ctx, in_shape, layers)
     flags = ["--calibration-method=minmax", "--int8-max-error=1e9"] + (["--gemm-tile=" + tile] if tile else [])
     off, c, counts, _ = q.run(flags + ["--gemm-pipeline=off"])
+    flags += ["--gemm-stages=%d" % stages] if stages else []
     q8_expect_counts(counts, len(layers), 0)
     q.check(off, c, 1e9)
     for extra, env in ((["--check"], {}), ([], {"NCC_FIBER_ORDER": "reverse"})):
@@ -2407,6 +2433,12 @@ case("int8_tile32x32_linear_pipeline", ["op", "int8", "tile", "check", "fiber"])
 case("int8_tile32x32_conv_pipeline", ["op", "int8", "tile", "check", "fiber"])(lambda ctx: q8_pipeline_case(
     ctx, "32x32", (2, 16, 7, 9), [dict(kind="conv", name="conv1", out=40, k=3, pad=1, relu=True)], "conv2d",
     "ncc_ldmatrix_x2(ah[i], &As[st][lo + i * 768])"))
+# --gemm-stages at int8: three stages of both linears' weights, four of a convolution's
+case("int8_linear_pipeline_stages3", ["op", "int8", "check", "fiber"])(lambda ctx: q8_pipeline_case(
+    ctx, None, (70, 96), Q8_PIPE_LINEARS, "linear", "ncc_cp_async_wait(2);", stages=3))
+case("int8_tile32x32_conv_pipeline_stages4", ["op", "int8", "tile", "check", "fiber"])(lambda ctx: q8_pipeline_case(
+    ctx, "32x32", (2, 16, 7, 9), [dict(kind="conv", name="conv1", out=40, k=3, pad=1, relu=True)], "conv2d",
+    "ncc_cp_async_wait(3);", stages=4))
 # int8_matmul_*: a matmul of two activations at int8 (ir_int8_candidate): both
 # operands quantized with their own calibrated per-tensor scales (the cache's
 # layers "qk" and "qk#b"), int32 sums, y = sum * float32(sa * sb).  The two
