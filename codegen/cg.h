@@ -128,7 +128,7 @@ typedef struct CgLaunch {
   long long grid[3];
   int block[2];
   size_t smem_static, smem_dyn;
-  const char *kernel;   /* the kernel's name (CgKernel.name); NULL in cg_launch_geometry's list */
+  const char *kernel;   /* the kernel's name (CgKernel.name); in cg_launch_geometry's list a copy it owns */
 } CgLaunch;
 typedef struct CgLaunchList {
   CgLaunch *l;
@@ -140,6 +140,10 @@ typedef struct CgLaunchList {
  * Returns 0, or -1 when g cannot be emitted (no diagnostic is printed: the
  * caller goes without).  Free with cg_launches_free. */
 int cg_launch_geometry(Graph *g, const CodegenOpts *o, int train, CgLaunchList *out);
+/* The launches of the whole file codegen_emit writes for inference graph g and training graph gt
+ * (NULL: none), with the kernels named as in that file (a training step's kernels are numbered
+ * after the inference ones) */
+int cg_launch_geometry_file(Graph *g, Graph *gt, const CodegenOpts *o, CgLaunchList *out);
 void cg_launches_free(CgLaunchList *l);
 
 #define NCC_KF_BARRIER_ 1   /* = NCC_KF_BARRIER of ncc_rt.h, which the compiler does not include */

@@ -69,13 +69,6 @@ const char *cg_flit(char out[40], double v) {
   return out;
 }
 
-static char *xstrdup(const char *s) {
-  size_t n = strlen(s) + 1;
-  char *d = xmalloc(n);
-  memcpy(d, s, n);
-  return d;
-}
-
 static void args_list(const KParams *p, Buf *b) {
   for (int i = 0; i < p->n; i++) buf_printf(b, "%sNCC_ARG(%s, %d)", i ? ", " : "", p->ctype[i], i);
 }

@@ -464,25 +464,34 @@ int codegen_memory(Graph *g, const CodegenOpts *o, CodegenMemory *m) {
   return rc;
 }
 
-int cg_launch_geometry(Graph *g, const CodegenOpts *o, int train, CgLaunchList *out) {
+static int launch_geometry(Graph *g, Graph *gt, const CodegenOpts *o, int train_only, CgLaunchList *out) {
   CodegenOpts co = o ? *o : (CodegenOpts){0};
   memset(out, 0, sizeof *out);
-  co.train = train ? g : NULL;
+  co.train = gt;
   co.frozen = NULL, co.frozen_len = 0;   /* the geometry does not depend on them */
   int quiet = diag_set_quiet(1);
   Prepared p;
-  int rc = prepare_x(g, &co, &p, train);
+  int rc = prepare_x(g, &co, &p, train_only);
   diag_set_quiet(quiet);
-  if (rc == 0) {   /* the records, for the caller to keep; their kernel names go with p */
+  if (rc == 0) {   /* the records, for the caller to keep, with copies of their kernel names (p owns those) */
     *out = p.c.launches;
     memset(&p.c.launches, 0, sizeof p.c.launches);
-    for (int i = 0; i < out->n; i++) out->l[i].kernel = NULL;
+    for (int i = 0; i < out->n; i++) out->l[i].kernel = out->l[i].kernel ? xstrdup(out->l[i].kernel) : NULL;
   }
   prepared_free(&p);
   return rc;
 }
 
+int cg_launch_geometry(Graph *g, const CodegenOpts *o, int train, CgLaunchList *out) {
+  return launch_geometry(g, train ? g : NULL, o, train, out);
+}
+
+int cg_launch_geometry_file(Graph *g, Graph *gt, const CodegenOpts *o, CgLaunchList *out) {
+  return launch_geometry(g, gt, o, 0, out);
+}
+
 void cg_launches_free(CgLaunchList *l) {
+  for (int i = 0; i < l->n; i++) free((char *)l->l[i].kernel);
   free(l->l);
   memset(l, 0, sizeof *l);
 }

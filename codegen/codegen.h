@@ -57,6 +57,17 @@ void report_print(Graph *g, FILE *f, int train, const char *arch);
  * is theirs (--cublas, the workspace chunks), and co->api_batch > g's batch when the API runs
  * that many rows in slices of g's batch. */
 void report_print_note(Graph *g, FILE *f, int train, const char *arch, const char *note, const CodegenOpts *co);
+/* The report's modeled time of each kernel a step launches (not the load-time ones), by name in
+ * the order first launched, summed over its launches (a kernel several layers share): a group's
+ * row split between its kernels (a split-K GEMM's sum and an fp16 update's unscale kernel get
+ * their own rooflines and launch, the main kernel the rest); groups with no launch of their own
+ * (cuBLAS's GEMMs) are left out.  g: the inference graph, gt: the training step's (NULL: the
+ * inference is modeled), the kernels named as in the file codegen_emit writes for them.  For
+ * `ncc bench --profile`.  Returns 0, or -1 when it cannot run (the list is empty). */
+typedef struct ReportKernel { char *name; double us; } ReportKernel;
+typedef struct ReportKernelList { ReportKernel *k; int n, cap; } ReportKernelList;
+int report_kernel_times(Graph *g, Graph *gt, const char *arch, const CodegenOpts *co, ReportKernelList *out);
+void report_kernel_times_free(ReportKernelList *l);
 /* The report's occupancy model (docs/gpu.md, "The report's time model"): resident
  * blocks per SM of a kernel on arch with these threads a block, registers a thread
  * and shared bytes a block; *limit (may be NULL) gets the binding limit: 't'

@@ -406,6 +406,53 @@ static void int8_table(FILE *f, const Graph *g) {
 }
 
 
+/* report_kernel_times' list while it runs the report (NULL otherwise): by kernel name, first launch
+ * first; a kernel launched for several groups sums their times */
+static ReportKernelList *collect;
+
+static ReportKernel *collect_find(const char *name) {
+  for (int i = 0; i < collect->n; i++)
+    if (!strcmp(collect->k[i].name, name)) return &collect->k[i];
+  if (collect->n == collect->cap) {
+    collect->cap = collect->cap ? 2 * collect->cap : 64;
+    collect->k = xrealloc(collect->k, sizeof *collect->k * (size_t)collect->cap);
+  }
+  ReportKernel *r = &collect->k[collect->n++];
+  r->name = xstrdup(name);
+  r->us = 0;
+  return r;
+}
+static void collect_add(const char *name, double us) { collect_find(name)->us += us; }
+
+/* report_kernel_times' launches, the file's (NULL otherwise: report_print_note renders its own) */
+static const CgLaunchList *file_geo;
+
+int report_kernel_times(Graph *g, Graph *gt, const char *arch, const CodegenOpts *co, ReportKernelList *out) {
+  memset(out, 0, sizeof *out);
+  /* the kernels as the file names them: a training step's after the inference ones */
+  CgLaunchList ll;
+  if (cg_launch_geometry_file(g, gt, co, &ll) != 0) return -1;
+  FILE *f = fopen("/dev/null", "w");   /* the rows are computed as they are printed */
+  if (!f) {
+    cg_launches_free(&ll);
+    return -1;
+  }
+  collect = out;
+  file_geo = &ll;
+  report_print_note(gt ? gt : g, f, gt != NULL, arch, NULL, co);
+  collect = NULL;
+  file_geo = NULL;
+  fclose(f);
+  cg_launches_free(&ll);
+  return 0;
+}
+
+void report_kernel_times_free(ReportKernelList *l) {
+  for (int i = 0; i < l->n; i++) free(l->k[i].name);
+  free(l->k);
+  memset(l, 0, sizeof *l);
+}
+
 void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, const char *note, const CodegenOpts *co) {
   const Arch *arch = arch_lookup(arch_name);
   int64_t api_batch = co ? co->api_batch : 0;
@@ -416,8 +463,9 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
   CgLaunchList ll = {0};
   /* a training graph's step, or an inference graph (no gradient ops: codegen
    * emits those only in a training step); anything else goes without */
+  int own_geo = !file_geo;   /* report_kernel_times hands the whole file's */
   int have_geo = (geo_train || (!train && !has_backward(g)) || (train && !g->train.present && !has_backward(g))) &&
-                 cg_launch_geometry(g, co, geo_train, &ll) == 0;
+                 (file_geo ? (ll = *file_geo, 1) : cg_launch_geometry(g, co, geo_train, &ll) == 0);
   int nn = g->nnodes;
   Liveness lv;
   ir_liveness(g, g->training, &lv);
@@ -581,6 +629,32 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
       if (!gr->load_time) unmodeled++;
     }
     double us = roof / share + nk * arch->launch_us;
+    if (collect && L && !gr->load_time) {   /* report_kernel_times: the row's time by kernel */
+      /* a split-K sum reads the S partial sums and writes the output; an unscale reads and writes
+       * every gradient: their rooflines (and launches) out of the row's, the rest the main kernel's */
+      double extra_us = 0;
+      const char *main_k = L->kernel;
+      for (int i = 0; i < ll.n; i++) {
+        const CgLaunch *x = &ll.l[i];
+        if (x->main != gr->main || x->train != geo_train || x->load_time != gr->load_time || !x->kernel) continue;
+        double part = 0;
+        if (strstr(x->kernel, "splitk_sum"))
+          part = (double)(split_k(gr->main, cublas) + 1) * (double)vbytes(out) / arch->bw * 1e6 + arch->launch_us;
+        else if (strstr(x->kernel, "unscale_grads")) {
+          double gb = 0;
+          for (int q = 0; q < gr->main->nin; q++) gb += 2.0 * (double)vbytes(gr->main->in[q]);
+          part = gb / arch->bw * 1e6 + arch->launch_us;
+        } else {   /* the group's own kernel: listed in launch order now, its time after the loop */
+          main_k = x->kernel;
+          collect_add(x->kernel, 0);
+          continue;
+        }
+        if (part > us - extra_us - arch->launch_us) part = us - extra_us - arch->launch_us;   /* the main kernel keeps a launch */
+        collect_add(x->kernel, part > 0 ? part : 0);
+        extra_us += part > 0 ? part : 0;
+      }
+      if (main_k) collect_add(main_k, us - extra_us);
+    }
     if (!gr->load_time) {
       flops = add(flops, fl);
       macs = add(macs, gm);
@@ -628,7 +702,7 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
   fprintf(f, "total: params=%lld flops=%lld launches=%d bytes=%lld peak_memory=%lld naive_memory=%lld\n",
           (long long)params, (long long)flops, launches, (long long)bytes, (long long)peak, (long long)naive);
   group_free(&gl);
-  cg_launches_free(&ll);
+  if (own_geo) cg_launches_free(&ll);
   free(gn);
   free(seen);
   free(grp);

@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "driver.h"
 
@@ -44,6 +45,92 @@ static int run_once(Model *M, StepFn step, void **in, void **out) {
   float loss;
   if (step(M->m, (const void *const *)in, &loss) != 0)
     return drv_error("the training step failed on %s: %s", M->devdesc, M->error(M->m));
+  return 0;
+}
+
+/* The architecture the report models for this device: the GPU's where the report knows it, else sm_90 */
+static const char *model_arch(const Model *M) {
+  static const char *const known[] = {"sm_80", "sm_86", "sm_89", "sm_90"};
+  const char *p = M->gpu ? strstr(M->devdesc, "sm_") : NULL;
+  for (size_t i = 0; p && i < sizeof known / sizeof known[0]; i++)
+    if (!strncmp(p, known[i], 5) && !(p[5] >= '0' && p[5] <= '9')) return known[i];
+  return "sm_90";
+}
+
+typedef struct ProfRow { const ncc_profile_entry *e; const ReportKernel *r; } ProfRow;
+static int cmp_prof(const void *a, const void *b) {
+  double x = ((const ProfRow *)a)->e->seconds, y = ((const ProfRow *)b)->e->seconds;
+  return x > y ? -1 : x < y;
+}
+
+/* --profile: `iters` more runs with each launch timed alone (ncc_profile_set), then a row per
+ * kernel, slowest first, beside the report's modeled time of its group (report_kernel_times) */
+static int profile_runs(const Options *o, Model *M, StepFn step, void **in, void **out) {
+  ncc_profile_clear();
+  ncc_profile_set(1);
+  int rc = 0;
+  double t0 = ncc_now();
+  for (int i = 0; i < o->iters && !rc; i++) rc = run_once(M, step, in, out);
+  double wall = ncc_now() - t0;
+  ncc_profile_set(0);
+  if (rc) {
+    ncc_profile_clear();
+    return rc;
+  }
+  const ncc_profile_entry *e;
+  int n = ncc_profile_get(&e);
+  /* the report's rows, for the graph the object was built from, with its options */
+  CodegenOpts co;
+  memset(&co, 0, sizeof co);
+  co.use_cublas = o->cublas;
+  co.jit = M->jit;
+  co.ws_limit = M->ws_limit;
+  co.api_batch = M->api_batch;
+  ReportKernelList rk;
+  const char *arch = model_arch(M);
+  Graph *g = M->gsliced ? M->gsliced : M->g;   /* what build.c emitted, with the training step after it */
+  if (!g || report_kernel_times(g, step ? M->gt : NULL, arch, &co, &rk) != 0) memset(&rk, 0, sizeof rk);
+  ProfRow *rows = (ProfRow *)calloc((size_t)(n ? n : 1), sizeof *rows);
+  double total = 0, modeled = 0;
+  long long calls = 0;
+  int matched = 0;
+  for (int i = 0; i < n; i++) {
+    rows[i].e = &e[i];
+    for (int k = 0; k < rk.n && !rows[i].r; k++)
+      if (!strcmp(rk.k[k].name, e[i].name)) rows[i].r = &rk.k[k];
+    total += e[i].seconds;
+    calls += e[i].calls;
+    matched += rows[i].r != NULL;
+  }
+  for (int k = 0; k < rk.n; k++) modeled += rk.k[k].us;
+  qsort(rows, (size_t)n, sizeof *rows, cmp_prof);
+  const char *unit = step ? "step" : "batch";
+  printf("profile: %d runs, each launch timed alone (the device synchronized before and after it, no CUDA graph): "
+         "%.3f ms/%s in %lld launches a run (%.3f ms/%s with the synchronizations)\n",
+         o->iters, total / o->iters * 1e3, unit, calls / o->iters, wall / o->iters * 1e3, unit);
+  printf("modeled: the report's time on %s%s, %.3f ms/%s in all (--emit=report)\n", arch,
+         M->gpu ? "" : " (a GPU's, not this device's)", modeled * 1e-3, unit);
+  /* the ratio to the model on a GPU only: under emulation it says nothing */
+  printf("  %10s %7s %7s %6s %11s%s  %s\n", "ms/run", "share", "cum.", "calls", "modeled_ms", M->gpu ? "  x model" : "",
+         "kernel");
+  double cum = 0;
+  for (int i = 0; i < n; i++) {
+    const ncc_profile_entry *x = rows[i].e;
+    const ReportKernel *r = rows[i].r;
+    double ms = x->seconds / o->iters * 1e3;
+    cum += x->seconds;
+    char mod[32] = "-", ratio[32] = "";
+    if (r) snprintf(mod, sizeof mod, "%.3f", r->us * 1e-3);
+    if (M->gpu && r && r->us > 0) snprintf(ratio, sizeof ratio, "  %7.1f", ms / (r->us * 1e-3));
+    else if (M->gpu) snprintf(ratio, sizeof ratio, "  %7s", "-");
+    printf("  %10.3f %6.1f%% %6.1f%% %6lld %11s%s  %s\n", ms, total > 0 ? 100 * x->seconds / total : 0.0,
+           total > 0 ? 100 * cum / total : 0.0, x->calls / o->iters, mod, ratio, x->name);
+  }
+  if (matched < n) printf("modeled '-': a kernel the report does not model (a cuBLAS GEMM)\n");
+  fflush(stdout);
+  free(rows);
+  report_kernel_times_free(&rk);
+  ncc_profile_clear();
   return 0;
 }
 
@@ -106,6 +193,7 @@ static int bench_one(const Options *o, double *median) {
       fflush(stdout);
       *median = med;
     }
+    if (!rc && o->profile) rc = profile_runs(o, &M, step, in, out);
     free(t);
     free(tk);
   }

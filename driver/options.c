@@ -30,7 +30,7 @@ typedef enum {
   O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_LOSS_SCALE, O_CALIBRATE, O_CAL_METHOD, O_PERCENTILE, O_CAL_CACHE, O_MAX_ERROR, O_FALLBACK, O_GEMM_TILE, O_GEMM_PIPE, O_GEMM_STAGES, O_AUTOTUNE,
   O_VERBOSE,
   O_MAX_MEMORY, O_WEIGHTS, O_DEVICE, O_CHECK, O_SEED, O_INPUT, O_OUTPUT,
-  O_PRINT_OBJECT, O_ITERS, O_WARMUP, O_COMPARE,
+  O_PRINT_OBJECT, O_ITERS, O_WARMUP, O_COMPARE, O_PROFILE,
   O_DATA, O_EPOCHS, O_STEPS, O_NO_SHUFFLE, O_KEEP_LAST, O_CHECKPOINT, O_RESUME, O_LOG, O_SAVE_GRADS,
 } OptId;
 
@@ -98,6 +98,10 @@ static const OptSpec opts[] = {
   {O_ITERS, "--iters", NULL, "K", CMD_BENCH, 0, "timed runs (default 10)"},
   {O_WARMUP, "--warmup", NULL, "W", CMD_BENCH, 0, "untimed runs first (default 2)"},
   {O_COMPARE, "--compare", NULL, NULL, CMD_BENCH, 0, "also time the model at -O0 and print the speed-up of the passes"},
+  {O_PROFILE, "--profile", NULL, NULL, CMD_BENCH, 0,
+   "then run --iters more with every kernel timed alone (the device synchronized around each launch, no CUDA "
+   "graph) and print a row per kernel, slowest first: its time per run, its share, and the report's modeled "
+   "time beside it (for the GPU that runs it, sm_90 under emulation; docs/gpu.md, \"Profiling\")"},
 
   /* training */
   {O_DATA, "--data", NULL, "DIR", CMD_TRAIN, 0, "x.npy and y.npy (training set), optional test_x.npy and test_y.npy"},
@@ -600,6 +604,7 @@ static int apply(Options *o, const OptSpec *s, const char *v) {
     return 0;
   case O_PRINT_OBJECT: o->print_object = 1; return 0;
   case O_COMPARE: o->compare = 1; return 0;
+  case O_PROFILE: o->profile = 1; return 0;
   case O_DATA: o->data = v; return 0;
   case O_EPOCHS: return parse_int("--epochs", v, 1, 1000000000, &o->epochs);
   case O_STEPS: return parse_int("--steps", v, 1, INT64_MAX, &o->steps);

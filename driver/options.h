@@ -70,6 +70,7 @@ typedef struct Options {
   IoArg in[MAX_IO], outs[MAX_IO];
   int nin, nout;
   int iters, warmup, compare;   /* bench */
+  int profile;                  /* bench --profile: each kernel timed alone, beside the report's model */
   int freeze;                   /* --freeze: the weights inside the generated code */
   int64_t max_memory;           /* --max-memory: bytes the model may allocate (0: no budget; driver/budget.c) */
   int print_object;             /* run --print-object: build, print the object's path, run nothing */

@@ -34,6 +34,11 @@ void *xrealloc(void *p, size_t n) {
   return p;
 }
 
+char *xstrdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  return memcpy(xmalloc(n), s, n);
+}
+
 Arena *arena_new(void) {
   Arena *a = xmalloc(sizeof *a);
   a->head = NULL;

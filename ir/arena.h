@@ -28,4 +28,5 @@ _Noreturn void ncc_die_at(const char *file, int line, const char *fmt, ...)
 #define NCC_ASSERT(c) do { if (!(c)) ncc_die("assertion failed: %s", #c); } while (0)
 void *xmalloc(size_t n);
 void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
 #endif

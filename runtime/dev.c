@@ -234,10 +234,68 @@ int ncc_memset(ncc_dev *d, void *p, int byte, size_t n) {
 }
 int ncc_sync(ncc_dev *d) { NEED_DEV(d); NOT_CAPTURING(d); return d->be->sync(d); }
 
+/* ---- the per-kernel profile (ncc_rt.h): entries by name, first launch first */
+static struct {
+  int on;
+  ncc_profile_entry *e;
+  int n, cap;
+} prof;
+
+void ncc_profile_set(int on) { prof.on = on != 0; }
+int ncc_profile_on(void) { return prof.on; }
+int ncc_profile_get(const ncc_profile_entry **e) {
+  if (e) *e = prof.e;
+  return prof.n;
+}
+void ncc_profile_clear(void) {
+  for (int i = 0; i < prof.n; i++) free((char *)prof.e[i].name);
+  free(prof.e);
+  prof.e = NULL;
+  prof.n = prof.cap = 0;
+}
+static void prof_add(const char *name, double s) {
+  for (int i = prof.n - 1; i >= 0; i--)   /* a step launches its kernels in order: the last is likeliest */
+    if (!strcmp(prof.e[i].name, name)) {
+      prof.e[i].calls++;
+      prof.e[i].seconds += s;
+      return;
+    }
+  if (prof.n == prof.cap) {
+    int cap = prof.cap ? 2 * prof.cap : 64;
+    ncc_profile_entry *ne = realloc(prof.e, (size_t)cap * sizeof *ne);
+    if (!ne) return;   /* out of memory: the entry is lost, the launch is not */
+    prof.e = ne;
+    prof.cap = cap;
+  }
+  char *copy = strdup(name);   /* the kernel's name lives in a model that may be unloaded */
+  if (!copy) return;
+  prof.e[prof.n].name = copy;
+  prof.e[prof.n].calls = 1;
+  prof.e[prof.n].seconds = s;
+  prof.n++;
+}
+/* Synchronizes before, for a start with the device idle; the caller runs the call, then prof_end */
+static int prof_begin(ncc_dev *d, double *t0) {
+  int rc = d->be->sync(d);
+  *t0 = ncc_now();
+  return rc;
+}
+static int prof_end(ncc_dev *d, int rc, const char *name, double t0) {
+  if (!rc) rc = d->be->sync(d);
+  if (!rc) prof_add(name, ncc_now() - t0);
+  return rc;
+}
+
 int ncc_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block, size_t shmem, void **args) {
   NEED_DEV(d);
   if (!k) return ncc_dev_fail(d, NCC_EINTERNAL, "ncc_launch: no kernel");
   if (d->cap) return ncc_graph_cap_launch(d, k, grid, block, shmem, args);
+  if (prof.on) {
+    double t0;
+    int rc = prof_begin(d, &t0);
+    if (!rc) rc = d->be->launch(d, k, grid, block, shmem, args);
+    return prof_end(d, rc, k->name ? k->name : "(a kernel without a name)", t0);
+  }
   return d->be->launch(d, k, grid, block, shmem, args);
 }
 
@@ -264,6 +322,15 @@ int ncc_gemm_ex(ncc_dev *d, int prec, int trans_a, int trans_b, int m, int n, in
   if (d->cap)
     return ncc_graph_cap_sgemm(d, trans_a, trans_b, m, n, k, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
                                stride_c, batch, prec);
+  if (prof.on) {
+    static const char *const names[] = {"ncc_gemm_ex fp32", "ncc_gemm_ex tf32", "ncc_gemm_ex fp16", "ncc_gemm_ex bf16"};
+    double t0;
+    int rc = prof_begin(d, &t0);
+    if (!rc)
+      rc = d->be->sgemm(d, trans_a, trans_b, m, n, k, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
+                        stride_c, batch, prec);
+    return prof_end(d, rc, names[prec], t0);
+  }
   return d->be->sgemm(d, trans_a, trans_b, m, n, k, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
                       stride_c, batch, prec);
 }

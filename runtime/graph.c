@@ -70,7 +70,7 @@ void ncc_graph_dev_init(ncc_dev *d) {
   if (d->graphs_unavailable) d->graphs = 0;
 }
 
-int ncc_dev_graphs(const ncc_dev *d) { return d && d->be && d->graphs; }
+int ncc_dev_graphs(const ncc_dev *d) { return d && d->be && d->graphs && !ncc_profile_on(); }   /* a profile times each launch */
 
 void ncc_dev_set_graphs(ncc_dev *d, int on) {
   if (d) d->graphs = on && d->be && !d->graphs_unavailable;

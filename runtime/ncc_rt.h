@@ -215,6 +215,23 @@ void ncc_npy_unmap(ncc_npy_mapped *a);
 /* Wall-clock seconds, monotonic. */
 double ncc_now(void);
 
+/* ---- the per-kernel profile (`ncc bench --profile`) ----
+ * While ncc_profile_set(1) holds, every kernel launch and GEMM call on any
+ * device of the process is timed by itself: the device is synchronized
+ * before and after it, and the host clock read around it, so a GPU entry
+ * includes the launch's latency (a few microseconds) and nothing overlaps.
+ * CUDA graphs are not used meanwhile (ncc_dev_graphs says 0, and a step runs
+ * its launches one by one).  Entries are kept by kernel name, in the order
+ * first launched: calls and seconds summed.  The GEMM calls are one entry
+ * each by precision ("ncc_gemm_ex fp16"; cuBLAS on a GPU).  For one host
+ * thread at a time; ncc_profile_get's entries stay valid until the next
+ * launch or ncc_profile_clear. */
+typedef struct ncc_profile_entry { const char *name; long long calls; double seconds; } ncc_profile_entry;
+void ncc_profile_set(int on);
+int  ncc_profile_on(void);
+int  ncc_profile_get(const ncc_profile_entry **e);   /* the number of entries */
+void ncc_profile_clear(void);
+
 
 /* ---- additions (runtime engineer): emulator switches and the backend table ---- */
 /* Checked mode of the emulator (also NCC_CHECK=1 in the environment): from now on

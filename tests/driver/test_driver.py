@@ -569,6 +569,50 @@ def _gemm_tile(ctx):
     ], out)
 
 
+@case("bench_profile")
+def _bench_profile(ctx):
+    """`ncc bench --profile`: after the timed runs, --iters more with each
+    launch timed alone (ncc_profile_set), a row per kernel slowest first, and
+    the report's modeled time beside it.  Inference of ResNet-18 at fp16
+    (split-K GEMMs, kernels shared by two layers) and the digits network's
+    fp16 training step (its kernels numbered after the inference ones, an
+    unscale before the update): the launches a run equal the report's
+    `launches=`, every kernel has a modeled time, the modeled times add up to
+    the report's, the rows are sorted, and their shares add up to 100%."""
+    examples = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
+    for net, flags in ((os.path.join(examples, "resnet18.net"), ["--set", "N=2", "--set", "S=32", "--precision=fp16"]),
+                       (os.path.join(examples, "digits.net"), ["--train", "--precision=fp16"])):
+        name = os.path.basename(net)
+        p = ctx.ncc_cmd(["bench", net, "--device", "emu", "--iters", "2", "--warmup", "1", "--profile"] + flags)
+        show(p)
+        if p.returncode != 0:
+            raise Failure("%s: ncc bench --profile failed" % name)
+        r = ctx.ncc_cmd([net, "--emit=report"] + flags)
+        tot = re.search(r"^total: .* launches=(\d+)", r.stdout, re.M)
+        mod = re.search(r"modeled time ([\d.]+) us on sm_90", r.stdout)
+        head = re.search(r"^profile: 2 runs, .*: ([\d.]+) ms/\w+ in (\d+) launches a run", p.stdout, re.M)
+        allm = re.search(r"^modeled: the report's time on sm_90 \(a GPU's, not this device's\), ([\d.]+) ms", p.stdout, re.M)
+        if not (tot and mod and head and allm):
+            raise Failure("%s: the profile's or the report's summary is missing" % name)
+        if int(head.group(2)) != int(tot.group(1)):
+            raise Failure("%s: %s launches a run profiled, the report counts %s" % (name, head.group(2), tot.group(1)))
+        if abs(float(allm.group(1)) * 1e3 - float(mod.group(1))) > 1.0:
+            raise Failure("%s: modeled %s ms in all, the report says %s us" % (name, allm.group(1), mod.group(1)))
+        rows = re.findall(r"^\s+([\d.]+)\s+([\d.]+)%\s+([\d.]+)%\s+(\d+)\s+(\S+)\s+(\w+)$", p.stdout, re.M)
+        ms = [float(x[0]) for x in rows]
+        if not rows or ms != sorted(ms, reverse=True):
+            raise Failure("%s: the rows should be sorted, slowest first: %s" % (name, ms))
+        if sum(int(x[3]) for x in rows) != int(tot.group(1)):
+            raise Failure("%s: the rows' calls add up to %d, not %s" % (name, sum(int(x[3]) for x in rows), tot.group(1)))
+        # each share printed to 0.1%: their sum within 0.05% a row of 100%, the last cumulative share 100.0%
+        if abs(sum(float(x[1]) for x in rows) - 100) > 0.05 * len(rows) + 1e-9 or abs(float(rows[-1][2]) - 100) > 0.05:
+            raise Failure("%s: the shares should add up to 100%%" % name)
+        if any(x[4] == "-" for x in rows):
+            raise Failure("%s: a kernel without a modeled time: %s" % (name, [x[5] for x in rows if x[4] == "-"]))
+        print("%s: %d kernels, %s launches a run, modeled %s ms as the report" % (name, len(rows), head.group(2),
+                                                                              allm.group(1)))
+
+
 @case("half_storage")
 def _half_storage(ctx):
     """Half-width storage (passes/storage.c, docs/precision.md): at fp16 and

@@ -11,7 +11,9 @@
  *   - graphs are off by default under emulation, NCC_GRAPHS=1 turns them on
  *     (the test sets it before opening), ncc_dev_set_graphs switches one device;
  *   - the counters (ncc_dev_graph_stats) count captures, replays, nodes and
- *     live refreshes; ncc_dev_close frees the graphs left. */
+ *     live refreshes; ncc_dev_close frees the graphs left;
+ *   - the per-kernel profile (ncc_profile_set) times each launch and GEMM by
+ *     name, turns graphs off while it is on, and counts nothing outside it. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +130,39 @@ int main(void) {
         "stats: %lld captures, %lld replays, %lld nodes, %lld live updates (want 2, 3, 4, 2)", st.captures, st.replays,
         st.nodes, st.live_updates);
   ncc_graph_free(d, g);
+
+  /* the profile (ncc_profile_set): each launch and GEMM timed by itself, by name in the order first
+   * launched, graphs off meanwhile and on again after; launches outside it are not counted */
+  {
+    float *c = z;
+    const ncc_profile_entry *e = NULL;
+    ncc_profile_clear();
+    CHECK(launch(d, &k_axpb_desc) == 0, "a launch before the profile");   /* not counted */
+    ncc_profile_set(1);
+    CHECK(ncc_profile_on() && ncc_dev_graphs(d) == 0, "graphs must be off while profiling");
+    a = 3.0f, k = 1;
+    CHECK(launch(d, &k_axpbi_desc) == 0 && y_is(3.0f, 1, 1), "profiled launch 1: %s", ncc_dev_error(d));
+    CHECK(launch(d, &k_axpb_desc) == 0 && y_is(3.0f, 1, 0), "profiled launch 2: %s", ncc_dev_error(d));
+    CHECK(launch(d, &k_axpbi_desc) == 0 && y_is(3.0f, 1, 1), "profiled launch 3: %s", ncc_dev_error(d));
+    CHECK(ncc_sgemm(d, 0, 0, 8, 8, 8, 1.0f, x, 8, 0, x, 8, 0, 0.0f, c, 8, 0, 1) == 0, "profiled GEMM: %s",
+          ncc_dev_error(d));
+    ncc_profile_set(0);
+    CHECK(launch(d, &k_axpb_desc) == 0, "a launch after the profile");   /* not counted */
+    CHECK(!ncc_profile_on() && ncc_dev_graphs(d) == 1, "graphs must be on again after the profile");
+    int n = ncc_profile_get(&e);
+    CHECK(n == 3 && e, "profile: %d entries, want 3", n);
+    if (n == 3 && e) {
+      CHECK(!strcmp(e[0].name, "k_axpbi") && e[0].calls == 2, "entry 0: %s x%lld, want k_axpbi x2", e[0].name,
+            e[0].calls);
+      CHECK(!strcmp(e[1].name, "k_axpb") && e[1].calls == 1, "entry 1: %s x%lld, want k_axpb x1", e[1].name, e[1].calls);
+      CHECK(!strcmp(e[2].name, "ncc_gemm_ex fp32") && e[2].calls == 1, "entry 2: %s x%lld, want the GEMM x1",
+            e[2].name, e[2].calls);
+      for (int i = 0; i < n; i++) CHECK(e[i].seconds > 0 && e[i].seconds < 10, "entry %d: %g s", i, e[i].seconds);
+    }
+    ncc_profile_clear();
+    CHECK(ncc_profile_get(&e) == 0, "the profile must be empty after ncc_profile_clear");
+  }
+
   ncc_dev_set_graphs(d, 0);
   CHECK(ncc_dev_graphs(d) == 0 && ncc_graph_begin(d) != 0, "graphs off: begin must fail");
   ncc_free(d, x);
