@@ -322,8 +322,13 @@ static void verify_narrow(const Graph *g) {
     int prec = v->narrow == DT_F16 ? PREC_FP16 : v->narrow == DT_BF16 ? PREC_BF16 : v->narrow == DT_I8 ? PREC_INT8 : -1;
     if (prec == PREC_INT8 && !(v->qscale > 0.0f && v->qscale < 3.0e38f))
       bad(n, "stored as i8 without a positive scale (%g)", (double)v->qscale);
-    int lt = n->load_time;   /* a weight computed at load (int8: a quantize node's integers, scale 1) */
-    if (prec < 0 || v->dtype != DT_F32 || g->training || g->precision != prec || (ncc_ops[n->op].flags & OPF_SOURCE) ||
+    /* a weight computed at load (int8: a quantize node's integers, scale 1), or in a training step a
+     * parameter's copy made once a step (the precision pass: a cast, a tap-major reorder), nothing else */
+    int step_cast = g->training && (n->op == OP_CAST || n->op == OP_TRANSPOSE) && !n->load_time && n->in[0] &&
+                    n->in[0]->def->op == OP_PARAM;
+    int lt = n->load_time || step_cast;
+    if (prec < 0 || v->dtype != DT_F32 || (g->training && !step_cast) || g->precision != prec ||
+        (ncc_ops[n->op].flags & OPF_SOURCE) ||
         (lt && prec == PREC_INT8 && (ir_view_root((Value *)v)->def->op != OP_QUANTIZE || v->qscale != 1.0f)))
       bad(n, "stored as %s: only a float32 value computed in a graph at %s (at load time, at int8, a quantize "
              "node's integers)", dtype_name((DType)v->narrow), prec < 0 ? "fp16, bf16 or int8" : ir_prec_name(prec));

@@ -39,9 +39,10 @@
  * --passes list that leaves it out) the build runs the compiled batch only.
  * --precision other than fp32 adds the precision pass to the inference
  * pipelines, after fold and before fuse, and to the training ones right
- * after autodiff (docs/precision.md); the inference pipelines also run
- * the storage pass after fuse, before plan (at fp16, bf16 and int8: narrow
- * storage of what only the rounding or quantizing GEMMs read). */
+ * after autodiff (docs/precision.md); both also run the storage pass after
+ * fuse, before plan (at fp16, bf16 and int8: narrow storage of what only the
+ * rounding or quantizing GEMMs read; in a training step only the weights'
+ * copies the precision pass makes once a step). */
 #include "passes.h"
 
 #include <stdio.h>
@@ -89,10 +90,10 @@ static const char *const train_pipelines[4] = {
 /* with --precision tf32, fp16 or bf16: the precision pass after autodiff, so
  * that the gradients' GEMMs are marked too (and, at fp16, the loss scaled) */
 static const char *const prec_train_pipelines[4] = {
-  "autodiff,precision",
-  "autodiff,precision,plan",
-  "autodiff,precision,fuse,plan",
-  "autodiff,precision,fuse,plan",
+  "autodiff,precision,storage",
+  "autodiff,precision,storage,plan",
+  "autodiff,precision,fuse,storage,plan",
+  "autodiff,precision,fuse,storage,plan",
 };
 
 const Pass *pass_lookup(const char *name) {
@@ -115,7 +116,8 @@ void passes_usage(FILE *f) {
         "  and the storage pass after fuse (before plan)\n", f);
   fputs("training (--train, ncc train): autodiff first; prune and fold are inference passes:\n", f);
   for (int o = 0; o < 4; o++) fprintf(f, "  -O%d  %s\n", o, train_pipelines[o]);
-  fputs("  with --precision tf32 or bf16, the precision pass runs after autodiff\n", f);
+  fputs("  with --precision tf32, fp16 or bf16, the precision pass runs after autodiff, and the storage pass\n"
+        "  after fuse (the weights' copies made once a step, in 16 bits)\n", f);
   fputs("passes (--passes=LIST, --print-after=NAME|all; -v prints what each did):\n", f);
   for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++)
     fprintf(f, "  %-8s %s\n", passes[i].name, passes[i].brief);

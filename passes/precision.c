@@ -195,18 +195,33 @@ static int pass_int8(Graph *g, PassCtx *c) {
   return 0;
 }
 
-/* fp16/bf16 inference: the weights converted at load.  A GEMM rounds its
- * operands to the low type as it loads them, so a float32 parameter it
- * reads as a weight (conv2d's and linear's weight, either operand of a
- * matmul) may be read from a copy made once, at load: a load-time cast node,
- * shared by the GEMMs that read one parameter, which the storage pass then
- * stores in 16 bits.  The parameter itself stays float32 (M_load fills it,
- * M_save writes it; the copy is redone after every load).  Not in training
- * (the step updates the float32 parameters, read again each step) nor with
- * --cublas (cuBLAS reads float32 operands).  Returns the casts made. */
-static int convert_weights(Graph *g, const PassCtx *c) {
-  if (c->train || g->training || c->cublas || (g->precision != PREC_FP16 && g->precision != PREC_BF16)) return 0;
+/* fp16/bf16: the weights converted once.  A GEMM rounds its operands to the
+ * low type as it loads them, so a float32 parameter it reads as a weight
+ * (conv2d's and linear's weight, either operand of a matmul) may be read
+ * from a copy: a cast node, shared by the GEMMs that read one parameter,
+ * which the storage pass then stores in 16 bits.  The parameter itself
+ * stays float32 (M_load fills it, M_save writes it, the update writes it).
+ * In inference the copy is made at load (a load-time cast, redone after
+ * every load; the fold pass has reordered the convolutions' weights
+ * tap-major before).  In a training step it is made once a step, before
+ * the forward reads it (the update changes the parameter), as autocast
+ * does: the forward's GEMMs read it, the gradients' GEMMs (conv2d_bwd_*)
+ * keep the parameter.  There the copy of a convolution's weight that
+ * ir_conv_tap_major_ok accepts is the fold pass's reorder instead, a
+ * transpose to [out, kh, kw, in/groups] (Attrs.wtap), as fold makes at load
+ * for inference (fold does not run on a training step).  Not with --cublas
+ * (cuBLAS reads float32 operands).  Returns the copies made; *taps those
+ * reordered. */
+static int convert_weights(Graph *g, const PassCtx *c, int *taps) {
+  int train = c->train || g->training;
+  *taps = 0;
+  if (c->cublas || (g->precision != PREC_FP16 && g->precision != PREC_BF16)) return 0;
   Value **cast = arena_alloc(g->arena, sizeof(Value *) * ((size_t)g->next_value_id + 1));
+  Value **tap = arena_alloc(g->arena, sizeof(Value *) * ((size_t)g->next_value_id + 1));
+  Attrs ta;   /* [out, in/g, kh, kw] -> [out, kh, kw, in/g] */
+  ir_attrs_init(&ta);
+  ta.nlist = 4;
+  ta.list[0] = 0, ta.list[1] = 2, ta.list[2] = 3, ta.list[3] = 1;
   int made = 0, nn = g->nnodes;
   for (int i = 0; i < nn; i++) {
     Node *nd = g->nodes[i];
@@ -214,16 +229,21 @@ static int convert_weights(Graph *g, const PassCtx *c) {
     for (int j = 0; j < nd->nin && j < 2; j++) {
       Value *w = nd->in[j];
       if (!(j == 1 || nd->op == OP_MATMUL) || w->def->op != OP_PARAM || w->dtype != DT_F32) continue;
-      if (!cast[w->id]) {
-        cast[w->id] = passes_mk(g, OP_CAST, w, NULL, NULL, nd, 1);
+      int t = train && j == 1 && !nd->a.wtap && ir_conv_tap_major_ok(nd);
+      Value **copy = t ? tap : cast;
+      if (!copy[w->id]) {
+        copy[w->id] = t ? passes_mk(g, OP_TRANSPOSE, w, NULL, &ta, nd, 0) : passes_mk(g, OP_CAST, w, NULL, NULL, nd, !train);
         made++;
+        *taps += t;
       }
-      nd->in[j] = cast[w->id];
+      nd->in[j] = copy[w->id];
+      nd->a.wtap |= t;
       w->nuses--;
-      cast[w->id]->nuses++;
+      copy[w->id]->nuses++;
     }
   }
-  if (made) passes_load_time_first(g);
+  if (made && train) passes_reorder(g);   /* each copy before its first reader */
+  else if (made) passes_load_time_first(g);
   return made;
 }
 
@@ -255,7 +275,7 @@ int pass_precision(Graph *g, PassCtx *c) {
     nd->prec = gemm ? g->precision : PREC_FP32;
     n += nd->prec != PREC_FP32;
   }
-  int casts = convert_weights(g, c);
+  int taps, casts = convert_weights(g, c, &taps);
   choose_tiles(g, c);
   static const char *const upper[] = {"FP32", "TF32", "FP16", "BF16"};
   if (c->verbose && g->precision != PREC_FP32)
@@ -265,7 +285,8 @@ int pass_precision(Graph *g, PassCtx *c) {
   else if (c->verbose)
     fprintf(stderr, "pass precision: fp32: every op in float32\n");
   if (c->verbose && casts)
-    fprintf(stderr, "pass precision: %d parameter weight%s converted at load (a cast each, which storage stores as %s)\n",
-            casts, casts == 1 ? "" : "s", g->precision == PREC_FP16 ? "f16" : "bf16");
+    fprintf(stderr, "pass precision: %d parameter weight%s converted %s (a cast each%s, which storage stores as %s)\n",
+            casts, casts == 1 ? "" : "s", c->train || g->training ? "once a step" : "at load",
+            taps ? ", or a conv2d's reordered tap-major" : "", g->precision == PREC_FP16 ? "f16" : "bf16");
   return 0;
 }

@@ -24,7 +24,9 @@
  * kernel at another precision (an int8 layer's fallback), an int8 GEMM with
  * another scale.  Graph inputs and parameters keep their storage (M_load
  * fills the parameters' float32 buffers), and so does a training step (its
- * gradients read the forward's values in float32).  A load-time value (a
+ * gradients read the forward's values in float32), but for its parameter
+ * weights' casts (the precision pass: once a step, read by the forward's
+ * GEMMs), stored in 16 bits when only those GEMMs read them.  A load-time value (a
  * folded weight; a parameter weight's cast, the precision pass converting
  * the GEMMs' weights at load; at int8 a quantize node's integers) is stored
  * narrow when only those GEMMs read it, as their weight: in 16 bits at
@@ -135,18 +137,46 @@ static void mark(Graph *g, Value *v, int t, float scale) {
   }
 }
 
+/* A training step: the parameter weights' copies (made once a step by the precision pass: a cast,
+ * or a convolution's weight reordered tap-major) that only the forward's rounding GEMMs read, in 16
+ * bits; every other value as its type */
+static int train_weights(Graph *g, PassCtx *pc, Ctx *c, int t) {
+  int n = 0;
+  int64_t bytes = 0;
+  float scale;
+  const Node *why;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *d = g->nodes[i];
+    if ((d->op != OP_CAST && d->op != OP_TRANSPOSE) || d->load_time || d->in[0]->def->op != OP_PARAM ||
+        d->out->dtype != DT_F32)
+      continue;
+    if (stored(g, d) && producer_ok(group_main(g, d)) && (scale = 0.0f, readers_round(c, d->out, 1, 0, &why, &scale))) {
+      mark(g, d->out, t, 1.0f);
+      n++;
+      bytes += ir_value_bytes(d->out) / 4 * dtype_size(t);
+    }
+  }
+  char b1[32];
+  if (pc->verbose)
+    fprintf(stderr, "pass storage: training: %d parameter weights copied once a step stored as %s (%s); every other "
+                    "value as its type (the gradients read the forward's values in float32)\n",
+            n, dtype_name(t), kb(b1, sizeof b1, bytes));
+  return 0;
+}
+
 int pass_storage(Graph *g, PassCtx *pc) {
   int prec = pc->precision;
   int narrowing = prec == PREC_FP16 || prec == PREC_BF16 || prec == PREC_INT8;
-  if (pc->train || g->training || pc->cublas || !narrowing) {
+  if (pc->cublas || !narrowing) {
     if (pc->verbose) fprintf(stderr, "pass storage: every value stored as its type (%s)\n",
-                             pc->cublas ? "cuBLAS reads float32" : !narrowing ? "fp16, bf16 and int8 builds only" : "training");
+                             pc->cublas ? "cuBLAS reads float32" : "fp16, bf16 and int8 builds only");
     return 0;
   }
   Ctx c = {g, prec, arena_alloc(g->arena, sizeof(int) * (size_t)(g->next_value_id + 1))};
   for (int i = 0; i < g->noutputs; i++) c.is_output[g->outputs[i].v->id] = 1;
   for (int i = 0; i < g->nlosses; i++) c.is_output[g->losses[i].v->id] = 1;
   int t = prec == PREC_FP16 ? DT_F16 : prec == PREC_BF16 ? DT_BF16 : DT_I8, nhalf = 0, nfloat = 0;
+  if (pc->train || g->training) return train_weights(g, pc, &c, t);
   int64_t saved = 0, total = 0;
   /* per node: 0 nothing stored (or a load-time weight), 1 narrow, 2 float32 (its kernel), 3 float32 (a reader: why[i]) */
   unsigned char *verdict = arena_alloc(g->arena, (size_t)g->nnodes + 1);

@@ -414,6 +414,54 @@ def _mock(ctx):
 SKIP = 77
 
 
+@case("train_weight_casts")
+def _weight_casts(ctx):
+    """fp16 and bf16 training: the precision pass copies each parameter weight
+    the forward's GEMMs read once a step (a cast, or a convolution's weight
+    reordered tap-major), and the storage pass stores the copies in 16 bits
+    (what the GEMMs rounded as they loaded float32 before).  Eight steps of
+    digits.net give the same checkpoint in checked mode and in reverse fiber
+    order; -v says what each pass did, and the forward's convolution of 16
+    channels then stages its 16-bit tap-major weight with cp.async.  (The
+    train oracle's fp16 and bf16 cases hold the steps to PyTorch's.)"""
+    import re
+    d = data(ctx, "d", n=64)
+    for prec in ("fp16", "bf16"):
+        cks = {}
+        for tag, extra, env in (("default", ["-v"], {"NCC_CHECK": "1"}), ("reversed", [], {"NCC_FIBER_ORDER": "reverse"})):
+            ck = ctx.path("ck_%s_%s.safetensors" % (prec, tag))
+            p = ctx.ncc_cmd(["train", DIGITS, "--data", d, "--steps", "8", "--no-shuffle", "--device", "emu",
+                             "--seed", "3", "--precision=" + prec, "--checkpoint", ck] + extra, env=env)
+            show(p)
+            if p.returncode != 0:
+                raise Failure("%s, %s: ncc train exited with %d" % (prec, tag, p.returncode))
+            if tag == "default":
+                t = "f16" if prec == "fp16" else "bf16"
+                if not re.search(r"pass precision: 4 parameter weights converted once a step", p.stderr) or \
+                        not re.search(r"pass storage: training: 4 parameter weights copied once a step stored as " + t,
+                                      p.stderr):
+                    raise Failure("%s: -v should say that the 4 weights are cast once a step and stored as %s"
+                                  % (prec, t))
+            cks[tag] = open(ck, "rb").read()
+        if cks["default"] != cks["reversed"]:
+            raise Failure("%s: the checkpoints differ in checked mode and in reverse fiber order" % prec)
+        print("%s: 8 steps, the same checkpoint checked and reversed" % prec)
+    # the training step's forward convolution of 16 input channels copies its 16-bit weight with cp.async
+    cu = ctx.path("digits.cu")
+    p = ctx.ncc_cmd([DIGITS, "--train", "--precision=fp16", "-o", cu])
+    src = open(cu).read() if p.returncode == 0 else ""
+    step = re.search(r"\nstatic int digits_train_run\(.*?\n}\n", src, re.S)
+    launched = set(re.findall(r"&(digits_k\d+_\w+)_desc", step.group(0))) if step else set()
+    kernels = dict(re.findall(r"\nNCC_KERNEL void (\w+)\((.*?)\n}\n", src, re.S))
+    convs = sorted(k for k in launched if re.search(r"_conv2d_mma", k) and "bwd" not in k)
+    staged = [k for k in convs if "ncc_cp_async16(dst, &weight[" in kernels.get(k, "")]
+    taps = [k for k in convs if "one tap a K tile" in kernels.get(k, "")]
+    print("training step's forward convolutions: %s; weight by cp.async: %s; tap-major: %s" % (convs, staged, taps))
+    if len(convs) != 2 or len(staged) != 1 or taps != staged:
+        raise Failure("the training step's second convolution (16 input channels) should copy its 16-bit weight, "
+                      "reordered tap-major, with cp.async (the first, 1 channel, has no 16-byte rows)")
+
+
 @case("train_digits")
 def _digits(ctx):
     import re
