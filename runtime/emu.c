@@ -583,21 +583,48 @@ __attribute__((target("avx2,fma"))) static void mma_f32_fma(const float *restric
   NCC_EMU_MMA_F32(A, B, D, K)
 }
 static int mma_fma_ok = -1;   /* -1: not asked yet */
-#endif
-static void mma_f32(const float *restrict A, float (*restrict B)[8], float (*restrict D)[8], int K) {
-#if defined(__GNUC__) && defined(__x86_64__)
+/* Does the CPU have AVX2 and FMA (asked once)? */
+static int avx2_fma(void) {
   int ok = __atomic_load_n(&mma_fma_ok, __ATOMIC_RELAXED);
   if (ok < 0) {
     __builtin_cpu_init();
     ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     __atomic_store_n(&mma_fma_ok, ok, __ATOMIC_RELAXED);
   }
-  if (ok) {
+  return ok;
+}
+#endif
+static void mma_f32(const float *restrict A, float (*restrict B)[8], float (*restrict D)[8], int K) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (avx2_fma()) {
     mma_f32_fma(A, B, D, K);
     return;
   }
 #endif
   NCC_EMU_MMA_F32(A, B, D, K)
+}
+
+/* D (16x8) += A (16x16) B (16x8) in int32, exact in any order (ncc's int8
+ * operands: a K of 16 adds at most 16 x 127^2): the loops i, k, j, the 8 of j
+ * one vector; with AVX2 its 32-bit multiplies (vpmulld) instead of SSE2's
+ * emulation of them */
+#define NCC_EMU_MMA_S32(A, B, D)                                          \
+  for (int i_ = 0; i_ < 16; i_++)                                         \
+    for (int k_ = 0; k_ < 16; k_++)                                       \
+      for (int j_ = 0; j_ < 8; j_++) (D)[i_][j_] += (A)[i_][k_] * (B)[k_][j_];
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2"))) static void mma_s32_avx2(int (*restrict A)[16], int (*restrict B)[8], int (*restrict D)[8]) {
+  NCC_EMU_MMA_S32(A, B, D)
+}
+#endif
+static void mma_s32(int (*restrict A)[16], int (*restrict B)[8], int (*restrict D)[8]) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (avx2_fma()) {
+    mma_s32_avx2(A, B, D);
+    return;
+  }
+#endif
+  NCC_EMU_MMA_S32(A, B, D)
 }
 
 /* mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32: D = A B + C, A 16x8, B
@@ -689,7 +716,7 @@ static void mma_f16(fiber **L, int bf) {
  * adds at most 16 * 127^2). */
 static void mma_s8(fiber **L) {
   int A[16][16], B[16][8], D[16][8];
-  int l, i, j, k;
+  int l, i;
   for (l = 0; l < 32; l++) {
     const ncc_emu_mma_frag *fr = (const ncc_emu_mma_frag *)(uintptr_t)L[l]->wval;
     const unsigned *a = (const unsigned *)fr->a, *b = (const unsigned *)fr->b;
@@ -699,9 +726,7 @@ static void mma_s8(fiber **L) {
     for (i = 0; i < 4; i++) B[4 * t + i][g] = (signed char)((b[0] >> (8 * i)) & 0xffu);
     for (i = 0; i < 4; i++) D[g + 8 * (i / 2)][2 * t + i % 2] = d[i];
   }
-  for (i = 0; i < 16; i++)   /* i, k, j: the 8 of j one vector; exact int32 sums in any order */
-    for (k = 0; k < 16; k++)
-      for (j = 0; j < 8; j++) D[i][j] += A[i][k] * B[k][j];
+  mma_s32(A, B, D);
   for (l = 0; l < 32; l++) {
     const ncc_emu_mma_frag *fr = (const ncc_emu_mma_frag *)(uintptr_t)L[l]->wval;
     int *d = (int *)(void *)fr->d;
