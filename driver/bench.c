@@ -105,9 +105,9 @@ static int profile_runs(const Options *o, Model *M, StepFn step, void **in, void
   for (int k = 0; k < rk.n; k++) modeled += rk.k[k].us;
   qsort(rows, (size_t)n, sizeof *rows, cmp_prof);
   const char *unit = step ? "step" : "batch";
-  printf("profile: %d runs, each launch timed alone (the device synchronized before and after it, no CUDA graph): "
+  printf("profile: %d run%s, each launch timed alone (the device synchronized before and after it, no CUDA graph): "
          "%.3f ms/%s in %lld launches a run (%.3f ms/%s with the synchronizations)\n",
-         o->iters, total / o->iters * 1e3, unit, calls / o->iters, wall / o->iters * 1e3, unit);
+         o->iters, o->iters == 1 ? "" : "s", total / o->iters * 1e3, unit, calls / o->iters, wall / o->iters * 1e3, unit);
   printf("modeled: the report's time on %s%s, %.3f ms/%s in all (--emit=report)\n", arch,
          M->gpu ? "" : " (a GPU's, not this device's)", modeled * 1e-3, unit);
   /* the ratio to the model on a GPU only: under emulation it says nothing */

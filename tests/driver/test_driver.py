@@ -583,14 +583,14 @@ def _bench_profile(ctx):
     for net, flags in ((os.path.join(examples, "resnet18.net"), ["--set", "N=2", "--set", "S=32", "--precision=fp16"]),
                        (os.path.join(examples, "digits.net"), ["--train", "--precision=fp16"])):
         name = os.path.basename(net)
-        p = ctx.ncc_cmd(["bench", net, "--device", "emu", "--iters", "2", "--warmup", "1", "--profile"] + flags)
+        p = ctx.ncc_cmd(["bench", net, "--device", "emu", "--iters", "1", "--warmup", "0", "--profile"] + flags)
         show(p)
         if p.returncode != 0:
             raise Failure("%s: ncc bench --profile failed" % name)
         r = ctx.ncc_cmd([net, "--emit=report"] + flags)
         tot = re.search(r"^total: .* launches=(\d+)", r.stdout, re.M)
         mod = re.search(r"modeled time ([\d.]+) us on sm_90", r.stdout)
-        head = re.search(r"^profile: 2 runs, .*: ([\d.]+) ms/\w+ in (\d+) launches a run", p.stdout, re.M)
+        head = re.search(r"^profile: 1 run, .*: ([\d.]+) ms/\w+ in (\d+) launches a run", p.stdout, re.M)
         allm = re.search(r"^modeled: the report's time on sm_90 \(a GPU's, not this device's\), ([\d.]+) ms", p.stdout, re.M)
         if not (tot and mod and head and allm):
             raise Failure("%s: the profile's or the report's summary is missing" % name)
