@@ -148,27 +148,23 @@ static void tile_guard(Buf *b, int rows, const char *rowvar, int64_t RMAX, int64
  * the element's place, an lvalue in kk and rr */
 static void load_tile(Buf *b, const char *dst, int rows, int T, int kcontig, const char *rowvar, const char *rowbase,
                       int64_t RMAX, int64_t K, const char *stmt, const char *rv, const char *bits) {
+  /* a fixed count a thread (every tile's BK x rows is a multiple of its threads, and its threads of
+   * BK and of rows), and one of k and the row the same for all of them: its index arithmetic once,
+   * not once an element */
   int P = BK * rows / T;
-  if (P == 1 && BK * rows == T) {   /* one element a thread */
-    if (kcontig) buf_printf(b, "    {   /* one element a thread */\n      int kk = tid %% %d, rr = tid / %d;\n", BK, BK);
-    else buf_printf(b, "    {   /* one element a thread */\n      int rr = tid %% %d, kk = tid / %d;\n", rows, rows);
-    buf_printf(b, "      int %s = %s + rr, k = k0 + kk;\n      %s\n", rowvar, rowbase, bits ? bits : "float v = 0.0f;");
-  } else if (BK * rows % T == 0 && (kcontig ? T % BK == 0 : T % rows == 0)) {
-    /* a fixed count a thread, and one of k and the row the same for all of them: its index
-     * arithmetic once, not once an element */
-    if (kcontig)
-      buf_printf(b, "    for (int p = 0, kk = tid %% %d, k = k0 + kk; p < %d; p++) {   /* %d elements a thread, one k */\n"
-                    "      int rr = tid / %d + p * %d, %s = %s + rr;\n", BK, P, P, BK, T / BK, rowvar, rowbase);
-    else
-      buf_printf(b, "    for (int p = 0, rr = tid %% %d, %s = %s + rr; p < %d; p++) {   /* %d elements a thread, one row */\n"
-                    "      int kk = tid / %d + p * %d, k = k0 + kk;\n", rows, rowvar, rowbase, P, P, rows, T / rows);
-    buf_printf(b, "      %s\n", bits ? bits : "float v = 0.0f;");
-  } else {
-    buf_printf(b, "    for (int l = tid; l < %d; l += %d) {\n", BK * rows, T);
-    if (kcontig) buf_printf(b, "      int kk = l %% %d, rr = l / %d;\n", BK, BK);
-    else buf_printf(b, "      int rr = l %% %d, kk = l / %d;\n", rows, rows);
-    buf_printf(b, "      int %s = %s + rr, k = k0 + kk;\n      %s\n", rowvar, rowbase, bits ? bits : "float v = 0.0f;");
-  }
+  NCC_ASSERT(BK * rows % T == 0 && T % BK == 0 && T % rows == 0);
+  if (P == 1) buf_puts(b, "    {   /* one element a thread */\n");
+  if (kcontig && P == 1)
+    buf_printf(b, "      int kk = tid %% %d, rr = tid / %d;\n      int %s = %s + rr, k = k0 + kk;\n", BK, BK, rowvar, rowbase);
+  else if (kcontig)
+    buf_printf(b, "    for (int p = 0, kk = tid %% %d, k = k0 + kk; p < %d; p++) {   /* %d elements a thread, one k */\n"
+                  "      int rr = tid / %d + p * %d, %s = %s + rr;\n", BK, P, P, BK, T / BK, rowvar, rowbase);
+  else if (P == 1)
+    buf_printf(b, "      int rr = tid %% %d, kk = tid / %d;\n      int %s = %s + rr, k = k0 + kk;\n", rows, rows, rowvar, rowbase);
+  else
+    buf_printf(b, "    for (int p = 0, rr = tid %% %d, %s = %s + rr; p < %d; p++) {   /* %d elements a thread, one row */\n"
+                  "      int kk = tid / %d + p * %d, k = k0 + kk;\n", rows, rowvar, rowbase, P, P, rows, T / rows);
+  buf_printf(b, "      %s\n", bits ? bits : "float v = 0.0f;");
   tile_guard(b, rows, rowvar, RMAX, K);
   buf_printf(b, "        %s\n      }\n", stmt);
   /* --precision=tf32|fp16|bf16: the operand rounded as it enters shared memory (int8: quantized) */
