@@ -235,11 +235,15 @@ int emit_transpose(Cg *c, const KGroup *gr) {
     buf_puts(&b, "    int r = i, src = 0;\n");
     for (int d = ys->rank - 1; d >= outer; d--) {
       if (ys->d[d] == 1) continue;
-      char st[32] = "";
+      char st[32] = "", co[64] = "", *e = co;
       if (istr[n->a.list[d]] != 1) snprintf(st, sizeof st, " * %lld", LL(istr[n->a.list[d]]));
-      if (d == outer) buf_printf(&b, "    src += r%s;\n", st);
-      else if (*st) buf_printf(&b, "    src += (r %% %lld)%s;\n    r /= %lld;\n", LL(ys->d[d]), st, LL(ys->d[d]));
-      else buf_printf(&b, "    src += r %% %lld;\n    r /= %lld;\n", LL(ys->d[d]), LL(ys->d[d]));
+      /* the coordinate, or for a reversed axis (Attrs.flip) its mirror */
+      if (n->a.flip >> d & 1) e += snprintf(co, sizeof co, "%lld - ", LL(ys->d[d] - 1));
+      if (d == outer) snprintf(e, 8, "r");
+      else snprintf(e, 40, "r %% %lld", LL(ys->d[d]));
+      int paren = *st && strchr(co, ' ');
+      buf_printf(&b, "    src += %s%s%s%s;\n", paren ? "(" : "", co, paren ? ")" : "", st);
+      if (d != outer) buf_printf(&b, "    r /= %lld;\n", LL(ys->d[d]));
     }
     snprintf(e, sizeof e, "%s[src]", x);
     buf_printf(&b, "    float v = %s;\n", cg_ld(ld, sizeof ld, n->in[0], e));

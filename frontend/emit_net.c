@@ -493,7 +493,7 @@ int frontend_emit_net(Graph *g, const NetOpts *no, FILE *out, NetRename **ren, i
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
     if (n->dead) return werr(&w, n, "the graph has nodes a pass removed; --emit=net writes the graph as the frontend built it");
-    if (ncc_ops[n->op].flags & (OPF_INTERNAL | OPF_UPDATE))
+    if ((ncc_ops[n->op].flags & (OPF_INTERNAL | OPF_UPDATE)) || (n->op == OP_TRANSPOSE && n->a.flip))
       werr(&w, n, "only a pass makes this op; --emit=net writes the graph as the frontend built it (no --passes)");
   }
   if (w.errors) goto done;

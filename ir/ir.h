@@ -96,6 +96,9 @@ typedef struct Attrs {
   int wtap;                /* conv2d: the weight is stored tap-major, [out, kh, kw, in/groups] (the fold
                               pass reorders a load-time weight so; ir_conv_tap_major_ok), not [out, in/groups,
                               kh, kw]: the implicit GEMM's k = (kh KW + kw) in/groups + ci */
+  unsigned flip;           /* transpose: bit d set, the output's axis d runs backwards, y[.., i_d, ..] =
+                              x[.., d_d - 1 - i_d, ..] (with the permutation); autodiff reverses a
+                              convolution's taps so, an op only a pass makes (no .net spelling) */
 } Attrs;
 
 typedef struct Node Node;

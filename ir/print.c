@@ -86,7 +86,15 @@ static void print_attrs(FILE *f, const Node *n) {
     break;
   case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_CONCAT: fprintf(f, " axis=%d", a->axis); break;
   case OP_RESHAPE: print_list(f, "shape", a); break;
-  case OP_TRANSPOSE: print_list(f, "perm", a); break;
+  case OP_TRANSPOSE:
+    print_list(f, "perm", a);
+    if (a->flip) {
+      fputs(" reversed=[", f);
+      for (int d = 0, k = 0; d < NCC_MAX_RANK; d++)
+        if (a->flip >> d & 1) fprintf(f, "%s%d", k++ ? "," : "", d);
+      fputc(']', f);
+    }
+    break;
   /* no attributes (a source's are printed by ir_print) */
   case OP_INPUT: case OP_PARAM: case OP_CONST: case OP_LOSS_SCALE:
   case OP_MATMUL: case OP_RELU: case OP_RELU6: case OP_SIGMOID: case OP_TANH: case OP_GELU: case OP_SILU:

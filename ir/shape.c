@@ -485,6 +485,11 @@ static int shape_transpose(Node *n, DType *t, Shape *s) {
     diag_error(n->loc, "transpose: [%s] is not a permutation of the %d axes of %s", buf, x->shape.rank, sv(x));
     return -1;
   }
+  if (a->flip >> x->shape.rank) {   /* an internal attribute (autodiff's reversed taps) */
+    diag_error(n->loc, "internal: transpose: axes reversed (mask %#x) beyond the %d of %s", a->flip, x->shape.rank,
+               sv(x));
+    return -1;
+  }
   s->rank = x->shape.rank;
   for (int i = 0; i < s->rank; i++) s->d[i] = x->shape.d[a->list[i]];
   *t = x->dtype;

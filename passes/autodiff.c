@@ -51,6 +51,9 @@ struct AdCtx {
   Value **grad;          /* by forward value id: the gradient so far */
   int nvalues;           /* size of grad */
   Node *cur;             /* the node whose rule runs: loc and layer of what it appends */
+  int cublas;            /* PassCtx.cublas: convolutions read their weight as it is (no tap-major) */
+  int prec;              /* PassCtx.precision: the GEMMs' operands (PREC_*) */
+  int dgrad_conv;        /* data gradients made forward convolutions (dgrad_as_conv) */
 };
 
 static int trainable(const Node *n) {
@@ -152,12 +155,69 @@ static int grad_none(AdCtx *c, Node *n, Value *dy) {
   return -1;
 }
 
+/* The data gradient of a stride-1 convolution as a convolution, as cuDNN's
+ * implicit-GEMM dgrad computes it.  With taps kh < KH, dilation d, padding p:
+ *   dx[n][ci][h][w] = sum over co, kh, kw of wt[co][ci][kh][kw] dy[n][co][h + p - d kh][w + ..]
+ * and with kh' = KH - 1 - kh, h + p - d kh = h - (d (KH - 1) - p) + d kh': a
+ * conv2d of dy, padding d (KH - 1) - p (never negative: p <= d (KH - 1)), by
+ * the weight with in and out swapped and its taps reversed, w'[ci][co][kh'][kw']
+ * = wt[co][ci][KH - 1 - kh'][KW - 1 - kw'].  One transpose per step makes w'
+ * (tap-major, [ci][kh'][kw'][co], when ir_conv_tap_major_ok takes the new
+ * conv: its K tiles are then one tap's channels each, the window offset and
+ * padding test worked out once a tile, the weight rows contiguous for
+ * cp.async); the conv2d is then the forward's kernel, with its tiles,
+ * pipeline, split-K and epilogues.  conv2d_bwd_data gathers dy and the
+ * weight an element at a time instead.  Only groups = 1 (a group's K would
+ * not be contiguous in the copy), a weight tap-major or 1x1 (the taps'
+ * element gather would buy nothing), not a direct convolution (fewer than 8
+ * input channels), and on tensor cores (tf32, fp16, bf16): there
+ * conv2d_bwd_data's K tile takes 2.5 to 7 times the forward's instructions,
+ * its gathers waiting on their divisions; the fp32 CUDA-core kernels spend a
+ * K tile in their FFMA loop (the conv saves about an eighth of its
+ * instructions), not worth a copy of the weight a step.  Returns 1 when it
+ * added the gradient to x's, 0 when
+ * it does not apply (conv2d_bwd_data then), -1 on an error (reported). */
+static int dgrad_as_conv(AdCtx *c, Node *n, Value *dy) {
+  const Attrs *f = &n->a;
+  Value *w = n->in[1];
+  int64_t ci = w->shape.d[1], co = w->shape.d[0];
+  int taps = f->kernel[0] * f->kernel[1];
+  if (c->prec != PREC_TF32 && c->prec != PREC_FP16 && c->prec != PREC_BF16) return 0;
+  if (f->wtap || f->stride[0] != 1 || f->stride[1] != 1 || f->groups != 1 || ci < 8) return 0;
+  for (int i = 0; i < 2; i++)
+    if (f->pad[i] > f->dilation[i] * (f->kernel[i] - 1)) return 0;
+  int tap = taps > 1 && co % IR_CONV_TAP_K == 0 && !c->cublas;
+  if (taps > 1 && !tap) return 0;
+  Attrs t;   /* [co, ci, kh, kw] -> [ci, kh', kw', co] (tap-major) or [ci, co, kh', kw'] */
+  ir_attrs_init(&t);
+  t.nlist = 4;
+  if (tap) t.list[0] = 1, t.list[1] = 2, t.list[2] = 3, t.list[3] = 0, t.flip = 1u << 1 | 1u << 2;
+  else t.list[0] = 1, t.list[1] = 0, t.list[2] = 2, t.list[3] = 3;   /* 1x1: nothing to reverse */
+  Value *wr = mk1(c, OP_TRANSPOSE, w, &t);
+  if (!wr) return -1;
+  Attrs a = *f;
+  a.out = ci;
+  a.has_bias = 0;
+  a.wtap = tap;
+  for (int i = 0; i < 2; i++) a.pad[i] = f->dilation[i] * (f->kernel[i] - 1) - f->pad[i];
+  Value *dx = mk2(c, OP_CONV2D, dy, wr, &a);
+  if (!dx) return -1;
+  if (tap && !ir_conv_tap_major_ok(dx->def)) {   /* cannot happen: the same test, from the new conv */
+    diag_error(n->loc, "internal: autodiff: the data gradient's conv2d refuses its tap-major weight");
+    return -1;
+  }
+  c->dgrad_conv++;
+  return acc(c, n->in[0], dx) ? -1 : 1;
+}
+
 static int grad_conv2d(AdCtx *c, Node *n, Value *dy) {
   Value *x = n->in[0], *w = n->in[1];
   Attrs a = n->a;
   a.out = w->shape.d[0];
   a.has_bias = 0;
-  if (needs(c, x)) {
+  int done = needs(c, x) ? dgrad_as_conv(c, n, dy) : 0;
+  if (done < 0) return -1;
+  if (needs(c, x) && !done) {
     Attrs ad = a;
     ad.nlist = 4;
     for (int i = 0; i < 4; i++) ad.list[i] = x->shape.d[i];
@@ -468,6 +528,8 @@ int pass_autodiff(Graph *g, PassCtx *pc) {
   c.g = g;
   c.nfwd = g->nnodes;
   c.nvalues = g->next_value_id;
+  c.cublas = pc->cublas;
+  c.prec = pc->precision;
   c.req = calloc((size_t)c.nfwd + 1, 1);
   c.grad = calloc((size_t)c.nvalues + 1, sizeof(Value *));
   if (!c.req || !c.grad) ncc_die("out of memory");
@@ -518,9 +580,14 @@ int pass_autodiff(Graph *g, PassCtx *pc) {
     }
     if (rc == 0 && !ir_node(g, OP_OPTIMIZER, grads, nparams, NULL, "optimizer", NULL, g->train.loc)) rc = -1;
   }
-  if (rc == 0 && pc->verbose)
-    fprintf(stderr, "pass autodiff: %d forward nodes, %d gradient nodes, %d parameters\n", c.nfwd,
-            g->nnodes - c.nfwd, nparams);
+  if (rc == 0 && pc->verbose) {
+    fprintf(stderr, "pass autodiff: %d forward nodes, %d gradient nodes, %d parameters", c.nfwd, g->nnodes - c.nfwd,
+            nparams);
+    if (c.prec == PREC_TF32 || c.prec == PREC_FP16 || c.prec == PREC_BF16)   /* dgrad_as_conv's precisions */
+      fprintf(stderr, "; %d data gradient%s of stride-1 convolutions as convolutions (the weight's taps reversed)",
+              c.dgrad_conv, c.dgrad_conv == 1 ? "" : "s");
+    fputc('\n', stderr);
+  }
   free(grads);
   free(c.req);
   free(c.grad);

@@ -422,7 +422,9 @@ def _weight_casts(ctx):
     (what the GEMMs rounded as they loaded float32 before).  Eight steps of
     digits.net give the same checkpoint in checked mode and in reverse fiber
     order; -v says what each pass did, and the forward's convolution of 16
-    channels then stages its 16-bit tap-major weight with cp.async.  (The
+    channels then stages its 16-bit tap-major weight with cp.async, as does
+    its data gradient, a convolution by the weight with its taps reversed
+    (autodiff), whose copy the storage pass stores in 16 bits too.  (The
     train oracle's fp16 and bf16 cases hold the steps to PyTorch's.)"""
     import re
     d = data(ctx, "d", n=64)
@@ -437,11 +439,14 @@ def _weight_casts(ctx):
                 raise Failure("%s, %s: ncc train exited with %d" % (prec, tag, p.returncode))
             if tag == "default":
                 t = "f16" if prec == "fp16" else "bf16"
+                # the 4 forward copies, and conv2's weight reversed for its data gradient (autodiff)
                 if not re.search(r"pass precision: 4 parameter weights converted once a step", p.stderr) or \
-                        not re.search(r"pass storage: training: 4 parameter weights copied once a step stored as " + t,
+                        not re.search(r"pass autodiff: .*; 1 data gradient of stride-1 convolutions as convolutions",
+                                      p.stderr) or \
+                        not re.search(r"pass storage: training: 5 parameter weights copied once a step stored as " + t,
                                       p.stderr):
-                    raise Failure("%s: -v should say that the 4 weights are cast once a step and stored as %s"
-                                  % (prec, t))
+                    raise Failure("%s: -v should say that the 4 weights are cast once a step, conv2's data gradient "
+                                  "is a convolution, and the 5 copies are stored as %s" % (prec, t))
             cks[tag] = open(ck, "rb").read()
         if cks["default"] != cks["reversed"]:
             raise Failure("%s: the checkpoints differ in checked mode and in reverse fiber order" % prec)
@@ -451,15 +456,19 @@ def _weight_casts(ctx):
     p = ctx.ncc_cmd([DIGITS, "--train", "--precision=fp16", "-o", cu])
     src = open(cu).read() if p.returncode == 0 else ""
     step = re.search(r"\nstatic int digits_train_run\(.*?\n}\n", src, re.S)
-    launched = set(re.findall(r"&(digits_k\d+_\w+)_desc", step.group(0))) if step else set()
+    order = re.findall(r"&(digits_k\d+_\w+)_desc", step.group(0)) if step else []
     kernels = dict(re.findall(r"\nNCC_KERNEL void (\w+)\((.*?)\n}\n", src, re.S))
-    convs = sorted(k for k in launched if re.search(r"_conv2d_mma", k) and "bwd" not in k)
-    staged = [k for k in convs if "ncc_cp_async16(dst, &weight[" in kernels.get(k, "")]
-    taps = [k for k in convs if "one tap a K tile" in kernels.get(k, "")]
-    print("training step's forward convolutions: %s; weight by cp.async: %s; tap-major: %s" % (convs, staged, taps))
-    if len(convs) != 2 or len(staged) != 1 or taps != staged:
-        raise Failure("the training step's second convolution (16 input channels) should copy its 16-bit weight, "
-                      "reordered tap-major, with cp.async (the first, 1 channel, has no 16-byte rows)")
+    loss = next((i for i, k in enumerate(order) if k.endswith("cross_entropy_bwd")), len(order))
+    convs = sorted(set(k for k in order[:loss] if re.search(r"_conv2d_mma", k) and "bwd" not in k))
+    dgrad = sorted(set(k for k in order[loss:] if re.search(r"_conv2d_mma", k) and "bwd" not in k))
+    staged = [k for k in convs + dgrad if "ncc_cp_async16(dst, &weight[" in kernels.get(k, "")]
+    taps = [k for k in convs + dgrad if "one tap a K tile" in kernels.get(k, "")]
+    print("training step's forward convolutions: %s; the data gradient's: %s; weight by cp.async: %s; tap-major: %s"
+          % (convs, dgrad, staged, taps))
+    if len(convs) != 2 or len(dgrad) != 1 or len(staged) != 2 or taps != staged or dgrad[0] not in staged:
+        raise Failure("the training step's second convolution (16 input channels) and its data gradient (a "
+                      "convolution of 32 input channels) should copy their 16-bit weights, reordered tap-major, "
+                      "with cp.async (the first, 1 channel, has no 16-byte rows)")
 
 
 @case("train_digits")

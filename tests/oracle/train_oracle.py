@@ -921,10 +921,22 @@ CONVS = {
     # long enough to be split (IR_GRAD_SPLIT_MIN_K), 16 ranges
     "long_k":    (4, 8, 64, 64, 8, 3, 1, 1, 1, 1, True),
 }
+# At tf32, fp16 and bf16 (PREC_CASES below), stride 1, 8 and more input
+# channels, groups 1: the data gradient is a conv2d of dy by the weight with
+# in and out swapped and its taps reversed (autodiff's dgrad_as_conv),
+# tap-major when the output channels are a multiple of 16, the weight as it
+# is at 1x1; padding 0 (the new conv pads by 2), dilation, a kernel of one
+# column, 8 and 12 input channels (the new conv's M, less than a tile), 1x1
+DGRAD_CONVS = {
+    "k3_p0_c16": (2, 16, 8, 8, 16, 3, 1, 0, 1, 1, False),
+    "dil2_c16":  (2, 16, 11, 11, 16, 3, 1, 2, 2, 1, True),
+    "asym_s1_c16": (2, 12, 9, 10, 16, (3, 1), 1, (1, 0), 1, 1, True),
+    "k1_c16":    (2, 16, 6, 6, 24, 1, 1, 0, 1, 1, False),
+}
 
 
 def conv_spec(v):
-    N, C, H, W, out, k, s, p, d, g, bias = CONVS[v]
+    N, C, H, W, out, k, s, p, d, g, bias = CONVS[v] if v in CONVS else DGRAD_CONVS[v]
     net = Net(N, (C, H, W), seed=2)
     h = net.conv2d(net.x, C, 1, name="pre")
     h = net.conv2d(h, out, k, s, p, d, g, bias, name="conv")
@@ -1549,6 +1561,12 @@ PREC_CASES = {   # name: (spec builder, precision, K, labels)
     "bf16_grad_conv_s2_p1_c16": (lambda: conv_spec("s2_p1_c16"), "bf16", 1, ["grad", "conv"]),
     "tf32_grad_conv_groups2_c16": (lambda: conv_spec("groups2_c16"), "tf32", 1, ["grad", "conv"]),
     "tf32_grad_linear": (lambda: GRAD["grad_linear"](), "tf32", 1, ["grad"]),
+    # the data gradient as a conv2d (autodiff's dgrad_as_conv) on tensor cores
+    "tf32_grad_conv_dil2_c16": (lambda: conv_spec("dil2_c16"), "tf32", 1, ["grad", "conv"]),
+    "bf16_grad_conv_k1_c16": (lambda: conv_spec("k1_c16"), "bf16", 1, ["grad", "conv"]),
+    "fp16_grad_conv_k3_p0_c16": (lambda: conv_spec("k3_p0_c16"), "fp16", 1, ["grad", "conv"]),
+    "fp16_grad_conv_asym_s1_c16": (lambda: conv_spec("asym_s1_c16"), "fp16", 1, ["grad", "conv"]),
+    "tf32_grad_conv_wide": (lambda: conv_spec("wide"), "tf32", 1, ["grad", "conv"]),
     # ... and at the larger tiles (--gemm-tile; ir/tile.c), forward and gradients alike
     "tf32_grad_conv_groups2_c16_tile128x128": (lambda: tiled(conv_spec("groups2_c16"), "128x128"), "tf32", 1,
                                                ["grad", "conv", "tile"]),

@@ -122,7 +122,10 @@ def evaluate(nodes, env, masks, forward_only=False):
         if op == "const":
             y = torch.tensor(n["val"])
         elif op == "conv2d":
-            y = F.conv2d(x[0], x[1], x[2] if len(x) > 2 else None, a["stride"], a["pad"], a["dilation"], a["groups"])
+            w = x[1]
+            if a.get("weight") == "tap-major":   # [out, kh, kw, in/groups]
+                w = w.permute(0, 3, 1, 2)
+            y = F.conv2d(x[0], w, x[2] if len(x) > 2 else None, a["stride"], a["pad"], a["dilation"], a["groups"])
         elif op == "linear":
             y = F.linear(*x)
         elif op == "matmul":
@@ -149,6 +152,8 @@ def evaluate(nodes, env, masks, forward_only=False):
             y = x[0].reshape(sh)
         elif op == "transpose":
             y = x[0].permute(a["perm"])
+            if a.get("reversed"):   # autodiff's reversed taps: these output axes run backwards
+                y = y.flip(a["reversed"])
         elif op == "cross_entropy":
             y = F.cross_entropy(x[0], x[1].long())
         elif op == "nll_loss":
