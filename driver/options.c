@@ -143,7 +143,8 @@ static const OptSpec opts[] = {
    "tile's B elements into registers during the MMAs; off: each K tile loaded, then multiplied, as before "
    "(docs/gpu.md, \"Pipelined tiles\")"},
   {O_GEMM_STAGES, "--gemm-stages", NULL, "=2|3|4", CMD_ALL, 0,
-   "with --gemm-pipeline=on: the shared-memory stages of the operands copied by cp.async, so that the copies of "
+   "with --gemm-pipeline=on at fp16, bf16 or int8 (refused elsewhere): the shared-memory stages of the operands "
+   "copied by cp.async, so that the copies of "
    "that many K tiles less one are in flight while a tile's MMAs run (default 2; a tile whose stages would pass "
    "40 KiB of shared memory takes fewer; the same bits at every count; docs/gpu.md, \"Pipelined tiles\")"},
   {O_AUTOTUNE, "--autotune", NULL, "=SECONDS", CMD_COMPILE | CMD_RUN | CMD_BENCH, 0,
@@ -658,6 +659,11 @@ static int check(Options *o) {
                 "inference; it does not go with %s", o->precision == PREC_FP32 ? "fp32 (no tensor cores)"
                 : o->precision == PREC_INT8 ? "int8 (its GEMMs take the tile model's choice)"
                 : o->cublas ? "--cublas" : o->gemm_tile ? "--gemm-tile (a tile forced)" : "--train");
+  if (o->gemm_stages && (!o->gemm_pipe || o->precision == PREC_FP32 || o->precision == PREC_TF32 || o->cublas))
+    return oerr("--gemm-stages=%d: the stages of the cp.async copies of fp16, bf16 and int8 tensor-core GEMMs; "
+                "it does not go with %s", o->gemm_stages, !o->gemm_pipe ? "--gemm-pipeline=off (no copies staged)"
+                : o->cublas ? "--cublas" : o->precision == PREC_TF32 ? "tf32 (float32 operands, loaded, not copied)"
+                : "fp32 (no tensor cores; --precision=fp16, bf16 or int8)");
   if (o->gemm_tile && (o->precision == PREC_FP32 || o->cublas))
     return oerr("--gemm-tile picks the tile of ncc's tensor-core GEMMs: it goes with --precision=tf32, fp16, bf16 or "
                 "int8, without --cublas");
@@ -701,8 +707,7 @@ int opts_parse(Command cmd, int argc, char **argv, Options *o) {
   o->iters = 10;
   o->warmup = 2;
   o->device = DEVICE_AUTO;
-  o->gemm_pipe = 1;
-  o->gemm_stages = 2;
+  o->gemm_pipe = 1;   /* o->gemm_stages 0: not given (two stages) */
   int flags_end = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];

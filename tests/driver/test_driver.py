@@ -564,6 +564,12 @@ def _gemm_tile(ctx):
         ([net, "--precision=fp16", "--gemm-pipeline=yes", "-o", out], ["--gemm-pipeline=yes: expected on or off"]),
         ([net, "--precision=fp16", "--gemm-stages=5", "-o", out], ["--gemm-stages=5: expected 2, 3 or 4"]),
         ([net, "--precision=fp16", "--gemm-stages=", "-o", out], ["--gemm-stages=: expected 2, 3 or 4"]),
+        # stages where nothing is staged: refused, not ignored
+        ([net, "--precision=fp16", "--gemm-pipeline=off", "--gemm-stages=3", "-o", out],
+         ["--gemm-stages=3", "--gemm-pipeline=off"]),
+        ([net, "--precision=tf32", "--gemm-stages=3", "-o", out], ["--gemm-stages=3", "tf32"]),
+        ([net, "--gemm-stages=4", "-o", out], ["--gemm-stages=4", "fp32"]),
+        ([net, "--precision=bf16", "--cublas", "--gemm-stages=2", "-o", out], ["--gemm-stages=2", "--cublas"]),
         ([net, "--gemm-tile=64x64", "-o", out], ["--gemm-tile picks the tile of ncc's tensor-core GEMMs"]),
         ([net, "--precision=tf32", "--cublas", "--gemm-tile=64x64", "-o", out], ["without --cublas"]),
     ], out)
