@@ -170,13 +170,13 @@ static int grad_none(AdCtx *c, Node *n, Value *dy) {
  * weight an element at a time instead.  Only groups = 1 (a group's K would
  * not be contiguous in the copy), a weight tap-major or 1x1 (the taps'
  * element gather would buy nothing), not a direct convolution (fewer than 8
- * input channels), and on tensor cores (tf32, fp16, bf16): there
- * conv2d_bwd_data's K tile takes 2.5 to 7 times the forward's instructions,
- * its gathers waiting on their divisions; the fp32 CUDA-core kernels spend a
- * K tile in their FFMA loop (the conv saves about an eighth of its
- * instructions), not worth a copy of the weight a step.  Returns 1 when it
- * added the gradient to x's, 0 when
- * it does not apply (conv2d_bwd_data then), -1 on an error (reported). */
+ * input channels), and on tensor cores (tf32, fp16, bf16): there a K tile
+ * of conv2d_bwd_data takes up to seven times the forward's instructions
+ * (VGG-16 fp16: 218 to 656 against 85 to 98), its gathers waiting on their
+ * divisions; the fp32 CUDA-core kernels spend a K tile in their FFMA loop
+ * (the conv saves about an eighth of its instructions), not worth a copy of
+ * the weight a step.  Returns 1 when it added the gradient to x's, 0 when it
+ * does not apply (conv2d_bwd_data then), -1 on an error (reported). */
 static int dgrad_as_conv(AdCtx *c, Node *n, Value *dy) {
   const Attrs *f = &n->a;
   Value *w = n->in[1];
