@@ -19,7 +19,8 @@
       the MLP at bf16 too; ResNet-18 at tf32 with the 128 x 128 tile and at
       int8 with 128 x 64, --gemm-tile, and at fp16 with --gemm-stages (the digits network at 128 x 128 with
       four asked, three given, and the MLP with three; cp.async copies in every main loop where the source
-      stages by cp.async), those at sm_90 only): ResNet-18 and
+      stages by cp.async), those at sm_90 only), and the digits network's fp16 training step at sm_90 (the
+      gradients' GEMMs, the data gradient's convolution staged by cp.async): ResNet-18 and
       the MLP (batch 64) at -O3, sm_80 and sm_90.  Every convolution and
       linear layer that is not a GEMV or a direct convolution is an "_mma"
       kernel, and every "_mma" kernel has tensor-core instructions in its
@@ -329,6 +330,40 @@ def tensor_core_tests(ncc, nvcc, examples, work):
                       f"{lp['lds']} LDS, {lp['ffma']} FFMA")
     check(nmma >= 2 * (2 * len(both) + len(tiled)), f"only {nmma} tensor-core kernels")
     check(nstaged >= 2 * len(staged), f"only {nstaged} kernels with staged cp.async copies")
+    # a training step's GEMMs (the digits network at fp16, sm_90): the forward's, the gradients' tiled
+    # GEMMs and the data gradient's convolution (autodiff's dgrad_as_conv) under the same rules, and that
+    # convolution, launched after the loss's gradient, stages its reversed 16-bit weight by cp.async
+    tcu = os.path.join(work, "digits_fp16_train.cu")
+    subprocess.run([ncc, os.path.join(examples, "digits.net"), "--train", "--precision=fp16", "-o", tcu], check=True)
+    trn = report_json([sys.executable, os.path.join(HERE, "sass_report.py"), "--nvcc", nvcc, "--use", "train",
+                       "--json", "--arch", "sm_90", tcu])
+    if not isinstance(trn, dict):
+        return trn
+    src = open(tcu).read()
+    order = re.findall(r"&(\w+)_desc, g_, b_", src[src.find("_train_run("):])
+    loss = next((i for i, k in enumerate(order) if k.endswith("_cross_entropy_bwd")), len(order))
+    dgrad = {k for k in order[loss:] if re.search(r"_conv2d_mma", k) and "_bwd_" not in k}
+    check(len(dgrad) == 1, f"the digits step's data gradient as one convolution on tensor cores: {sorted(dgrad)}")
+    ntrain = 0
+    for rep in trn["reports"]:
+        for k in rep["kernels"]:
+            if "_mma" not in k["name"]:
+                continue
+            ntrain += 1
+            n, lp = f"digits training {k['name']}", k["loop"]
+            check(bool(lp) and lp["mma"] > 0, f"{n}: no tensor-core instruction in the main loop: {lp}")
+            # at most 2 shared loads a MMA, but 3 where a warp's tile is one MMA (16 x 8) and A, gathered element
+            # by element into fragment order, takes two 64-bit loads (conv1's weight gradient, N = 9 taps)
+            check(bool(lp) and (lp["lds"] <= 2 * lp["mma"] or (lp["mma"] == 1 and lp["lds"] == 3)),
+                  f"{n}: more than 2 shared loads per MMA: {lp}")
+            check(k["spill_st"] == 0 and k["spill_ld"] == 0 and k["stack"] == 0, f"{n}: spills or a stack frame")
+            check(k["occupancy"] and (k["occupancy"]["blocks"] >= 2 or k["occupancy"]["warps"] >= 8),
+                  f"{n}: occupancy {k['occupancy']}")
+            if k["name"] in dgrad:
+                check(k["name"] in async_kernels(tcu) and bool(lp) and lp["ldgsts"] > 0,
+                      f"{n}: the data gradient's convolution should stage its weight by cp.async: {lp}")
+            print(f"{n}: regs {k['regs']}, {k['occupancy']['blocks']} blocks/SM, main loop {lp and lp['mma']} MMA")
+    check(ntrain >= 5, f"only {ntrain} tensor-core kernels in the digits training step")
     if not fails and os.environ.get("NCC_KEEP_WORK", "0") != "1":
         shutil.rmtree(work, ignore_errors=True)
     return 0
