@@ -239,8 +239,9 @@ int emit_transpose(Cg *c, const KGroup *gr) {
       if (istr[n->a.list[d]] != 1) snprintf(st, sizeof st, " * %lld", LL(istr[n->a.list[d]]));
       /* the coordinate, or for a reversed axis (Attrs.flip) its mirror */
       if (n->a.flip >> d & 1) e += snprintf(co, sizeof co, "%lld - ", LL(ys->d[d] - 1));
-      if (d == outer) snprintf(e, 8, "r");
-      else snprintf(e, 40, "r %% %lld", LL(ys->d[d]));
+      size_t left = sizeof co - (size_t)(e - co);
+      if (d == outer) snprintf(e, left, "r");
+      else snprintf(e, left, "r %% %lld", LL(ys->d[d]));
       int paren = *st && strchr(co, ' ');
       buf_printf(&b, "    src += %s%s%s%s;\n", paren ? "(" : "", co, paren ? ")" : "", st);
       if (d != outer) buf_printf(&b, "    r /= %lld;\n", LL(ys->d[d]));

@@ -56,6 +56,9 @@ struct AdCtx {
   int dgrad_conv;        /* data gradients made forward convolutions (dgrad_as_conv) */
 };
 
+/* The precisions at which dgrad_as_conv applies: the tensor cores'. */
+static int dgrad_prec(int prec) { return prec == PREC_TF32 || prec == PREC_FP16 || prec == PREC_BF16; }
+
 static int trainable(const Node *n) {
   return n->op == OP_PARAM && n->param_kind != PK_RUNNING_MEAN && n->param_kind != PK_RUNNING_VAR;
 }
@@ -182,7 +185,7 @@ static int dgrad_as_conv(AdCtx *c, Node *n, Value *dy) {
   Value *w = n->in[1];
   int64_t ci = w->shape.d[1], co = w->shape.d[0];
   int taps = f->kernel[0] * f->kernel[1];
-  if (c->prec != PREC_TF32 && c->prec != PREC_FP16 && c->prec != PREC_BF16) return 0;
+  if (!dgrad_prec(c->prec)) return 0;
   if (f->wtap || f->stride[0] != 1 || f->stride[1] != 1 || f->groups != 1 || ci < 8) return 0;
   for (int i = 0; i < 2; i++)
     if (f->pad[i] > f->dilation[i] * (f->kernel[i] - 1)) return 0;
@@ -583,7 +586,7 @@ int pass_autodiff(Graph *g, PassCtx *pc) {
   if (rc == 0 && pc->verbose) {
     fprintf(stderr, "pass autodiff: %d forward nodes, %d gradient nodes, %d parameters", c.nfwd, g->nnodes - c.nfwd,
             nparams);
-    if (c.prec == PREC_TF32 || c.prec == PREC_FP16 || c.prec == PREC_BF16)   /* dgrad_as_conv's precisions */
+    if (dgrad_prec(c.prec))
       fprintf(stderr, "; %d data gradient%s of stride-1 convolutions as convolutions (the weight's taps reversed)",
               c.dgrad_conv, c.dgrad_conv == 1 ? "" : "s");
     fputc('\n', stderr);
