@@ -115,7 +115,7 @@ endif()
 # the generated code reads like code written by hand: kernel parameters named
 # by role, buffers by name, no "1 &&" or "* 1"; identical kernels still shared
 add_test(NAME codegen.readable
-         COMMAND ${NCC_PYTHON} ${NCC_CG_DIR}/check_readable.py $<TARGET_FILE:ncc> $<TARGET_FILE:cg_build_graphs>
+         COMMAND ${NCC_PYTEST} ${NCC_CG_DIR}/check_readable.py $<TARGET_FILE:ncc> $<TARGET_FILE:cg_build_graphs>
                  ${CMAKE_CURRENT_SOURCE_DIR}/../examples ${NCC_CG_OUT}/readable)
 
 file(GLOB NCC_CG_EXAMPLES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/../examples/*.net)
@@ -187,14 +187,14 @@ set_tests_properties(codegen.run.train PROPERTIES ENVIRONMENT "${cg_train_env}")
 add_executable(cg_train_optimizer ${NCC_CG_DIR}/train_optimizer.c)
 target_link_libraries(cg_train_optimizer PRIVATE ncccore)
 add_test(NAME codegen.run.train_optimizer
-         COMMAND ${NCC_PYTHON} ${NCC_CG_DIR}/check_train_optimizer.py $<TARGET_FILE:cg_train_optimizer> ${NCC_CG_RT}
+         COMMAND ${NCC_PYTEST} ${NCC_CG_DIR}/check_train_optimizer.py $<TARGET_FILE:cg_train_optimizer> ${NCC_CG_RT}
                  $<TARGET_FILE_DIR:nccrt> ${NCC_CG_OUT}/train_optimizer)
 set_tests_properties(codegen.run.train_optimizer PROPERTIES ENVIRONMENT "${cg_train_env}")
 
 # a smaller batch launches less: every launch of every example's inference
 # follows the call's batch (m->nb), at -O0/-O2/-O3 and on the cuBLAS path
 add_test(NAME codegen.batch_grids
-         COMMAND ${NCC_PYTHON} ${NCC_CG_DIR}/check_batch_grids.py $<TARGET_FILE:ncc>
+         COMMAND ${NCC_PYTEST} ${NCC_CG_DIR}/check_batch_grids.py $<TARGET_FILE:ncc>
                  ${CMAKE_CURRENT_SOURCE_DIR}/../examples ${NCC_CG_OUT}/batch_grids)
 set_tests_properties(codegen.batch_grids PROPERTIES LABELS "codegen;batch" TIMEOUT 300)
 
@@ -226,7 +226,7 @@ foreach(cfg ${cg_graph_cfgs})
 endforeach()
 # the report's occupancy and waves against the launches of the generated code
 add_test(NAME codegen.report_waves
-         COMMAND ${NCC_PYTHON} ${NCC_CG_DIR}/check_report_waves.py $<TARGET_FILE:ncc>
+         COMMAND ${NCC_PYTEST} ${NCC_CG_DIR}/check_report_waves.py $<TARGET_FILE:ncc>
                  ${CMAKE_CURRENT_SOURCE_DIR}/../examples ${NCC_CG_OUT}/report_waves)
 set_tests_properties(codegen.report_waves PROPERTIES LABELS "codegen;report" TIMEOUT 300)
 

@@ -10,10 +10,10 @@
 #                  the actual output to paste when a figure changes)
 file(GLOB NCC_DOCS_MD CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/../docs/*.md)
 add_test(NAME docs.examples
-         COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/docs_check.py $<TARGET_FILE:ncc>
+         COMMAND ${NCC_PYTEST} ${CMAKE_CURRENT_SOURCE_DIR}/docs_check.py $<TARGET_FILE:ncc>
                  ${NCC_DOCS_MD} ${CMAKE_CURRENT_SOURCE_DIR}/../README.md)
 add_test(NAME docs.readme
-         COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/readme_check.py --ncc $<TARGET_FILE:ncc>
+         COMMAND ${NCC_PYTEST} ${CMAKE_CURRENT_SOURCE_DIR}/readme_check.py --ncc $<TARGET_FILE:ncc>
                  --python ${NCC_PYTHON})
 set_tests_properties(docs.examples PROPERTIES LABELS docs TIMEOUT 900)
 if(NCC_ASAN_PRELOAD)     # the ```python blocks load libnccrt into Python

@@ -20,7 +20,7 @@ foreach(_script test_driver test_train)
         continue()
       endif()
       add_test(NAME driver.${_case}
-               COMMAND ${NCC_PYTHON} ${NCC_DRIVER_PY} ${_case} --ncc $<TARGET_FILE:ncc>
+               COMMAND ${NCC_PYTEST} ${NCC_DRIVER_PY} ${_case} --ncc $<TARGET_FILE:ncc>
                        --work ${CMAKE_BINARY_DIR}/driver-work/${_case} --build ${CMAKE_BINARY_DIR})
       # train_digits trains for minutes, int8_storage calibrates and runs three models six
       # times (two minutes under the sanitizers): slow, so the sanitizer stage leaves them out

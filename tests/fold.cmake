@@ -23,7 +23,7 @@ add_test(NAME fold.unit COMMAND test_fold)
 set_tests_properties(fold.unit PROPERTIES LABELS "fold")
 
 add_test(NAME fold.kernels
-         COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/fold/check_fold.py $<TARGET_FILE:ncc>
+         COMMAND ${NCC_PYTEST} ${CMAKE_CURRENT_SOURCE_DIR}/fold/check_fold.py $<TARGET_FILE:ncc>
                  ${CMAKE_CURRENT_SOURCE_DIR}/../examples ${CMAKE_CURRENT_BINARY_DIR}/fold-kernels)
 set_tests_properties(fold.kernels PROPERTIES LABELS "fold;codegen" TIMEOUT 300)
 

@@ -12,12 +12,12 @@ target_link_libraries(test_ir PRIVATE ncccore)
 add_test(NAME models.unit.ir COMMAND test_ir)
 
 # the torch.nn rebuilds themselves reproduce torchvision's parameter counts
-add_test(NAME models.torch_rebuild_counts COMMAND ${NCC_PYTHON} ${NCC_MODELS_DIR}/torch_models.py --check-counts)
+add_test(NAME models.torch_rebuild_counts COMMAND ${NCC_PYTEST} ${NCC_MODELS_DIR}/torch_models.py --check-counts)
 
 # ncc_model_test(NAME model.net ARGS...) -> test models.NAME running check_model.py
 function(ncc_model_test name file)
   add_test(NAME models.${name}
-           COMMAND ${NCC_PYTHON} ${NCC_MODELS_DIR}/check_model.py $<TARGET_FILE:ncc> ${NCC_EXAMPLES_DIR}/${file} ${ARGN})
+           COMMAND ${NCC_PYTEST} ${NCC_MODELS_DIR}/check_model.py $<TARGET_FILE:ncc> ${NCC_EXAMPLES_DIR}/${file} ${ARGN})
   set_tests_properties(models.${name} PROPERTIES LABELS "models" TIMEOUT 300)
 endfunction()
 
@@ -47,7 +47,7 @@ ncc_model_test(vgg11_s64           vgg11.net        --set S=64 --params 38491496
 file(GLOB NCC_MODEL_ERRORS CONFIGURE_DEPENDS ${NCC_MODELS_DIR}/errors/*.net)
 foreach(f ${NCC_MODEL_ERRORS})
   get_filename_component(n ${f} NAME_WE)
-  add_test(NAME models.error.${n} COMMAND ${NCC_PYTHON} ${NCC_MODELS_DIR}/check_error.py $<TARGET_FILE:ncc> ${f})
+  add_test(NAME models.error.${n} COMMAND ${NCC_PYTEST} ${NCC_MODELS_DIR}/check_error.py $<TARGET_FILE:ncc> ${f})
 endforeach()
 
 # the frontend + report on ResNet-50 stays fast (best of 10 under 50 ms); a
@@ -58,4 +58,4 @@ set_tests_properties(models.bench_frontend PROPERTIES LABELS "bench;slow")
 
 # shape rules against PyTorch on 400 random configurations (fixed seed): same
 # output shape where torch accepts, a located error where torch refuses
-add_test(NAME models.shape_oracle COMMAND ${NCC_PYTHON} ${NCC_MODELS_DIR}/shape_oracle.py $<TARGET_FILE:ncc>)
+add_test(NAME models.shape_oracle COMMAND ${NCC_PYTEST} ${NCC_MODELS_DIR}/shape_oracle.py $<TARGET_FILE:ncc>)

@@ -32,7 +32,7 @@ else()
       list(APPEND _labels ${_l})
     endif()
     add_test(NAME oracle_${_case}
-             COMMAND ${NCC_PYTHON} ${NCC_ORACLE_PY} ${_case} --ncc $<TARGET_FILE:ncc>
+             COMMAND ${NCC_PYTEST} ${NCC_ORACLE_PY} ${_case} --ncc $<TARGET_FILE:ncc>
                      --work ${CMAKE_BINARY_DIR}/oracle-work/${_case})
     set(_timeout 300)
     if("slow" IN_LIST _labels)
@@ -69,7 +69,7 @@ else()
     list(GET _parts 1 _l)
     string(REPLACE "," ";" _labels "${_l}")
     add_test(NAME train_${_case}
-             COMMAND ${NCC_PYTHON} ${NCC_TRAIN_ORACLE_PY} ${_case} --ncc $<TARGET_FILE:ncc>
+             COMMAND ${NCC_PYTEST} ${NCC_TRAIN_ORACLE_PY} ${_case} --ncc $<TARGET_FILE:ncc>
                      --work ${CMAKE_BINARY_DIR}/train-oracle-work/${_case})
     set(_timeout 300)
     if("slow" IN_LIST _labels)
@@ -91,7 +91,7 @@ else()
       endif()
       foreach(_v ${_variants})
         add_test(NAME train_${_case}_${_v}
-                 COMMAND ${NCC_PYTHON} ${NCC_TRAIN_ORACLE_PY} ${_case} --ncc $<TARGET_FILE:ncc>
+                 COMMAND ${NCC_PYTEST} ${NCC_TRAIN_ORACLE_PY} ${_case} --ncc $<TARGET_FILE:ncc>
                          --work ${CMAKE_BINARY_DIR}/train-oracle-work/${_case}_${_v})
         if(_v STREQUAL "cublas")
           set(_env "NCC_TRAIN_ORACLE_FLAGS=--cublas")

@@ -39,31 +39,31 @@ file(GLOB NCC_AUTODIFF_MODELS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/pass
 foreach(f ${NCC_AUTODIFF_MODELS})
   get_filename_component(n ${f} NAME_WE)
   add_test(NAME passes.autodiff.torch.${n}
-           COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/passes/check_autodiff.py $<TARGET_FILE:ncc> ${f})
+           COMMAND ${NCC_PYTEST} ${CMAKE_CURRENT_SOURCE_DIR}/passes/check_autodiff.py $<TARGET_FILE:ncc> ${f})
 endforeach()
 foreach(m lenet mlp)
   add_test(NAME passes.autodiff.torch.${m}
-           COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/passes/check_autodiff.py $<TARGET_FILE:ncc>
+           COMMAND ${NCC_PYTEST} ${CMAKE_CURRENT_SOURCE_DIR}/passes/check_autodiff.py $<TARGET_FILE:ncc>
                    ${CMAKE_CURRENT_SOURCE_DIR}/../examples/${m}.net --set N=4)
 endforeach()
 # the data gradients of stride-1 convolutions as convolutions (autodiff's
 # dgrad_as_conv, at tf32, fp16 and bf16 only: --passes=autodiff leaves the
 # rounding out, so the listing is exact), beside the ones it leaves
 add_test(NAME passes.autodiff.torch.dgrad
-         COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/passes/check_autodiff.py $<TARGET_FILE:ncc>
+         COMMAND ${NCC_PYTEST} ${CMAKE_CURRENT_SOURCE_DIR}/passes/check_autodiff.py $<TARGET_FILE:ncc>
                  ${CMAKE_CURRENT_SOURCE_DIR}/passes/dgrad.net --precision=bf16)
 add_test(NAME passes.autodiff.torch.resnet18
-         COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/passes/check_autodiff.py $<TARGET_FILE:ncc>
+         COMMAND ${NCC_PYTEST} ${CMAKE_CURRENT_SOURCE_DIR}/passes/check_autodiff.py $<TARGET_FILE:ncc>
                  ${CMAKE_CURRENT_SOURCE_DIR}/../examples/resnet18.net --set N=2 --set S=32)
 
 foreach(m lenet mlp resnet18 resnet50 mobilenet_v2 vgg16)
   add_test(NAME passes.plan.${m}
-           COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/passes/check_plan.py $<TARGET_FILE:ncc>
+           COMMAND ${NCC_PYTEST} ${CMAKE_CURRENT_SOURCE_DIR}/passes/check_plan.py $<TARGET_FILE:ncc>
                    ${CMAKE_CURRENT_SOURCE_DIR}/../examples/${m}.net ${CMAKE_CURRENT_BINARY_DIR}/plan-work/${m})
 endforeach()
 
 # the batch pass's verdicts on small models: 1..N from one build, or N only
 # naming the node that mixed rows (passes/batch.c)
-add_test(NAME passes.batch COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/passes/check_batch.py
+add_test(NAME passes.batch COMMAND ${NCC_PYTEST} ${CMAKE_CURRENT_SOURCE_DIR}/passes/check_batch.py
                                    $<TARGET_FILE:ncc> ${CMAKE_CURRENT_BINARY_DIR}/passes-work/batch)
 set_tests_properties(passes.batch PROPERTIES LABELS "passes" TIMEOUT 120)

@@ -25,7 +25,7 @@ else()
       continue()
     endif()
     add_test(NAME python.${_case}
-             COMMAND ${NCC_PYTHON} ${NCC_PYTHON_PY} ${_case} --ncc $<TARGET_FILE:ncc>
+             COMMAND ${NCC_PYTEST} ${NCC_PYTHON_PY} ${_case} --ncc $<TARGET_FILE:ncc>
                      --work ${CMAKE_BINARY_DIR}/python-work/${_case} --build ${CMAKE_BINARY_DIR})
     set_tests_properties(python.${_case} PROPERTIES LABELS python TIMEOUT 600
                          ENVIRONMENT "${_py_env}" SKIP_RETURN_CODE ${NCC_SKIP_CODE})

@@ -16,13 +16,13 @@
 #                 GEMM is a tensor-core kernel whose main loop has MMAs, at
 #                 most 2 shared loads per MMA, no spills, no stack frame, >= 2 blocks per SM
 #                 (tools as sass.report; skipped without them)
-add_test(NAME sass.parse COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cg/check_sass_report.py --parse)
+add_test(NAME sass.parse COMMAND ${NCC_PYTEST} ${CMAKE_CURRENT_SOURCE_DIR}/cg/check_sass_report.py --parse)
 if(NCC_NVCC)
   add_test(NAME sass.report
-           COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cg/check_sass_report.py --report $<TARGET_FILE:ncc>
+           COMMAND ${NCC_PYTEST} ${CMAKE_CURRENT_SOURCE_DIR}/cg/check_sass_report.py --report $<TARGET_FILE:ncc>
                    ${NCC_NVCC} ${CMAKE_CURRENT_SOURCE_DIR}/../examples/lenet.net ${CMAKE_CURRENT_BINARY_DIR}/cg/sass_report)
   add_test(NAME sass.tensor_cores
-           COMMAND ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cg/check_sass_report.py --tensor-cores $<TARGET_FILE:ncc>
+           COMMAND ${NCC_PYTEST} ${CMAKE_CURRENT_SOURCE_DIR}/cg/check_sass_report.py --tensor-cores $<TARGET_FILE:ncc>
                    ${NCC_NVCC} ${CMAKE_CURRENT_SOURCE_DIR}/../examples ${CMAKE_CURRENT_BINARY_DIR}/cg/sass_tc)
   set_tests_properties(sass.report sass.tensor_cores PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE})
 else()
