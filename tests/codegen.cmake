@@ -3,7 +3,10 @@
 #                          attribute that changes the index arithmetic), tiled and
 #                          cuBLAS paths and the --jit host file, compiled with gcc
 #                          -std=c11 -Werror; with CUDA: nvcc sm_80+sm_90 --Werror
-#                          all-warnings (host side -Werror too) and NVRTC
+#                          all-warnings (host side -Werror too) and NVRTC (label
+#                          compilers: the sanitizer stage leaves them out, since
+#                          codegen.run.* runs the sanitized build_graphs on every
+#                          case, and the compilers would see the release stage's code)
 #   codegen.run.tiled|cublas  every case run on the CPU emulation through its
 #                          generated API (load, infer_io, save/reload), in both
 #                          fiber orders, in checked mode (guarded buffers: any
@@ -64,7 +67,8 @@ foreach(c ${NCC_CG_CASES})
                    --case $<TARGET_FILE:cg_build_graphs> ${c} --cublas)
   # nvcc is the slow part: the cuBLAS variant's kernels are the simple ones, sm_90 is enough
   set_tests_properties(codegen.c11.${c}.cublas PROPERTIES ENVIRONMENT "CG_ARCHS=90")
-  set_tests_properties(codegen.c11.${c} codegen.c11.${c}.cublas PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE})
+  set_tests_properties(codegen.c11.${c} codegen.c11.${c}.cublas PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE}
+                       LABELS compilers)
 endforeach()
 
 add_test(NAME codegen.run.tiled

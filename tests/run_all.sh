@@ -6,8 +6,8 @@
 #   3. an AddressSanitizer + UndefinedBehaviorSanitizer build running the suite
 #      again (tests labelled `slow`, and the example matrix `matrix`, the batch cases `batch`, the
 #      forced tensor-core tiles `tile` (the emulator paths of the other tensor-core cases), and the
-#      compilers' runs over the generated examples `compilers` and the SASS reports `sass` (nvcc,
-#      NVRTC and gcc over code the release stage compiles too), excluded)
+#      compilers' runs over the generated examples and op cases `compilers` and the SASS reports
+#      `sass` (nvcc, NVRTC and gcc over code the release stage compiles too), excluded)
 #   4. the libFuzzer targets, each for a bounded time (NCC_FUZZ_SECONDS, here
 #      default 50 so that the whole run stays within 30 minutes on 2 cores; the
 #      scripts alone default to 60), the scripts tests/fuzz/run_*.sh as many at
@@ -17,9 +17,12 @@
 # release stage but for its big models (label train-slow: ResNet-50, VGG-16,
 # VGG-19, minutes each on 2 cores; `ctest -L train-slow` runs them by hand);
 # the sanitizer stage leaves the whole oracle out, for CI's time budget.
+# The Python tests of both ctest stages run through tests/pyserve.py, a fork
+# server that imports PyTorch once a stage (docs/architecture.md, Tests).
 # Set NCC_QUICK=1 to stop after step 2.  NCC_CTEST_ARGS adds ctest options to
 # both ctest stages (e.g. "-R oracle").
 #
+# Each stage's heading gives the seconds since the start: [N s].
 # The last line counts the tests of both ctest stages, skipped ones apart:
 #   tests: N passed, N failed, N skipped
 # (CI reads it.)  A test skips itself (exit 77, SKIP_RETURN_CODE) when its tool
@@ -66,25 +69,26 @@ summary() {
     echo "== failed tests:"
     cat "$failed_list"
   fi
+  echo "== ${SECONDS} s in all"
   echo "tests: $passed passed, $failed failed, $skipped skipped"
   [ "$bad_stage" = 0 ] && [ "$failed" = 0 ]
 }
 
-echo "== release build"
+echo "== release build [${SECONDS} s]"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$jobs"
-echo "== tests"
+echo "== tests [${SECONDS} s]"
 # shellcheck disable=SC2086  # NCC_CTEST_ARGS: several options
 stage_name=release stage ctest --test-dir build --output-on-failure -j"$jobs" -LE train-slow ${NCC_CTEST_ARGS:-}
 if [ "${NCC_QUICK:-0}" = 1 ]; then summary; exit; fi
 
-echo "== AddressSanitizer + UBSan build"
+echo "== AddressSanitizer + UBSan build [${SECONDS} s]"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DNCC_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs"
 # shellcheck disable=SC2086
 ASAN_OPTIONS=detect_leaks=0 stage_name=sanitizers stage ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE "slow|train|matrix|batch|tile|compilers|sass" ${NCC_CTEST_ARGS:-}
 
-echo "== fuzzing (${NCC_FUZZ_SECONDS:-50} s per target, $jobs scripts at a time)"
+echo "== fuzzing (${NCC_FUZZ_SECONDS:-50} s per target, $jobs scripts at a time) [${SECONDS} s]"
 # libFuzzer uses one core, so the scripts run $jobs at a time (they take turns
 # at building build-fuzz, under a lock).  run_fuzz_readers.sh fuzzes two
 # targets one after the other: it starts first, and the others run beside it.
@@ -105,7 +109,7 @@ for f in tests/fuzz/run_*.sh; do
   cat "$fuzz_out/$n.log"
   [ "$(cat "$fuzz_out/$n.rc")" = 0 ] || { echo "== $f: a finding (see build-fuzz/)"; echo "  fuzzing: $f" >>"$failed_list"; bad_stage=1; }
 done
-echo "== examples/demo.sh (the README's first command)"
+echo "== examples/demo.sh (the README's first command) [${SECONDS} s]"
 examples/demo.sh || { echo "== examples/demo.sh failed"; echo "  demo: examples/demo.sh" >>"$failed_list"; bad_stage=1; }
 if [ "$bad_stage" = 0 ] && [ "$failed" = 0 ]; then
   echo "== all test stages passed (release, sanitizers, fuzzing, demo)"

@@ -2,7 +2,8 @@
 # generated models (examples/lenet.net at N=2, examples/mlp.net at N=4) compiled
 # as C under NCC_EMU into one program, tests/threads/stress_threads.c:
 #   threads.stress         16 threads, each creating its own instance and running
-#                          125 inferences on random inputs (2000 in all); every
+#                          125 inferences on random inputs (2000 in all; 40 each
+#                          under the sanitizers); every
 #                          result equals the single-threaded one bit for bit
 #   threads.stress_graphs  threads.stress with graphs on (NCC_GRAPHS=1)
 #   threads.create_cuda    16 threads at once ask this CPU build for a CUDA
@@ -38,14 +39,22 @@ add_executable(thr_stress ${NCC_THR_SRC})
 target_compile_definitions(thr_stress PRIVATE NCC_EMU)
 target_include_directories(thr_stress PRIVATE ${NCC_THR_OUT})
 target_link_libraries(thr_stress PRIVATE nccrt Threads::Threads m)
-add_test(NAME threads.stress COMMAND thr_stress --threads 16 --iters 125)
+# Under the sanitizers 40 inferences a thread, not 125: ASan and UBSan see the
+# same code paths in fewer rounds (races are ThreadSanitizer's, below), and
+# each round costs three times as much.
+if(NCC_SANITIZE)
+  set(_thr_iters 40)
+else()
+  set(_thr_iters 125)
+endif()
+add_test(NAME threads.stress COMMAND thr_stress --threads 16 --iters ${_thr_iters})
 add_test(NAME threads.create_cuda COMMAND thr_stress --create-cuda --threads 16)
 # two block threads: the pool is busy with one launch while others run on their own threads
 set_tests_properties(threads.stress threads.create_cuda PROPERTIES LABELS threads TIMEOUT 300
                      ENVIRONMENT "NCC_EMU_THREADS=2")
 # the same with every instance's inferences captured as graphs and replayed
 # (the emulator's recorded graphs, NCC_GRAPHS=1): one graph per batch size per instance
-add_test(NAME threads.stress_graphs COMMAND thr_stress --threads 16 --iters 125)
+add_test(NAME threads.stress_graphs COMMAND thr_stress --threads 16 --iters ${_thr_iters})
 set_tests_properties(threads.stress_graphs PROPERTIES LABELS "threads;graphs" TIMEOUT 300
                      ENVIRONMENT "NCC_EMU_THREADS=2;NCC_GRAPHS=1")
 
