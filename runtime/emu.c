@@ -1290,7 +1290,8 @@ int ncc_emu_launch(const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block, size_t sh
   unsigned long long nthr = (unsigned long long)block.x * block.y * block.z;
   int nt = ncc_emu_threads(), rc;
   if (!k || !k->name) { ncc_errf(err, errn, "launch: no kernel"); return NCC_EINTERNAL; }
-  if (!k->emu_block || !k->emu_thread) {
+  /* emu_block: none for a kernel that runs on fibers (barriers, warp collectives) */
+  if (!k->emu_thread || (!k->emu_block && !(k->flags & (NCC_KF_BARRIER | NCC_KF_WARP)))) {
     ncc_errf(err, errn, "kernel %s has no CPU emulation in this build (build the model with -DNCC_EMU)", k->name);
     return NCC_EUSER;
   }

@@ -28,8 +28,9 @@ typedef struct ncc_dim3 { unsigned x, y, z; } ncc_dim3;
 
 /* One kernel of a generated model.  Generated code fills it per build:
  *   emu:    emu_block runs one whole block (barrier-free kernels: a loop over
- *           threads with the body inlined); emu_thread runs one thread (used
- *           with fibers when flags has NCC_KF_BARRIER or NCC_KF_WARP, and by the checked mode);
+ *           threads with the body inlined; NULL for the others); emu_thread runs
+ *           one thread (used with fibers when flags has NCC_KF_BARRIER or
+ *           NCC_KF_WARP, and by the checked mode);
  *   cudart: cuda_fn is the __global__ function;
  *   jit:    only name is set; the function is looked up in the NVRTC module. */
 /* NCC_KF_BARRIER: the kernel calls __syncthreads(); NCC_KF_WARP: it calls warp

@@ -27,6 +27,11 @@ set_tests_properties(rt.emu_checked PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=2;NC
 # the concurrency check needs two
 set_tests_properties(rt.emu rt.emu_reverse rt.emu_one_thread rt.emu_checked PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE})
 
+# a kernel that runs on fibers is compiled once in the emulation build: no whole-block copy
+add_test(NAME rt.fiber_only_copy
+         COMMAND sh ${NCC_RT_TESTS}/fiber_only_copy.sh $<TARGET_FILE:ncc> ${NCC_RT_INC}
+                 ${CMAKE_CURRENT_BINARY_DIR}/fiber_only_copy ${CMAKE_CURRENT_SOURCE_DIR}/../examples)
+
 # the portable fiber switch (ucontext, used where there is no x86-64 assembly),
 # forced on x86-64 in a second build of the library so that it stays tested
 add_library(rt_nccrt_ucontext SHARED ${NCC_RT_SRC})
