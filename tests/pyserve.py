@@ -27,9 +27,12 @@ directory, file descriptors 0-2, the exit status, and death by a signal (the
 client kills itself with it).  What is not: modules imported before the fork
 (torch, numpy) saw the server's environment, so a request whose environment
 differs from the server's in a variable read at import time (LD_PRELOAD,
-PYTHON*, OMP_*, TORCH_*, ...) is refused and runs in a fresh interpreter.  When
-ctest kills a client (a timeout), the server kills the test's process group.
-Only the server's own user may connect (SO_PEERCRED).
+PYTHON*, OMP_*, TORCH_*, ...) is refused and runs in a fresh interpreter.  And
+the test ends with os._exit after flushing its streams: handlers registered
+with atexit do not run (no test script registers one; temporary folders are
+removed by `with` blocks).  When ctest kills a client (a timeout), the
+server kills the test's process group.  Only the server's own user may
+connect (SO_PEERCRED).
 """
 import os
 import signal
