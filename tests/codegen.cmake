@@ -73,17 +73,17 @@ endforeach()
 
 add_test(NAME codegen.run.tiled
          COMMAND sh ${NCC_CG_DIR}/run_cases.sh $<TARGET_FILE:cg_build_graphs> ${NCC_CG_RT}
-                 $<TARGET_FILE_DIR:nccrt> ${NCC_CG_OUT}/run_tiled ${NCC_PYTHON})
+                 $<TARGET_FILE_DIR:nccrt> ${NCC_CG_OUT}/run_tiled ${NCC_PYTEST_SH})
 add_test(NAME codegen.run.cublas
          COMMAND sh ${NCC_CG_DIR}/run_cases.sh $<TARGET_FILE:cg_build_graphs> ${NCC_CG_RT}
-                 $<TARGET_FILE_DIR:nccrt> ${NCC_CG_OUT}/run_cublas ${NCC_PYTHON} --cublas)
+                 $<TARGET_FILE_DIR:nccrt> ${NCC_CG_OUT}/run_cublas ${NCC_PYTEST_SH} --cublas)
 # the fuse and plan passes at -O3: the chains of the `fused` case and a whole net
 add_test(NAME codegen.run.fuse
          COMMAND sh ${NCC_CG_DIR}/run_cases.sh $<TARGET_FILE:cg_build_graphs> ${NCC_CG_RT}
-                 $<TARGET_FILE_DIR:nccrt> ${NCC_CG_OUT}/run_fuse ${NCC_PYTHON} --fuse fused net)
+                 $<TARGET_FILE_DIR:nccrt> ${NCC_CG_OUT}/run_fuse ${NCC_PYTEST_SH} --fuse fused net)
 add_test(NAME codegen.run.fuse_cublas
          COMMAND sh ${NCC_CG_DIR}/run_cases.sh $<TARGET_FILE:cg_build_graphs> ${NCC_CG_RT}
-                 $<TARGET_FILE_DIR:nccrt> ${NCC_CG_OUT}/run_fuse_cublas ${NCC_PYTHON} --cublas --fuse fused net)
+                 $<TARGET_FILE_DIR:nccrt> ${NCC_CG_OUT}/run_fuse_cublas ${NCC_PYTEST_SH} --cublas --fuse fused net)
 # fusion must actually merge: the `fused` case launches 29 kernels unfused and
 # 13 fused (conv+bias+relu, conv+bn+relu, residual add+relu, bn+relu6, dw*scale+hardswish,
 # matmul+add+tanh, sub+leaky_relu+silu; the linear output with two readers
@@ -111,6 +111,8 @@ if(NCC_NVCC)
                    ${NCC_CG_OUT}/ptxas_train ${CMAKE_CURRENT_SOURCE_DIR}/../examples)
   # slow: a minute of ptxas over every example's training code; the sanitizer stage leaves it out
   set_tests_properties(codegen.ptxas.train PROPERTIES LABELS "codegen;slow")
+  # ptxas over code the release stage compiles too: left out under the sanitizers
+  set_tests_properties(codegen.ptxas PROPERTIES LABELS "codegen;compilers")
 else()
   ncc_skipped_test(codegen.ptxas "nvcc not found (CUDA_HOME=${NCC_CUDA_HOME}, PATH)")
   ncc_skipped_test(codegen.ptxas.train "nvcc not found (CUDA_HOME=${NCC_CUDA_HOME}, PATH)")
@@ -179,9 +181,14 @@ set_tests_properties(codegen.example.resnet18.fp16.nopipeline PROPERTIES SKIP_RE
 # orders; every model also through nvcc for sm_80 where nvcc is found
 add_executable(cg_build_train ${NCC_CG_DIR}/build_train.c)
 target_link_libraries(cg_build_train PRIVATE ncccore)
+# (not under the sanitizers: nvcc would compile the release stage's code again)
+set(cg_train_nvcc ${cg_nvcc})
+if(NCC_SANITIZE)
+  set(cg_train_nvcc -)
+endif()
 add_test(NAME codegen.run.train
          COMMAND sh ${NCC_CG_DIR}/run_train.sh $<TARGET_FILE:cg_build_train> ${NCC_CG_RT}
-                 $<TARGET_FILE_DIR:nccrt> ${NCC_CG_OUT}/run_train ${NCC_PYTHON} ${cg_nvcc})
+                 $<TARGET_FILE_DIR:nccrt> ${NCC_CG_OUT}/run_train ${NCC_PYTEST_SH} ${cg_train_nvcc})
 set(cg_train_env "NCC_EMU_THREADS=2")
 if(NCC_SANITIZE)
   list(APPEND cg_train_env "CG_CFLAGS=-fsanitize=address,undefined")

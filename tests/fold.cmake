@@ -34,7 +34,7 @@ foreach(_v "run;--fold" "run.fuse;--fold;--fuse" "run.cublas;--fold;--fuse;--cub
   add_test(NAME fold.${_name}
            COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cg/run_cases.sh $<TARGET_FILE:cg_build_graphs>
                    ${CMAKE_CURRENT_SOURCE_DIR}/../runtime $<TARGET_FILE_DIR:nccrt>
-                   ${CMAKE_CURRENT_BINARY_DIR}/cg/fold_${_name} ${NCC_PYTHON} ${_v} ${_fold_cases})
+                   ${CMAKE_CURRENT_BINARY_DIR}/cg/fold_${_name} ${NCC_PYTEST_SH} ${_v} ${_fold_cases})
   set(_env "NCC_EMU_THREADS=2;NCC_CHECK=1")
   if(NCC_SANITIZE)
     list(APPEND _env "CG_CFLAGS=-fsanitize=address,undefined")

@@ -3,7 +3,8 @@
 # will meet it, warnings as errors:
 #   gcc -std=c11 -DNCC_EMU (the CPU emulation build), the --jit host file as
 #   C11, nvcc for sm_80 and sm_90 (one front-end pass, two back ends), and the
-#   kernels section through NVRTC for compute_80 and compute_90.
+#   kernels section through NVRTC: to PTX for compute_90, through the front end
+#   (parsing and diagnostics) for compute_80.
 # CG_ARCHS (default "80 90") narrows the nvcc targets.
 # NVCC or NVRTC_CHECK "-": that compiler was not found; the others still run,
 # and the script then exits 77 (ctest SKIP_RETURN_CODE), since the test did
@@ -37,7 +38,9 @@ if [ "$nvcc" != - ]; then
   echo "$name: nvcc (sm_${CG_ARCHS:-80 90}) ok"
 fi
 if [ "$nvrtc" != - ]; then
-  "$nvrtc" "$rt" compute_80 "$name.cu"
+  # compute_90 to PTX; compute_80 through NVRTC's front end only (its code
+  # generation is nvcc's, which built both above): 0.4 s, not 6, for ResNet-18
+  "$nvrtc" --syntax-only "$rt" compute_80 "$name.cu"
   "$nvrtc" "$rt" compute_90 "$name.cu"
 fi
 [ "${NCC_KEEP_WORK:-0}" = 1 ] || rm -f "$name.cu" "$name.h" "$name".*.o "jit/$name.c" "jit/$name.h"
