@@ -18,8 +18,11 @@
  * The compile cache (its folder: paths.c): objects are named by a hash of
  * everything that decides their bytes: the generated source and header, the compiler command
  * line and every runtime header.  A second run of the same model skips the
- * compiler.  Objects unused for 30 days are pruned whenever a new one is
- * written; the folder can be deleted at any time.
+ * compiler.  cc builds in two steps, MODEL-HASH-emu.o (or -jit.o) and then
+ * the shared object linked against libnccrt; the .o's hash leaves out where
+ * the runtime lies (its headers count by their contents), so another build
+ * of ncc with the same headers only links.  Files unused for 30 days are
+ * pruned whenever a new one is written; the folder can be deleted at any time.
  *
  * When the generated code does not compile, that is ncc's failure: status 2,
  * the compiler's log, and the generated source kept for the bug report. */
@@ -133,8 +136,8 @@ static void cache_prune(const char *dir) {
   struct dirent *e;
   while ((e = readdir(d))) {
     size_t l = strlen(e->d_name);
-    int obj = l > 3 && !strcmp(e->d_name + l - 3, ".so");
-    int tmp = strstr(e->d_name, ".so.tmp") != NULL;
+    int obj = (l > 3 && !strcmp(e->d_name + l - 3, ".so")) || (l > 2 && !strcmp(e->d_name + l - 2, ".o"));
+    int tmp = strstr(e->d_name, ".so.tmp") != NULL || strstr(e->d_name, ".o.tmp") != NULL;
     if (!obj && !tmp) continue;
     char p[8192];
     struct stat st;
@@ -356,7 +359,7 @@ static int generate(const Options *o, Model *M, char *src, size_t srcn, char *hd
  * in `store`. */
 typedef struct Cmd {
   const char *argv[64];
-  int n, out_at, src_at;
+  int n, out_at, src_at, inc_at;   /* inc_at: the -I of the runtime headers (0: none) */
   char inc[4200], lib[4200], rpath[4300], rp2[4300], rp3[4300], arch[128];
 } Cmd;
 
@@ -399,12 +402,12 @@ static void compiler_cmd(Cmd *c, const Model *M, const char *nvcc, const char *s
     a[n++] = "-lcudart";
     a[n++] = "-lcublas";
   } else {
+    /* cc: the object only (cc_link_cmd makes the shared object of it) */
     const char *cc = getenv("CC");
     a[n++] = cc && *cc && !strchr(cc, ' ') ? cc : "cc";
     a[n++] = "-std=gnu11";
     a[n++] = "-O2";
     a[n++] = "-fPIC";
-    a[n++] = "-shared";
     if (!M->jit) a[n++] = "-DNCC_EMU";   /* the jit host file defines NCC_JIT itself */
 #if defined(__x86_64__)
     /* The kernels call fmaf() (as the GPU's fused multiply-add); without
@@ -413,21 +416,67 @@ static void compiler_cmd(Cmd *c, const Model *M, const char *nvcc, const char *s
     if (!M->jit && __builtin_cpu_supports("fma")) a[n++] = "-mfma";
 #endif
     a[n++] = "-Werror=implicit-function-declaration";
-    a[n++] = c->inc;
+    c->inc_at = n; a[n++] = c->inc;
     a[n++] = "-x";
     a[n++] = "c";
     c->src_at = n; a[n++] = src;
-    a[n++] = "-x";
-    a[n++] = "none";
+    a[n++] = "-c";
     a[n++] = "-o";
     c->out_at = n; a[n++] = "OUT";
-    a[n++] = c->lib;
-    a[n++] = c->rpath;
-    a[n++] = "-lnccrt";
-    a[n++] = "-lm";
   }
   a[n] = NULL;
   c->n = n;
+}
+
+/* cc's link of a compiled object (compiler_cmd's, "IN") into the shared
+ * object ("OUT"), against libnccrt in libdir */
+static void cc_link_cmd(Cmd *c, const Cmd *cc, const char *libdir) {
+  memset(c, 0, sizeof *c);
+  snprintf(c->lib, sizeof c->lib, "-L%s", libdir);
+  snprintf(c->rpath, sizeof c->rpath, "-Wl,-rpath,%s", libdir);
+  const char **a = c->argv;
+  int n = 0;
+  a[n++] = cc->argv[0];
+  a[n++] = "-shared";
+  c->src_at = n; a[n++] = "IN";
+  a[n++] = "-o";
+  c->out_at = n; a[n++] = "OUT";
+  a[n++] = c->lib;
+  a[n++] = c->rpath;
+  a[n++] = "-lnccrt";
+  a[n++] = "-lm";
+  a[n] = NULL;
+  c->n = n;
+}
+
+/* Runs c with its output written beside `dst` and then renamed to it: a
+ * concurrent run of the same model never sees a half-written file.  1 when
+ * the compiler failed (its log printed), 2 when the file cannot be moved. */
+static int run_into(const Options *o, Model *M, Cmd *c, const char *dst, const char *logp, int link) {
+  char tmp[4800];
+  snprintf(tmp, sizeof tmp, "%s.tmp%ld", dst, (long)getpid());
+  c->argv[c->out_at] = tmp;
+  if (o->verbose) {
+    fprintf(stderr, "ncc %s: %s:", drv_cmd(), link ? "linking" : "compiling");
+    for (int i = 0; i < c->n; i++) fprintf(stderr, " %s", c->argv[i]);
+    fputc('\n', stderr);
+  }
+  int st = run_cmd((char *const *)c->argv, logp);
+  if (st != 0) {
+    unlink(tmp);
+    M->keep_tmp = 1;
+    drv_internal("the generated code did not %s (%s exited with %d):", link ? "link" : "compile",
+                 c->argv[0], st);
+    print_log(logp, 40);
+    return 1;
+  }
+  if (rename(tmp, dst) != 0) {
+    int e = errno;
+    unlink(tmp);
+    drv_internal("cannot move the compiled model to %s: %s", dst, strerror(e));
+    return 2;
+  }
+  return 0;
 }
 
 /* Compiles src into M->so_path, or finds it in the cache. */
@@ -444,53 +493,54 @@ static int compile_object(const Options *o, Model *M, const char *nvcc, const ch
     free(incdir);
     return rc;
   }
-  Cmd c;
+  Cmd c, l;
   compiler_cmd(&c, M, nvcc, src, incdir, libdir);
+  int two_step = !M->gpu || M->jit;   /* cc: an object, then the shared object */
+  if (two_step) cc_link_cmd(&l, &c, libdir);
   drv_log(o, "runtime: headers %s, library %s", incdir, libdir);
 
+  /* cc's object is keyed by the runtime headers' contents, not where they
+   * lie, and not by the library it will be linked with: another build of ncc
+   * with the same headers (another folder, an installed copy) reuses it and
+   * only links.  The shared object is keyed by the object and the link. */
   Hash h = {14695981039346656037ULL};
   for (int i = 0; i < c.n; i++)
-    if (i != c.src_at && i != c.out_at) hash_str(&h, c.argv[i]);
+    if (i != c.src_at && i != c.out_at && (i != c.inc_at || !c.inc_at)) hash_str(&h, c.argv[i]);
   hash_file(&h, src);
   hash_file(&h, hdr);
   hash_headers(&h, incdir);
+  uint64_t objkey = h.h;
+  if (two_step)
+    for (int i = 0; i < l.n; i++)
+      if (i != l.src_at && i != l.out_at) hash_str(&h, l.argv[i]);
   free(libdir);
   free(incdir);
-  char cdir[4096], soname[512];
+  char cdir[4096], soname[512], objpath[4800], logp[1024];
   int cached = drv_cache_dir(cdir, sizeof cdir) == 0;
-  snprintf(soname, sizeof soname, "%s-%016llx%s.so", M->name, (unsigned long long)h.h,
-           M->jit ? "-jit" : M->gpu ? "-cuda" : "-emu");
+  const char *kind = M->jit ? "-jit" : M->gpu ? "-cuda" : "-emu";
+  snprintf(soname, sizeof soname, "%s-%016llx%s.so", M->name, (unsigned long long)h.h, kind);
   snprintf(M->so_path, sizeof M->so_path, "%s/%s", cached ? cdir : M->tmpdir, soname);
+  snprintf(objpath, sizeof objpath, "%s/%s-%016llx%s.o", cached ? cdir : M->tmpdir, M->name,
+           (unsigned long long)objkey, kind);
   if (!cached) drv_log(o, "no writable compile cache (NCC_CACHE_DIR, XDG_CACHE_HOME, HOME): the object is not kept");
 
   if (cached && access(M->so_path, R_OK) == 0) {
     drv_log(o, "compiled object found in the cache: %s", M->so_path);
     return 0;
   }
-  /* compile next to its final place, then rename: a concurrent run of the
-   * same model never sees a half-written object */
-  char sotmp[4800], logp[1024];
-  snprintf(sotmp, sizeof sotmp, "%s.tmp%ld", M->so_path, (long)getpid());
   snprintf(logp, sizeof logp, "%s/compile.log", M->tmpdir);
-  c.argv[c.out_at] = sotmp;
-  if (o->verbose) {
-    fprintf(stderr, "ncc %s: compiling:", drv_cmd());
-    for (int i = 0; i < c.n; i++) fprintf(stderr, " %s", c.argv[i]);
-    fputc('\n', stderr);
-  }
   double tc = ncc_now();
-  int st = run_cmd((char *const *)c.argv, logp);
-  if (st != 0) {
-    unlink(sotmp);
-    M->keep_tmp = 1;
-    drv_internal("the generated code did not compile (%s exited with %d):", c.argv[0], st);
-    print_log(logp, 40);
-    return 2;
-  }
-  if (rename(sotmp, M->so_path) != 0) {
-    int e = errno;
-    unlink(sotmp);
-    return drv_internal("cannot move the compiled model to %s: %s", M->so_path, strerror(e));
+  if (!two_step) {
+    if (run_into(o, M, &c, M->so_path, logp, 0)) return 2;
+  } else {
+    if (cached && access(objpath, R_OK) == 0) {
+      drv_log(o, "compiled object found in the cache: %s (linked now)", objpath);
+    } else {
+      if (run_into(o, M, &c, objpath, logp, 0)) return 2;
+    }
+    l.argv[l.src_at] = objpath;
+    if (run_into(o, M, &l, M->so_path, logp, 1)) return 2;
+    if (!cached) unlink(objpath);
   }
   drv_log(o, "compiled in %.2f s: %s", ncc_now() - tc, M->so_path);
   if (cached) cache_prune(cdir);

@@ -29,7 +29,7 @@ foreach(_script test_driver test_train)
         list(APPEND _labels slow)
       endif()
       set_tests_properties(driver.${_case} PROPERTIES LABELS "${_labels}" TIMEOUT 600
-                           ENVIRONMENT "NCC_CACHE_DIR=${CMAKE_BINARY_DIR}/ncc-cache"
+                           ENVIRONMENT "NCC_CACHE_DIR=${NCC_TEST_CACHE_DIR}"
                            SKIP_RETURN_CODE ${NCC_SKIP_CODE})
     endforeach()
   endif()

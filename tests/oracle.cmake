@@ -5,8 +5,8 @@
 # runs them in parallel and a failure names the op and attribute combination.
 # Labels: oracle plus the case's own (op, conv, cublas, model, check, fiber, bad,
 # slow ...).  `ctest -LE slow` skips the 224x224 VGG/ResNet-50/MobileNet runs.
-# Compiled models are cached in the build tree (build/ncc-cache, shared by the
-# cases), not in ~/.cache.  A case's working files (build/oracle-work/CASE) are
+# Compiled models are cached in the build tree (NCC_TEST_CACHE_DIR, by default
+# build/ncc-cache, shared by the cases), not in ~/.cache.  A case's working files (build/oracle-work/CASE) are
 # removed when it passes and kept when it fails; NCC_KEEP_WORK=1 keeps them all.
 # A case that cannot run here exits 77: ctest reports it skipped.
 set(NCC_ORACLE_PY ${CMAKE_CURRENT_SOURCE_DIR}/oracle/oracle.py)
@@ -43,7 +43,7 @@ else()
     endif()
     set_tests_properties(oracle_${_case} PROPERTIES
       LABELS "${_labels}" TIMEOUT ${_timeout} SKIP_RETURN_CODE ${NCC_SKIP_CODE}
-      ENVIRONMENT "NCC_CACHE_DIR=${CMAKE_BINARY_DIR}/ncc-cache")
+      ENVIRONMENT "NCC_CACHE_DIR=${NCC_TEST_CACHE_DIR}")
   endforeach()
 endif()
 
@@ -80,7 +80,7 @@ else()
     endif()
     set_tests_properties(train_${_case} PROPERTIES
       LABELS "${_labels}" TIMEOUT ${_timeout} SKIP_RETURN_CODE ${NCC_SKIP_CODE}
-      ENVIRONMENT "NCC_CACHE_DIR=${CMAKE_BINARY_DIR}/ncc-cache")
+      ENVIRONMENT "NCC_CACHE_DIR=${NCC_TEST_CACHE_DIR}")
     # every gradient case again on the cuBLAS path (at tf32/fp16/bf16 its
     # reduced-precision compute type, ncc_gemm_ex), and on the tiled path in
     # checked mode (guarded buffers) in reverse fiber order (label matrix)
@@ -100,7 +100,7 @@ else()
         endif()
         set_tests_properties(train_${_case}_${_v} PROPERTIES
           LABELS "${_labels};matrix" TIMEOUT ${_timeout} SKIP_RETURN_CODE ${NCC_SKIP_CODE}
-          ENVIRONMENT "NCC_CACHE_DIR=${CMAKE_BINARY_DIR}/ncc-cache;${_env}")
+          ENVIRONMENT "NCC_CACHE_DIR=${NCC_TEST_CACHE_DIR};${_env}")
       endforeach()
     endif()
   endforeach()
@@ -110,7 +110,7 @@ endif()
 add_test(NAME bench_emu_resnet18
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/bench_emu.sh $<TARGET_FILE:ncc>)
 set_tests_properties(bench_emu_resnet18 PROPERTIES LABELS "bench;slow" TIMEOUT 900
-  ENVIRONMENT "NCC_CACHE_DIR=${CMAKE_BINARY_DIR}/ncc-cache")
+  ENVIRONMENT "NCC_CACHE_DIR=${NCC_TEST_CACHE_DIR}")
 
 # examples/embed: a C program embedding generated lenet code, built with
 # find_package(ncc) against an install of this build tree in a temporary prefix.

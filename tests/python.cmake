@@ -12,7 +12,7 @@ set(NCC_PYTHON_PY ${CMAKE_CURRENT_SOURCE_DIR}/python/test_python.py)
 execute_process(COMMAND ${NCC_PYTHON} ${NCC_PYTHON_PY} --list
                 OUTPUT_VARIABLE _py_cases RESULT_VARIABLE _py_rc ERROR_VARIABLE _py_err)
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${NCC_PYTHON_PY})
-set(_py_env "NCC_CACHE_DIR=${CMAKE_BINARY_DIR}/ncc-cache")
+set(_py_env "NCC_CACHE_DIR=${NCC_TEST_CACHE_DIR}")
 if(NCC_ASAN_PRELOAD)
   list(APPEND _py_env "LD_PRELOAD=${NCC_ASAN_PRELOAD}" "ASAN_OPTIONS=detect_leaks=0")
 endif()

@@ -86,7 +86,12 @@ stage_name=release stage ctest --test-dir build --output-on-failure -j"$jobs" -L
 if [ "${NCC_QUICK:-0}" = 1 ]; then summary; exit; fi
 
 echo "== AddressSanitizer + UBSan build [${SECONDS} s]"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DNCC_SANITIZE=ON >/dev/null
+# its tests take the compiled models from the release stage's cache (the
+# generated code is not sanitized; ncc links the objects against the sanitized
+# libnccrt): the sanitizers watch ncc and the runtime, and gcc does not build
+# every model twice
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DNCC_SANITIZE=ON \
+      -DNCC_TEST_CACHE_DIR="$PWD/build/ncc-cache" >/dev/null
 cmake --build build-asan -j"$jobs"
 # shellcheck disable=SC2086
 ASAN_OPTIONS=detect_leaks=0 stage_name=sanitizers stage ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE "slow|train|matrix|batch|tile|compilers|sass" ${NCC_CTEST_ARGS:-}

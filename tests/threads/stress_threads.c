@@ -229,6 +229,12 @@ static void *cuda_thread(void *p) {
   return NULL;
 }
 
+/* the weight files go however the program ends (a failure returns early) */
+static void remove_weights(void) {
+  for (int k = 0; k < NMODELS; k++)
+    if (g_md[k].weights[0] && !strstr(g_md[k].weights, "XXXXXX")) unlink(g_md[k].weights);
+}
+
 int main(int argc, char **argv) {
   int nthreads = 16, iters = 200, mode = 0, bad = 0, shared = 0;
   uint64_t seed = 12345;
@@ -246,6 +252,7 @@ int main(int argc, char **argv) {
     }
   }
   if (nthreads < 1 || nthreads > 256 || iters < 1) { fprintf(stderr, "bad --threads or --iters\n"); return 2; }
+  atexit(remove_weights);
   if (!mode)
     for (int k = 0; k < NMODELS; k++)
       if (prepare(&g_md[k], g_api[k], seed + (uint64_t)k)) return 1;
@@ -279,10 +286,8 @@ int main(int argc, char **argv) {
     if (!bad) printf("%d threads: every CUDA create failed with a message\n", nthreads);
     return bad;
   }
-  for (int k = 0; k < NMODELS; k++) {
-    unlink(g_md[k].weights);
+  for (int k = 0; k < NMODELS; k++)
     if (g_shared[k]) g_api[k]->destroy(g_shared[k]);
-  }
   printf("%d threads, %ld inferences (%s), %.2f s: %s\n", nthreads, total,
          HAVE_BATCH ? "random batch sizes" : "full batches", ncc_now() - t0,
          bad ? "MISMATCH" : "all identical to the single-threaded results");
