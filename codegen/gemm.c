@@ -274,7 +274,7 @@ typedef struct MmaCfg { int BM, BN, WM, WN, MI, NJ, T, minb; } MmaCfg;
 /* The node's tile (ir_gemm_tile: the precision pass's choice, Node.tile) */
 static MmaCfg mma_cfg(const Node *n) {
   IrTile t = ir_gemm_tile(n);
-  MmaCfg g = {t.BM, t.BN, t.WM, t.WN, t.BM / t.WM / 16, t.BN / t.WN / 8, t.threads, t.minb};
+  MmaCfg g = {t.BM, t.BN, t.WM, t.WN, t.BM / t.WM / 16, t.BN / t.WN / 8, t.threads, ir_tile_minb(n, &t)};
   NCC_ASSERT(g.MI >= 1 && g.NJ >= 1 && g.WM * g.WN * 32 == g.T);
   return g;
 }
@@ -1542,6 +1542,107 @@ static void gather(Buf *b, const char *buf, int n, const char *const *e, const i
   buf_printf(b, "%s]", t ? "" : "0");
 }
 
+/* The weight gradient's B tile (B(k, n): x under tap n = (ci, kh, kw) of
+ * output pixel k = (img, oh, ow)) for the tiled kernels.  A thread loads
+ * along k as load_tile does: its k is k0 + kk (kk = tid % BK), its P columns
+ * n0 + tid / BK + p T / BK, the same in every K tile.  So before the K loop
+ * each column's offset in x (channel and tap) and its tap's (kh dh, kw dw)
+ * are worked out once, into registers; each K tile decodes the thread's one
+ * k into its window corner, and an element costs two adds, the padding test
+ * and the load (the generic gather: the six digits of k and n an element).
+ * A column past N gets a tap that fails the test (kh dh = 32767); with no
+ * padding and N a multiple of BN there is no test.  The tile is stored at
+ * dst (an lvalue in kk and rr) as rv.  Not through registers a K tile ahead
+ * (b_fetch, Node.pipe): with the columns' state, that takes the registers of
+ * a second block an SM (ResNet-18 at fp16, sm_90: 128 to 160 at 128 x 128).
+ * At 256 threads the kernel asks for two blocks an SM (ir_tile_minb): 128
+ * registers, no spill (ResNet-18 at tf32 and fp16, --gemm-tile=128x128). */
+typedef struct WgradDims {
+  int64_t Nb, C, H, W, Cg, OH, OW, KH, KW;
+  int sh, sw, ph, pw, dh, dw;
+} WgradDims;
+
+static void wgrad_tile(GemmSpec *s, const WgradDims *d, const char *x, int BN, int T, const char *dst, const char *rv) {
+  int P = BK * BN / T, CS = T / BK;
+  /* the tap's offsets fit xt's halves, and the past-N tap (32767 rows down) falls outside every window */
+  NCC_ASSERT(BK * BN % T == 0 && T % BK == 0 && (d->KH - 1) * d->dh < 32767 && (d->KW - 1) * d->dw < 65536 &&
+             d->H + d->ph < 32767);
+  int64_t HW = d->H * d->W, OHW = d->OH * d->OW;
+  int test = d->ph > 0 || d->pw > 0 || s->N % BN != 0, krem = s->K % BK != 0;
+  char e[64], t1[64], t2[64];
+  Buf b = {0};
+  /* before the K loop: the thread's columns */
+  buf_printf(&b, "  int kt = tid %% %d;   /* this thread's k in each K tile (kk of the tile); its columns n0 + tid / %d + %d p */\n",
+             BK, BK, CS);
+  if (test)
+    buf_printf(&b, "  int xo[%d], xt[%d];   /* column p: its offset in x (channel, tap); its tap's kh dh * 65536 + kw dw */\n",
+               P, P);
+  else
+    buf_printf(&b, "  int xo[%d];   /* column p: its offset in x (channel, tap) */\n", P);
+  buf_printf(&b, "  for (int p = 0; p < %d; p++) {\n    int n = n0 + tid / %d + p * %d;\n", P, BK, CS);
+  buf_printf(&b, "    int ci = %s", d->KH * d->KW > 1 ? cg_digit(e, sizeof e, "n", d->KH * d->KW, 0) : "n");
+  if (d->KH > 1) buf_printf(&b, ", kh = %s", cg_digit(e, sizeof e, "n", d->KW, d->KH));
+  if (d->KW > 1) buf_printf(&b, ", kw = %s", cg_digit(e, sizeof e, "n", 1, d->KW));
+  buf_puts(&b, ";\n");
+  /* the tap's rows and columns down and across the window: kh dh, kw dw (none for an extent of 1) */
+  snprintf(t1, sizeof t1, d->KH == 1 ? "" : d->dh > 1 ? "kh * %d" : "kh", d->dh);
+  snprintf(t2, sizeof t2, d->KW == 1 ? "" : d->dw > 1 ? "kw * %d" : "kw", d->dw);
+  char xo[200];
+  size_t l = 0;
+  if (s->uses_z) l += (size_t)snprintf(xo + l, sizeof xo - l, "(z * %lld + ci) * %lld", LL(d->Cg), LL(HW));
+  else l += (size_t)snprintf(xo + l, sizeof xo - l, "ci * %lld", LL(HW));
+  if (t1[0]) l += (size_t)snprintf(xo + l, sizeof xo - l, " + %s * %lld", t1, LL(d->W));
+  if (t2[0]) snprintf(xo + l, sizeof xo - l, " + %s", t2);
+  buf_printf(&b, "    xo[p] = %s;\n", xo);
+  if (test) {
+    char tap[160];
+    if (t1[0] && t2[0]) snprintf(tap, sizeof tap, "%s * 65536 + %s", t1, t2);
+    else if (t1[0]) snprintf(tap, sizeof tap, "%s * 65536", t1);
+    else snprintf(tap, sizeof tap, "%s", t2[0] ? t2 : "0");
+    if (s->N % BN) buf_printf(&b, "    xt[p] = n < %lld ? %s : 32767 * 65536;   /* past N: a tap no test lets in */\n",
+                              LL(s->N), tap);
+    else buf_printf(&b, "    xt[p] = %s;\n", tap);
+  }
+  buf_puts(&b, "  }\n");
+  NCC_ASSERT(b.len < sizeof s->b_pre);
+  memcpy(s->b_pre, b.s, b.len + 1);
+  /* in the K loop: the thread's k, its window corner, then its P elements */
+  b.len = 0;
+  b.s[0] = 0;
+  {
+    buf_puts(&b, "    {   /* the thread's k: an output pixel, its window corner in x */\n      int k = k0 + kt;\n");
+    const char *pix = "k";
+    if (d->Nb > 1) {
+      buf_printf(&b, "      int img = k / %lld, pix = k %% %lld;\n", LL(OHW), LL(OHW));
+      pix = "pix";
+    }
+    char ih0[96], iw0[96];
+    if (d->OW > 1) buf_printf(&b, "      int oh = %s / %lld, ow = %s %% %lld;\n", pix, LL(d->OW), pix, LL(d->OW));
+    cg_window_index(ih0, sizeof ih0, d->OW > 1 ? "oh" : pix, d->sh, d->ph, NULL, 1);
+    cg_window_index(iw0, sizeof iw0, d->OW > 1 ? "ow" : "0", d->sw, d->pw, NULL, 1);
+    buf_printf(&b, "      int ih0 = %s, iw0 = %s;\n", ih0, iw0);
+    if (d->Nb > 1) buf_printf(&b, "      int xb = img * %lld + ih0 * %lld + iw0;\n", LL(d->C * HW), LL(d->W));
+    else buf_printf(&b, "      int xb = ih0 * %lld + iw0;\n", LL(d->W));
+    buf_printf(&b, "      for (int p = 0; p < %d; p++) {\n", P);
+    buf_printf(&b, "        int rr = tid / %d + p * %d, kk = kt;\n", BK, CS);
+    buf_puts(&b, "        float v = 0.0f;\n");
+    char cond[200] = "";
+    size_t l = 0;
+    if (krem) l += (size_t)snprintf(cond + l, sizeof cond - l, "k < %lld", LL(s->K));
+    if (test) {
+      buf_puts(&b, "        int ih = ih0 + (xt[p] >> 16), iw = iw0 + (xt[p] & 65535);\n");
+      snprintf(cond + l, sizeof cond - l, "%s(unsigned)ih < %lldu && (unsigned)iw < %lldu", l ? " && " : "", LL(d->H),
+               LL(d->W));
+    }
+    if (cond[0]) buf_printf(&b, "        if (%s) v = %s[xb + xo[p]];\n", cond, x);
+    else buf_printf(&b, "        v = %s[xb + xo[p]];\n", x);
+    buf_printf(&b, "        %s = %s;\n      }\n    }\n", dst, rv);
+  }
+  NCC_ASSERT(b.len < sizeof s->b_tile);
+  memcpy(s->b_tile, b.s, b.len + 1);
+  buf_free(&b);
+}
+
 int emit_grad_gemm(Cg *c, const KGroup *gr) {
   Node *n = gr->main;
   const Attrs *a = &n->a;
@@ -1640,6 +1741,18 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
         const int64_t k[] = {C * H * W, Cg * H * W, H * W, W, 1};
         buf_printf(&lb, "if (ih >= 0 && ih < %lld && iw >= 0 && iw < %lld) v = ", LL(H), LL(W));
         gather(&lb, x, 5, e, k), buf_puts(&lb, ";");
+      }
+      if (!ir_gemm_gemv(n)) {   /* the tiled kernels: the columns' state once, a k's once a K tile */
+        WgradDims wd = {dys->d[0], C, H, W, Cg, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw};
+        char ra[64], rb[64], dst[160], sb[96];
+        spec_rv(c, &p, n, &s, ra, rb);
+        if (ir_gemm_mma(n)) {
+          MmaCfg g = mma_cfg(n);
+          wgrad_tile(&s, &wd, x, g.BN, g.T, mma_dst(dst, sizeof dst, 'B', g.BN, "rr", mma_kind(n)),
+                     mma_store_rv(sb, sizeof sb, n, rb));
+        } else {
+          wgrad_tile(&s, &wd, x, 16 * tile_of(s.N), 256, "Bs[kk][rr]", rb);
+        }
       }
       /* C: dweight[z Og + m, n] */
       {

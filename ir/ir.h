@@ -578,6 +578,12 @@ int ir_gemm_key(const Node *n, char *buf, size_t len);
 typedef struct TuneEntry { char key[256]; int tile; char why[256]; } TuneEntry;
 typedef struct TuneTable { TuneEntry *e; int n; } TuneTable;
 int ir_tile_regs(const Node *n, const IrTile *t);
+/* The blocks an SM the kernel's __launch_bounds__ asks for (0: none): the
+ * tile's minb, and 2 for a convolution's weight gradient at 256 threads,
+ * whose B columns' registers (codegen/gemm.c, wgrad_tile) would pass the
+ * 128 that ir_tile_regs counts (ResNet-18 at tf32, sm_90: 130, one block an
+ * SM; bounded: 128, no spill) */
+int ir_tile_minb(const Node *n, const IrTile *t);
 /* The pipelined tiles' shared memory (codegen/gemm.c, async_tile): a row of a
  * staged tile is 16 k of 16 bits or int8 padded to 48 bytes, a stage both
  * tiles' rows; the precision pass gives a GEMM at most the stages

@@ -94,6 +94,10 @@ IrTile ir_gemm_tile(const Node *n) {
 
 int ir_tile_regs(const Node *n, const IrTile *t) { return n->op == OP_CONV2D ? t->regs_conv : t->regs_gemm; }
 
+int ir_tile_minb(const Node *n, const IrTile *t) {
+  return n->op == OP_CONV2D_BWD_WEIGHT && t->threads >= 256 && !t->minb ? 2 : t->minb;
+}
+
 int64_t ir_pipe_smem(const IrTile *t, int stages) { return (int64_t)stages * (t->BM + t->BN) * IR_PIPE_ROW_BYTES; }
 
 int ir_pipe_stages(const IrTile *t, int want) {
