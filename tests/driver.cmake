@@ -22,10 +22,12 @@ foreach(_script test_driver test_train)
       add_test(NAME driver.${_case}
                COMMAND ${NCC_PYTEST} ${NCC_DRIVER_PY} ${_case} --ncc $<TARGET_FILE:ncc>
                        --work ${CMAKE_BINARY_DIR}/driver-work/${_case} --build ${CMAKE_BINARY_DIR})
-      # train_digits trains for minutes, int8_storage calibrates and runs three models six
-      # times (two minutes under the sanitizers): slow, so the sanitizer stage leaves them out
+      # train_digits trains for minutes, int8_storage calibrates and runs three models nine
+      # times (two minutes under the sanitizers), half_storage runs three models twenty times:
+      # slow, so the sanitizer stage leaves them out (its oracle_fp16_*, oracle_bf16_* and
+      # oracle_int8_* cases run the storage pass)
       set(_labels driver)
-      if(_case STREQUAL "train_digits" OR _case STREQUAL "int8_storage")
+      if(_case STREQUAL "train_digits" OR _case STREQUAL "int8_storage" OR _case STREQUAL "half_storage")
         list(APPEND _labels slow)
       endif()
       set_tests_properties(driver.${_case} PROPERTIES LABELS "${_labels}" TIMEOUT 600

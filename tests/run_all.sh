@@ -9,7 +9,7 @@
 #      compilers' runs over the generated examples and op cases `compilers` and the SASS reports
 #      `sass` (nvcc, NVRTC and gcc over code the release stage compiles too), excluded)
 #   4. the libFuzzer targets, each for a bounded time (NCC_FUZZ_SECONDS, here
-#      default 50, for CI's time budget; the scripts alone default to 60), the
+#      default 30, for CI's time budget; the scripts alone default to 60), the
 #      scripts tests/fuzz/run_*.sh as many at a time as there are cores
 #   5. examples/demo.sh, the README's first command
 # The whole run, on a clean clone on a 2-core CI machine: 35 min on its slow
@@ -96,7 +96,7 @@ cmake --build build-asan -j"$jobs"
 # shellcheck disable=SC2086
 ASAN_OPTIONS=detect_leaks=0 stage_name=sanitizers stage ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE "slow|train|matrix|batch|tile|compilers|sass" ${NCC_CTEST_ARGS:-}
 
-echo "== fuzzing (${NCC_FUZZ_SECONDS:-50} s per target, $jobs scripts at a time) [${SECONDS} s]"
+echo "== fuzzing (${NCC_FUZZ_SECONDS:-30} s per target, $jobs scripts at a time) [${SECONDS} s]"
 # libFuzzer uses one core, so the scripts run $jobs at a time (they take turns
 # at building build-fuzz, under a lock).  run_fuzz_readers.sh fuzzes two
 # targets one after the other: it starts first, and the others run beside it.
@@ -107,7 +107,7 @@ for f in $fuzz_scripts; do
   [ -x "$f" ] || continue
   while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
   n=$(basename "$f")
-  ( rc=0; NCC_FUZZ_SECONDS=${NCC_FUZZ_SECONDS:-50} "$f" >"$fuzz_out/$n.log" 2>&1 || rc=$?; echo $rc >"$fuzz_out/$n.rc" ) &
+  ( rc=0; NCC_FUZZ_SECONDS=${NCC_FUZZ_SECONDS:-30} "$f" >"$fuzz_out/$n.log" 2>&1 || rc=$?; echo $rc >"$fuzz_out/$n.rc" ) &
 done
 wait
 for f in tests/fuzz/run_*.sh; do

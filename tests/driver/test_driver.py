@@ -756,8 +756,10 @@ def _int8_storage(ctx):
              ["--set", "N=2", "--set", "S=32"], 12),
             (os.path.join(examples, "mobilenet_v2.net"), cal32, {"x": r.randn(2, 3, 32, 32).astype("float32")}, ["logits"],
              ["--set", "N=2", "--set", "S=32"], 1)]
-    for net_, cal_, inputs, outs, flags, want in runs:
-        base = ["--precision=int8", "--calibrate=" + cal_, "--int8-max-error=1"] + flags
+    for i, (net_, cal_, inputs, outs, flags, want) in enumerate(runs):
+        # one calibration a model: the first run writes the cache, the others read it (the same scales)
+        base = ["--precision=int8", "--calibrate=" + cal_, "--int8-max-error=1",
+                "--calibration-cache=" + ctx.path("cal%d.txt" % i)] + flags
         ref, _ = run_outputs(ctx, net_, inputs, outs, base + [off])
         got, p = run_outputs(ctx, net_, inputs, outs, base + ["--check", "-v"])
         rev, _ = run_outputs(ctx, net_, inputs, outs, base, env={"NCC_FIBER_ORDER": "reverse"})
