@@ -1556,7 +1556,9 @@ static void gather(Buf *b, const char *buf, int n, const char *const *e, const i
  * (b_fetch, Node.pipe): with the columns' state, that takes the registers of
  * a second block an SM (ResNet-18 at fp16, sm_90: 128 to 160 at 128 x 128).
  * At 256 threads the kernel asks for two blocks an SM (ir_tile_minb): 128
- * registers, no spill (ResNet-18 at tf32 and fp16, --gemm-tile=128x128). */
+ * registers, no spill (ResNet-18 at tf32 and fp16, --gemm-tile=128x128).
+ * The thread's kk is kt at the kernel's scope: the A tile's loop declares kk
+ * in its for-init, and nvcc warns of a later use of an outer kk. */
 typedef struct WgradDims {
   int64_t Nb, C, H, W, Cg, OH, OW, KH, KW;
   int sh, sw, ph, pw, dh, dw;
