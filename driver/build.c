@@ -359,7 +359,7 @@ static int generate(const Options *o, Model *M, char *src, size_t srcn, char *hd
  * in `store`. */
 typedef struct Cmd {
   const char *argv[64];
-  int n, out_at, src_at, inc_at;   /* inc_at: the -I of the runtime headers (0: none) */
+  int n, out_at, src_at, inc_at;   /* inc_at: the -I of the runtime headers */
   char inc[4200], lib[4200], rpath[4300], rp2[4300], rp3[4300], arch[128];
 } Cmd;
 
@@ -380,7 +380,7 @@ static void compiler_cmd(Cmd *c, const Model *M, const char *nvcc, const char *s
     a[n++] = "-Xcompiler";
     a[n++] = "-fPIC";
     a[n++] = "-shared";
-    a[n++] = c->inc;
+    c->inc_at = n; a[n++] = c->inc;
     a[n++] = "-x";
     a[n++] = "cu";
     c->src_at = n; a[n++] = src;
@@ -499,13 +499,14 @@ static int compile_object(const Options *o, Model *M, const char *nvcc, const ch
   if (two_step) cc_link_cmd(&l, &c, libdir);
   drv_log(o, "runtime: headers %s, library %s", incdir, libdir);
 
-  /* cc's object is keyed by the runtime headers' contents, not where they
-   * lie, and not by the library it will be linked with: another build of ncc
-   * with the same headers (another folder, an installed copy) reuses it and
-   * only links.  The shared object is keyed by the object and the link. */
+  /* The runtime headers count by their contents (hash_headers), not where
+   * they lie; cc's object is not keyed by the library it will be linked with
+   * either: another build of ncc with the same headers (another folder, an
+   * installed copy) reuses it and only links.  The shared object is keyed by
+   * the object and the link. */
   Hash h = {14695981039346656037ULL};
   for (int i = 0; i < c.n; i++)
-    if (i != c.src_at && i != c.out_at && (i != c.inc_at || !c.inc_at)) hash_str(&h, c.argv[i]);
+    if (i != c.src_at && i != c.out_at && i != c.inc_at) hash_str(&h, c.argv[i]);
   hash_file(&h, src);
   hash_file(&h, hdr);
   hash_headers(&h, incdir);
