@@ -262,12 +262,12 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
  *         and s32 sums (ncc_mma_s8_16x8x16).
  *
  * Shared memory holds the tiles in fragment order (mma_dst): for each k-step
- * and each 16-row (A) or 8-column (B) slice, the 32 lanes' fragments one
- * after another, a lane's values together, 4 at a time.  So a lane loads 4
- * values with one 128-bit load (ncc_lds4; tf32's B fragment, 2 values, with
- * one 64-bit load, ncc_lds2), a warp's loads are consecutive (no bank
- * conflict), and a k-step costs MI + NJ (fp16, bf16: 2 MI + NJ) shared loads
- * for MI * NJ MMAs.  The epilogue runs on each accumulator element at its
+ * and each 16-row (A) or 16-column (B) slice, the 32 lanes' 16-byte slots
+ * one after another, a slot a lane's A fragment or its B fragments of two
+ * 8-column blocks.  So a lane loads them with one 128-bit load (ncc_lds4,
+ * ncc_lds_u32x4; the 16 x 32 tile's one block a warp, half a slot), a
+ * phase of 8 lanes reads 128 consecutive bytes (no bank conflict), and a
+ * k-step costs MI + NJ / 2 shared loads for MI * NJ MMAs.  The epilogue runs on each accumulator element at its
  * (row, column): gid + 8 (r / 2), 2 tig + r % 2 of its 16 x 8 tile. */
 typedef struct MmaCfg { int BM, BN, WM, WN, MI, NJ, T, minb; } MmaCfg;
 
@@ -291,33 +291,48 @@ static const char *mma_type(const Node *n) {
 }
 
 /* The shared-memory place of element (kk, rr) of the A tile (rr: its row,
- * 16-row slices) or the B tile (rr: its column, 8-column slices) of `rows`
- * rows or columns, in fragment order.
- * m16n8k8 (tf32): slice (kk / 8, rr / SL), lane (rr % 8) * 4 + kk % 4, then
- * the fragment's register: A: rr % 16 / 8 + 2 (kk % 8 / 4), B: kk % 8 / 4.
- * m16n8k16 (k16): lane (rr % 8) * 4 + kk % 8 / 2; A: slice (rr / 16, kk / 8),
- * then element rr % 16 / 8 * 2 + kk % 2 of the lane's four (registers 0, 1
- * for k < 8, registers 2, 3 after); B: slice rr / 8, then element
- * kk / 8 * 2 + kk % 2.
- * m16n8k16 s8 (MMA_S8): lane (rr % 8) * 4 + kk / 4; A: slice (rr / 16, rr % 16
- * / 8), element kk % 4 (register 0 the rows 0..7 of the slice, 1 the rows
- * 8..15); B: slice rr / 8, element kk % 4. */
-static const char *mma_dst(char *dst, size_t n, int ab, int rows, const char *rr, int kind) {
-  int k16 = kind == MMA_F16;
+ * 16-row slices) or the B tile (rr: its column, 16-column slices) of `rows`
+ * rows or columns, in fragment order: for each slice (and k-step), 32 slots
+ * of 16 bytes, one for each lane, which a lane reads with one 128-bit load.
+ * The lane of the element is g * 4 + t (g = rr % 8; t as below), and so is
+ * its slot; with `swz` (a tile that a warp stores 32 consecutive rows or
+ * columns of one k at a time), slot lane + lane / 8: a slot of padding
+ * after each 8, 36 a slice.  A phase of a 128-bit load (8 lanes) still
+ * reads 128 consecutive bytes, and such a store then writes 16 banks, not 4
+ * (2-way conflicts, not 8-way).
+ * m16n8k8 (tf32): t = kk % 4; A: slice (kk / 8, rr / 16), element rr % 16 / 8
+ * + 2 (kk % 8 / 4) (the fragment's register); B: slice (kk / 8, rr / 16),
+ * element rr % 16 / 8 * 2 + kk % 8 / 4 (the registers of columns 0..7 of
+ * the slice, then of 8..15).
+ * m16n8k16 (fp16, bf16): t = kk % 8 / 2; A: slice rr / 16, element kk / 8 * 4
+ * + rr % 16 / 8 * 2 + kk % 2 (registers 0..3: rows 0..7 and 8..15 at k < 8,
+ * then at k >= 8); B: slice rr / 16, element rr % 16 / 8 * 4 + kk / 8 * 2 +
+ * kk % 2.
+ * m16n8k16 s8 (MMA_S8), unswizzled: lane (rr % 8) * 4 + kk / 4; A: slice
+ * (rr / 16, rr % 16 / 8), element kk % 4 (register 0 the rows 0..7 of the
+ * slice, 1 the rows 8..15); B: slice rr / 8, element kk % 4. */
+static const char *mma_dst(char *dst, size_t n, int ab, int rows, const char *rr, int kind, int swz) {
+  NCC_ASSERT(rows % 16 == 0);
   if (kind == MMA_S8 && ab == 'A')
     snprintf(dst, n, "As[((%s / 16 * 2 + %s %% 16 / 8) * 32 + %s %% 8 * 4 + kk / 4) * 4 + kk %% 4]", rr, rr, rr);
   else if (kind == MMA_S8)
     snprintf(dst, n, "Bs[(%s / 8 * 32 + %s %% 8 * 4 + kk / 4) * 4 + kk %% 4]", rr, rr);
-  else if (k16 && ab == 'A')
-    snprintf(dst, n, "As[((%s / 16 * 2 + kk / 8) * 32 + %s %% 8 * 4 + kk %% 8 / 2) * 4 + %s %% 16 / 8 * 2 + kk %% 2]", rr, rr,
-             rr);
-  else if (k16)
-    snprintf(dst, n, "Bs[(%s / 8 * 32 + %s %% 8 * 4 + kk %% 8 / 2) * 4 + kk / 8 * 2 + kk %% 2]", rr, rr);
-  else if (ab == 'A')
-    snprintf(dst, n, "As[((kk / 8 * %d + %s / 16) * 32 + %s %% 8 * 4 + kk %% 4) * 4 + %s %% 16 / 8 + kk %% 8 / 4 * 2]",
-             rows / 16, rr, rr, rr);
-  else
-    snprintf(dst, n, "Bs[((kk / 8 * %d + %s / 8) * 32 + %s %% 8 * 4 + kk %% 4) * 2 + kk %% 8 / 4]", rows / 8, rr, rr);
+  else {
+    int k16 = kind == MMA_F16, SS = swz ? 36 : 32;   /* slots a slice (a padded one: 4 more) */
+    char sl[64];   /* the element's slot in its slice */
+    if (swz)   /* after every 8 slots a slot of padding */
+      snprintf(sl, sizeof sl, "%s %% 8 * 4 + %s %% 8 / 2 + kk %% %s", rr, rr, k16 ? "8 / 2" : "4");
+    else
+      snprintf(sl, sizeof sl, "%s %% 8 * 4 + kk %% %s", rr, k16 ? "8 / 2" : "4");
+    if (k16 && ab == 'A')
+      snprintf(dst, n, "As[(%s / 16 * %d + %s) * 8 + kk / 8 * 4 + %s %% 16 / 8 * 2 + kk %% 2]", rr, SS, sl, rr);
+    else if (k16)
+      snprintf(dst, n, "Bs[(%s / 16 * %d + %s) * 8 + %s %% 16 / 8 * 4 + kk / 8 * 2 + kk %% 2]", rr, SS, sl, rr);
+    else if (ab == 'A')
+      snprintf(dst, n, "As[((kk / 8 * %d + %s / 16) * %d + %s) * 4 + %s %% 16 / 8 + kk %% 8 / 4 * 2]", rows / 16, rr, SS, sl, rr);
+    else
+      snprintf(dst, n, "Bs[((kk / 8 * %d + %s / 16) * %d + %s) * 4 + %s %% 16 / 8 * 2 + kk %% 8 / 4]", rows / 16, rr, SS, sl, rr);
+  }
   return dst;
 }
 
@@ -350,7 +365,7 @@ static void vec_tile(Buf *b, int ab, int rows, int T, const char *rowvar, const 
   tile_guard(b, rows, rowvar, RMAX, K);
   buf_printf(b, "        ncc_ldg128(q, %s);\n      }\n", addr);
   buf_printf(b, "      for (int p = 0; p < 4; p++) {\n        int kk = kv + %d * p;\n        ncc_sts32(&%s, q[p]);\n      }\n    }\n",
-             W, mma_dst(dst, sizeof dst, ab, rows, "rr", kind));
+             W, mma_dst(dst, sizeof dst, ab, rows, "rr", kind, 0));
 }
 
 /* The A tile of a pipelined fp16/bf16/int8 GEMM (GemmSpec.a_vec,
@@ -414,6 +429,26 @@ static const char *mma_bits(int kind) {
                           : NULL;
 }
 
+/* The loads of a warp's B fragments from a B tile in fragment order
+ * (mma_dst), the NJ 8-column blocks from column wc on: two blocks a 128-bit
+ * load (ld2 of `type`, d[j] and d[j + 1] from one slot) where NJ is even;
+ * a tile of one block a warp (NJ = 1, 16 x 32) the half of the slot its
+ * block has (ld1).  `ks` starts the slice index (tf32's k-step), `w` is the
+ * values in a slot. */
+static void frag_b(Buf *b, const char *ld2, const char *ld1, const char *type, const char *d, int NJ, const char *ks,
+                   int w, int swz) {
+  const char *ls = swz ? "lp" : "lane";
+  int SS = swz ? 36 : 32;
+  NCC_ASSERT(NJ % 2 == 0 || NJ == 1);
+  if (NJ == 1)
+    buf_printf(b, "      %s(%s[0], &Bs[((%swc / 16) * %d + %s) * %d + wc / 8 %% 2 * %d]);\n", ld1, d, ks, SS, ls, w, w / 2);
+  else
+    buf_printf(b, "      for (int j = 0; j < %d; j += 2) {\n        %s q[4];\n"
+                  "        %s(q, &Bs[((%swc / 16 + j / 2) * %d + %s) * %d]);\n"
+                  "        %s[j][0] = q[0], %s[j][1] = q[1], %s[j + 1][0] = q[2], %s[j + 1][1] = q[3];\n      }\n",
+               NJ, type, ld2, ks, SS, ls, w, d, d, d, d);
+}
+
 static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   MmaCfg g = mma_cfg(gr->main);
   int BM = g.BM, BN = g.BN, MI = g.MI, NJ = g.NJ, T = g.T;
@@ -430,20 +465,32 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   int pipe_bv = gr->main->pipe && k16 && s->b_bits[0] && s->b_vec[0] && !s->b_tile[0] && (!i8 || NJ % 2 == 0);
   /* the stages of those copies (Node.pipe, at least 2): the copies of S - 1 K tiles in flight */
   int S = gr->main->pipe > 2 ? gr->main->pipe : 2;
+  /* the operand (a stored narrow one: its bits, mma_bits); B through registers (--gemm-pipeline, a
+   * convolution's B tile); an operand stored a row (column) at a time along m (n), element by element:
+   * its tile's slices padded (mma_dst) */
+  const char *bits = mma_bits(kind);
+  int ab = bits && s->a_bits[0], bb = bits && s->b_bits[0];
+  int pipe_b = gr->main->pipe && s->b_tile[0] && s->b_fetch[0];
+  int swa = !i8 && !pipe && !(ab && s->a_vec[0]) && !s->a_kcontig;
+  int swb = !i8 && !pipe_bv && !pipe_b && !s->b_tile[0] && !(bb && s->b_vec[0]) && !s->b_kcontig;
   static const char *const stage_words[] = {"", "", "two", "three", "four"};
   const char *sw = stage_words[S <= IR_PIPE_MAX_STAGES ? S : 2];
   if (pipe)
     buf_printf(&b, "  %s __align__(16) %s As[%d][%d];   /* A tile, %d x %d row-major (rows padded to %d), "
                    "%s stages: cp.async, ldmatrix */\n", D_SHARED, TT, S, BM * ap, BM, BK, ap, sw);
   else
-    buf_printf(&b, "  %s __align__(16) %s As[%d];   /* A tile, %d x %d, in fragment order */\n", D_SHARED, TT, BK * BM, BM, BK);
+    buf_printf(&b, "  %s __align__(16) %s As[%d];   /* A tile, %d x %d, in fragment order%s */\n", D_SHARED, TT,
+               BK * BM / 32 * (swa ? 36 : 32), BM, BK, swa ? " (padded slices)" : "");
   if (pipe_bv)
     buf_printf(&b, "  %s __align__(16) %s Bs[%d][%d];   /* B tile, %d x %d, a row of k for each n (rows padded "
                    "to %d), %s stages: cp.async, ldmatrix */\n", D_SHARED, TT, S, BN * ap, BK, BN, ap, sw);
   else
-    buf_printf(&b, "  %s __align__(16) %s Bs[%d];   /* B tile, %d x %d, in fragment order */\n", D_SHARED, TT, BK * BN, BK, BN);
+    buf_printf(&b, "  %s __align__(16) %s Bs[%d];   /* B tile, %d x %d, in fragment order%s */\n", D_SHARED, TT,
+               BK * BN / 32 * (swb ? 36 : 32), BK, BN, swb ? " (padded slices)" : "");
   buf_printf(&b, "  int tid = %s, lane = tid %% 32, warp = tid / 32;\n", D_TID_X);
   buf_puts(&b, "  int gid = lane / 4, tig = lane % 4;   /* the lane's group and its place in it (PTX: groupID, threadID_in_group) */\n");
+  if (swa || swb)
+    buf_puts(&b, "  int lp = lane + lane / 8;   /* the lane's 16-byte slot in a padded slice (mma_dst) */\n");
   if (g.WM > 1)
     buf_printf(&b, "  int wr = warp / %d * %d, wc = warp %% %d * %d;   /* the warp's part of the tile */\n", g.WN, BM / g.WM,
                g.WN, BN / g.WN);
@@ -494,7 +541,6 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   }
   /* B through registers (--gemm-pipeline, a convolution's B tile): the next K tile's elements are
    * loaded while this one's MMAs run, and stored into the tile at the top of the next iteration */
-  int pipe_b = gr->main->pipe && s->b_tile[0] && s->b_fetch[0];
   if (pipe_b) {
     buf_printf(&b, "  %s\n", s->b_regs);
     buf_puts(&b, s->b_first);
@@ -503,9 +549,6 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   char dst[160];
   char ra[64], rb[64], sa[96], sb[96];
   spec_rv(c, p, gr->main, s, ra, rb);
-  /* an operand stored narrow at the MMA's own type: the tile takes the stored bits */
-  const char *bits = mma_bits(kind);
-  int ab = bits && s->a_bits[0], bb = bits && s->b_bits[0];
   if (pipe || pipe_bv) {   /* the copies of the K tile S - 1 on, into the stage the last iteration read,
                               while this one's loads and MMAs run */
     buf_printf(&b, "    if (k0 + %d < %s) {\n", (S - 1) * BK, kend);
@@ -522,14 +565,14 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   else if (ab && s->a_vec[0])   /* 16 bytes a load where the stored operand's rows allow */
     vec_tile(&b, 'A', BM, T, "m", "m0", s->M, s->K, s->a_vec, kind);
   else
-    load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind), BM, T, s->a_kcontig, "m", "m0", s->M, s->K,
+    load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind, swa), BM, T, s->a_kcontig, "m", "m0", s->M, s->K,
               ab ? s->a_bits : s->a_load, ab ? "v" : mma_store_rv(sa, sizeof sa, gr->main, ra), ab ? bits : NULL);
   if (pipe_bv)
     ;   /* B by cp.async, above */
   else if (pipe_b) buf_puts(&b, s->b_put);
   else if (s->b_tile[0]) buf_puts(&b, s->b_tile);
   else if (bb && s->b_vec[0]) vec_tile(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_vec, kind);
-  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind), BN, T, s->b_kcontig, "n", "n0", s->N, s->K,
+  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind, swb), BN, T, s->b_kcontig, "n", "n0", s->N, s->K,
                  bb ? s->b_bits : s->b_load, bb ? "v" : mma_store_rv(sb, sizeof sb, gr->main, rb), bb ? bits : NULL);
   if (pipe || pipe_bv) {
     if (S == 2) buf_puts(&b, "    ncc_cp_async_wait(1);   /* this K tile's copies have landed (the next one's may not) */\n");
@@ -572,25 +615,24 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     if (pipe)   /* ldmatrix x4: lane l names row l % 8 + 8 (l / 8 % 2), columns 8 (l / 16) on, of a 16-row slice */
       buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_ldmatrix_x4(ah[i], &As[st][lo + i * %d]);\n", MI, 16 * AP);
     else
-      buf_printf(&b, "      for (int i = 0; i < %d; i++) {\n"
-                     "        ncc_lds_u32x2(ah[i], &As[((wr / 16 + i) * 64 + lane) * 4]);\n"
-                     "        ncc_lds_u32x2(ah[i] + 2, &As[((wr / 16 + i) * 64 + 32 + lane) * 4]);\n"
-                     "      }\n", MI);
+      buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_lds_u32x4(ah[i], &As[((wr / 16 + i) * %d + %s) * 8]);\n", MI,
+                 swa ? 36 : 32, swa ? "lp" : "lane");
     if (pipe_bv && NJ % 2 == 0)   /* ldmatrix x4: the fragments of columns 8 j .. 8 j + 15, k 0..15 */
       ldsm_x4_pairs(&b, "bh", "j", NJ, "Bs", "lb", 8 * AP);
     else if (pipe_bv)
       buf_printf(&b, "      for (int j = 0; j < %d; j++) ncc_ldmatrix_x2(bh[j], &Bs[st][lb + j * %d]);\n", NJ, 8 * AP);
     else
-      buf_printf(&b, "      for (int j = 0; j < %d; j++) ncc_lds_u32x2(bh[j], &Bs[((wc / 8 + j) * 32 + lane) * 4]);\n", NJ);
+      frag_b(&b, "ncc_lds_u32x4", "ncc_lds_u32x2", "unsigned", "bh", NJ, "", 8, swb);
     buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) ncc_mma_%s_16x8x16(acc[i][j], ah[i], bh[j]);\n",
                MI, NJ, t);
     buf_printf(&b, "    }\n    %s\n%s  }\n", D_BARRIER, adv);
   } else {
     buf_printf(&b, "    for (int ks = 0; ks < 2; ks++) {\n      float af[%d][4], bf[%d][2];\n", MI, NJ);
-    buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_lds4(af[i], &As[((ks * %d + wr / 16 + i) * 32 + lane) * 4]);\n", MI,
-               BM / 16);
-    buf_printf(&b, "      for (int j = 0; j < %d; j++) ncc_lds2(bf[j], &Bs[((ks * %d + wc / 8 + j) * 32 + lane) * 2]);\n", NJ,
-               BN / 8);
+    buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_lds4(af[i], &As[((ks * %d + wr / 16 + i) * %d + %s) * 4]);\n", MI,
+               BM / 16, swa ? 36 : 32, swa ? "lp" : "lane");
+    char ks[48];
+    snprintf(ks, sizeof ks, "ks * %d + ", BN / 16);
+    frag_b(&b, "ncc_lds4", "ncc_lds2", "float", "bf", NJ, ks, 4, swb);
     buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) ncc_mma_tf32_16x8x8(acc[i][j], af[i], bf[j]);\n",
                MI, NJ);
     buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
@@ -1171,7 +1213,7 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
     /* stored narrow: the tile takes the stored bits (a pooling computes in floats) */
     const char *bits = xin->narrow && !pool ? mma_bits(mma_kind(nd)) : NULL;
     im2col_tile(&s, d, x, xin, cb, pool, mma_store_rv(sb, sizeof sb, nd, rb), BN, g.T,
-                mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_kind(nd)), bits, nd->a.wtap, nd->pipe ? mma_type(nd) : NULL);
+                mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_kind(nd), 0), bits, nd->a.wtap, nd->pipe ? mma_type(nd) : NULL);
   } else {
     im2col_tile(&s, d, x, xin, cb, pool, rb, 16 * tile_of(s.N), 256, "Bs[kk][rb]", NULL, nd->a.wtap, NULL);
   }
@@ -1750,7 +1792,7 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
         spec_rv(c, &p, n, &s, ra, rb);
         if (ir_gemm_mma(n)) {
           MmaCfg g = mma_cfg(n);
-          wgrad_tile(&s, &wd, x, g.BN, g.T, mma_dst(dst, sizeof dst, 'B', g.BN, "rr", mma_kind(n)),
+          wgrad_tile(&s, &wd, x, g.BN, g.T, mma_dst(dst, sizeof dst, 'B', g.BN, "rr", mma_kind(n), 0),
                      mma_store_rv(sb, sizeof sb, n, rb));
         } else {
           wgrad_tile(&s, &wd, x, 16 * tile_of(s.N), 256, "Bs[kk][rr]", rb);

@@ -207,7 +207,9 @@ static __device__ __forceinline__ float ncc_bf16(float x) {
  * register, s[0] in the lowest byte: one 32-bit load, an s8 MMA's operand.
  * ncc_lds_u32x2(d, s): the four 16-bit values s[0..3] (aligned to 8) as two
  * registers, s[0] in the low half of d[0]: one 64-bit load, two FP16 (BF16)
- * MMA operands.  ncc_fp16_bits(x), ncc_bf16_bits(x): the 16 bits of
+ * MMA operands; ncc_lds_u32x4(d, s): eight (s aligned to 16) as four, one
+ * 128-bit load (LDS.128), a lane's whole A fragment or two B fragments.
+ * ncc_fp16_bits(x), ncc_bf16_bits(x): the 16 bits of
  * ncc_fp16(x) (ncc_bf16(x)), what the half-width tiles hold, and what a
  * value stored half-width between kernels holds (Value.narrow, the storage
  * pass); ncc_fp16_load(h), ncc_bf16_load(h): those 16 bits as a float
@@ -228,10 +230,24 @@ static __device__ __forceinline__ float ncc_bf16(float x) {
 #define ncc_mma_f16_16x8x16(d, a, b) ncc_emu_mma(NCC_EMU_MMA_F16, (d), (a), (b))
 #define ncc_mma_bf16_16x8x16(d, a, b) ncc_emu_mma(NCC_EMU_MMA_BF16, (d), (a), (b))
 #define ncc_mma_s8_16x8x16(d, a, b) ncc_emu_mma(NCC_EMU_MMA_S8, (float *)(d), (a), (b))
-#define ncc_lds4(d, s) memcpy((d), (s), 4 * sizeof(float))
-#define ncc_lds2(d, s) memcpy((d), (s), 2 * sizeof(float))
+/* a shared-memory vector load's address, aligned to its size as the GPU's LDS.64 and LDS.128 need */
+#define NCC_EMU_LDS_ALIGNED(s, n) \
+  if ((uintptr_t)(s) & ((n) - 1u)) ncc_emu_misaligned()
+static __inline__ void ncc_lds4(float *d, const float *s) {
+  NCC_EMU_LDS_ALIGNED(s, 16);
+  memcpy(d, s, 4 * sizeof(float));
+}
+static __inline__ void ncc_lds2(float *d, const float *s) {
+  NCC_EMU_LDS_ALIGNED(s, 8);
+  memcpy(d, s, 2 * sizeof(float));
+}
 static __inline__ void ncc_lds_u32x2(unsigned *d, const unsigned short *s) {
+  NCC_EMU_LDS_ALIGNED(s, 8);
   memcpy(d, s, 8);   /* little-endian: s[0] in the low half of d[0], as on the GPU */
+}
+static __inline__ void ncc_lds_u32x4(unsigned *d, const unsigned short *s) {
+  NCC_EMU_LDS_ALIGNED(s, 16);
+  memcpy(d, s, 16);
 }
 #define ncc_fp16_bits(x) ncc_f32_to_f16_bits(x)
 #define ncc_bf16_bits(x) ncc_f32_to_bf16_bits(x)
@@ -271,6 +287,10 @@ static __device__ __forceinline__ unsigned ncc_lds_s8x4(const signed char *s) { 
 static __device__ __forceinline__ void ncc_lds_u32x2(unsigned *d, const unsigned short *s) {
   uint2 v = *(const uint2 *)s;
   d[0] = v.x, d[1] = v.y;
+}
+static __device__ __forceinline__ void ncc_lds_u32x4(unsigned *d, const unsigned short *s) {
+  uint4 v = *(const uint4 *)s;
+  d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
 }
 static __device__ __forceinline__ unsigned short ncc_fp16_bits(float x) { return __half_as_ushort(__float2half_rn(x)); }
 static __device__ __forceinline__ unsigned short ncc_bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }

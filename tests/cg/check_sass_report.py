@@ -259,15 +259,13 @@ def async_kernels(cu):
     return names
 
 
-def mma_rules(n, k, lds_3):
-    """A tensor-core kernel's rules: MMAs in its main loop, at most 2 shared loads a MMA (lds_3: or 3
-    where a warp's tile is one MMA, 16 x 8, and A, gathered element by element into fragment order,
-    takes two 64-bit loads: a training step's weight gradient of few columns), no spill, no stack
-    frame, two blocks an SM or one of 8 warps."""
+def mma_rules(n, k):
+    """A tensor-core kernel's rules: MMAs in its main loop, at most 2 shared loads a MMA (a warp's tile
+    of one MMA, 16 x 8, takes A's fragment and B's with a load each: a training step's weight gradient
+    of few columns), no spill, no stack frame, two blocks an SM or one of 8 warps."""
     lp = k["loop"]
     check(bool(lp) and lp["mma"] > 0, f"{n}: no tensor-core instruction in the main loop: {lp}")
-    check(bool(lp) and (lp["lds"] <= 2 * lp["mma"] or (lds_3 and lp["mma"] == 1 and lp["lds"] == 3)),
-          f"{n}: more than 2 shared loads per MMA: {lp}")
+    check(bool(lp) and lp["lds"] <= 2 * lp["mma"], f"{n}: more than 2 shared loads per MMA: {lp}")
     check(k["spill_st"] == 0 and k["spill_ld"] == 0, f"{n}: spills {k['spill_st']}/{k['spill_ld']}")
     # the accumulators in registers to the end: no local array (the epilogue unrolled whole, NCC_UNROLL)
     check(k["stack"] == 0, f"{n}: a stack frame of {k['stack']} bytes")
@@ -330,7 +328,7 @@ def tensor_core_tests(ncc, nvcc, examples, work):
                 continue
             nmma += 1
             lp = k["loop"]
-            mma_rules(n, k, lds_3=False)
+            mma_rules(n, k)
             # --gemm-stages: a kernel whose source stages an operand by cp.async has LDGSTS in its main loop
             if rep.get("file") in staged and k["name"] in async_kernels(rep["file"]):
                 check(bool(lp) and lp["ldgsts"] > 0, f"{n}: no LDGSTS in the main loop with --gemm-stages: {lp}")
@@ -361,7 +359,7 @@ def tensor_core_tests(ncc, nvcc, examples, work):
                 continue
             ntrain += 1
             n, lp = f"digits training {k['name']}", k["loop"]
-            mma_rules(n, k, lds_3=True)
+            mma_rules(n, k)
             if k["name"] in dgrad:
                 check(k["name"] in async_kernels(tcu) and bool(lp) and lp["ldgsts"] > 0,
                       f"{n}: the data gradient's convolution should stage its weight by cp.async: {lp}")

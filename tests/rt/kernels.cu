@@ -127,6 +127,30 @@ NCC_KERNEL void k_ldg128(const unsigned char *__restrict__ src, unsigned *__rest
   for (int i = 0; i < 4; i++) dst[4 * t + i] = q[i];
 }
 
+/* shared-memory vector loads (ncc_lds_u32x4, ncc_lds_u32x2, ncc_lds4): src's
+ * 64 16-bit values staged in shared memory, then thread t loads the 16 bytes
+ * at value 8 t + off (x4; its first 8 by x2; ncc_lds4 the same bytes as
+ * floats, of which the last 8) into dst[8 t..]; off not a multiple of 8 (of 4 for x2) is the
+ * misalignment a GPU faults on */
+NCC_KERNEL void k_lds_vec(const unsigned short *__restrict__ src, unsigned *__restrict__ dst, int off) {
+  __shared__ __align__(16) unsigned short s[80];
+  int t = (int)threadIdx.x;
+  for (int i = 0; i < 20; i++) s[20 * t + i] = src[20 * t + i];
+  __syncthreads();
+  unsigned q[4], h[2];
+  float f[4];
+  ncc_lds_u32x4(q, &s[8 * t + off]);
+  ncc_lds_u32x2(h, &s[8 * t + off]);
+  ncc_lds4(f, (const float *)&s[8 * t + off]);
+  for (int i = 0; i < 4; i++) dst[8 * t + i] = q[i];
+  dst[8 * t + 4] = h[0], dst[8 * t + 5] = h[1];
+  for (int i = 2; i < 4; i++) {   /* the floats' last two words, as bits */
+    union { float f; unsigned u; } c;
+    c.f = f[i];
+    dst[8 * t + 4 + i] = c.u;
+  }
+}
+
 /* ldmatrix, one warp: src is a 16x16 tile of 16-bit values, row-major, copied
  * to shared memory.  mode 0: x4 with lane l giving the address of row
  * l % 8 + 8 ((l / 8) % 2), columns 8 (l / 16) on (an mma.m16n8k16 A
@@ -388,6 +412,7 @@ NCC_KERNEL_DESC(k_handshake, 0, (NCC_ARG(volatile int *, 0), NCC_ARG(int *, 1), 
 NCC_KERNEL_DESC(k_unflagged_barrier, 0, (NCC_ARG(float *, 0)))
 NCC_KERNEL_DESC(k_coords, 0, (NCC_ARG(int *, 0)))
 NCC_KERNEL_DESC(k_ldg128, 0, (NCC_ARG(const unsigned char *, 0), NCC_ARG(unsigned *, 1), NCC_ARG(int, 2)))
+NCC_KERNEL_DESC(k_lds_vec, NCC_KF_BARRIER, (NCC_ARG(const unsigned short *, 0), NCC_ARG(unsigned *, 1), NCC_ARG(int, 2)))
 NCC_KERNEL_DESC(k_ldmatrix, NCC_KF_BARRIER_WARP, (NCC_ARG(const unsigned short *, 0), NCC_ARG(unsigned *, 1), NCC_ARG(int, 2)))
 NCC_KERNEL_DESC(k_cp_async, NCC_KF_BARRIER, (NCC_ARG(const float *, 0), NCC_ARG(float *, 1), NCC_ARG(int, 2)))
 NCC_KERNEL_DESC(k_softmax, NCC_KF_BARRIER, (NCC_ARG(const float *, 0), NCC_ARG(float *, 1), NCC_ARG(int, 2)))

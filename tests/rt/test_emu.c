@@ -414,6 +414,31 @@ static void test_ldg128(ncc_dev *d) {
         "a misaligned 128-bit load not reported: rc %d, %s", rc, ncc_dev_error(d));
 }
 
+/* the shared-memory vector loads: 16 (8) bytes, the lowest address in the
+ * low bits of the first word; from an address 16 (8) does not divide, the
+ * launch fails naming the kernel */
+static void test_lds_vec(ncc_dev *d) {
+  unsigned short src[80];
+  unsigned dst[32];
+  const unsigned short *sa = src;
+  unsigned *da = dst;
+  int off = 0, rc, t, i;
+  void *args[3] = {&sa, &da, &off};
+  for (i = 0; i < 80; i++) src[i] = (unsigned short)(i * 977 + 5);
+  rc = ncc_launch(d, &k_lds_vec_desc, d3(1, 1, 1), d3(4, 1, 1), 0, args);
+  CHECK(rc == 0, "lds_vec: rc %d, %s", rc, ncc_dev_error(d));
+  for (t = 0; t < 4; t++)
+    for (i = 0; i < 8; i++) {
+      int v = 8 * t + 2 * (i % 4);   /* x4's word i, x2's word i - 4, lds4's word i - 6 */
+      unsigned want = (unsigned)src[v] | (unsigned)src[v + 1] << 16;
+      CHECK(dst[8 * t + i] == want, "lds_vec: thread %d word %d is %08x, want %08x", t, i, dst[8 * t + i], want);
+    }
+  off = 4;   /* 8 bytes in: x2 would do, x4 and lds4 fault */
+  rc = ncc_launch(d, &k_lds_vec_desc, d3(1, 1, 1), d3(4, 1, 1), 0, args);
+  CHECK(rc == NCC_EINTERNAL && strstr(ncc_dev_error(d), "k_lds_vec") && strstr(ncc_dev_error(d), "does not divide"),
+        "a misaligned 128-bit shared load not reported: rc %d, %s", rc, ncc_dev_error(d));
+}
+
 /* ldmatrix: each lane's registers by the PTX ISA's layout, computed here from
  * the tile: x4 gives lane l = 4 g + t the A fragment a[i] = A[g + 8 (i % 2)]
  * [2 t + 8 (i / 2)], [.. + 1]; x2.trans gives the B fragment b[i] =
@@ -1015,6 +1040,7 @@ int main(void) {
   test_early_return(d);
   test_unflagged(d);
   test_ldg128(d);
+  test_lds_vec(d);
   test_ldmatrix(d);
   test_cp_async(d);
   test_atomics(d);
