@@ -34,6 +34,10 @@ typedef struct GemmSpec {
                           the address of A(z, m, k), whose 16 bytes from k on (a multiple of
                           16 bytes into the row) one 128-bit load stages; or "" */
   char b_vec[512];     /* the same for B(z, k, n), with n for m */
+  char a_f4[512];      /* tf32, fp16, bf16, when A is float32 (not narrow), k-contiguous with rows a multiple of
+                          4 floats long: the address of A(z, m, k), whose 4 floats from k on (a multiple of 4)
+                          one 128-bit load stages (vec32_tile); or "" */
+  char b_f4[512];      /* the same for B(z, k, n), with n for m */
   char out_idx[512];   /* expression: linear index of C(z, m, n) in the main output */
   char bias[256];      /* expression added to the accumulator, or "" */
   char b_pre[1024];    /* statements before the K loop that b_tile's per-thread state needs, or "" */
@@ -76,6 +80,12 @@ static void spec_rv(Cg *c, KParams *p, const Node *n, const GemmSpec *s, char ra
 static int vec_ok(const Value *v, int64_t rowlen) {
   int es = v->narrow ? dtype_size((DType)v->narrow) : 0;
   return es && es <= 2 && rowlen % (16 / es) == 0;
+}
+
+/* Does a k-contiguous float32 operand v (not stored narrow), with rows of
+ * rowlen elements, come in whole 16-byte pieces (vec32_tile)? */
+static int vec32_ok(const Value *v, int64_t rowlen) {
+  return !v->narrow && v->dtype == DT_F32 && rowlen % 4 == 0;
 }
 
 /* "if (c1 && c2) {" with the conditions given (NULL: none), or "{" */
@@ -368,6 +378,38 @@ static void vec_tile(Buf *b, int ab, int rows, int T, const char *rowvar, const 
              W, mma_dst(dst, sizeof dst, ab, rows, "rr", kind, 0));
 }
 
+/* Statements that fill the tf32, fp16 or bf16 MMA tile `ab` ('A' or 'B') of
+ * `rows` rows from a float32 operand whose rows are k-contiguous in whole
+ * 16-byte pieces (GemmSpec.a_f4, b_f4): a thread loads 4 floats of a row
+ * with one 128-bit load (a warp 8 rows of 16 k, 64 bytes each), rounds each
+ * as load_tile does (rv, of v) and stores them: tf32 a float each, fp16 and
+ * bf16 a pair of k a 32-bit word.  Zero past RMAX and K (K is a multiple of
+ * 4, so a piece is all in or all out).  The tile is padded (mma_dst's swz:
+ * a store's 32 threads then fall in 16 banks, not 4). */
+static void vec32_tile(Buf *b, int ab, int rows, int T, const char *rowvar, const char *rowbase, int64_t RMAX, int64_t K,
+                       const char *addr, int kind, const char *rv) {
+  char dst[200];
+  int n = rows * BK / 4;   /* pieces */
+  if (n == T) buf_puts(b, "    {   /* 4 floats a thread: one 128-bit load */\n      int l = tid;\n");
+  else if (n < T) buf_printf(b, "    if (tid < %d) {   /* 4 floats a thread: one 128-bit load */\n      int l = tid;\n", n);
+  else if (n % T == 0)
+    buf_printf(b, "    for (int q = 0; q < %d; q++) {   /* 4 floats a copy, %d a thread: one 128-bit load each */\n"
+                  "      int l = tid + q * %d;\n", n / T, n / T, T);
+  else buf_printf(b, "    for (int l = tid; l < %d; l += %d) {   /* 4 floats a thread: one 128-bit load */\n", n, T);
+  buf_printf(b, "      int rr = l / %d, kv = l %% %d * 4;\n", BK / 4, BK / 4);
+  buf_printf(b, "      int %s = %s + rr, k = k0 + kv;\n      float f[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n", rowvar, rowbase);
+  tile_guard(b, rows, rowvar, RMAX, K);
+  buf_printf(b, "        ncc_ldg128f(f, %s);\n      }\n", addr);
+  mma_dst(dst, sizeof dst, ab, rows, "rr", kind, 1);
+  if (kind == MMA_F16)
+    buf_printf(b, "      for (int p = 0; p < 4; p += 2) {   /* k and k + 1: a word */\n        int kk = kv + p;\n"
+                  "        float v = f[p];\n        unsigned lo = %s;\n        v = f[p + 1];\n"
+                  "        unsigned w = lo | (unsigned)%s << 16;\n        ncc_sts32(&%s, w);\n      }\n    }\n", rv, rv, dst);
+  else
+    buf_printf(b, "      for (int p = 0; p < 4; p++) {\n        int kk = kv + p;\n        float v = f[p];\n"
+                  "        %s = %s;\n      }\n    }\n", dst, rv);
+}
+
 /* The A tile of a pipelined fp16/bf16/int8 GEMM (GemmSpec.a_vec,
  * Node.pipe), and the B tile of one whose B is k-contiguous too
  * (GemmSpec.b_vec: a linear's weight): row-major, a row (m of A, n of B) of
@@ -471,8 +513,10 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   const char *bits = mma_bits(kind);
   int ab = bits && s->a_bits[0], bb = bits && s->b_bits[0];
   int pipe_b = gr->main->pipe && s->b_tile[0] && s->b_fetch[0];
-  int swa = !i8 && !pipe && !(ab && s->a_vec[0]) && !s->a_kcontig;
-  int swb = !i8 && !pipe_bv && !pipe_b && !s->b_tile[0] && !(bb && s->b_vec[0]) && !s->b_kcontig;
+  int f4a = !i8 && !pipe && !(ab && s->a_vec[0]) && s->a_f4[0];   /* float32 by 128-bit loads (vec32_tile) */
+  int f4b = !i8 && !pipe_bv && !pipe_b && !s->b_tile[0] && !(bb && s->b_vec[0]) && s->b_f4[0];
+  int swa = !i8 && !pipe && !(ab && s->a_vec[0]) && (!s->a_kcontig || f4a);
+  int swb = !i8 && !pipe_bv && !pipe_b && !s->b_tile[0] && !(bb && s->b_vec[0]) && (!s->b_kcontig || f4b);
   static const char *const stage_words[] = {"", "", "two", "three", "four"};
   const char *sw = stage_words[S <= IR_PIPE_MAX_STAGES ? S : 2];
   if (pipe)
@@ -564,6 +608,8 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     ;   /* A by cp.async, above */
   else if (ab && s->a_vec[0])   /* 16 bytes a load where the stored operand's rows allow */
     vec_tile(&b, 'A', BM, T, "m", "m0", s->M, s->K, s->a_vec, kind);
+  else if (f4a)
+    vec32_tile(&b, 'A', BM, T, "m", "m0", s->M, s->K, s->a_f4, kind, mma_store_rv(sa, sizeof sa, gr->main, ra));
   else
     load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind, swa), BM, T, s->a_kcontig, "m", "m0", s->M, s->K,
               ab ? s->a_bits : s->a_load, ab ? "v" : mma_store_rv(sa, sizeof sa, gr->main, ra), ab ? bits : NULL);
@@ -572,6 +618,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   else if (pipe_b) buf_puts(&b, s->b_put);
   else if (s->b_tile[0]) buf_puts(&b, s->b_tile);
   else if (bb && s->b_vec[0]) vec_tile(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_vec, kind);
+  else if (f4b) vec32_tile(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_f4, kind, mma_store_rv(sb, sizeof sb, gr->main, rb));
   else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind, swb), BN, T, s->b_kcontig, "n", "n0", s->N, s->K,
                  bb ? s->b_bits : s->b_load, bb ? "v" : mma_store_rv(sb, sizeof sb, gr->main, rb), bb ? bits : NULL);
   if (pipe || pipe_bv) {
@@ -1196,6 +1243,7 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
     snprintf(s.a_load, sizeof s.a_load, "v = %s;", cg_ld(ld, sizeof ld, nd->in[1], we));
     if (nd->in[1]->narrow) snprintf(s.a_bits, sizeof s.a_bits, "v = %s;", we);   /* stored narrow at load */
     if (vec_ok(nd->in[1], d->Kg)) snprintf(s.a_vec, sizeof s.a_vec, "&%s", we);
+    if (vec32_ok(nd->in[1], d->Kg)) snprintf(s.a_f4, sizeof s.a_f4, "&%s", we);
     buf_free(&la);
   }
   /* column n is pixel n % OHW of image n / OHW (one image: pixel n): im2col_tile */
@@ -1436,6 +1484,7 @@ static int emit_linear(Cg *c, const KGroup *gr) {
     snprintf(s.a_load, sizeof s.a_load, "v = %s;", cg_ld(ld, sizeof ld, nd->in[0], xe));
     if (nd->in[0]->narrow) snprintf(s.a_bits, sizeof s.a_bits, "v = %s;", xe);
     if (vec_ok(nd->in[0], in)) snprintf(s.a_vec, sizeof s.a_vec, "&%s", xe);
+    if (vec32_ok(nd->in[0], in)) snprintf(s.a_f4, sizeof s.a_f4, "&%s", xe);
   }
   {
     char we[200], ld[240];
@@ -1443,6 +1492,7 @@ static int emit_linear(Cg *c, const KGroup *gr) {
     snprintf(s.b_load, sizeof s.b_load, "v = %s;", cg_ld(ld, sizeof ld, nd->in[1], we));
     if (nd->in[1]->narrow) snprintf(s.b_bits, sizeof s.b_bits, "v = %s;", we);   /* stored narrow at load */
     if (vec_ok(nd->in[1], in)) snprintf(s.b_vec, sizeof s.b_vec, "&%s", we);
+    if (vec32_ok(nd->in[1], in)) snprintf(s.b_f4, sizeof s.b_f4, "&%s", we);
   }
   snprintf(s.out_idx, sizeof s.out_idx, "%s", lo.s);
   buf_free(&la);
@@ -1518,6 +1568,7 @@ static int emit_matmul(Cg *c, const KGroup *gr) {
     snprintf(s.b_load, sizeof s.b_load, "v = %s;", cg_ld(ld[1], sizeof ld[1], nd->in[1], e[1]));
     if (nd->in[0]->narrow) snprintf(s.a_bits, sizeof s.a_bits, "v = %s;", e[0]);
     if (vec_ok(nd->in[0], K)) snprintf(s.a_vec, sizeof s.a_vec, "&%s", e[0]);
+    if (vec32_ok(nd->in[0], K)) snprintf(s.a_f4, sizeof s.a_f4, "&%s", e[0]);
     if (nd->in[1]->narrow) snprintf(s.b_bits, sizeof s.b_bits, "v = %s;", e[1]);
     s.a_q = nd->in[0]->narrow == DT_I8, s.b_q = nd->in[1]->narrow == DT_I8;
   }
@@ -1773,6 +1824,12 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
         const char *e[] = {cg_digit(di, sizeof di, "k", OH * OW, 0), z, "m", cg_digit(dr, sizeof dr, "k", 1, OH * OW)};
         const int64_t k[] = {O * OH * OW, Og * OH * OW, OH * OW, 1};
         buf_puts(&la, "v = "), gather(&la, dy, 4, e, k), buf_puts(&la, ";");
+        if (vec32_ok(n->in[0], OH * OW)) {   /* 4 pixels from a k that 4 divides: one image's, contiguous */
+          Buf ad = {0};
+          gather(&ad, dy, 4, e, k);
+          snprintf(s.a_f4, sizeof s.a_f4, "&%s", ad.s);
+          buf_free(&ad);
+        }
       }
       /* B: the input under tap (kh, kw) of output (oh, ow), 0 in the padding */
       digits(&lb, "k", 3, qn, qr, ke);

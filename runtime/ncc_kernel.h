@@ -216,6 +216,8 @@ static __device__ __forceinline__ float ncc_bf16(float x) {
  * again (exact).  ncc_ldg128(d, p): the 16 bytes at p (global memory,
  * aligned to 16) into d[0..3], one 128-bit load (LDG.E.128): eight stored
  * 16-bit values, or sixteen int8, lowest address in the low bits of d[0];
+ * ncc_ldg128f(f, p): the 4 floats at p (global, aligned to 16) into f[0..3],
+ * one 128-bit load;
  * ncc_sts32(s, v): v into the 4 bytes at s (shared, aligned to 4), STS.32.
  * ncc_ldmatrix_x4/_x2[_trans](d, p): ldmatrix.sync.aligned.m8n8.x4/.x2
  * [.trans].shared.b16, p this lane's row address (16-byte aligned); lanes
@@ -256,6 +258,10 @@ static __inline__ void ncc_lds_u32x4(unsigned *d, const unsigned short *s) {
 static __inline__ void ncc_ldg128(unsigned *d, const void *p) {
   if ((uintptr_t)p & 15u) ncc_emu_misaligned();   /* the GPU's LDG.E.128 faults there */
   memcpy(d, p, 16);
+}
+static __inline__ void ncc_ldg128f(float *f, const float *p) {
+  if ((uintptr_t)p & 15u) ncc_emu_misaligned();
+  memcpy(f, p, 16);
 }
 #define ncc_sts32(s, v) memcpy((s), &(v), 4)
 #define ncc_ldmatrix_x4(d, p) ncc_emu_ldmatrix((d), (p), 4, 0)
@@ -299,6 +305,10 @@ static __device__ __forceinline__ float ncc_bf16_load(unsigned short h) { return
 static __device__ __forceinline__ void ncc_ldg128(unsigned *d, const void *p) {
   uint4 v = *(const uint4 *)p;
   d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
+}
+static __device__ __forceinline__ void ncc_ldg128f(float *f, const float *p) {
+  float4 v = *(const float4 *)p;
+  f[0] = v.x, f[1] = v.y, f[2] = v.z, f[3] = v.w;
 }
 static __device__ __forceinline__ void ncc_sts32(void *s, unsigned v) { *(unsigned *)s = v; }
 static __device__ __forceinline__ unsigned ncc_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }

@@ -696,6 +696,20 @@ def _half_storage(ctx):
     src = open(out).read() if p.returncode == 0 else ""
     if "ncc_ldg128(q, &weight[" not in src or "const unsigned short *__restrict__ weight" not in src:
         raise Failure("ResNet-18 at fp16: the folded f16 weights should be staged with 128-bit loads")
+    # float32 operands with rows of 4n floats, 4 floats a 128-bit load (vec32_tile): ResNet-18's folded
+    # weights at tf32, and in the digits network's fp16 training step (float32 storage) the linear's
+    # input and the weight gradients' dy (4 x 4 and 8 x 8 output pixels).  The train oracle's tf32, fp16
+    # and bf16 gradient cases (6 x 6 outputs) run the same staging against PyTorch
+    p = ctx.ncc_cmd([os.path.join(examples, "resnet18.net"), "--precision=tf32", "--set", "N=2", "--set", "S=32",
+                     "-o", out])
+    src = open(out).read() if p.returncode == 0 else ""
+    if "ncc_ldg128f(f, &weight[" not in src or "ncc_ldg128(" in src:
+        raise Failure("ResNet-18 at tf32: the float32 weights should be staged 4 floats a 128-bit load")
+    p = ctx.ncc_cmd([os.path.join(examples, "digits.net"), "--precision=fp16", "--train", "-o", out])
+    src = open(out).read() if p.returncode == 0 else ""
+    if src.count("ncc_ldg128f(f, &dy[") < 2 or "ncc_ldg128f(f, &x[" not in src:
+        raise Failure("the digits step at fp16: dy of the weight gradients and the linear's input should be "
+                      "staged 4 floats a 128-bit load")
     p = ctx.ncc_cmd([golden, "--precision=bf16", "-O3", "-o", out])
     src = open(out).read() if p.returncode == 0 else ""
     if "ncc_bf16_bits(v)" not in src or "unsigned short v = 0;" not in src or "const unsigned short *__restrict__" not in src:
