@@ -305,7 +305,7 @@ static const char *mma_type(const Node *n) {
  * rows or columns, in fragment order: for each slice (and k-step), 32 slots
  * of 16 bytes, one for each lane, which a lane reads with one 128-bit load.
  * The lane of the element is g * 4 + t (g = rr % 8; t as below), and so is
- * its slot; with `swz` (a tile that a warp stores 32 consecutive rows or
+ * its slot; with `pad` (a tile that a warp stores 32 consecutive rows or
  * columns of one k at a time), slot lane + lane / 8: a slot of padding
  * after each 8, 36 a slice.  A phase of a 128-bit load (8 lanes) still
  * reads 128 consecutive bytes, and such a store then writes 16 banks, not 4
@@ -318,19 +318,19 @@ static const char *mma_type(const Node *n) {
  * + rr % 16 / 8 * 2 + kk % 2 (registers 0..3: rows 0..7 and 8..15 at k < 8,
  * then at k >= 8); B: slice rr / 16, element rr % 16 / 8 * 4 + kk / 8 * 2 +
  * kk % 2.
- * m16n8k16 s8 (MMA_S8), unswizzled: lane (rr % 8) * 4 + kk / 4; A: slice
+ * m16n8k16 s8 (MMA_S8), never padded: lane (rr % 8) * 4 + kk / 4; A: slice
  * (rr / 16, rr % 16 / 8), element kk % 4 (register 0 the rows 0..7 of the
  * slice, 1 the rows 8..15); B: slice rr / 8, element kk % 4. */
-static const char *mma_dst(char *dst, size_t n, int ab, int rows, const char *rr, int kind, int swz) {
+static const char *mma_dst(char *dst, size_t n, int ab, int rows, const char *rr, int kind, int pad) {
   NCC_ASSERT(rows % 16 == 0);
   if (kind == MMA_S8 && ab == 'A')
     snprintf(dst, n, "As[((%s / 16 * 2 + %s %% 16 / 8) * 32 + %s %% 8 * 4 + kk / 4) * 4 + kk %% 4]", rr, rr, rr);
   else if (kind == MMA_S8)
     snprintf(dst, n, "Bs[(%s / 8 * 32 + %s %% 8 * 4 + kk / 4) * 4 + kk %% 4]", rr, rr);
   else {
-    int k16 = kind == MMA_F16, SS = swz ? 36 : 32;   /* slots a slice (a padded one: 4 more) */
+    int k16 = kind == MMA_F16, SS = pad ? 36 : 32;   /* slots a slice (a padded one: 4 more) */
     char sl[64];   /* the element's slot in its slice */
-    if (swz)   /* after every 8 slots a slot of padding */
+    if (pad)   /* after every 8 slots a slot of padding */
       snprintf(sl, sizeof sl, "%s %% 8 * 4 + %s %% 8 / 2 + kk %% %s", rr, rr, k16 ? "8 / 2" : "4");
     else
       snprintf(sl, sizeof sl, "%s %% 8 * 4 + kk %% %s", rr, k16 ? "8 / 2" : "4");
@@ -384,7 +384,7 @@ static void vec_tile(Buf *b, int ab, int rows, int T, const char *rowvar, const 
  * with one 128-bit load (a warp 8 rows of 16 k, 64 bytes each), rounds each
  * as load_tile does (rv, of v) and stores them: tf32 a float each, fp16 and
  * bf16 a pair of k a 32-bit word.  Zero past RMAX and K (K is a multiple of
- * 4, so a piece is all in or all out).  The tile is padded (mma_dst's swz:
+ * 4, so a piece is all in or all out).  The tile is padded (mma_dst's pad:
  * a store's 32 threads then fall in 16 banks, not 4). */
 static void vec32_tile(Buf *b, int ab, int rows, int T, const char *rowvar, const char *rowbase, int64_t RMAX, int64_t K,
                        const char *addr, int kind, const char *rv) {
@@ -478,9 +478,9 @@ static const char *mma_bits(int kind) {
  * block has (ld1).  `ks` starts the slice index (tf32's k-step), `w` is the
  * values in a slot. */
 static void frag_b(Buf *b, const char *ld2, const char *ld1, const char *type, const char *d, int NJ, const char *ks,
-                   int w, int swz) {
-  const char *ls = swz ? "lp" : "lane";
-  int SS = swz ? 36 : 32;
+                   int w, int pad) {
+  const char *ls = pad ? "lp" : "lane";
+  int SS = pad ? 36 : 32;
   NCC_ASSERT(NJ % 2 == 0 || NJ == 1);
   if (NJ == 1)
     buf_printf(b, "      %s(%s[0], &Bs[((%swc / 16) * %d + %s) * %d + wc / 8 %% 2 * %d]);\n", ld1, d, ks, SS, ls, w, w / 2);
@@ -515,8 +515,8 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   int pipe_b = gr->main->pipe && s->b_tile[0] && s->b_fetch[0];
   int f4a = !i8 && !pipe && !(ab && s->a_vec[0]) && s->a_f4[0];   /* float32 by 128-bit loads (vec32_tile) */
   int f4b = !i8 && !pipe_bv && !pipe_b && !s->b_tile[0] && !(bb && s->b_vec[0]) && s->b_f4[0];
-  int swa = !i8 && !pipe && !(ab && s->a_vec[0]) && (!s->a_kcontig || f4a);
-  int swb = !i8 && !pipe_bv && !pipe_b && !s->b_tile[0] && !(bb && s->b_vec[0]) && (!s->b_kcontig || f4b);
+  int pada = !i8 && !pipe && !(ab && s->a_vec[0]) && (!s->a_kcontig || f4a);
+  int padb = !i8 && !pipe_bv && !pipe_b && !s->b_tile[0] && !(bb && s->b_vec[0]) && (!s->b_kcontig || f4b);
   static const char *const stage_words[] = {"", "", "two", "three", "four"};
   const char *sw = stage_words[S <= IR_PIPE_MAX_STAGES ? S : 2];
   if (pipe)
@@ -524,16 +524,16 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
                    "%s stages: cp.async, ldmatrix */\n", D_SHARED, TT, S, BM * ap, BM, BK, ap, sw);
   else
     buf_printf(&b, "  %s __align__(16) %s As[%d];   /* A tile, %d x %d, in fragment order%s */\n", D_SHARED, TT,
-               BK * BM / 32 * (swa ? 36 : 32), BM, BK, swa ? " (padded slices)" : "");
+               BK * BM / 32 * (pada ? 36 : 32), BM, BK, pada ? " (padded slices)" : "");
   if (pipe_bv)
     buf_printf(&b, "  %s __align__(16) %s Bs[%d][%d];   /* B tile, %d x %d, a row of k for each n (rows padded "
                    "to %d), %s stages: cp.async, ldmatrix */\n", D_SHARED, TT, S, BN * ap, BK, BN, ap, sw);
   else
     buf_printf(&b, "  %s __align__(16) %s Bs[%d];   /* B tile, %d x %d, in fragment order%s */\n", D_SHARED, TT,
-               BK * BN / 32 * (swb ? 36 : 32), BK, BN, swb ? " (padded slices)" : "");
+               BK * BN / 32 * (padb ? 36 : 32), BK, BN, padb ? " (padded slices)" : "");
   buf_printf(&b, "  int tid = %s, lane = tid %% 32, warp = tid / 32;\n", D_TID_X);
   buf_puts(&b, "  int gid = lane / 4, tig = lane % 4;   /* the lane's group and its place in it (PTX: groupID, threadID_in_group) */\n");
-  if (swa || swb)
+  if (pada || padb)
     buf_puts(&b, "  int lp = lane + lane / 8;   /* the lane's 16-byte slot in a padded slice (mma_dst) */\n");
   if (g.WM > 1)
     buf_printf(&b, "  int wr = warp / %d * %d, wc = warp %% %d * %d;   /* the warp's part of the tile */\n", g.WN, BM / g.WM,
@@ -611,7 +611,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   else if (f4a)
     vec32_tile(&b, 'A', BM, T, "m", "m0", s->M, s->K, s->a_f4, kind, mma_store_rv(sa, sizeof sa, gr->main, ra));
   else
-    load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind, swa), BM, T, s->a_kcontig, "m", "m0", s->M, s->K,
+    load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind, pada), BM, T, s->a_kcontig, "m", "m0", s->M, s->K,
               ab ? s->a_bits : s->a_load, ab ? "v" : mma_store_rv(sa, sizeof sa, gr->main, ra), ab ? bits : NULL);
   if (pipe_bv)
     ;   /* B by cp.async, above */
@@ -619,7 +619,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   else if (s->b_tile[0]) buf_puts(&b, s->b_tile);
   else if (bb && s->b_vec[0]) vec_tile(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_vec, kind);
   else if (f4b) vec32_tile(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_f4, kind, mma_store_rv(sb, sizeof sb, gr->main, rb));
-  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind, swb), BN, T, s->b_kcontig, "n", "n0", s->N, s->K,
+  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind, padb), BN, T, s->b_kcontig, "n", "n0", s->N, s->K,
                  bb ? s->b_bits : s->b_load, bb ? "v" : mma_store_rv(sb, sizeof sb, gr->main, rb), bb ? bits : NULL);
   if (pipe || pipe_bv) {
     if (S == 2) buf_puts(&b, "    ncc_cp_async_wait(1);   /* this K tile's copies have landed (the next one's may not) */\n");
@@ -663,23 +663,23 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
       buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_ldmatrix_x4(ah[i], &As[st][lo + i * %d]);\n", MI, 16 * AP);
     else
       buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_lds_u32x4(ah[i], &As[((wr / 16 + i) * %d + %s) * 8]);\n", MI,
-                 swa ? 36 : 32, swa ? "lp" : "lane");
+                 pada ? 36 : 32, pada ? "lp" : "lane");
     if (pipe_bv && NJ % 2 == 0)   /* ldmatrix x4: the fragments of columns 8 j .. 8 j + 15, k 0..15 */
       ldsm_x4_pairs(&b, "bh", "j", NJ, "Bs", "lb", 8 * AP);
     else if (pipe_bv)
       buf_printf(&b, "      for (int j = 0; j < %d; j++) ncc_ldmatrix_x2(bh[j], &Bs[st][lb + j * %d]);\n", NJ, 8 * AP);
     else
-      frag_b(&b, "ncc_lds_u32x4", "ncc_lds_u32x2", "unsigned", "bh", NJ, "", 8, swb);
+      frag_b(&b, "ncc_lds_u32x4", "ncc_lds_u32x2", "unsigned", "bh", NJ, "", 8, padb);
     buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) ncc_mma_%s_16x8x16(acc[i][j], ah[i], bh[j]);\n",
                MI, NJ, t);
     buf_printf(&b, "    }\n    %s\n%s  }\n", D_BARRIER, adv);
   } else {
     buf_printf(&b, "    for (int ks = 0; ks < 2; ks++) {\n      float af[%d][4], bf[%d][2];\n", MI, NJ);
     buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_lds4(af[i], &As[((ks * %d + wr / 16 + i) * %d + %s) * 4]);\n", MI,
-               BM / 16, swa ? 36 : 32, swa ? "lp" : "lane");
+               BM / 16, pada ? 36 : 32, pada ? "lp" : "lane");
     char ks[48];
     snprintf(ks, sizeof ks, "ks * %d + ", BN / 16);
-    frag_b(&b, "ncc_lds4", "ncc_lds2", "float", "bf", NJ, ks, 4, swb);
+    frag_b(&b, "ncc_lds4", "ncc_lds2", "float", "bf", NJ, ks, 4, padb);
     buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) ncc_mma_tf32_16x8x8(acc[i][j], af[i], bf[j]);\n",
                MI, NJ);
     buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
