@@ -318,16 +318,22 @@ static const char *mma_type(const Node *n) {
  * + rr % 16 / 8 * 2 + kk % 2 (registers 0..3: rows 0..7 and 8..15 at k < 8,
  * then at k >= 8); B: slice rr / 16, element rr % 16 / 8 * 4 + kk / 8 * 2 +
  * kk % 2.
- * m16n8k16 s8 (MMA_S8), never padded: lane (rr % 8) * 4 + kk / 4; A: slice
- * (rr / 16, rr % 16 / 8), element kk % 4 (register 0 the rows 0..7 of the
- * slice, 1 the rows 8..15); B: slice rr / 8, element kk % 4. */
-static const char *mma_dst(char *dst, size_t n, int ab, int rows, const char *rr, int kind, int pad) {
+ * m16n8k16 s8 (MMA_S8), never padded: lane (rr % 8) * 4 + kk / 4, a slot
+ * of 8 bytes (A) or 4 G (B); A: slice rr / 16, element rr % 16 / 8 * 4 +
+ * kk % 4 (register 0 the rows 0..7 of the slice, 1 the rows 8..15, one
+ * 64-bit load); B: slice rr / (8 G), element rr % (8 G) / 8 * 4 + kk % 4,
+ * the registers of G = min(nj, 4) 8-column blocks side by side (nj: the
+ * warp's blocks, NJ), one load of 4 G bytes. */
+static const char *mma_dst(char *dst, size_t n, int ab, int rows, const char *rr, int kind, int pad, int nj) {
   NCC_ASSERT(rows % 16 == 0);
   if (kind == MMA_S8 && ab == 'A')
-    snprintf(dst, n, "As[((%s / 16 * 2 + %s %% 16 / 8) * 32 + %s %% 8 * 4 + kk / 4) * 4 + kk %% 4]", rr, rr, rr);
-  else if (kind == MMA_S8)
-    snprintf(dst, n, "Bs[(%s / 8 * 32 + %s %% 8 * 4 + kk / 4) * 4 + kk %% 4]", rr, rr);
-  else {
+    snprintf(dst, n, "As[((%s / 16 * 32 + %s %% 8 * 4 + kk / 4) * 2 + %s %% 16 / 8) * 4 + kk %% 4]", rr, rr, rr);
+  else if (kind == MMA_S8) {
+    int G = nj >= 4 ? 4 : nj;
+    NCC_ASSERT(G == 1 || G == 2 || G == 4);
+    snprintf(dst, n, "Bs[(%s / %d * 32 + %s %% 8 * 4 + kk / 4) * %d + %s %% %d / 8 * 4 + kk %% 4]", rr, 8 * G, rr, 4 * G, rr,
+             8 * G);
+  } else {
     int k16 = kind == MMA_F16, SS = pad ? 36 : 32;   /* slots a slice (a padded one: 4 more) */
     char sl[64];   /* the element's slot in its slice */
     if (pad)   /* after every 8 slots a slot of padding */
@@ -365,7 +371,7 @@ static const char *mma_store_rv(char *buf, size_t n, const Node *nd, const char 
  * keeps side by side; zero past M (N) and K (K is a multiple of the piece,
  * so a piece is all in or all out). */
 static void vec_tile(Buf *b, int ab, int rows, int T, const char *rowvar, const char *rowbase, int64_t RMAX, int64_t K,
-                     const char *addr, int kind) {
+                     const char *addr, int kind, int nj) {
   int E = kind == MMA_S8 ? 16 : 8, P = BK / E, W = E / 4;   /* elements a piece, pieces a row, elements a word */
   char dst[200];
   buf_printf(b, "    for (int l = tid; l < %d; l += %d) {   /* 16 bytes a thread: one 128-bit load */\n", rows * P, T);
@@ -375,7 +381,7 @@ static void vec_tile(Buf *b, int ab, int rows, int T, const char *rowvar, const 
   tile_guard(b, rows, rowvar, RMAX, K);
   buf_printf(b, "        ncc_ldg128(q, %s);\n      }\n", addr);
   buf_printf(b, "      for (int p = 0; p < 4; p++) {\n        int kk = kv + %d * p;\n        ncc_sts32(&%s, q[p]);\n      }\n    }\n",
-             W, mma_dst(dst, sizeof dst, ab, rows, "rr", kind, 0));
+             W, mma_dst(dst, sizeof dst, ab, rows, "rr", kind, 0, nj));
 }
 
 /* Statements that fill the tf32, fp16 or bf16 MMA tile `ab` ('A' or 'B') of
@@ -400,7 +406,7 @@ static void vec32_tile(Buf *b, int ab, int rows, int T, const char *rowvar, cons
   buf_printf(b, "      int %s = %s + rr, k = k0 + kv;\n      float f[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n", rowvar, rowbase);
   tile_guard(b, rows, rowvar, RMAX, K);
   buf_printf(b, "        ncc_ldg128f(f, %s);\n      }\n", addr);
-  mma_dst(dst, sizeof dst, ab, rows, "rr", kind, 1);
+  mma_dst(dst, sizeof dst, ab, rows, "rr", kind, 1, 0);
   if (kind == MMA_F16)
     buf_printf(b, "      for (int p = 0; p < 4; p += 2) {   /* k and k + 1: a word */\n        int kk = kv + p;\n"
                   "        float v = f[p];\n        unsigned lo = %s;\n        v = f[p + 1];\n"
@@ -489,6 +495,20 @@ static void frag_b(Buf *b, const char *ld2, const char *ld1, const char *type, c
                   "        %s(q, &Bs[((%swc / 16 + j / 2) * %d + %s) * %d]);\n"
                   "        %s[j][0] = q[0], %s[j][1] = q[1], %s[j + 1][0] = q[2], %s[j + 1][1] = q[3];\n      }\n",
                NJ, type, ld2, ks, SS, ls, w, d, d, d, d);
+}
+
+/* The int8 B fragments of a warp's NJ blocks from a tile in fragment order
+ * (mma_dst): G = min(NJ, 4) blocks' registers a lane's slot, one 32-, 64-
+ * or 128-bit load */
+static void frag_b_s8(Buf *b, int NJ) {
+  int G = NJ >= 4 ? 4 : NJ;
+  if (G == 1)
+    buf_printf(b, "      for (int j = 0; j < %d; j++) bh[j][0] = ncc_lds_s8x4(&Bs[((wc / 8 + j) * 32 + lane) * 4]);\n", NJ);
+  else
+    buf_printf(b, "      for (int j = 0; j < %d; j += %d) {\n        unsigned q[%d];\n"
+                  "        ncc_lds_u32x%d(q, (const unsigned short *)&Bs[((wc / %d + j / %d) * 32 + lane) * %d]);\n"
+                  "        for (int r = 0; r < %d; r++) bh[j + r][0] = q[r];\n      }\n",
+               NJ, G, G, G, 8 * G, G, 4 * G, G);
 }
 
 static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
@@ -607,19 +627,19 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   if (pipe)
     ;   /* A by cp.async, above */
   else if (ab && s->a_vec[0])   /* 16 bytes a load where the stored operand's rows allow */
-    vec_tile(&b, 'A', BM, T, "m", "m0", s->M, s->K, s->a_vec, kind);
+    vec_tile(&b, 'A', BM, T, "m", "m0", s->M, s->K, s->a_vec, kind, NJ);
   else if (f4a)
     vec32_tile(&b, 'A', BM, T, "m", "m0", s->M, s->K, s->a_f4, kind, mma_store_rv(sa, sizeof sa, gr->main, ra));
   else
-    load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind, pada), BM, T, s->a_kcontig, "m", "m0", s->M, s->K,
+    load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind, pada, NJ), BM, T, s->a_kcontig, "m", "m0", s->M, s->K,
               ab ? s->a_bits : s->a_load, ab ? "v" : mma_store_rv(sa, sizeof sa, gr->main, ra), ab ? bits : NULL);
   if (pipe_bv)
     ;   /* B by cp.async, above */
   else if (pipe_b) buf_puts(&b, s->b_put);
   else if (s->b_tile[0]) buf_puts(&b, s->b_tile);
-  else if (bb && s->b_vec[0]) vec_tile(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_vec, kind);
+  else if (bb && s->b_vec[0]) vec_tile(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_vec, kind, NJ);
   else if (f4b) vec32_tile(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_f4, kind, mma_store_rv(sb, sizeof sb, gr->main, rb));
-  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind, padb), BN, T, s->b_kcontig, "n", "n0", s->N, s->K,
+  else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind, padb, NJ), BN, T, s->b_kcontig, "n", "n0", s->N, s->K,
                  bb ? s->b_bits : s->b_load, bb ? "v" : mma_store_rv(sb, sizeof sb, gr->main, rb), bb ? bits : NULL);
   if (pipe || pipe_bv) {
     if (S == 2) buf_puts(&b, "    ncc_cp_async_wait(1);   /* this K tile's copies have landed (the next one's may not) */\n");
@@ -642,7 +662,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
       buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_ldmatrix_x2(ah[i], &As[st][lo + i * %d]);\n", MI, 16 * AP8);
     else
       buf_printf(&b, "      for (int i = 0; i < %d; i++)\n"
-                     "        for (int r = 0; r < 2; r++) ah[i][r] = ncc_lds_s8x4(&As[((wr / 16 + i) * 64 + 32 * r + lane) * 4]);\n", MI);
+                     "        ncc_lds_u32x2(ah[i], (const unsigned short *)&As[((wr / 16 + i) * 32 + lane) * 8]);\n", MI);
     if (pipe_bv && NJ % 4 == 0)   /* ldmatrix x4: columns 0..7 of blocks j .. j + 3 */
       buf_printf(&b, "      for (int j = 0; j < %d; j += 4) {\n        unsigned q[4];\n"
                      "        ncc_ldmatrix_x4(q, &Bs[st][lb + j * %d]);\n"
@@ -652,7 +672,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
                      "        ncc_ldmatrix_x2(q, &Bs[st][lb + j * %d]);\n"
                      "        bh[j][0] = q[0], bh[j + 1][0] = q[1];\n      }\n", NJ, 8 * AP8);
     else
-      buf_printf(&b, "      for (int j = 0; j < %d; j++) bh[j][0] = ncc_lds_s8x4(&Bs[((wc / 8 + j) * 32 + lane) * 4]);\n", NJ);
+      frag_b_s8(&b, NJ);
     buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) ncc_mma_s8_16x8x16(acc[i][j], ah[i], bh[j]);\n",
                MI, NJ);
     buf_printf(&b, "    }\n    %s\n%s  }\n", D_BARRIER, adv);
@@ -1261,7 +1281,7 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
     /* stored narrow: the tile takes the stored bits (a pooling computes in floats) */
     const char *bits = xin->narrow && !pool ? mma_bits(mma_kind(nd)) : NULL;
     im2col_tile(&s, d, x, xin, cb, pool, mma_store_rv(sb, sizeof sb, nd, rb), BN, g.T,
-                mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_kind(nd), 0), bits, nd->a.wtap, nd->pipe ? mma_type(nd) : NULL);
+                mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_kind(nd), 0, g.NJ), bits, nd->a.wtap, nd->pipe ? mma_type(nd) : NULL);
   } else {
     im2col_tile(&s, d, x, xin, cb, pool, rb, 16 * tile_of(s.N), 256, "Bs[kk][rb]", NULL, nd->a.wtap, NULL);
   }
@@ -1849,7 +1869,7 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
         spec_rv(c, &p, n, &s, ra, rb);
         if (ir_gemm_mma(n)) {
           MmaCfg g = mma_cfg(n);
-          wgrad_tile(&s, &wd, x, g.BN, g.T, mma_dst(dst, sizeof dst, 'B', g.BN, "rr", mma_kind(n), 0),
+          wgrad_tile(&s, &wd, x, g.BN, g.T, mma_dst(dst, sizeof dst, 'B', g.BN, "rr", mma_kind(n), 0, g.NJ),
                      mma_store_rv(sb, sizeof sb, n, rb));
         } else {
           wgrad_tile(&s, &wd, x, 16 * tile_of(s.N), 256, "Bs[kk][rr]", rb);
