@@ -533,10 +533,11 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   const char *bits = mma_bits(kind);
   int ab = bits && s->a_bits[0], bb = bits && s->b_bits[0];
   int pipe_b = gr->main->pipe && s->b_tile[0] && s->b_fetch[0];
-  int f4a = !i8 && !pipe && !(ab && s->a_vec[0]) && s->a_f4[0];   /* float32 by 128-bit loads (vec32_tile) */
-  int f4b = !i8 && !pipe_bv && !pipe_b && !s->b_tile[0] && !(bb && s->b_vec[0]) && s->b_f4[0];
-  int pada = !i8 && !pipe && !(ab && s->a_vec[0]) && (!s->a_kcontig || f4a);
-  int padb = !i8 && !pipe_bv && !pipe_b && !s->b_tile[0] && !(bb && s->b_vec[0]) && (!s->b_kcontig || f4b);
+  /* the tf32/fp16/bf16 operands the threads stage element by element, or four floats a load */
+  int ela = !i8 && !pipe && !(ab && s->a_vec[0]);
+  int elb = !i8 && !pipe_bv && !pipe_b && !s->b_tile[0] && !(bb && s->b_vec[0]);
+  int f4a = ela && s->a_f4[0], f4b = elb && s->b_f4[0];   /* float32 by 128-bit loads (vec32_tile) */
+  int pada = ela && (!s->a_kcontig || f4a), padb = elb && (!s->b_kcontig || f4b);
   static const char *const stage_words[] = {"", "", "two", "three", "four"};
   const char *sw = stage_words[S <= IR_PIPE_MAX_STAGES ? S : 2];
   if (pipe)

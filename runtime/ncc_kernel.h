@@ -232,23 +232,23 @@ static __device__ __forceinline__ float ncc_bf16(float x) {
 #define ncc_mma_f16_16x8x16(d, a, b) ncc_emu_mma(NCC_EMU_MMA_F16, (d), (a), (b))
 #define ncc_mma_bf16_16x8x16(d, a, b) ncc_emu_mma(NCC_EMU_MMA_BF16, (d), (a), (b))
 #define ncc_mma_s8_16x8x16(d, a, b) ncc_emu_mma(NCC_EMU_MMA_S8, (float *)(d), (a), (b))
-/* a shared-memory vector load's address, aligned to its size as the GPU's LDS.64 and LDS.128 need */
-#define NCC_EMU_LDS_ALIGNED(s, n) \
+/* a vector load's address, aligned to its size as the GPU's LDS.64, LDS.128 and LDG.E.128 need */
+#define NCC_EMU_VEC_ALIGNED(s, n) \
   if ((uintptr_t)(s) & ((n) - 1u)) ncc_emu_misaligned()
 static __inline__ void ncc_lds4(float *d, const float *s) {
-  NCC_EMU_LDS_ALIGNED(s, 16);
+  NCC_EMU_VEC_ALIGNED(s, 16);
   memcpy(d, s, 4 * sizeof(float));
 }
 static __inline__ void ncc_lds2(float *d, const float *s) {
-  NCC_EMU_LDS_ALIGNED(s, 8);
+  NCC_EMU_VEC_ALIGNED(s, 8);
   memcpy(d, s, 2 * sizeof(float));
 }
 static __inline__ void ncc_lds_u32x2(unsigned *d, const unsigned short *s) {
-  NCC_EMU_LDS_ALIGNED(s, 8);
+  NCC_EMU_VEC_ALIGNED(s, 8);
   memcpy(d, s, 8);   /* little-endian: s[0] in the low half of d[0], as on the GPU */
 }
 static __inline__ void ncc_lds_u32x4(unsigned *d, const unsigned short *s) {
-  NCC_EMU_LDS_ALIGNED(s, 16);
+  NCC_EMU_VEC_ALIGNED(s, 16);
   memcpy(d, s, 16);
 }
 #define ncc_fp16_bits(x) ncc_f32_to_f16_bits(x)
@@ -256,11 +256,11 @@ static __inline__ void ncc_lds_u32x4(unsigned *d, const unsigned short *s) {
 #define ncc_fp16_load(h) ncc_f16_bits_to_f32(h)
 #define ncc_bf16_load(h) ncc_bf16_bits_to_f32(h)
 static __inline__ void ncc_ldg128(unsigned *d, const void *p) {
-  if ((uintptr_t)p & 15u) ncc_emu_misaligned();   /* the GPU's LDG.E.128 faults there */
+  NCC_EMU_VEC_ALIGNED(p, 16);
   memcpy(d, p, 16);
 }
 static __inline__ void ncc_ldg128f(float *f, const float *p) {
-  if ((uintptr_t)p & 15u) ncc_emu_misaligned();
+  NCC_EMU_VEC_ALIGNED(p, 16);
   memcpy(f, p, 16);
 }
 #define ncc_sts32(s, v) memcpy((s), &(v), 4)

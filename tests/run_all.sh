@@ -12,9 +12,9 @@
 #      default 30, for CI's time budget; the scripts alone default to 60), the
 #      scripts tests/fuzz/run_*.sh as many at a time as there are cores
 #   5. examples/demo.sh, the README's first command
-# The whole run, on a clean clone on a 2-core CI machine: 27 min 37 s
-# (2026-11-27: the release stage 19 min, the sanitizer stage 6, fuzzing and
-# the demo 2); the same machine has run the suite twice as fast on other days.
+# The whole run, on a clean clone on a 2-core CI machine: 26 to 28 min
+# (2026-11-27: the release stage 18 to 20 min, the sanitizer stage 6, fuzzing
+# and the demo 2); the same machine has run the suite twice as fast on other days.
 # The training oracle (label train, tests/oracle/train_oracle.py) runs in the
 # release stage but for its big models (label train-slow: ResNet-50, VGG-16,
 # VGG-19, minutes each on 2 cores; `ctest -L train-slow` runs them by hand);
