@@ -38,6 +38,12 @@ typedef struct GemmSpec {
                           4 floats long: the address of A(z, m, k), whose 4 floats from k on (a multiple of 4)
                           one 128-bit load stages (vec32_tile); or "" */
   char b_f4[512];      /* the same for B(z, k, n), with n for m */
+  char b_nvec[512];    /* fp16, bf16: when B is stored narrow (Value.narrow) and n-contiguous in whole pieces of
+                          b_piece values (8 or 4: 16 or 8 bytes; N and a row's start multiples of it; a
+                          convolution's: each piece in one image): the address of B(z, k, n), whose piece
+                          from n on one cp.async copies into the k-major tile that ldmatrix.trans reads
+                          (async_tile_kn); or "" */
+  int b_piece;         /* with b_nvec: the values a copy, 8 or 4 */
   char out_idx[512];   /* expression: linear index of C(z, m, n) in the main output */
   char bias[256];      /* expression added to the accumulator, or "" */
   char b_pre[1024];    /* statements before the K loop that b_tile's per-thread state needs, or "" */
@@ -80,6 +86,15 @@ static void spec_rv(Cg *c, KParams *p, const Node *n, const GemmSpec *s, char ra
 static int vec_ok(const Value *v, int64_t rowlen) {
   int es = v->narrow ? dtype_size((DType)v->narrow) : 0;
   return es && es <= 2 && rowlen % (16 / es) == 0;
+}
+
+/* The values of an n-contiguous operand v stored narrow in 16 bits, with
+ * rows of rowlen elements, that one cp.async copies (GemmSpec.b_piece): 8
+ * (16 bytes) where the rows come in whole 8s, else 4 (8 bytes) where in
+ * 4s; 0: neither.  Its buffer starts 256-aligned. */
+static int nvec_piece(const Value *v, int64_t rowlen) {
+  int es = v->narrow ? dtype_size((DType)v->narrow) : 0;
+  return es != 2 ? 0 : rowlen % 8 == 0 ? 8 : rowlen % 4 == 0 ? 4 : 0;
 }
 
 /* Does a k-contiguous float32 operand v (not stored narrow), with rows of
@@ -458,14 +473,52 @@ static void async_tile(Buf *b, const char *arr, const char *tt, const char *var,
   buf_printf(b, "%s}\n", ind);
 }
 
+/* The B tile of a pipelined fp16/bf16 GEMM whose B is n-contiguous
+ * (GemmSpec.b_nvec: a matmul's b, a 1x1 convolution's image), k-major: a
+ * row of BN values for each of the BK k, padded to BNP = BN + 8 (rows 16
+ * bytes apart modulo 128, so the 8 rows of k an ldmatrix.trans phase reads
+ * fall in distinct banks); Node.pipe stages.  Statements that issue stage
+ * `stg`'s copies of the K tile at `kx`: pieces of PW values (8 or 4: 16 or
+ * 8 bytes) a thread with cp.async, zeros stored past N and K (N is a
+ * multiple of PW: a piece is all in or all out). */
+static int bnp(int BN) { return BN + 8; }
+static void async_tile_kn(Buf *b, int BN, int T, int64_t N, int64_t K, const char *kx, const char *stg, const char *addr,
+                          const char *ind, int PW) {
+  int P = BN / PW, n = BK * P;   /* pieces a row of k, pieces a tile */
+  NCC_ASSERT(PW == 8 || PW == 4);
+  char c1[48], c2[48], cond[112] = "";
+  snprintf(c1, sizeof c1, "n < %lld", LL(N));
+  snprintf(c2, sizeof c2, "k < %lld", LL(K));
+  if (N % BN || K % BK) snprintf(cond, sizeof cond, "%s%s%s", N % BN ? c1 : "", N % BN && K % BK ? " && " : "", K % BK ? c2 : "");
+  if (n == T) buf_printf(b, "%s{   /* %d bytes (%d n) a thread: cp.async */\n%s  int l = tid;\n", ind, 2 * PW, PW, ind);
+  else if (n < T)
+    buf_printf(b, "%sif (tid < %d) {   /* %d bytes (%d n) a thread: cp.async */\n%s  int l = tid;\n", ind, n, 2 * PW, PW, ind);
+  else if (n % T == 0)
+    buf_printf(b, "%sfor (int q = 0; q < %d; q++) {   /* %d bytes (%d n) a copy, %d a thread: cp.async */\n%s  int l = tid + q * %d;\n",
+               ind, n / T, 2 * PW, PW, n / T, ind, T);
+  else buf_printf(b, "%sfor (int l = tid; l < %d; l += %d) {   /* %d bytes (%d n) a thread: cp.async */\n", ind, n, T, 2 * PW, PW);
+  buf_printf(b, "%s  int kk = l / %d, nv = l %% %d * %d;\n", ind, P, P, PW);
+  buf_printf(b, "%s  int k = %s + kk, n = n0 + nv;\n", ind, kx);
+  buf_printf(b, "%s  unsigned short *dst = &Bs[%s][kk * %d + nv];\n", ind, stg, bnp(BN));
+  if (cond[0])
+    buf_printf(b, "%s  if (%s) {\n%s    ncc_cp_async%d(dst, %s);\n%s  } else {\n"
+                  "%s    unsigned z = 0u;\n%s    for (int p = 0; p < %d; p++) ncc_sts32(dst + 2 * p, z);\n%s  }\n",
+               ind, cond, ind, 2 * PW, addr, ind, ind, ind, PW / 2, ind);
+  else
+    buf_printf(b, "%s  ncc_cp_async%d(dst, %s);\n", ind, 2 * PW, addr);
+  buf_printf(b, "%s}\n", ind);
+}
+
 /* A loop that fills fragments d[I][0..1] and d[I + 1][0..1] (I = 0, 2, ..
- * n - 2) from one ldmatrix x4 each, at &arr[st][base + I * stride]: two
- * 16-row slices of an int8 A, or two 8-column blocks of a 16-bit B */
-static void ldsm_x4_pairs(Buf *b, const char *d, const char *I, int n, const char *arr, const char *base, int stride) {
+ * n - 2) from one ldmatrix x4 (ld: ncc_ldmatrix_x4 or _x4_trans) each, at
+ * &arr[st][base + I * stride]: two 16-row slices of an int8 A, or two
+ * 8-column blocks of a 16-bit B */
+static void ldsm_x4_pairs(Buf *b, const char *ld, const char *d, const char *I, int n, const char *arr, const char *base,
+                          int stride) {
   buf_printf(b, "      for (int %s = 0; %s < %d; %s += 2) {\n        unsigned q[4];\n"
-                "        ncc_ldmatrix_x4(q, &%s[st][%s + %s * %d]);\n"
+                "        %s(q, &%s[st][%s + %s * %d]);\n"
                 "        %s[%s][0] = q[0], %s[%s][1] = q[1], %s[%s + 1][0] = q[2], %s[%s + 1][1] = q[3];\n      }\n",
-             I, I, n, I, arr, base, I, stride, d, I, d, I, d, I, d, I);
+             I, I, n, I, ld, arr, base, I, stride, d, I, d, I, d, I, d, I);
 }
 
 /* The declaration of v for a tile element copied as stored (an operand of
@@ -525,6 +578,10 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   /* B the same way where it is stored so too (a linear's weight converted at load), not gathered (b_tile);
    * int8 with two 8-column blocks a warp at least (ldmatrix x2 and x4 of B's one-register fragments) */
   int pipe_bv = gr->main->pipe && k16 && s->b_bits[0] && s->b_vec[0] && !s->b_tile[0] && (!i8 || NJ % 2 == 0);
+  /* B n-contiguous and stored so at fp16/bf16 (a matmul's b, a 1x1 convolution's image: GemmSpec.b_nvec): copied
+   * k-major by cp.async, read by ldmatrix.trans (in place of a convolution's gathered tile, b_tile) */
+  int pipe_bt = gr->main->pipe && kind == MMA_F16 && s->b_nvec[0] && !pipe_bv;
+  int cpb = pipe_bv || pipe_bt;   /* B by cp.async */
   /* the stages of those copies (Node.pipe, at least 2): the copies of S - 1 K tiles in flight */
   int S = gr->main->pipe > 2 ? gr->main->pipe : 2;
   /* the operand (a stored narrow one: its bits, mma_bits); B through registers (--gemm-pipeline, a
@@ -532,10 +589,10 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
    * its tile's slices padded (mma_dst) */
   const char *bits = mma_bits(kind);
   int ab = bits && s->a_bits[0], bb = bits && s->b_bits[0];
-  int pipe_b = gr->main->pipe && s->b_tile[0] && s->b_fetch[0];
+  int pipe_b = gr->main->pipe && s->b_tile[0] && s->b_fetch[0] && !pipe_bt;
   /* the tf32/fp16/bf16 operands the threads stage element by element, or four floats a load */
   int ela = !i8 && !pipe && !(ab && s->a_vec[0]);
-  int elb = !i8 && !pipe_bv && !pipe_b && !s->b_tile[0] && !(bb && s->b_vec[0]);
+  int elb = !i8 && !cpb && !pipe_b && !s->b_tile[0] && !(bb && s->b_vec[0]);
   int f4a = ela && s->a_f4[0], f4b = elb && s->b_f4[0];   /* float32 by 128-bit loads (vec32_tile) */
   int pada = ela && (!s->a_kcontig || f4a), padb = elb && (!s->b_kcontig || f4b);
   static const char *const stage_words[] = {"", "", "two", "three", "four"};
@@ -549,6 +606,9 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   if (pipe_bv)
     buf_printf(&b, "  %s __align__(16) %s Bs[%d][%d];   /* B tile, %d x %d, a row of k for each n (rows padded "
                    "to %d), %s stages: cp.async, ldmatrix */\n", D_SHARED, TT, S, BN * ap, BK, BN, ap, sw);
+  else if (pipe_bt)
+    buf_printf(&b, "  %s __align__(16) %s Bs[%d][%d];   /* B tile, %d x %d, a row of n for each k (rows padded "
+                   "to %d), %s stages: cp.async, ldmatrix.trans */\n", D_SHARED, TT, S, BK * bnp(BN), BK, BN, bnp(BN), sw);
   else
     buf_printf(&b, "  %s __align__(16) %s Bs[%d];   /* B tile, %d x %d, in fragment order%s */\n", D_SHARED, TT,
                BK * BN / 32 * (padb ? 36 : 32), BK, BN, padb ? " (padded slices)" : "");
@@ -563,13 +623,13 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     buf_printf(&b, "  int wr = 0, wc = warp * %d;   /* the warp's part of the tile */\n", BN / g.WN);
   buf_printf(&b, "  int m0 = %s * %d, n0 = %s * %d;\n", D_BID_Y, BM, D_BID_X, BN);
   z_and_range(&b, s);
-  if (s->b_tile[0]) buf_puts(&b, s->b_pre);
+  if (s->b_tile[0] && !pipe_bt) buf_puts(&b, s->b_pre);
   buf_printf(&b, "  %s acc[%d][%d][4];\n", kind == MMA_S8 ? "int" : "float", MI, NJ);
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++)\n"
                  "      for (int r = 0; r < 4; r++) acc[i][j][r] = %s;\n", MI, NJ, kind == MMA_S8 ? "0" : "0.0f");
   char kend[32] = "ke";   /* the end of this block's K: split-K's range, else K */
   if (s->S <= 1) snprintf(kend, sizeof kend, "%lld", LL(s->K));
-  if (pipe || pipe_bv) {   /* the first K tile's copies in flight before the loop */
+  if (pipe || cpb) {   /* the first K tile's copies in flight before the loop */
     buf_puts(&b, "  int st = 0;   /* the stage the loop's MMAs read */\n");
     /* int8: a 16-byte row is a row's 16 k; an 8 x 8 matrix of 16-bit pairs gives lane l the bytes
      * 4 (l % 4) .. + 3 of row l / 4: the s8 fragment of rows (A) or columns (B) 0..7 */
@@ -585,9 +645,14 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
       buf_printf(&b, "  int lb = (wc + lane %% 8) * %d + 8 * (lane / 8 %% 2);   /* this lane's ldmatrix row of B */\n", AP);
     else if (pipe_bv)   /* x4: lane l names column l of four 8-column blocks; x2: column l %% 16 of two */
       buf_printf(&b, "  int lb = (wc + lane%s) * %d;   /* this lane's ldmatrix row of B */\n", NJ % 4 ? " % 16" : "", AP8);
+    else if (pipe_bt)   /* x4.trans: lanes 0..7 name rows k 0..7 of columns wc.., 8..15 k 8..15, 16..31 columns wc + 8..;
+                           x2.trans: lanes 0..15 */
+      buf_printf(&b, "  int lb = (lane %% 8 + 8 * (lane / 8 %% 2)) * %d + wc%s;   /* this lane's ldmatrix row of B (a k) */\n",
+                 bnp(BN), NJ % 2 ? "" : " + 8 * (lane / 16)");
     buf_puts(&b, "  {\n");
     if (pipe) async_tile(&b, "As", TT, "m", "m0", BM, T, s->M, s->K, s->S > 1 ? "kb" : "0", "0", s->a_vec, "    ");
     if (pipe_bv) async_tile(&b, "Bs", TT, "n", "n0", BN, T, s->N, s->K, s->S > 1 ? "kb" : "0", "0", s->b_vec, "    ");
+    if (pipe_bt) async_tile_kn(&b, BN, T, s->N, s->K, s->S > 1 ? "kb" : "0", "0", s->b_nvec, "    ", s->b_piece);
     buf_puts(&b, "    ncc_cp_async_commit();\n  }\n");
     for (int q = 1; q < S - 1; q++) {   /* and the next ones' (a group each, empty past the end) */
       char kx[32], stg[16];
@@ -599,6 +664,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
       if (s->S > 1 || q * BK < s->K) {
         if (pipe) async_tile(&b, "As", TT, "m", "m0", BM, T, s->M, s->K, kx, stg, s->a_vec, "    ");
         if (pipe_bv) async_tile(&b, "Bs", TT, "n", "n0", BN, T, s->N, s->K, kx, stg, s->b_vec, "    ");
+        if (pipe_bt) async_tile_kn(&b, BN, T, s->N, s->K, kx, stg, s->b_nvec, "    ", s->b_piece);
         buf_puts(&b, "  }\n");
       }
       buf_printf(&b, "  ncc_cp_async_commit();%s\n", s->S > 1 || q * BK < s->K ? "" : "   /* (empty: K has no such tile) */");
@@ -614,7 +680,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   char dst[160];
   char ra[64], rb[64], sa[96], sb[96];
   spec_rv(c, p, gr->main, s, ra, rb);
-  if (pipe || pipe_bv) {   /* the copies of the K tile S - 1 on, into the stage the last iteration read,
+  if (pipe || cpb) {   /* the copies of the K tile S - 1 on, into the stage the last iteration read,
                               while this one's loads and MMAs run */
     buf_printf(&b, "    if (k0 + %d < %s) {\n", (S - 1) * BK, kend);
     char knext[32], stg[32];
@@ -623,6 +689,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     else snprintf(stg, sizeof stg, "st ? st - 1 : %d", S - 1);
     if (pipe) async_tile(&b, "As", TT, "m", "m0", BM, T, s->M, s->K, knext, stg, s->a_vec, "      ");
     if (pipe_bv) async_tile(&b, "Bs", TT, "n", "n0", BN, T, s->N, s->K, knext, stg, s->b_vec, "      ");
+    if (pipe_bt) async_tile_kn(&b, BN, T, s->N, s->K, knext, stg, s->b_nvec, "      ", s->b_piece);
     buf_puts(&b, "    }\n    ncc_cp_async_commit();   /* (an empty group after the last tile) */\n");
   }
   if (pipe)
@@ -634,7 +701,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   else
     load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind, pada, NJ), BM, T, s->a_kcontig, "m", "m0", s->M, s->K,
               ab ? s->a_bits : s->a_load, ab ? "v" : mma_store_rv(sa, sizeof sa, gr->main, ra), ab ? bits : NULL);
-  if (pipe_bv)
+  if (cpb)
     ;   /* B by cp.async, above */
   else if (pipe_b) buf_puts(&b, s->b_put);
   else if (s->b_tile[0]) buf_puts(&b, s->b_tile);
@@ -642,13 +709,13 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   else if (f4b) vec32_tile(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_f4, kind, mma_store_rv(sb, sizeof sb, gr->main, rb));
   else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind, padb, NJ), BN, T, s->b_kcontig, "n", "n0", s->N, s->K,
                  bb ? s->b_bits : s->b_load, bb ? "v" : mma_store_rv(sb, sizeof sb, gr->main, rb), bb ? bits : NULL);
-  if (pipe || pipe_bv) {
+  if (pipe || cpb) {
     if (S == 2) buf_puts(&b, "    ncc_cp_async_wait(1);   /* this K tile's copies have landed (the next one's may not) */\n");
     else buf_printf(&b, "    ncc_cp_async_wait(%d);   /* this K tile's copies have landed (the next %d tiles' may not) */\n", S - 1, S - 1);
   }
   char adv[48] = "";   /* the next stage */
-  if ((pipe || pipe_bv) && S == 2) snprintf(adv, sizeof adv, "    st ^= 1;\n");
-  else if (pipe || pipe_bv) snprintf(adv, sizeof adv, "    st = st == %d ? 0 : st + 1;\n", S - 1);
+  if ((pipe || cpb) && S == 2) snprintf(adv, sizeof adv, "    st ^= 1;\n");
+  else if (pipe || cpb) snprintf(adv, sizeof adv, "    st = st == %d ? 0 : st + 1;\n", S - 1);
   buf_printf(&b, "    %s\n", D_BARRIER);
   if (pipe_b) {
     buf_printf(&b, "    if (k0 + %d < %s) {   /* the next K tile's B elements, in flight during the MMAs */\n", BK, kend);
@@ -658,7 +725,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   if (kind == MMA_S8) {   /* a lane's A: 2 registers of 4 int8 (rows g, g + 8), B: 1, each one 32-bit load */
     buf_printf(&b, "    {\n      unsigned ah[%d][2], bh[%d][1];\n", MI, NJ);
     if (pipe && MI % 2 == 0)   /* ldmatrix x4: rows 0..7, 8..15 of slices i and i + 1 */
-      ldsm_x4_pairs(&b, "ah", "i", MI, "As", "lo", 16 * AP8);
+      ldsm_x4_pairs(&b, "ncc_ldmatrix_x4", "ah", "i", MI, "As", "lo", 16 * AP8);
     else if (pipe)
       buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_ldmatrix_x2(ah[i], &As[st][lo + i * %d]);\n", MI, 16 * AP8);
     else
@@ -686,7 +753,11 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
       buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_lds_u32x4(ah[i], &As[((wr / 16 + i) * %d + %s) * 8]);\n", MI,
                  pada ? 36 : 32, pada ? "lp" : "lane");
     if (pipe_bv && NJ % 2 == 0)   /* ldmatrix x4: the fragments of columns 8 j .. 8 j + 15, k 0..15 */
-      ldsm_x4_pairs(&b, "bh", "j", NJ, "Bs", "lb", 8 * AP);
+      ldsm_x4_pairs(&b, "ncc_ldmatrix_x4", "bh", "j", NJ, "Bs", "lb", 8 * AP);
+    else if (pipe_bt && NJ % 2 == 0)   /* ldmatrix x4.trans: columns 8 j .. 8 j + 15, k 0..15 */
+      ldsm_x4_pairs(&b, "ncc_ldmatrix_x4_trans", "bh", "j", NJ, "Bs", "lb", 8);
+    else if (pipe_bt)
+      buf_puts(&b, "      ncc_ldmatrix_x2_trans(bh[0], &Bs[st][lb]);\n");
     else if (pipe_bv)
       buf_printf(&b, "      for (int j = 0; j < %d; j++) ncc_ldmatrix_x2(bh[j], &Bs[st][lb + j * %d]);\n", NJ, 8 * AP);
     else
@@ -1240,6 +1311,7 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Val
   if (tt) b_regs_put(s, tt, J, KS, dst);
 }
 
+static int conv_is_1x1(const ConvDims *d);
 static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   Node *nd = gr->main;
   KParams p = {0};
@@ -1272,6 +1344,19 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   if (s.uses_z) snprintf(cb, sizeof cb, "z * %lld", LL(d->Cig));
   else snprintf(cb, sizeof cb, "0");
   s.a_w = 1;   /* A the weight, B the image columns */
+  /* a 1x1 convolution (stride 1, no padding) of an image stored narrow: B(k, n) is channel k of pixel n, n-contiguous
+   * in an image; pieces of 16 or 8 bytes where the images' pixels come in whole pieces (cp.async, ldmatrix.trans) */
+  if (conv_is_1x1(d) && !pool && (s.b_piece = nvec_piece(xin, OHW))) {
+    char plane[128];   /* the channel plane of k: image n / OHW's channel (z's group's) k */
+    if (d->Nb > 1)
+      snprintf(plane, sizeof plane, "(n / %lld * %lld + %s%sk)", LL(OHW), LL(d->Cin), s.uses_z ? cb : "", s.uses_z ? " + " : "");
+    else if (s.uses_z)
+      snprintf(plane, sizeof plane, "(%s + k)", cb);
+    else
+      snprintf(plane, sizeof plane, "k");
+    if (d->Nb > 1) snprintf(s.b_nvec, sizeof s.b_nvec, "&%s[%s * %lld + n %% %lld]", x, plane, LL(OHW), LL(OHW));
+    else snprintf(s.b_nvec, sizeof s.b_nvec, "&%s[%s * %lld + n]", x, plane, LL(OHW));
+  }
   s.b_q = xin->narrow == DT_I8;
   char ra[64], rb[64];
   spec_rv(c, &p, nd, &s, ra, rb);
@@ -1591,6 +1676,7 @@ static int emit_matmul(Cg *c, const KGroup *gr) {
     if (vec_ok(nd->in[0], K)) snprintf(s.a_vec, sizeof s.a_vec, "&%s", e[0]);
     if (vec32_ok(nd->in[0], K)) snprintf(s.a_f4, sizeof s.a_f4, "&%s", e[0]);
     if (nd->in[1]->narrow) snprintf(s.b_bits, sizeof s.b_bits, "v = %s;", e[1]);
+    if ((s.b_piece = nvec_piece(nd->in[1], N))) snprintf(s.b_nvec, sizeof s.b_nvec, "&%s", e[1]);   /* rows of n in pieces */
     s.a_q = nd->in[0]->narrow == DT_I8, s.b_q = nd->in[1]->narrow == DT_I8;
   }
   snprintf(s.out_idx, sizeof s.out_idx, "%s", no ? lo.s : "0");

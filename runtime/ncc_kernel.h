@@ -223,7 +223,7 @@ static __device__ __forceinline__ float ncc_bf16(float x) {
  * [.trans].shared.b16, p this lane's row address (16-byte aligned); lanes
  * 8i..8i+7 name the rows of matrix i, and lane 4g+t gets in d[i] matrix i's
  * row g, columns 2t and 2t+1 (.trans: rows 2t, 2t+1 of column g).
- * ncc_cp_async4/16(s, g): cp.async of 4 (.ca) or 16 (.cg) bytes from global g
+ * ncc_cp_async4/8/16(s, g): cp.async of 4, 8 (.ca) or 16 (.cg) bytes from global g
  * to shared s, both aligned to the size; ncc_cp_async_commit(): commit_group;
  * ncc_cp_async_wait(n): wait_group n (n a constant): all committed groups but
  * the n most recent have landed.  docs/emulator.md, "ldmatrix and cp.async". */
@@ -269,6 +269,7 @@ static __inline__ void ncc_ldg128f(float *f, const float *p) {
 #define ncc_ldmatrix_x4_trans(d, p) ncc_emu_ldmatrix((d), (p), 4, 1)
 #define ncc_ldmatrix_x2_trans(d, p) ncc_emu_ldmatrix((d), (p), 2, 1)
 #define ncc_cp_async4(s, g) ncc_emu_cp_async((s), (g), 4)
+#define ncc_cp_async8(s, g) ncc_emu_cp_async((s), (g), 8)
 #define ncc_cp_async16(s, g) ncc_emu_cp_async((s), (g), 16)
 #define ncc_cp_async_commit() ncc_emu_cp_async_commit()
 #define ncc_cp_async_wait(n) ncc_emu_cp_async_wait(n)
@@ -330,6 +331,9 @@ static __device__ __forceinline__ void ncc_ldmatrix_x2_trans(unsigned *d, const 
 static __device__ __forceinline__ void ncc_cp_async4(void *s, const void *g) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(ncc_smem_addr(s)), "l"(g) : "memory");
 }
+static __device__ __forceinline__ void ncc_cp_async8(void *s, const void *g) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" :: "r"(ncc_smem_addr(s)), "l"(g) : "memory");
+}
 static __device__ __forceinline__ void ncc_cp_async16(void *s, const void *g) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(ncc_smem_addr(s)), "l"(g) : "memory");
 }
@@ -337,6 +341,7 @@ static __device__ __forceinline__ void ncc_cp_async16(void *s, const void *g) {
 #define ncc_cp_async_wait(n) asm volatile("cp.async.wait_group %0;\n" :: "n"(n) : "memory")
 #else   /* before sm_80: plain copies, done at once */
 static __device__ __forceinline__ void ncc_cp_async4(void *s, const void *g) { *(unsigned *)s = *(const unsigned *)g; }
+static __device__ __forceinline__ void ncc_cp_async8(void *s, const void *g) { *(uint2 *)s = *(const uint2 *)g; }
 static __device__ __forceinline__ void ncc_cp_async16(void *s, const void *g) { *(uint4 *)s = *(const uint4 *)g; }
 #define ncc_cp_async_commit() ((void)0)
 #define ncc_cp_async_wait(n) ((void)0)

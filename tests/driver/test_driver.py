@@ -630,7 +630,8 @@ def _half_storage(ctx):
     VGG-16's report shows less memory.  Folded convolution weights (load-time
     values only the GEMMs read, rounding them) are stored in 16 bits too.
     --gemm-pipeline=off (no cp.async, ldmatrix or B prefetch; on is the
-    default) gives the same bits, checked and reversed."""
+    default) gives the same bits, checked and reversed.  MobileNetV2's 1x1
+    convolutions copy their 16-bit images by cp.async (ldmatrix.trans)."""
     import numpy as np
     examples = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
     golden = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden", "passes", "storage.net")
@@ -690,6 +691,16 @@ def _half_storage(ctx):
     src = open(out).read() if p.returncode == 0 else ""
     if "ncc_ldg128(q, &weight[" not in src or "ncc_cp_async" in src or "ncc_ldmatrix" in src:
         raise Failure("VGG-11 at fp16: the weights should be staged with 128-bit loads (--gemm-pipeline=off)")
+    # MobileNetV2's 1x1 convolutions of images stored in 16 bits (n-contiguous B): copied k-major by cp.async,
+    # 16 bytes where the pixels come in 8s (16 x 16), 8 bytes in 4s (2 x 2), the fragments by ldmatrix.trans
+    p = ctx.ncc_cmd([os.path.join(examples, "mobilenet_v2.net"), "--precision=bf16", "--set", "N=2", "--set", "S=32",
+                     "-o", out])
+    src = open(out).read() if p.returncode == 0 else ""
+    if ("ncc_ldmatrix_x4_trans(q, &Bs[st][lb + j * 8])" not in src or
+            "ncc_cp_async16(dst, &x[(n / 256 * 32 + k) * 256 + n % 256])" not in src or
+            "ncc_cp_async8(dst, &x[(n / 4 * 192 + k) * 4 + n % 4])" not in src):
+        raise Failure("MobileNetV2 at bf16: the 1x1 convolutions' 16-bit images should be copied by cp.async "
+                      "(16 and 8 bytes) and read by ldmatrix.trans")
     # ResNet-18's folded weights, f16 and k-contiguous: staged 16 bytes a load (--gemm-pipeline=off)
     p = ctx.ncc_cmd([os.path.join(examples, "resnet18.net"), "--precision=fp16", "--set", "N=2", "--set", "S=32",
                      "--gemm-pipeline=off", "-o", out])

@@ -306,6 +306,17 @@ CONV_VARIANTS = {
     # split-K with index digits (in/groups not a multiple of 16; K 216, no whole number of K tiles)
     "splitk_digits": (1, 24, 9, 9, 48, 3, 1, 1, 1, 1, True),
 }
+# The tensor-core cases' own (tc_conv_case alone, not the float32 conv cases): 1x1, stride 1, no padding,
+# pixels a multiple of 8 (with a relu before it, the image stored narrow at fp16/bf16: B by cp.async and
+# ldmatrix.trans, GemmSpec.b_nvec); N and K fit no tile; groups; one image; pixels a multiple of 4, not
+# of 8 (8-byte copies)
+TC_CONV_VARIANTS = {
+    "k1_nvec":    (2, 24, 8, 10, 40, 1, 1, 0, 1, 1, True),
+    "k1_nvec_g2": (2, 48, 4, 6, 36, 1, 1, 0, 1, 2, False),
+    "k1_nvec_1img": (1, 20, 8, 8, 24, 1, 1, 0, 1, 1, True),
+    "k1_nvec_big": (2, 40, 12, 12, 130, 1, 1, 0, 1, 1, True),
+    "k1_nvec4":   (2, 16, 6, 6, 24, 1, 1, 0, 1, 1, True),
+}
 
 
 def gemm_path_check(ctx, net_path, cublas, must_gemm):
@@ -1606,23 +1617,25 @@ def tc_linear_case(ctx, M, K, N, act, env=None, prec="tf32", tile=None, pipe=Non
         src_check(ctx, flags, src_has)
 
 
-def tc_conv_case(ctx, variant, env=None, prec="tf32", tile=None, pipe=False, stages=None, src_has=None):
+def tc_conv_case(ctx, variant, env=None, prec="tf32", tile=None, pipe=False, stages=None, src_has=None, pre=False):
+    """pre: a relu before the convolution, so that (at fp16/bf16) the image it reads is stored narrow"""
     import numpy as np
     import torch
     import torch.nn.functional as F
-    N, C, H, W, O, k, s, p, d, g, bias = CONV_VARIANTS[variant]
+    N, C, H, W, O, k, s, p, d, g, bias = CONV_VARIANTS[variant] if variant in CONV_VARIANTS else TC_CONV_VARIANTS[variant]
     kh, kw = k if isinstance(k, tuple) else (k, k)
     seed(7)
     x, w = tc_operand(rand(N, C, H, W) * 8, prec), tc_operand(rand(O, C // g, kh, kw), prec)
     b = f32np(rand(O)) if bias else None
     r, flags = ROUND_NP[prec], ["--precision=" + prec] + (["--gemm-tile=" + tile] if tile else [])
     flags += pipe_flag(pipe, stages)
-    net = ("model %s\ninput x: f32[%s]\n"
-           "y = conv2d(x, %d, kernel=%s, stride=%s, pad=%s, dilation=%d, groups=%d, bias=%s, name=\"conv\")\n"
-           "output y\n" % (ctx.name, dims((N, C, H, W)), O, pair(k), pair(s), pair(p), d, g,
-                           "true" if bias else "false"))
+    net = ("model %s\ninput x: f32[%s]\n%s"
+           "y = conv2d(%s, %d, kernel=%s, stride=%s, pad=%s, dilation=%d, groups=%d, bias=%s, name=\"conv\")\n"
+           "output y\n" % (ctx.name, dims((N, C, H, W)), "h = relu(x)\n" if pre else "", "h" if pre else "x", O,
+                           pair(k), pair(s), pair(p), d, g, "true" if bias else "false"))
+    xr = np.maximum(x, np.float32(0)) if pre else x
     # im2col: rows k = (channel, kh, kw) of the group, as the implicit GEMM orders them
-    cols = F.unfold(torch.from_numpy(r(x)), (kh, kw), dilation=d, padding=p, stride=s).numpy()
+    cols = F.unfold(torch.from_numpy(r(xr)), (kh, kw), dilation=d, padding=p, stride=s).numpy()
     OH = (H + 2 * pair_of(p)[0] - d * (kh - 1) - 1) // pair_of(s)[0] + 1
     OW = (W + 2 * pair_of(p)[1] - d * (kw - 1) - 1) // pair_of(s)[1] + 1
     Kg, Mg = C // g * kh * kw, O // g
@@ -1649,10 +1662,13 @@ def tc_conv_case(ctx, variant, env=None, prec="tf32", tile=None, pipe=False, sta
     tap_major_check(ctx, flags, tap)
     # the B elements through registers, the next K tile's loaded during the MMAs, unless --gemm-pipeline=off
     src = open(ctx.path("tap.cu")).read()
-    if ("the next K tile's B elements, in flight during the MMAs" in src) != bool(pipe):
+    if pre and pipe:   # B by cp.async instead (src_has says how)
+        pass
+    elif ("the next K tile's B elements, in flight during the MMAs" in src) != bool(pipe):
         raise Failure("--gemm-pipeline=%s: the conv kernel %s its B elements" % (
             "on" if pipe else "off", "does not prefetch" if pipe else "prefetches"))
-    print("B tile prefetched through registers" if pipe else "B tile loaded, then multiplied (--gemm-pipeline=off)")
+    else:
+        print("B tile prefetched through registers" if pipe else "B tile loaded, then multiplied (--gemm-pipeline=off)")
     if src_has:
         src_check(ctx, flags, src_has)
 
@@ -1675,20 +1691,25 @@ def pair_of(v):
     return v if isinstance(v, tuple) else (v, v)
 
 
-def tc_matmul_case(ctx, ash, bsh, env=None, prec="tf32", tile=None):
+def tc_matmul_case(ctx, ash, bsh, env=None, prec="tf32", tile=None, pre=False, stages=None, src_has=None):
+    """pre: b through a relu first, so that (at fp16/bf16) the matmul's b is stored narrow"""
     import numpy as np
     seed(9)
     a, b = tc_operand(rand(*ash) * 8, prec), tc_operand(rand(*bsh), prec)
     r, flags = ROUND_NP[prec], ["--precision=" + prec] + (["--gemm-tile=" + tile] if tile else [])
-    net = ("model %s\ninput a: f32[%s]\ninput b: f32[%s]\ny = matmul(a, b)\noutput y\n"
-           % (ctx.name, dims(ash), dims(bsh)))
+    flags += pipe_flag(None, stages)
+    net = ("model %s\ninput a: f32[%s]\ninput b: f32[%s]\n%sy = matmul(a, %s)\noutput y\n"
+           % (ctx.name, dims(ash), dims(bsh), "c = relu(b)\n" if pre else "", "c" if pre else "b"))
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    br = np.maximum(b, np.float32(0)) if pre else b
     A = np.broadcast_to(r(a), batch + a.shape[-2:]).reshape(-1, *a.shape[-2:])
-    B = np.broadcast_to(r(b), batch + b.shape[-2:]).reshape(-1, *b.shape[-2:])
+    B = np.broadcast_to(r(br), batch + b.shape[-2:]).reshape(-1, *b.shape[-2:])
     S = split_k_of(ctx, net, flags)
     y = tc_gemm32(np.ascontiguousarray(A), np.ascontiguousarray(B), S).reshape(batch + (a.shape[-2], b.shape[-1]))
     run_and_compare(ctx, net, None, {"a": a, "b": b}, {"y": y}, flags=flags, env=env,
                     compare=bits_of(prec))
+    if src_has:   # the generated kernel takes the path the case is for
+        src_check(ctx, flags, src_has)
 
 
 # split-K on ncc's CUDA-core kernels (float32 against PyTorch); the conv_splitk*
@@ -1801,6 +1822,38 @@ case("tc_bits_fp16_tile128x128_conv_tap_stages4_checked_reverse",
      ["op", "conv", "fp16", "mma", "tile", "check", "fiber"])(
     lambda ctx: tc_conv_case(ctx, "tap_big", env=CHECKED_REVERSE, prec="fp16", tile="128x128", pipe=True, stages=4,
                              src_has="As[3][3072]"))
+# B n-contiguous and stored narrow (a matmul's b, a 1x1 convolution's image, after a relu): copied k-major by
+# cp.async, read by ldmatrix.trans (x4: two 8-column blocks a load; x2 at 16x32), the same bits: N and K
+# that fit no tile, a broadcast batch, split-K, groups, one image, three stages, 128x128; rows of n a
+# multiple of 4 values, not of 8: 8-byte copies
+TRANS_X4 = "ncc_ldmatrix_x4_trans(q, &Bs[st][lb + j * 8])"
+case("tc_bits_fp16_matmul_nvec_checked_reverse", ["op", "fp16", "mma", "check", "fiber"])(
+    lambda ctx: tc_matmul_case(ctx, (2, 3, 40, 45), (45, 40), env=CHECKED_REVERSE, prec="fp16", pre=True,
+                               src_has=TRANS_X4))
+case("tc_bits_bf16_tile16x32_matmul_nvec_stages3_checked_reverse", ["op", "bf16", "mma", "tile", "check", "fiber"])(
+    lambda ctx: tc_matmul_case(ctx, (40, 200), (200, 24), env=CHECKED_REVERSE, prec="bf16", tile="16x32", pre=True,
+                               stages=3, src_has="ncc_ldmatrix_x2_trans(bh[0], &Bs[st][lb])"))
+case("tc_bits_fp16_matmul_nvec_splitk", ["op", "fp16", "mma", "splitk"])(
+    lambda ctx: tc_matmul_case(ctx, (20, 1000), (1000, 40), prec="fp16", pre=True,
+                               src_has="ncc_cp_async16(dst, &b[k * 40 + n])"))
+case("tc_bits_fp16_matmul_nvec4_checked_reverse", ["op", "fp16", "mma", "check", "fiber"])(
+    lambda ctx: tc_matmul_case(ctx, (30, 44), (44, 36), env=CHECKED_REVERSE, prec="fp16", pre=True,
+                               src_has="ncc_cp_async8(dst, &b[k * 36 + n])"))
+case("tc_bits_bf16_conv_k1_nvec4_checked_reverse", ["op", "conv", "bf16", "mma", "check", "fiber"])(
+    lambda ctx: tc_conv_case(ctx, "k1_nvec4", env=CHECKED_REVERSE, prec="bf16", pipe=True, pre=True,
+                             src_has="ncc_cp_async8(dst, &x[(n / 36 * 16 + k) * 36 + n % 36])"))
+case("tc_bits_fp16_conv_k1_nvec_checked_reverse", ["op", "conv", "fp16", "mma", "check", "fiber"])(
+    lambda ctx: tc_conv_case(ctx, "k1_nvec", env=CHECKED_REVERSE, prec="fp16", pipe=True, pre=True, src_has=TRANS_X4))
+case("tc_bits_bf16_conv_k1_nvec_g2_checked_reverse", ["op", "conv", "bf16", "mma", "check", "fiber"])(
+    lambda ctx: tc_conv_case(ctx, "k1_nvec_g2", env=CHECKED_REVERSE, prec="bf16", pipe=True, pre=True,
+                             src_has="ncc_cp_async16(dst, &x[(n / 24 * 48 + z * 24 + k) * 24 + n % 24])"))
+case("tc_bits_fp16_conv_k1_nvec_1img", ["op", "conv", "fp16", "mma"])(
+    lambda ctx: tc_conv_case(ctx, "k1_nvec_1img", prec="fp16", pipe=True, pre=True,
+                             src_has="ncc_cp_async16(dst, &x[k * 64 + n])"))
+case("tc_bits_bf16_tile128x128_conv_k1_nvec_stages3_checked_reverse",
+     ["op", "conv", "bf16", "mma", "tile", "check", "fiber"])(
+    lambda ctx: tc_conv_case(ctx, "k1_nvec_big", env=CHECKED_REVERSE, prec="bf16", tile="128x128", pipe=True,
+                             pre=True, stages=3, src_has="Bs[3][2176]"))
 
 
 # ---------------------------------------------------------------- int8 weights (`ncc quantize`)

@@ -173,12 +173,14 @@ NCC_KERNEL void k_ldmatrix(const unsigned short *__restrict__ src, unsigned *__r
 }
 
 /* cp.async, 64 threads: group 0 copies src[0..63] into s0 (4 bytes a
- * thread), group 1 src[64..127] into s1 (16 bytes, threads 0..15).  mode 0:
+ * thread), group 1 src[64..127] into s1 (16 bytes a thread 0..7, 8 bytes a
+ * thread 8..23).  mode 0:
  * wait_group 1 (group 0 landed), barrier, dst[t] = s0[(t + 1) % 64]; then
  * wait_group 0, barrier, dst[64 + t] = s1[(t + 5) % 64].  mode 1: reads s1
  * before waiting for group 1 (a bug the checked emulator shows as NaN where
  * the copy has not landed), then waits.
- * mode 2: a 16-byte copy from an address 16 does not divide.  mode 3: the
+ * mode 2: a 16-byte copy from an address 16 does not divide (4: an 8-byte
+ * one, 8).  mode 3: the
  * threads exit without waiting for group 1. */
 NCC_KERNEL void k_cp_async(const float *__restrict__ src, float *__restrict__ dst, int mode) {
   __shared__ __align__(16) float s0[64];
@@ -186,7 +188,8 @@ NCC_KERNEL void k_cp_async(const float *__restrict__ src, float *__restrict__ ds
   int t = (int)threadIdx.x;
   ncc_cp_async4(&s0[t], &src[t]);
   ncc_cp_async_commit();
-  if (t < 16) ncc_cp_async16(&s1[4 * t], &src[64 + 4 * t + (mode == 2 ? 1 : 0)]);
+  if (t < 8) ncc_cp_async16(&s1[4 * t], &src[64 + 4 * t + (mode == 2 ? 1 : 0)]);
+  else if (t < 24) ncc_cp_async8(&s1[2 * t + 16], &src[80 + 2 * t + (mode == 4 ? 1 : 0)]);
   ncc_cp_async_commit();
   ncc_cp_async_wait(1);
   __syncthreads();

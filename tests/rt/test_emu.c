@@ -513,6 +513,10 @@ static void test_cp_async(ncc_dev *d) {
   rc = ncc_launch(d, &k_cp_async_desc, d3(1, 1, 1), d3(64, 1, 1), 0, args);
   CHECK(rc == NCC_EINTERNAL && strstr(ncc_dev_error(d), "ldmatrix or cp.async"),
         "a misaligned cp.async not reported: rc %d, %s", rc, ncc_dev_error(d));
+  mode = 4;   /* the same for an 8-byte copy */
+  rc = ncc_launch(d, &k_cp_async_desc, d3(1, 1, 1), d3(64, 1, 1), 0, args);
+  CHECK(rc == NCC_EINTERNAL && strstr(ncc_dev_error(d), "ldmatrix or cp.async"),
+        "a misaligned 8-byte cp.async not reported: rc %d, %s", rc, ncc_dev_error(d));
   ncc_emu_set_checked(saved);
 }
 
