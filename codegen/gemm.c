@@ -44,6 +44,10 @@ typedef struct GemmSpec {
                           from n on one cp.async copies into the k-major tile that ldmatrix.trans reads
                           (async_tile_kn); or "" */
   int b_piece;         /* with b_nvec: the values a copy, 8 or 4 */
+  char b_f4n[512];     /* fp16, bf16: when B is float32 (not narrow) and n-contiguous with rows a multiple of 4 floats
+                          long: the address of B(z, k, n), whose 4 floats from n on (a multiple of 4) one 128-bit
+                          load stages, rounded, into the k-major tile that ldmatrix.trans reads (vec32n_tile);
+                          or "" */
   char out_idx[512];   /* expression: linear index of C(z, m, n) in the main output */
   char bias[256];      /* expression added to the accumulator, or "" */
   char b_pre[1024];    /* statements before the K loop that b_tile's per-thread state needs, or "" */
@@ -431,6 +435,38 @@ static void vec32_tile(Buf *b, int ab, int rows, int T, const char *rowvar, cons
                   "        %s = %s;\n      }\n    }\n", dst, rv);
 }
 
+/* The padded row of a k-major B tile (async_tile_kn, vec32n_tile): BN + 8
+ * values, rows 16 bytes apart modulo 128 */
+static int bnp(int BN) { return BN + 8; }
+
+/* Statements that fill the k-major fp16/bf16 B tile (Bs[16 * BNP], a row
+ * of BN values for each k, padded to BNP = BN + 8, as async_tile_kn's
+ * stage) from a float32 B whose rows of n are contiguous in whole 16-byte
+ * pieces (GemmSpec.b_f4n): a thread loads 4 floats of n at one k with one
+ * 128-bit load (ncc_ldg128f), rounds each as load_tile does (rv, of v) and
+ * stores the four 16-bit values as two 32-bit words.  Zero past N and K (N
+ * is a multiple of 4: a piece is all in or all out). */
+static void vec32n_tile(Buf *b, int BN, int T, int64_t N, int64_t K, const char *addr, const char *rv) {
+  int P = BN / 4, n = BK * P;   /* pieces a row of k, pieces a tile */
+  if (n == T) buf_puts(b, "    {   /* 4 floats of n a thread: one 128-bit load */\n      int l = tid;\n");
+  else if (n < T) buf_printf(b, "    if (tid < %d) {   /* 4 floats of n a thread: one 128-bit load */\n      int l = tid;\n", n);
+  else if (n % T == 0)
+    buf_printf(b, "    for (int q = 0; q < %d; q++) {   /* 4 floats of n a copy, %d a thread: one 128-bit load each */\n"
+                  "      int l = tid + q * %d;\n", n / T, n / T, T);
+  else buf_printf(b, "    for (int l = tid; l < %d; l += %d) {   /* 4 floats of n a thread: one 128-bit load */\n", n, T);
+  buf_printf(b, "      int kk = l / %d, nv = l %% %d * 4;\n", P, P);
+  buf_puts(b, "      int k = k0 + kk, n = n0 + nv;\n      float f[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n");
+  char c1[48], c2[48];
+  snprintf(c1, sizeof c1, "n < %lld", LL(N));
+  snprintf(c2, sizeof c2, "k < %lld", LL(K));
+  guard_open(b, "      ", N % BN ? c1 : NULL, K % BK ? c2 : NULL);
+  buf_printf(b, "        ncc_ldg128f(f, %s);\n      }\n", addr);
+  buf_printf(b, "      for (int p = 0; p < 4; p += 2) {   /* n and n + 1: a word */\n"
+                "        float v = f[p];\n        unsigned lo = %s;\n        v = f[p + 1];\n"
+                "        unsigned w = lo | (unsigned)%s << 16;\n        ncc_sts32(&Bs[kk * %d + nv + p], w);\n      }\n    }\n",
+             rv, rv, bnp(BN));
+}
+
 /* The A tile of a pipelined fp16/bf16/int8 GEMM (GemmSpec.a_vec,
  * Node.pipe), and the B tile of one whose B is k-contiguous too
  * (GemmSpec.b_vec: a linear's weight): row-major, a row (m of A, n of B) of
@@ -481,7 +517,6 @@ static void async_tile(Buf *b, const char *arr, const char *tt, const char *var,
  * `stg`'s copies of the K tile at `kx`: pieces of PW values (8 or 4: 16 or
  * 8 bytes) a thread with cp.async, zeros stored past N and K (N is a
  * multiple of PW: a piece is all in or all out). */
-static int bnp(int BN) { return BN + 8; }
 static void async_tile_kn(Buf *b, int BN, int T, int64_t N, int64_t K, const char *kx, const char *stg, const char *addr,
                           const char *ind, int PW) {
   int P = BN / PW, n = BK * P;   /* pieces a row of k, pieces a tile */
@@ -511,12 +546,12 @@ static void async_tile_kn(Buf *b, int BN, int T, int64_t N, int64_t K, const cha
 
 /* A loop that fills fragments d[I][0..1] and d[I + 1][0..1] (I = 0, 2, ..
  * n - 2) from one ldmatrix x4 (ld: ncc_ldmatrix_x4 or _x4_trans) each, at
- * &arr[st][base + I * stride]: two 16-row slices of an int8 A, or two
- * 8-column blocks of a 16-bit B */
+ * &arr[base + I * stride] (arr: the tile, a stage's "As[st]", or "Bs"): two
+ * 16-row slices of an int8 A, or two 8-column blocks of a 16-bit B */
 static void ldsm_x4_pairs(Buf *b, const char *ld, const char *d, const char *I, int n, const char *arr, const char *base,
                           int stride) {
   buf_printf(b, "      for (int %s = 0; %s < %d; %s += 2) {\n        unsigned q[4];\n"
-                "        %s(q, &%s[st][%s + %s * %d]);\n"
+                "        %s(q, &%s[%s + %s * %d]);\n"
                 "        %s[%s][0] = q[0], %s[%s][1] = q[1], %s[%s + 1][0] = q[2], %s[%s + 1][1] = q[3];\n      }\n",
              I, I, n, I, ld, arr, base, I, stride, d, I, d, I, d, I, d, I);
 }
@@ -594,7 +629,9 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   int ela = !i8 && !pipe && !(ab && s->a_vec[0]);
   int elb = !i8 && !cpb && !pipe_b && !s->b_tile[0] && !(bb && s->b_vec[0]);
   int f4a = ela && s->a_f4[0], f4b = elb && s->b_f4[0];   /* float32 by 128-bit loads (vec32_tile) */
-  int pada = ela && (!s->a_kcontig || f4a), padb = elb && (!s->b_kcontig || f4b);
+  int f4nb = elb && k16 && !f4b && s->b_f4n[0];   /* B float32, n-contiguous: 128-bit loads, a k-major tile (vec32n_tile) */
+  int ktile = pipe_bt || f4nb;   /* a k-major B tile, read by ldmatrix.trans */
+  int pada = ela && (!s->a_kcontig || f4a), padb = elb && !f4nb && (!s->b_kcontig || f4b);
   static const char *const stage_words[] = {"", "", "two", "three", "four"};
   const char *sw = stage_words[S <= IR_PIPE_MAX_STAGES ? S : 2];
   if (pipe)
@@ -609,6 +646,9 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   else if (pipe_bt)
     buf_printf(&b, "  %s __align__(16) %s Bs[%d][%d];   /* B tile, %d x %d, a row of n for each k (rows padded "
                    "to %d), %s stages: cp.async, ldmatrix.trans */\n", D_SHARED, TT, S, BK * bnp(BN), BK, BN, bnp(BN), sw);
+  else if (f4nb)
+    buf_printf(&b, "  %s __align__(16) %s Bs[%d];   /* B tile, %d x %d, a row of n for each k (rows padded to %d): "
+                   "ldmatrix.trans */\n", D_SHARED, TT, BK * bnp(BN), BK, BN, bnp(BN));
   else
     buf_printf(&b, "  %s __align__(16) %s Bs[%d];   /* B tile, %d x %d, in fragment order%s */\n", D_SHARED, TT,
                BK * BN / 32 * (padb ? 36 : 32), BK, BN, padb ? " (padded slices)" : "");
@@ -629,6 +669,10 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
                  "      for (int r = 0; r < 4; r++) acc[i][j][r] = %s;\n", MI, NJ, kind == MMA_S8 ? "0" : "0.0f");
   char kend[32] = "ke";   /* the end of this block's K: split-K's range, else K */
   if (s->S <= 1) snprintf(kend, sizeof kend, "%lld", LL(s->K));
+  if (ktile)   /* x4.trans: lanes 0..7 name rows k 0..7 of columns wc.., 8..15 k 8..15, 16..31 columns wc + 8..;
+                 x2.trans: lanes 0..15 */
+    buf_printf(&b, "  int lb = (lane %% 8 + 8 * (lane / 8 %% 2)) * %d + wc%s;   /* this lane's ldmatrix row of B (a k) */\n",
+               bnp(BN), NJ % 2 ? "" : " + 8 * (lane / 16)");
   if (pipe || cpb) {   /* the first K tile's copies in flight before the loop */
     buf_puts(&b, "  int st = 0;   /* the stage the loop's MMAs read */\n");
     /* int8: a 16-byte row is a row's 16 k; an 8 x 8 matrix of 16-bit pairs gives lane l the bytes
@@ -645,10 +689,6 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
       buf_printf(&b, "  int lb = (wc + lane %% 8) * %d + 8 * (lane / 8 %% 2);   /* this lane's ldmatrix row of B */\n", AP);
     else if (pipe_bv)   /* x4: lane l names column l of four 8-column blocks; x2: column l %% 16 of two */
       buf_printf(&b, "  int lb = (wc + lane%s) * %d;   /* this lane's ldmatrix row of B */\n", NJ % 4 ? " % 16" : "", AP8);
-    else if (pipe_bt)   /* x4.trans: lanes 0..7 name rows k 0..7 of columns wc.., 8..15 k 8..15, 16..31 columns wc + 8..;
-                           x2.trans: lanes 0..15 */
-      buf_printf(&b, "  int lb = (lane %% 8 + 8 * (lane / 8 %% 2)) * %d + wc%s;   /* this lane's ldmatrix row of B (a k) */\n",
-                 bnp(BN), NJ % 2 ? "" : " + 8 * (lane / 16)");
     buf_puts(&b, "  {\n");
     if (pipe) async_tile(&b, "As", TT, "m", "m0", BM, T, s->M, s->K, s->S > 1 ? "kb" : "0", "0", s->a_vec, "    ");
     if (pipe_bv) async_tile(&b, "Bs", TT, "n", "n0", BN, T, s->N, s->K, s->S > 1 ? "kb" : "0", "0", s->b_vec, "    ");
@@ -707,6 +747,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   else if (s->b_tile[0]) buf_puts(&b, s->b_tile);
   else if (bb && s->b_vec[0]) vec_tile(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_vec, kind, NJ);
   else if (f4b) vec32_tile(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_f4, kind, mma_store_rv(sb, sizeof sb, gr->main, rb));
+  else if (f4nb) vec32n_tile(&b, BN, T, s->N, s->K, s->b_f4n, mma_store_rv(sb, sizeof sb, gr->main, rb));
   else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind, padb, NJ), BN, T, s->b_kcontig, "n", "n0", s->N, s->K,
                  bb ? s->b_bits : s->b_load, bb ? "v" : mma_store_rv(sb, sizeof sb, gr->main, rb), bb ? bits : NULL);
   if (pipe || cpb) {
@@ -725,7 +766,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   if (kind == MMA_S8) {   /* a lane's A: 2 registers of 4 int8 (rows g, g + 8), B: 1, each one 32-bit load */
     buf_printf(&b, "    {\n      unsigned ah[%d][2], bh[%d][1];\n", MI, NJ);
     if (pipe && MI % 2 == 0)   /* ldmatrix x4: rows 0..7, 8..15 of slices i and i + 1 */
-      ldsm_x4_pairs(&b, "ncc_ldmatrix_x4", "ah", "i", MI, "As", "lo", 16 * AP8);
+      ldsm_x4_pairs(&b, "ncc_ldmatrix_x4", "ah", "i", MI, "As[st]", "lo", 16 * AP8);
     else if (pipe)
       buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_ldmatrix_x2(ah[i], &As[st][lo + i * %d]);\n", MI, 16 * AP8);
     else
@@ -753,11 +794,11 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
       buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_lds_u32x4(ah[i], &As[((wr / 16 + i) * %d + %s) * 8]);\n", MI,
                  pada ? 36 : 32, pada ? "lp" : "lane");
     if (pipe_bv && NJ % 2 == 0)   /* ldmatrix x4: the fragments of columns 8 j .. 8 j + 15, k 0..15 */
-      ldsm_x4_pairs(&b, "ncc_ldmatrix_x4", "bh", "j", NJ, "Bs", "lb", 8 * AP);
-    else if (pipe_bt && NJ % 2 == 0)   /* ldmatrix x4.trans: columns 8 j .. 8 j + 15, k 0..15 */
-      ldsm_x4_pairs(&b, "ncc_ldmatrix_x4_trans", "bh", "j", NJ, "Bs", "lb", 8);
-    else if (pipe_bt)
-      buf_puts(&b, "      ncc_ldmatrix_x2_trans(bh[0], &Bs[st][lb]);\n");
+      ldsm_x4_pairs(&b, "ncc_ldmatrix_x4", "bh", "j", NJ, "Bs[st]", "lb", 8 * AP);
+    else if (ktile && NJ % 2 == 0)   /* ldmatrix x4.trans: columns 8 j .. 8 j + 15, k 0..15 */
+      ldsm_x4_pairs(&b, "ncc_ldmatrix_x4_trans", "bh", "j", NJ, pipe_bt ? "Bs[st]" : "Bs", "lb", 8);
+    else if (ktile)
+      buf_printf(&b, "      ncc_ldmatrix_x2_trans(bh[0], &%s[lb]);\n", pipe_bt ? "Bs[st]" : "Bs");
     else if (pipe_bv)
       buf_printf(&b, "      for (int j = 0; j < %d; j++) ncc_ldmatrix_x2(bh[j], &Bs[st][lb + j * %d]);\n", NJ, 8 * AP);
     else
@@ -1677,6 +1718,7 @@ static int emit_matmul(Cg *c, const KGroup *gr) {
     if (vec32_ok(nd->in[0], K)) snprintf(s.a_f4, sizeof s.a_f4, "&%s", e[0]);
     if (nd->in[1]->narrow) snprintf(s.b_bits, sizeof s.b_bits, "v = %s;", e[1]);
     if ((s.b_piece = nvec_piece(nd->in[1], N))) snprintf(s.b_nvec, sizeof s.b_nvec, "&%s", e[1]);   /* rows of n in pieces */
+    if (vec32_ok(nd->in[1], N)) snprintf(s.b_f4n, sizeof s.b_f4n, "&%s", e[1]);   /* float32 rows of 4n */
     s.a_q = nd->in[0]->narrow == DT_I8, s.b_q = nd->in[1]->narrow == DT_I8;
   }
   snprintf(s.out_idx, sizeof s.out_idx, "%s", no ? lo.s : "0");
@@ -1863,6 +1905,12 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
     s.a_kcontig = 0, s.b_kcontig = 0;   /* a warp's loads run along m (n): contiguous rows of dy (x) */
     buf_puts(&la, "v = "), gather(&la, dy, 2, ea, ka), buf_puts(&la, ";");
     buf_puts(&lb, "v = "), gather(&lb, x, 2, eb, kb), buf_puts(&lb, ";");
+    if (vec32_ok(n->in[1], s.N)) {   /* x's rows of I floats, 4n: 4 of n a 128-bit load (vec32n_tile) */
+      Buf ad = {0};
+      buf_puts(&ad, "&"), gather(&ad, x, 2, eb, kb);
+      snprintf(s.b_f4n, sizeof s.b_f4n, "%s", ad.s);
+      buf_free(&ad);
+    }
     for (int i = 0, t = 0; i < 2; i++) cg_term(&lo, &t, eo[i], ko[i]);
   } else {
     int64_t KH = n->op == OP_CONV2D_BWD_DATA ? n->in[1]->shape.d[2] : n->out->shape.d[2];

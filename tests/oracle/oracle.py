@@ -1842,6 +1842,14 @@ case("tc_bits_fp16_matmul_nvec4_checked_reverse", ["op", "fp16", "mma", "check",
 case("tc_bits_bf16_conv_k1_nvec4_checked_reverse", ["op", "conv", "bf16", "mma", "check", "fiber"])(
     lambda ctx: tc_conv_case(ctx, "k1_nvec4", env=CHECKED_REVERSE, prec="bf16", pipe=True, pre=True,
                              src_has="ncc_cp_async8(dst, &x[(n / 36 * 16 + k) * 36 + n % 36])"))
+# a float32 B with rows of 4n floats (a matmul's input): 4 of n a 128-bit load, rounded into the same k-major
+# tile (vec32n_tile): x4.trans, and x2.trans at 16x32, N past the tile, a K with no whole number of tiles
+case("tc_bits_fp16_matmul_f4n_checked_reverse", ["op", "fp16", "mma", "check", "fiber"])(
+    lambda ctx: tc_matmul_case(ctx, (2, 3, 40, 45), (45, 36), env=CHECKED_REVERSE, prec="fp16",
+                               src_has="ncc_ldg128f(f, &b[k * 36 + n]);"))
+case("tc_bits_bf16_tile16x32_matmul_f4n_checked_reverse", ["op", "bf16", "mma", "tile", "check", "fiber"])(
+    lambda ctx: tc_matmul_case(ctx, (2, 1, 33, 19), (1, 3, 19, 44), env=CHECKED_REVERSE, prec="bf16", tile="16x32",
+                               src_has="ncc_ldmatrix_x2_trans(bh[0], &Bs[lb]);"))
 case("tc_bits_fp16_conv_k1_nvec_checked_reverse", ["op", "conv", "fp16", "mma", "check", "fiber"])(
     lambda ctx: tc_conv_case(ctx, "k1_nvec", env=CHECKED_REVERSE, prec="fp16", pipe=True, pre=True, src_has=TRANS_X4))
 case("tc_bits_bf16_conv_k1_nvec_g2_checked_reverse", ["op", "conv", "bf16", "mma", "check", "fiber"])(
