@@ -46,7 +46,7 @@ typedef struct GemmSpec {
   int b_piece;         /* with b_nvec: the values a copy, 8 or 4 */
   char b_f4n[512];     /* fp16, bf16: when B is float32 (not narrow) and n-contiguous with rows a multiple of 4 floats
                           long: the address of B(z, k, n), whose 4 floats from n on (a multiple of 4) one 128-bit
-                          load stages, rounded, into the k-major tile that ldmatrix.trans reads (vec32n_tile);
+                          load stages, rounded, into the k-major tile that ldmatrix.trans reads (vec32n_fetch);
                           or "" */
   char out_idx[512];   /* expression: linear index of C(z, m, n) in the main output */
   char bias[256];      /* expression added to the accumulator, or "" */
@@ -435,34 +435,44 @@ static void vec32_tile(Buf *b, int ab, int rows, int T, const char *rowvar, cons
                   "        %s = %s;\n      }\n    }\n", dst, rv);
 }
 
-/* The padded row of a k-major B tile (async_tile_kn, vec32n_tile): BN + 8
+/* The padded row of a k-major B tile (async_tile_kn, vec32n_fetch): BN + 8
  * values, rows 16 bytes apart modulo 128 */
 static int bnp(int BN) { return BN + 8; }
 
-/* Statements that fill the k-major fp16/bf16 B tile (Bs[16 * BNP], a row
- * of BN values for each k, padded to BNP = BN + 8, as async_tile_kn's
- * stage) from a float32 B whose rows of n are contiguous in whole 16-byte
- * pieces (GemmSpec.b_f4n): a thread loads 4 floats of n at one k with one
- * 128-bit load (ncc_ldg128f), rounds each as load_tile does (rv, of v) and
- * stores the four 16-bit values as two 32-bit words.  Zero past N and K (N
- * is a multiple of 4: a piece is all in or all out). */
-static void vec32n_tile(Buf *b, int BN, int T, int64_t N, int64_t K, const char *addr, const char *rv) {
-  int P = BN / 4, n = BK * P;   /* pieces a row of k, pieces a tile */
-  if (n == T) buf_puts(b, "    {   /* 4 floats of n a thread: one 128-bit load */\n      int l = tid;\n");
-  else if (n < T) buf_printf(b, "    if (tid < %d) {   /* 4 floats of n a thread: one 128-bit load */\n      int l = tid;\n", n);
-  else if (n % T == 0)
-    buf_printf(b, "    for (int q = 0; q < %d; q++) {   /* 4 floats of n a copy, %d a thread: one 128-bit load each */\n"
-                  "      int l = tid + q * %d;\n", n / T, n / T, T);
-  else buf_printf(b, "    for (int l = tid; l < %d; l += %d) {   /* 4 floats of n a thread: one 128-bit load */\n", n, T);
-  buf_printf(b, "      int kk = l / %d, nv = l %% %d * 4;\n", P, P);
-  buf_puts(b, "      int k = k0 + kk, n = n0 + nv;\n      float f[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n");
+/* The k-major fp16/bf16 B tile (Bs[16 * BNP], a row of BN values for each
+ * k, padded to BNP = BN + 8, as async_tile_kn's stage) from a float32 B
+ * whose rows of n are contiguous in whole 16-byte pieces (GemmSpec.b_f4n):
+ * each of the T threads has NP = 4 BN / T pieces (4 floats of n at one k)
+ * of a K tile.  vec32n_fetch: statements that load them, a 128-bit load
+ * (ncc_ldg128f) each, into the registers bf4[NP][4], from the K tile at
+ * `kx` (zero past N and K; N is a multiple of 4, so a piece is all in or
+ * all out); vec32n_put: statements that round them as load_tile does (rv,
+ * of v) and store each piece's four 16-bit values as two 32-bit words.
+ * Unpipelined, a K tile is fetched and put at the top of its iteration;
+ * with Node.pipe the next tile's are fetched after the barrier, in flight
+ * during the MMAs (as a convolution's gathered B, b_fetch). */
+static void vec32n_fetch(Buf *b, int BN, int T, int64_t N, int64_t K, const char *kx, const char *addr, const char *ind) {
+  int P = BN / 4, NP = 4 * BN / T;   /* pieces a row of k, pieces a thread */
+  NCC_ASSERT(4 * BN % T == 0 && NP >= 1);
   char c1[48], c2[48];
   snprintf(c1, sizeof c1, "n < %lld", LL(N));
   snprintf(c2, sizeof c2, "k < %lld", LL(K));
-  guard_open(b, "      ", N % BN ? c1 : NULL, K % BK ? c2 : NULL);
-  buf_printf(b, "        ncc_ldg128f(f, %s);\n      }\n", addr);
+  buf_printf(b, "%sfor (int q = 0; q < %d; q++) {   /* 4 floats of n a piece: one 128-bit load */\n", ind, NP);
+  buf_printf(b, "%s  int l = tid + q * %d, kk = l / %d, nv = l %% %d * 4;\n", ind, T, P, P);
+  if (strcmp(kx, "0")) buf_printf(b, "%s  int k = %s + kk, n = n0 + nv;\n", ind, kx);
+  else buf_printf(b, "%s  int k = kk, n = n0 + nv;\n", ind);
+  if (N % BN || K % BK)
+    buf_printf(b, "%s  for (int p = 0; p < 4; p++) bf4[q][p] = 0.0f;\n%s  if (%s%s%s) ncc_ldg128f(bf4[q], %s);\n", ind, ind,
+               N % BN ? c1 : "", N % BN && K % BK ? " && " : "", K % BK ? c2 : "", addr);
+  else
+    buf_printf(b, "%s  ncc_ldg128f(bf4[q], %s);\n", ind, addr);
+  buf_printf(b, "%s}\n", ind);
+}
+static void vec32n_put(Buf *b, int BN, int T, const char *rv) {
+  int P = BN / 4, NP = 4 * BN / T;
+  buf_printf(b, "    for (int q = 0; q < %d; q++) {\n      int l = tid + q * %d, kk = l / %d, nv = l %% %d * 4;\n", NP, T, P, P);
   buf_printf(b, "      for (int p = 0; p < 4; p += 2) {   /* n and n + 1: a word */\n"
-                "        float v = f[p];\n        unsigned lo = %s;\n        v = f[p + 1];\n"
+                "        float v = bf4[q][p];\n        unsigned lo = %s;\n        v = bf4[q][p + 1];\n"
                 "        unsigned w = lo | (unsigned)%s << 16;\n        ncc_sts32(&Bs[kk * %d + nv + p], w);\n      }\n    }\n",
              rv, rv, bnp(BN));
 }
@@ -624,12 +634,14 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
    * its tile's slices padded (mma_dst) */
   const char *bits = mma_bits(kind);
   int ab = bits && s->a_bits[0], bb = bits && s->b_bits[0];
-  int pipe_b = gr->main->pipe && s->b_tile[0] && s->b_fetch[0] && !pipe_bt;
+  /* B float32, n-contiguous (a matmul's input, a 1x1 convolution's image, in place of its gathered tile b_tile):
+   * 128-bit loads into a k-major tile (vec32n_fetch) */
+  int f4nb = kind == MMA_F16 && !cpb && !(bb && s->b_vec[0]) && !s->b_f4[0] && s->b_f4n[0];
+  int pipe_b = gr->main->pipe && s->b_tile[0] && s->b_fetch[0] && !pipe_bt && !f4nb;
   /* the tf32/fp16/bf16 operands the threads stage element by element, or four floats a load */
   int ela = !i8 && !pipe && !(ab && s->a_vec[0]);
   int elb = !i8 && !cpb && !pipe_b && !s->b_tile[0] && !(bb && s->b_vec[0]);
   int f4a = ela && s->a_f4[0], f4b = elb && s->b_f4[0];   /* float32 by 128-bit loads (vec32_tile) */
-  int f4nb = elb && k16 && !f4b && s->b_f4n[0];   /* B float32, n-contiguous: 128-bit loads, a k-major tile (vec32n_tile) */
   int ktile = pipe_bt || f4nb;   /* a k-major B tile, read by ldmatrix.trans */
   int pada = ela && (!s->a_kcontig || f4a), padb = elb && !f4nb && (!s->b_kcontig || f4b);
   static const char *const stage_words[] = {"", "", "two", "three", "four"};
@@ -663,7 +675,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     buf_printf(&b, "  int wr = 0, wc = warp * %d;   /* the warp's part of the tile */\n", BN / g.WN);
   buf_printf(&b, "  int m0 = %s * %d, n0 = %s * %d;\n", D_BID_Y, BM, D_BID_X, BN);
   z_and_range(&b, s);
-  if (s->b_tile[0] && !pipe_bt) buf_puts(&b, s->b_pre);
+  if (s->b_tile[0] && !pipe_bt && !f4nb) buf_puts(&b, s->b_pre);
   buf_printf(&b, "  %s acc[%d][%d][4];\n", kind == MMA_S8 ? "int" : "float", MI, NJ);
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++)\n"
                  "      for (int r = 0; r < 4; r++) acc[i][j][r] = %s;\n", MI, NJ, kind == MMA_S8 ? "0" : "0.0f");
@@ -716,6 +728,10 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     buf_printf(&b, "  %s\n", s->b_regs);
     buf_puts(&b, s->b_first);
   }
+  if (f4nb) {   /* a thread's float32 pieces of B (vec32n_fetch); pipelined, the first K tile's before the loop */
+    buf_printf(&b, "  float bf4[%d][4];\n", 4 * BN / T);
+    if (gr->main->pipe) vec32n_fetch(&b, BN, T, s->N, s->K, s->S > 1 ? "kb" : "0", s->b_f4n, "  ");
+  }
   k_loop(&b, s, BK);
   char dst[160];
   char ra[64], rb[64], sa[96], sb[96];
@@ -743,11 +759,13 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
               ab ? s->a_bits : s->a_load, ab ? "v" : mma_store_rv(sa, sizeof sa, gr->main, ra), ab ? bits : NULL);
   if (cpb)
     ;   /* B by cp.async, above */
-  else if (pipe_b) buf_puts(&b, s->b_put);
+  else if (f4nb) {   /* float32 pieces of n: this K tile's (fetched in the last iteration, or now) */
+    if (!gr->main->pipe) vec32n_fetch(&b, BN, T, s->N, s->K, "k0", s->b_f4n, "    ");
+    vec32n_put(&b, BN, T, mma_store_rv(sb, sizeof sb, gr->main, rb));
+  } else if (pipe_b) buf_puts(&b, s->b_put);
   else if (s->b_tile[0]) buf_puts(&b, s->b_tile);
   else if (bb && s->b_vec[0]) vec_tile(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_vec, kind, NJ);
   else if (f4b) vec32_tile(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_f4, kind, mma_store_rv(sb, sizeof sb, gr->main, rb));
-  else if (f4nb) vec32n_tile(&b, BN, T, s->N, s->K, s->b_f4n, mma_store_rv(sb, sizeof sb, gr->main, rb));
   else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind, padb, NJ), BN, T, s->b_kcontig, "n", "n0", s->N, s->K,
                  bb ? s->b_bits : s->b_load, bb ? "v" : mma_store_rv(sb, sizeof sb, gr->main, rb), bb ? bits : NULL);
   if (pipe || cpb) {
@@ -761,6 +779,13 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   if (pipe_b) {
     buf_printf(&b, "    if (k0 + %d < %s) {   /* the next K tile's B elements, in flight during the MMAs */\n", BK, kend);
     buf_puts(&b, s->b_fetch);
+    buf_puts(&b, "    }\n");
+  }
+  if (f4nb && gr->main->pipe) {
+    char kx[32];
+    snprintf(kx, sizeof kx, "k0 + %d", BK);
+    buf_printf(&b, "    if (k0 + %d < %s) {   /* the next K tile's B pieces, in flight during the MMAs */\n", BK, kend);
+    vec32n_fetch(&b, BN, T, s->N, s->K, kx, s->b_f4n, "      ");
     buf_puts(&b, "    }\n");
   }
   if (kind == MMA_S8) {   /* a lane's A: 2 registers of 4 int8 (rows g, g + 8), B: 1, each one 32-bit load */
@@ -1385,18 +1410,19 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   if (s.uses_z) snprintf(cb, sizeof cb, "z * %lld", LL(d->Cig));
   else snprintf(cb, sizeof cb, "0");
   s.a_w = 1;   /* A the weight, B the image columns */
-  /* a 1x1 convolution (stride 1, no padding) of an image stored narrow: B(k, n) is channel k of pixel n, n-contiguous
-   * in an image; pieces of 16 or 8 bytes where the images' pixels come in whole pieces (cp.async, ldmatrix.trans) */
-  if (conv_is_1x1(d) && !pool && (s.b_piece = nvec_piece(xin, OHW))) {
-    char plane[128];   /* the channel plane of k: image n / OHW's channel (z's group's) k */
+  /* a 1x1 convolution (stride 1, no padding): B(k, n) is channel k of pixel n, n-contiguous in an image.  Stored
+   * narrow: pieces of 16 or 8 bytes where the images' pixels come in whole pieces (cp.async, ldmatrix.trans);
+   * float32: 4 floats a load where in 4s (vec32n_fetch) */
+  if (conv_is_1x1(d) && !pool && ((s.b_piece = nvec_piece(xin, OHW)) || vec32_ok(xin, OHW))) {
+    char plane[128], *addr = s.b_piece ? s.b_nvec : s.b_f4n;   /* plane: image n / OHW's channel (z's group's) k */
     if (d->Nb > 1)
       snprintf(plane, sizeof plane, "(n / %lld * %lld + %s%sk)", LL(OHW), LL(d->Cin), s.uses_z ? cb : "", s.uses_z ? " + " : "");
     else if (s.uses_z)
       snprintf(plane, sizeof plane, "(%s + k)", cb);
     else
       snprintf(plane, sizeof plane, "k");
-    if (d->Nb > 1) snprintf(s.b_nvec, sizeof s.b_nvec, "&%s[%s * %lld + n %% %lld]", x, plane, LL(OHW), LL(OHW));
-    else snprintf(s.b_nvec, sizeof s.b_nvec, "&%s[%s * %lld + n]", x, plane, LL(OHW));
+    if (d->Nb > 1) snprintf(addr, sizeof s.b_nvec, "&%s[%s * %lld + n %% %lld]", x, plane, LL(OHW), LL(OHW));
+    else snprintf(addr, sizeof s.b_nvec, "&%s[%s * %lld + n]", x, plane, LL(OHW));
   }
   s.b_q = xin->narrow == DT_I8;
   char ra[64], rb[64];
@@ -1905,7 +1931,7 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
     s.a_kcontig = 0, s.b_kcontig = 0;   /* a warp's loads run along m (n): contiguous rows of dy (x) */
     buf_puts(&la, "v = "), gather(&la, dy, 2, ea, ka), buf_puts(&la, ";");
     buf_puts(&lb, "v = "), gather(&lb, x, 2, eb, kb), buf_puts(&lb, ";");
-    if (vec32_ok(n->in[1], s.N)) {   /* x's rows of I floats, 4n: 4 of n a 128-bit load (vec32n_tile) */
+    if (vec32_ok(n->in[1], s.N)) {   /* x's rows of I floats, 4n: 4 of n a 128-bit load (vec32n_fetch) */
       Buf ad = {0};
       buf_puts(&ad, "&"), gather(&ad, x, 2, eb, kb);
       snprintf(s.b_f4n, sizeof s.b_f4n, "%s", ad.s);

@@ -1664,7 +1664,8 @@ def tc_conv_case(ctx, variant, env=None, prec="tf32", tile=None, pipe=False, sta
     src = open(ctx.path("tap.cu")).read()
     if pre and pipe:   # B by cp.async instead (src_has says how)
         pass
-    elif ("the next K tile's B elements, in flight during the MMAs" in src) != bool(pipe):
+    elif ("the next K tile's B elements, in flight during the MMAs" in src or
+          "the next K tile's B pieces, in flight during the MMAs" in src) != bool(pipe):
         raise Failure("--gemm-pipeline=%s: the conv kernel %s its B elements" % (
             "on" if pipe else "off", "does not prefetch" if pipe else "prefetches"))
     else:
@@ -1691,13 +1692,13 @@ def pair_of(v):
     return v if isinstance(v, tuple) else (v, v)
 
 
-def tc_matmul_case(ctx, ash, bsh, env=None, prec="tf32", tile=None, pre=False, stages=None, src_has=None):
+def tc_matmul_case(ctx, ash, bsh, env=None, prec="tf32", tile=None, pre=False, stages=None, src_has=None, pipe=None):
     """pre: b through a relu first, so that (at fp16/bf16) the matmul's b is stored narrow"""
     import numpy as np
     seed(9)
     a, b = tc_operand(rand(*ash) * 8, prec), tc_operand(rand(*bsh), prec)
     r, flags = ROUND_NP[prec], ["--precision=" + prec] + (["--gemm-tile=" + tile] if tile else [])
-    flags += pipe_flag(None, stages)
+    flags += pipe_flag(pipe, stages)
     net = ("model %s\ninput a: f32[%s]\ninput b: f32[%s]\n%sy = matmul(a, %s)\noutput y\n"
            % (ctx.name, dims(ash), dims(bsh), "c = relu(b)\n" if pre else "", "c" if pre else "b"))
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
@@ -1846,10 +1847,25 @@ case("tc_bits_bf16_conv_k1_nvec4_checked_reverse", ["op", "conv", "bf16", "mma",
 # tile (vec32n_tile): x4.trans, and x2.trans at 16x32, N past the tile, a K with no whole number of tiles
 case("tc_bits_fp16_matmul_f4n_checked_reverse", ["op", "fp16", "mma", "check", "fiber"])(
     lambda ctx: tc_matmul_case(ctx, (2, 3, 40, 45), (45, 36), env=CHECKED_REVERSE, prec="fp16",
-                               src_has="ncc_ldg128f(f, &b[k * 36 + n]);"))
+                               src_has="ncc_ldg128f(bf4[q], &b[k * 36 + n]);"))
 case("tc_bits_bf16_tile16x32_matmul_f4n_checked_reverse", ["op", "bf16", "mma", "tile", "check", "fiber"])(
     lambda ctx: tc_matmul_case(ctx, (2, 1, 33, 19), (1, 3, 19, 44), env=CHECKED_REVERSE, prec="bf16", tile="16x32",
                                src_has="ncc_ldmatrix_x2_trans(bh[0], &Bs[lb]);"))
+# the same unpipelined (each K tile's pieces loaded at the top of its iteration) and with split-K (the
+# first pieces from kb)
+case("tc_bits_fp16_matmul_f4n_unpipelined", ["op", "fp16", "mma"])(
+    lambda ctx: tc_matmul_case(ctx, (40, 45), (45, 72), prec="fp16", pipe=False,
+                               src_has="ncc_ldg128f(bf4[q], &b[k * 72 + n]);"))
+case("tc_bits_bf16_matmul_f4n_splitk", ["op", "bf16", "mma", "splitk"])(
+    lambda ctx: tc_matmul_case(ctx, (20, 1000), (1000, 40), prec="bf16", src_has="int k = kb + kk, n = n0 + nv;"))
+# a 1x1 convolution of a float32 image (no relu before it: an input), pixels of 4n: the same pieces,
+# fetched during the MMAs in place of the gathered B; groups; 8-byte pixels rows of 4n
+case("tc_bits_fp16_conv_k1_f4n_checked_reverse", ["op", "conv", "fp16", "mma", "check", "fiber"])(
+    lambda ctx: tc_conv_case(ctx, "k1_nvec", env=CHECKED_REVERSE, prec="fp16", pipe=True,
+                             src_has="ncc_ldg128f(bf4[q], &x[(n / 80 * 24 + k) * 80 + n % 80]);"))
+case("tc_bits_bf16_conv_k1_f4n_g2", ["op", "conv", "bf16", "mma"])(
+    lambda ctx: tc_conv_case(ctx, "k1_nvec_g2", prec="bf16", pipe=True,
+                             src_has="ncc_ldg128f(bf4[q], &x[(n / 24 * 48 + z * 24 + k) * 24 + n % 24]);"))
 case("tc_bits_fp16_conv_k1_nvec_checked_reverse", ["op", "conv", "fp16", "mma", "check", "fiber"])(
     lambda ctx: tc_conv_case(ctx, "k1_nvec", env=CHECKED_REVERSE, prec="fp16", pipe=True, pre=True, src_has=TRANS_X4))
 case("tc_bits_bf16_conv_k1_nvec_g2_checked_reverse", ["op", "conv", "bf16", "mma", "check", "fiber"])(
