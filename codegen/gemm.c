@@ -48,6 +48,7 @@ typedef struct GemmSpec {
                           long: the address of B(z, k, n), whose 4 floats from n on (a multiple of 4) one 128-bit
                           load stages, rounded, into the k-major tile that ldmatrix.trans reads (vec32n_fetch);
                           or "" */
+  char a_f4m[512];     /* the same for A(z, m, k), m-contiguous (4 floats of m a load; the linear weight gradient's dy) */
   char out_idx[512];   /* expression: linear index of C(z, m, n) in the main output */
   char bias[256];      /* expression added to the accumulator, or "" */
   char b_pre[1024];    /* statements before the K loop that b_tile's per-thread state needs, or "" */
@@ -439,42 +440,52 @@ static void vec32_tile(Buf *b, int ab, int rows, int T, const char *rowvar, cons
  * values, rows 16 bytes apart modulo 128 */
 static int bnp(int BN) { return BN + 8; }
 
-/* The k-major fp16/bf16 B tile (Bs[16 * BNP], a row of BN values for each
- * k, padded to BNP = BN + 8, as async_tile_kn's stage) from a float32 B
- * whose rows of n are contiguous in whole 16-byte pieces (GemmSpec.b_f4n):
- * each of the T threads has NP = 4 BN / T pieces (4 floats of n at one k)
- * of a K tile.  vec32n_fetch: statements that load them, a 128-bit load
- * (ncc_ldg128f) each, into the registers bf4[NP][4], from the K tile at
- * `kx` (zero past N and K; N is a multiple of 4, so a piece is all in or
- * all out); vec32n_put: statements that round them as load_tile does (rv,
- * of v) and store each piece's four 16-bit values as two 32-bit words.
+/* The k-major fp16/bf16 tile `ab` ('B': Bs[16 * (BN + 8)], a row of BN
+ * values of n for each k, as async_tile_kn's stage; 'A': As, rows of BM
+ * values of m) from a float32 operand whose rows of n (m) are contiguous in
+ * whole 16-byte pieces (GemmSpec.b_f4n, a_f4m): each of the T threads has
+ * NP = 4 R / T pieces (4 floats of n or m at one k; R: BN or BM) of a K
+ * tile.  vec32n_fetch: statements that load them, a 128-bit load
+ * (ncc_ldg128f) each, into the registers bf4[NP][4] (af4), from the K tile
+ * at `kx` (zero past RMAX and K; RMAX is a multiple of 4, so a piece is all
+ * in or all out); vec32n_put: statements that round them as load_tile does
+ * (rv, of v) and store each piece's four 16-bit values as two 32-bit words.
  * Unpipelined, a K tile is fetched and put at the top of its iteration;
  * with Node.pipe the next tile's are fetched after the barrier, in flight
  * during the MMAs (as a convolution's gathered B, b_fetch). */
-static void vec32n_fetch(Buf *b, int BN, int T, int64_t N, int64_t K, const char *kx, const char *addr, const char *ind) {
-  int P = BN / 4, NP = 4 * BN / T;   /* pieces a row of k, pieces a thread */
-  NCC_ASSERT(4 * BN % T == 0 && NP >= 1);
+static void vec32n_fetch(Buf *b, int ab, int R, int T, int64_t RMAX, int64_t K, const char *kx, const char *addr,
+                         const char *ind) {
+  int P = R / 4, NP = 4 * R >= T ? 4 * R / T : 1;   /* pieces a row of k, pieces a thread (16 rows: a thread of two) */
+  const char *rg = ab == 'A' ? "af4" : "bf4", *rv = ab == 'A' ? "m" : "n";
+  NCC_ASSERT(4 * R % T == 0 || T % (4 * R) == 0);
   char c1[48], c2[48];
-  snprintf(c1, sizeof c1, "n < %lld", LL(N));
+  snprintf(c1, sizeof c1, "%s < %lld", rv, LL(RMAX));
   snprintf(c2, sizeof c2, "k < %lld", LL(K));
-  buf_printf(b, "%sfor (int q = 0; q < %d; q++) {   /* 4 floats of n a piece: one 128-bit load */\n", ind, NP);
-  buf_printf(b, "%s  int l = tid + q * %d, kk = l / %d, nv = l %% %d * 4;\n", ind, T, P, P);
-  if (strcmp(kx, "0")) buf_printf(b, "%s  int k = %s + kk, n = n0 + nv;\n", ind, kx);
-  else buf_printf(b, "%s  int k = kk, n = n0 + nv;\n", ind);
-  if (N % BN || K % BK)
-    buf_printf(b, "%s  for (int p = 0; p < 4; p++) bf4[q][p] = 0.0f;\n%s  if (%s%s%s) ncc_ldg128f(bf4[q], %s);\n", ind, ind,
-               N % BN ? c1 : "", N % BN && K % BK ? " && " : "", K % BK ? c2 : "", addr);
+  if (4 * R < T)
+    buf_printf(b, "%sfor (int q = 0; q < %d && tid < %d; q++) {   /* 4 floats of %s a piece: one 128-bit load */\n", ind, NP,
+               4 * R, rv);
   else
-    buf_printf(b, "%s  ncc_ldg128f(bf4[q], %s);\n", ind, addr);
+    buf_printf(b, "%sfor (int q = 0; q < %d; q++) {   /* 4 floats of %s a piece: one 128-bit load */\n", ind, NP, rv);
+  buf_printf(b, "%s  int l = tid + q * %d, kk = l / %d, %sv = l %% %d * 4;\n", ind, T, P, rv, P);
+  if (strcmp(kx, "0")) buf_printf(b, "%s  int k = %s + kk, %s = %s0 + %sv;\n", ind, kx, rv, rv, rv);
+  else buf_printf(b, "%s  int k = kk, %s = %s0 + %sv;\n", ind, rv, rv, rv);
+  if (RMAX % R || K % BK)
+    buf_printf(b, "%s  for (int p = 0; p < 4; p++) %s[q][p] = 0.0f;\n%s  if (%s%s%s) ncc_ldg128f(%s[q], %s);\n", ind, rg, ind,
+               RMAX % R ? c1 : "", RMAX % R && K % BK ? " && " : "", K % BK ? c2 : "", rg, addr);
+  else
+    buf_printf(b, "%s  ncc_ldg128f(%s[q], %s);\n", ind, rg, addr);
   buf_printf(b, "%s}\n", ind);
 }
-static void vec32n_put(Buf *b, int BN, int T, const char *rv) {
-  int P = BN / 4, NP = 4 * BN / T;
-  buf_printf(b, "    for (int q = 0; q < %d; q++) {\n      int l = tid + q * %d, kk = l / %d, nv = l %% %d * 4;\n", NP, T, P, P);
-  buf_printf(b, "      for (int p = 0; p < 4; p += 2) {   /* n and n + 1: a word */\n"
-                "        float v = bf4[q][p];\n        unsigned lo = %s;\n        v = bf4[q][p + 1];\n"
-                "        unsigned w = lo | (unsigned)%s << 16;\n        ncc_sts32(&Bs[kk * %d + nv + p], w);\n      }\n    }\n",
-             rv, rv, bnp(BN));
+static void vec32n_put(Buf *b, int ab, int R, int T, const char *rv) {
+  int P = R / 4, NP = 4 * R >= T ? 4 * R / T : 1;
+  const char *rg = ab == 'A' ? "af4" : "bf4", *r = ab == 'A' ? "m" : "n";
+  if (4 * R < T) buf_printf(b, "    for (int q = 0; q < %d && tid < %d; q++) {\n", NP, 4 * R);
+  else buf_printf(b, "    for (int q = 0; q < %d; q++) {\n", NP);
+  buf_printf(b, "      int l = tid + q * %d, kk = l / %d, %sv = l %% %d * 4;\n", T, P, r, P);
+  buf_printf(b, "      for (int p = 0; p < 4; p += 2) {   /* %s and %s + 1: a word */\n"
+                "        float v = %s[q][p];\n        unsigned lo = %s;\n        v = %s[q][p + 1];\n"
+                "        unsigned w = lo | (unsigned)%s << 16;\n        ncc_sts32(&%s[kk * %d + %sv + p], w);\n      }\n    }\n",
+             r, r, rg, rv, rg, rv, ab == 'A' ? "As" : "Bs", bnp(R), r);
 }
 
 /* The A tile of a pipelined fp16/bf16/int8 GEMM (GemmSpec.a_vec,
@@ -642,13 +653,17 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   int ela = !i8 && !pipe && !(ab && s->a_vec[0]);
   int elb = !i8 && !cpb && !pipe_b && !s->b_tile[0] && !(bb && s->b_vec[0]);
   int f4a = ela && s->a_f4[0], f4b = elb && s->b_f4[0];   /* float32 by 128-bit loads (vec32_tile) */
+  int f4ma = kind == MMA_F16 && ela && !f4a && s->a_f4m[0];   /* A float32, m-contiguous: a k-major tile (vec32n_fetch) */
   int ktile = pipe_bt || f4nb;   /* a k-major B tile, read by ldmatrix.trans */
-  int pada = ela && (!s->a_kcontig || f4a), padb = elb && !f4nb && (!s->b_kcontig || f4b);
+  int pada = ela && !f4ma && (!s->a_kcontig || f4a), padb = elb && !f4nb && (!s->b_kcontig || f4b);
   static const char *const stage_words[] = {"", "", "two", "three", "four"};
   const char *sw = stage_words[S <= IR_PIPE_MAX_STAGES ? S : 2];
   if (pipe)
     buf_printf(&b, "  %s __align__(16) %s As[%d][%d];   /* A tile, %d x %d row-major (rows padded to %d), "
                    "%s stages: cp.async, ldmatrix */\n", D_SHARED, TT, S, BM * ap, BM, BK, ap, sw);
+  else if (f4ma)
+    buf_printf(&b, "  %s __align__(16) %s As[%d];   /* A tile, %d x %d, a row of m for each k (rows padded to %d): "
+                   "ldmatrix.trans */\n", D_SHARED, TT, BK * bnp(BM), BM, BK, bnp(BM));
   else
     buf_printf(&b, "  %s __align__(16) %s As[%d];   /* A tile, %d x %d, in fragment order%s */\n", D_SHARED, TT,
                BK * BM / 32 * (pada ? 36 : 32), BM, BK, pada ? " (padded slices)" : "");
@@ -681,6 +696,9 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
                  "      for (int r = 0; r < 4; r++) acc[i][j][r] = %s;\n", MI, NJ, kind == MMA_S8 ? "0" : "0.0f");
   char kend[32] = "ke";   /* the end of this block's K: split-K's range, else K */
   if (s->S <= 1) snprintf(kend, sizeof kend, "%lld", LL(s->K));
+  if (f4ma)   /* x4.trans: lanes 0..7 name rows k 0..7 of rows m wr.., 8..15 the same k of m + 8, 16..31 k 8..15 */
+    buf_printf(&b, "  int la = (lane %% 8 + 8 * (lane / 16)) * %d + wr + 8 * (lane / 8 %% 2);   /* this lane's ldmatrix row of A (a k) */\n",
+               bnp(BM));
   if (ktile)   /* x4.trans: lanes 0..7 name rows k 0..7 of columns wc.., 8..15 k 8..15, 16..31 columns wc + 8..;
                  x2.trans: lanes 0..15 */
     buf_printf(&b, "  int lb = (lane %% 8 + 8 * (lane / 8 %% 2)) * %d + wc%s;   /* this lane's ldmatrix row of B (a k) */\n",
@@ -728,10 +746,11 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     buf_printf(&b, "  %s\n", s->b_regs);
     buf_puts(&b, s->b_first);
   }
-  if (f4nb) {   /* a thread's float32 pieces of B (vec32n_fetch); pipelined, the first K tile's before the loop */
-    buf_printf(&b, "  float bf4[%d][4];\n", 4 * BN / T);
-    if (gr->main->pipe) vec32n_fetch(&b, BN, T, s->N, s->K, s->S > 1 ? "kb" : "0", s->b_f4n, "  ");
-  }
+  /* a thread's float32 pieces of A, B (vec32n_fetch); pipelined, the first K tile's before the loop */
+  if (f4ma) buf_printf(&b, "  float af4[%d][4];\n", 4 * BM >= T ? 4 * BM / T : 1);
+  if (f4nb) buf_printf(&b, "  float bf4[%d][4];\n", 4 * BN / T);
+  if (f4ma && gr->main->pipe) vec32n_fetch(&b, 'A', BM, T, s->M, s->K, s->S > 1 ? "kb" : "0", s->a_f4m, "  ");
+  if (f4nb && gr->main->pipe) vec32n_fetch(&b, 'B', BN, T, s->N, s->K, s->S > 1 ? "kb" : "0", s->b_f4n, "  ");
   k_loop(&b, s, BK);
   char dst[160];
   char ra[64], rb[64], sa[96], sb[96];
@@ -754,14 +773,18 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     vec_tile(&b, 'A', BM, T, "m", "m0", s->M, s->K, s->a_vec, kind, NJ);
   else if (f4a)
     vec32_tile(&b, 'A', BM, T, "m", "m0", s->M, s->K, s->a_f4, kind, mma_store_rv(sa, sizeof sa, gr->main, ra));
+  else if (f4ma) {   /* float32 pieces of m: this K tile's (fetched in the last iteration, or now) */
+    if (!gr->main->pipe) vec32n_fetch(&b, 'A', BM, T, s->M, s->K, "k0", s->a_f4m, "    ");
+    vec32n_put(&b, 'A', BM, T, mma_store_rv(sa, sizeof sa, gr->main, ra));
+  }
   else
     load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind, pada, NJ), BM, T, s->a_kcontig, "m", "m0", s->M, s->K,
               ab ? s->a_bits : s->a_load, ab ? "v" : mma_store_rv(sa, sizeof sa, gr->main, ra), ab ? bits : NULL);
   if (cpb)
     ;   /* B by cp.async, above */
   else if (f4nb) {   /* float32 pieces of n: this K tile's (fetched in the last iteration, or now) */
-    if (!gr->main->pipe) vec32n_fetch(&b, BN, T, s->N, s->K, "k0", s->b_f4n, "    ");
-    vec32n_put(&b, BN, T, mma_store_rv(sb, sizeof sb, gr->main, rb));
+    if (!gr->main->pipe) vec32n_fetch(&b, 'B', BN, T, s->N, s->K, "k0", s->b_f4n, "    ");
+    vec32n_put(&b, 'B', BN, T, mma_store_rv(sb, sizeof sb, gr->main, rb));
   } else if (pipe_b) buf_puts(&b, s->b_put);
   else if (s->b_tile[0]) buf_puts(&b, s->b_tile);
   else if (bb && s->b_vec[0]) vec_tile(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_vec, kind, NJ);
@@ -781,11 +804,13 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     buf_puts(&b, s->b_fetch);
     buf_puts(&b, "    }\n");
   }
-  if (f4nb && gr->main->pipe) {
+  if ((f4ma || f4nb) && gr->main->pipe) {
     char kx[32];
     snprintf(kx, sizeof kx, "k0 + %d", BK);
-    buf_printf(&b, "    if (k0 + %d < %s) {   /* the next K tile's B pieces, in flight during the MMAs */\n", BK, kend);
-    vec32n_fetch(&b, BN, T, s->N, s->K, kx, s->b_f4n, "      ");
+    buf_printf(&b, "    if (k0 + %d < %s) {   /* the next K tile's %s pieces, in flight during the MMAs */\n", BK, kend,
+               f4ma && f4nb ? "A and B" : f4ma ? "A" : "B");
+    if (f4ma) vec32n_fetch(&b, 'A', BM, T, s->M, s->K, kx, s->a_f4m, "      ");
+    if (f4nb) vec32n_fetch(&b, 'B', BN, T, s->N, s->K, kx, s->b_f4n, "      ");
     buf_puts(&b, "    }\n");
   }
   if (kind == MMA_S8) {   /* a lane's A: 2 registers of 4 int8 (rows g, g + 8), B: 1, each one 32-bit load */
@@ -815,6 +840,8 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     buf_printf(&b, "    {\n      unsigned ah[%d][4], bh[%d][2];\n", MI, NJ);
     if (pipe)   /* ldmatrix x4: lane l names row l % 8 + 8 (l / 8 % 2), columns 8 (l / 16) on, of a 16-row slice */
       buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_ldmatrix_x4(ah[i], &As[st][lo + i * %d]);\n", MI, 16 * AP);
+    else if (f4ma)   /* ldmatrix x4.trans from the k-major tile: a 16-row slice's four registers */
+      buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_ldmatrix_x4_trans(ah[i], &As[la + i * 16]);\n", MI);
     else
       buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_lds_u32x4(ah[i], &As[((wr / 16 + i) * %d + %s) * 8]);\n", MI,
                  pada ? 36 : 32, pada ? "lp" : "lane");
@@ -1935,6 +1962,12 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
       Buf ad = {0};
       buf_puts(&ad, "&"), gather(&ad, x, 2, eb, kb);
       snprintf(s.b_f4n, sizeof s.b_f4n, "%s", ad.s);
+      buf_free(&ad);
+    }
+    if (vec32_ok(n->in[0], s.M)) {   /* dy's rows of O floats, 4n: 4 of m a load */
+      Buf ad = {0};
+      buf_puts(&ad, "&"), gather(&ad, dy, 2, ea, ka);
+      snprintf(s.a_f4m, sizeof s.a_f4m, "%s", ad.s);
       buf_free(&ad);
     }
     for (int i = 0, t = 0; i < 2; i++) cg_term(&lo, &t, eo[i], ko[i]);
