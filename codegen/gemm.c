@@ -488,21 +488,26 @@ static void vec32n_put(Buf *b, int ab, int R, int T, const char *rv) {
              r, r, rg, rv, rg, rv, ab == 'A' ? "As" : "Bs", bnp(R), r);
 }
 
-/* The A tile of a pipelined fp16/bf16/int8 GEMM (GemmSpec.a_vec,
- * Node.pipe), and the B tile of one whose B is k-contiguous too
- * (GemmSpec.b_vec: a linear's weight): row-major, a row (m of A, n of B) of
- * BK = 16 values padded to 48 bytes (the eight 16-byte rows an ldmatrix
- * phase reads fall in distinct banks): AP = 24 16-bit values, or AP8 = 48
- * int8 ones; two stages.  Statements that issue stage `stg`'s copies of the
- * K tile at `kx` into `arr` (As, Bs) of `tt` (unsigned short, signed char),
- * row `var` (m, n) from `base` (m0, n0) on: 16 bytes a thread with cp.async
- * (k-contiguous rows, whole 16-byte pieces: two a row of 16-bit values, one
- * of int8), zeros stored past RMAX and K. */
+/* The A tile of a pipelined GEMM (Node.pipe; fp16/bf16/int8: GemmSpec.a_vec,
+ * tf32: a_f4), and the B tile of one whose B is k-contiguous too
+ * (GemmSpec.b_vec, tf32 b_f4: a linear's weight): row-major, a row (m of A,
+ * n of B) of BK = 16 values padded to 48 bytes (the eight 16-byte rows an
+ * ldmatrix phase reads fall in distinct banks): AP = 24 16-bit values, or
+ * AP8 = 48 int8 ones; tf32's float32 rows padded to AP32 = 20 floats (80
+ * bytes: the eight rows at 80-byte steps fall in distinct 16-byte bank
+ * groups too).  Node.pipe stages.  Statements that issue stage `stg`'s
+ * copies of the K tile at `kx` into `arr` (As, Bs) of `tt` (unsigned short,
+ * signed char, float), row `var` (m, n) from `base` (m0, n0) on: 16 bytes a
+ * thread with cp.async (k-contiguous rows, whole 16-byte pieces: two a row
+ * of 16-bit values, one of int8, four of floats), zeros stored past RMAX
+ * and K. */
 #define AP 24
 #define AP8 48
+#define AP32 20
 static void async_tile(Buf *b, const char *arr, const char *tt, const char *var, const char *base, int rows, int T,
                        int64_t RMAX, int64_t K, const char *kx, const char *stg, const char *addr, const char *ind) {
-  int i8 = !strcmp(tt, "signed char"), P = i8 ? 1 : 2, ap = i8 ? AP8 : AP;
+  int i8 = !strcmp(tt, "signed char"), f32 = !strcmp(tt, "float");
+  int P = i8 ? 1 : f32 ? 4 : 2, ap = i8 ? AP8 : f32 ? AP32 : AP;
   char c1[64], c2[48], cond[128] = "";
   snprintf(c1, sizeof c1, "%s < %lld", var, LL(RMAX));
   snprintf(c2, sizeof c2, "k < %lld", LL(K));
@@ -517,17 +522,35 @@ static void async_tile(Buf *b, const char *arr, const char *tt, const char *var,
     buf_printf(b, "%sfor (int q = 0; q < %d; q++) {   /* 16 bytes a copy, %d a thread: cp.async */\n%s  int l = tid + q * %d;\n",
                ind, n / T, n / T, ind, T);
   else buf_printf(b, "%sfor (int l = tid; l < %d; l += %d) {   /* 16 bytes a thread: cp.async */\n", ind, n, T);
-  if (P == 2) buf_printf(b, "%s  int rr = l / 2, kv = l %% 2 * 8;\n", ind);
+  if (P > 1) buf_printf(b, "%s  int rr = l / %d, kv = l %% %d * %d;\n", ind, P, P, BK / P);
   else buf_printf(b, "%s  int rr = l, kv = 0;\n", ind);
   buf_printf(b, "%s  int %s = %s + rr, k = %s + kv;\n", ind, var, base, kx);
   buf_printf(b, "%s  %s *dst = &%s[%s][rr * %d + kv];\n", ind, tt, arr, stg, ap);
   if (cond[0])
     buf_printf(b, "%s  if (%s) {\n%s    ncc_cp_async16(dst, %s);\n%s  } else {\n"
                   "%s    unsigned z = 0u;\n%s    for (int p = 0; p < 4; p++) ncc_sts32(dst + %d * p, z);\n%s  }\n",
-               ind, cond, ind, addr, ind, ind, ind, i8 ? 4 : 2, ind);
+               ind, cond, ind, addr, ind, ind, ind, i8 ? 4 : f32 ? 1 : 2, ind);
   else
     buf_printf(b, "%s  ncc_cp_async16(dst, %s);\n", ind, addr);
   buf_printf(b, "%s}\n", ind);
+}
+
+/* tf32: statements that round to TF32, in place, the pieces of stage st of
+ * the float32 tile `arr` (As, Bs) of `rows` rows that this thread copied
+ * (async_tile's pieces, four a row): after its wait they have landed, for
+ * it; the barrier after publishes them.  Each element is rounded once a
+ * block, as the tiles stored by the threads are, and the fragments are read
+ * as they are. */
+static void round_tf32_tile(Buf *b, const char *arr, int rows, int T) {
+  int n = rows * 4;
+  if (n == T) buf_puts(b, "    {   /* this thread's copies, rounded to TF32 in place */\n      int l = tid;\n");
+  else if (n < T) buf_printf(b, "    if (tid < %d) {   /* this thread's copies, rounded to TF32 in place */\n      int l = tid;\n", n);
+  else if (n % T == 0)
+    buf_printf(b, "    for (int q = 0; q < %d; q++) {   /* this thread's copies, rounded to TF32 in place */\n"
+                  "      int l = tid + q * %d;\n", n / T, T);
+  else buf_printf(b, "    for (int l = tid; l < %d; l += %d) {   /* this thread's copies, rounded to TF32 in place */\n", n, T);
+  buf_printf(b, "      float *e = &%s[st][l / 4 * %d + l %% 4 * 4];\n"
+                "      for (int p = 0; p < 4; p++) e[p] = ncc_tf32(e[p]);\n    }\n", arr, AP32);
 }
 
 /* The B tile of a pipelined fp16/bf16 GEMM whose B is n-contiguous
@@ -628,16 +651,20 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   /* fp16, bf16: the tiles in 16-bit values, int8 in bytes: a lane loads its registers as they are */
   const char *TT = mma_type(gr->main);
   /* A through cp.async and ldmatrix, two stages: an fp16/bf16/int8 A stored so, k-contiguous in 16-byte pieces */
-  int kind = mma_kind(gr->main), k16 = kind != MMA_TF32, i8 = kind == MMA_S8, ap = i8 ? AP8 : AP;
-  /* (not where the precision pass says no: Node.pipe_a) */
-  int pipe = gr->main->pipe && gr->main->pipe_a && k16 && s->a_bits[0] && s->a_vec[0];
+  int kind = mma_kind(gr->main), k16 = kind != MMA_TF32, i8 = kind == MMA_S8, ap = i8 ? AP8 : k16 ? AP : AP32;
+  /* (not where the precision pass says no: Node.pipe_a); tf32: a float32 A k-contiguous in 16-byte pieces, copied as
+   * it is (a_f4) and rounded in place once landed (round_tf32_tile) */
+  int t32 = kind == MMA_TF32;
+  int pipe = gr->main->pipe && gr->main->pipe_a && (k16 ? s->a_bits[0] && s->a_vec[0] : s->a_f4[0] != 0);
   /* B the same way where it is stored so too (a linear's weight converted at load), not gathered (b_tile);
    * int8 with two 8-column blocks a warp at least (ldmatrix x2 and x4 of B's one-register fragments) */
-  int pipe_bv = gr->main->pipe && k16 && s->b_bits[0] && s->b_vec[0] && !s->b_tile[0] && (!i8 || NJ % 2 == 0);
+  int pipe_bv = gr->main->pipe && !s->b_tile[0] &&
+                (k16 ? s->b_bits[0] && s->b_vec[0] && (!i8 || NJ % 2 == 0) : s->b_f4[0] != 0);
   /* B n-contiguous and stored so at fp16/bf16 (a matmul's b, a 1x1 convolution's image: GemmSpec.b_nvec): copied
    * k-major by cp.async, read by ldmatrix.trans (in place of a convolution's gathered tile, b_tile) */
   int pipe_bt = gr->main->pipe && kind == MMA_F16 && s->b_nvec[0] && !pipe_bv;
   int cpb = pipe_bv || pipe_bt;   /* B by cp.async */
+  const char *avec = t32 ? s->a_f4 : s->a_vec, *bvec = t32 ? s->b_f4 : s->b_vec;   /* the copies' addresses */
   /* the stages of those copies (Node.pipe, at least 2): the copies of S - 1 K tiles in flight */
   int S = gr->main->pipe > 2 ? gr->main->pipe : 2;
   /* the operand (a stored narrow one: its bits, mma_bits); B through registers (--gemm-pipeline, a
@@ -707,21 +734,24 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     buf_puts(&b, "  int st = 0;   /* the stage the loop's MMAs read */\n");
     /* int8: a 16-byte row is a row's 16 k; an 8 x 8 matrix of 16-bit pairs gives lane l the bytes
      * 4 (l % 4) .. + 3 of row l / 4: the s8 fragment of rows (A) or columns (B) 0..7 */
+    /* 16 bytes: 8 16-bit values, 4 tf32 floats (an 8 x 8 matrix of 16-bit halves gives lane l the float
+     * l % 4 of row l / 4: the tf32 fragment's register) */
+    int h = t32 ? 4 : 8, ap2 = t32 ? AP32 : AP;
     if (pipe && !i8)
-      buf_printf(&b, "  int lo = (wr + lane %% 8 + 8 * (lane / 8 %% 2)) * %d + 8 * (lane / 16);   /* this lane's ldmatrix row of A */\n",
-                 AP);
+      buf_printf(&b, "  int lo = (wr + lane %% 8 + 8 * (lane / 8 %% 2)) * %d + %d * (lane / 16);   /* this lane's ldmatrix row of A */\n",
+                 ap2, h);
     else if (pipe)   /* x4: lane l names row l of two 16-row slices; x2: row l %% 16 of one */
       buf_printf(&b, "  int lo = (wr + lane%s) * %d;   /* this lane's ldmatrix row of A */\n", MI % 2 ? " % 16" : "", AP8);
     if (pipe_bv && !i8 && NJ % 2 == 0)   /* x4: lanes 0..7 name rows n (k 0..7), 8..15 the same n (k 8..15), 16..31 n + 8 */
-      buf_printf(&b, "  int lb = (wc + lane %% 8 + 8 * (lane / 16)) * %d + 8 * (lane / 8 %% 2);   /* this lane's ldmatrix row of B */\n",
-                 AP);
+      buf_printf(&b, "  int lb = (wc + lane %% 8 + 8 * (lane / 16)) * %d + %d * (lane / 8 %% 2);   /* this lane's ldmatrix row of B */\n",
+                 ap2, h);
     else if (pipe_bv && !i8)   /* x2: lanes 0..7 rows n (k 0..7), 8..15 the same n (k 8..15); the others' as theirs */
-      buf_printf(&b, "  int lb = (wc + lane %% 8) * %d + 8 * (lane / 8 %% 2);   /* this lane's ldmatrix row of B */\n", AP);
+      buf_printf(&b, "  int lb = (wc + lane %% 8) * %d + %d * (lane / 8 %% 2);   /* this lane's ldmatrix row of B */\n", ap2, h);
     else if (pipe_bv)   /* x4: lane l names column l of four 8-column blocks; x2: column l %% 16 of two */
       buf_printf(&b, "  int lb = (wc + lane%s) * %d;   /* this lane's ldmatrix row of B */\n", NJ % 4 ? " % 16" : "", AP8);
     buf_puts(&b, "  {\n");
-    if (pipe) async_tile(&b, "As", TT, "m", "m0", BM, T, s->M, s->K, s->S > 1 ? "kb" : "0", "0", s->a_vec, "    ");
-    if (pipe_bv) async_tile(&b, "Bs", TT, "n", "n0", BN, T, s->N, s->K, s->S > 1 ? "kb" : "0", "0", s->b_vec, "    ");
+    if (pipe) async_tile(&b, "As", TT, "m", "m0", BM, T, s->M, s->K, s->S > 1 ? "kb" : "0", "0", avec, "    ");
+    if (pipe_bv) async_tile(&b, "Bs", TT, "n", "n0", BN, T, s->N, s->K, s->S > 1 ? "kb" : "0", "0", bvec, "    ");
     if (pipe_bt) async_tile_kn(&b, BN, T, s->N, s->K, s->S > 1 ? "kb" : "0", "0", s->b_nvec, "    ", s->b_piece);
     buf_puts(&b, "    ncc_cp_async_commit();\n  }\n");
     for (int q = 1; q < S - 1; q++) {   /* and the next ones' (a group each, empty past the end) */
@@ -732,8 +762,8 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
       if (s->S > 1) buf_printf(&b, "  if (%s < %s) {\n", kx, kend);
       else if (q * BK < s->K) buf_puts(&b, "  {\n");
       if (s->S > 1 || q * BK < s->K) {
-        if (pipe) async_tile(&b, "As", TT, "m", "m0", BM, T, s->M, s->K, kx, stg, s->a_vec, "    ");
-        if (pipe_bv) async_tile(&b, "Bs", TT, "n", "n0", BN, T, s->N, s->K, kx, stg, s->b_vec, "    ");
+        if (pipe) async_tile(&b, "As", TT, "m", "m0", BM, T, s->M, s->K, kx, stg, avec, "    ");
+        if (pipe_bv) async_tile(&b, "Bs", TT, "n", "n0", BN, T, s->N, s->K, kx, stg, bvec, "    ");
         if (pipe_bt) async_tile_kn(&b, BN, T, s->N, s->K, kx, stg, s->b_nvec, "    ", s->b_piece);
         buf_puts(&b, "  }\n");
       }
@@ -762,8 +792,8 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     snprintf(knext, sizeof knext, "k0 + %d", (S - 1) * BK);
     if (S == 2) snprintf(stg, sizeof stg, "st ^ 1");
     else snprintf(stg, sizeof stg, "st ? st - 1 : %d", S - 1);
-    if (pipe) async_tile(&b, "As", TT, "m", "m0", BM, T, s->M, s->K, knext, stg, s->a_vec, "      ");
-    if (pipe_bv) async_tile(&b, "Bs", TT, "n", "n0", BN, T, s->N, s->K, knext, stg, s->b_vec, "      ");
+    if (pipe) async_tile(&b, "As", TT, "m", "m0", BM, T, s->M, s->K, knext, stg, avec, "      ");
+    if (pipe_bv) async_tile(&b, "Bs", TT, "n", "n0", BN, T, s->N, s->K, knext, stg, bvec, "      ");
     if (pipe_bt) async_tile_kn(&b, BN, T, s->N, s->K, knext, stg, s->b_nvec, "      ", s->b_piece);
     buf_puts(&b, "    }\n    ncc_cp_async_commit();   /* (an empty group after the last tile) */\n");
   }
@@ -795,6 +825,8 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     if (S == 2) buf_puts(&b, "    ncc_cp_async_wait(1);   /* this K tile's copies have landed (the next one's may not) */\n");
     else buf_printf(&b, "    ncc_cp_async_wait(%d);   /* this K tile's copies have landed (the next %d tiles' may not) */\n", S - 1, S - 1);
   }
+  if (t32 && pipe) round_tf32_tile(&b, "As", BM, T);
+  if (t32 && pipe_bv) round_tf32_tile(&b, "Bs", BN, T);
   char adv[48] = "";   /* the next stage */
   if ((pipe || cpb) && S == 2) snprintf(adv, sizeof adv, "    st ^= 1;\n");
   else if (pipe || cpb) snprintf(adv, sizeof adv, "    st = st == %d ? 0 : st + 1;\n", S - 1);
@@ -860,14 +892,29 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     buf_printf(&b, "    }\n    %s\n%s  }\n", D_BARRIER, adv);
   } else {
     buf_printf(&b, "    for (int ks = 0; ks < 2; ks++) {\n      float af[%d][4], bf[%d][2];\n", MI, NJ);
-    buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_lds4(af[i], &As[((ks * %d + wr / 16 + i) * %d + %s) * 4]);\n", MI,
-               BM / 16, pada ? 36 : 32, pada ? "lp" : "lane");
-    char ks[48];
-    snprintf(ks, sizeof ks, "ks * %d + ", BN / 16);
-    frag_b(&b, "ncc_lds4", "ncc_lds2", "float", "bf", NJ, ks, 4, padb);
+    if (pipe)   /* ldmatrix x4 of the float32 rows (rounded in place): rows 0..7 and 8..15 of the slice at k 0..3, then 4..7 */
+      buf_printf(&b, "      for (int i = 0; i < %d; i++) {\n        unsigned q[4];\n"
+                     "        ncc_ldmatrix_x4(q, &As[st][lo + i * %d + ks * 8]);\n"
+                     "        for (int r = 0; r < 4; r++) af[i][r] = ncc_f32_bits(q[r]);\n      }\n", MI, 16 * AP32);
+    else
+      buf_printf(&b, "      for (int i = 0; i < %d; i++) ncc_lds4(af[i], &As[((ks * %d + wr / 16 + i) * %d + %s) * 4]);\n", MI,
+                 BM / 16, pada ? 36 : 32, pada ? "lp" : "lane");
+    if (pipe_bv && NJ % 2 == 0)   /* ldmatrix x4: columns 0..7 of the block at k 0..3, 4..7, then the next block's */
+      buf_printf(&b, "      for (int j = 0; j < %d; j += 2) {\n        unsigned q[4];\n"
+                     "        ncc_ldmatrix_x4(q, &Bs[st][lb + j * %d + ks * 8]);\n"
+                     "        bf[j][0] = ncc_f32_bits(q[0]), bf[j][1] = ncc_f32_bits(q[1]);\n"
+                     "        bf[j + 1][0] = ncc_f32_bits(q[2]), bf[j + 1][1] = ncc_f32_bits(q[3]);\n      }\n", NJ, 8 * AP32);
+    else if (pipe_bv)
+      buf_puts(&b, "      {\n        unsigned q[2];\n        ncc_ldmatrix_x2(q, &Bs[st][lb + ks * 8]);\n"
+                   "        bf[0][0] = ncc_f32_bits(q[0]), bf[0][1] = ncc_f32_bits(q[1]);\n      }\n");
+    else {
+      char ks[48];
+      snprintf(ks, sizeof ks, "ks * %d + ", BN / 16);
+      frag_b(&b, "ncc_lds4", "ncc_lds2", "float", "bf", NJ, ks, 4, padb);
+    }
     buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) ncc_mma_tf32_16x8x8(acc[i][j], af[i], bf[j]);\n",
                MI, NJ);
-    buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
+    buf_printf(&b, "    }\n    %s\n%s  }\n", D_BARRIER, adv);
   }
   /* the epilogue unrolled whole: with a loop left, nvcc keeps acc in local memory (a stack frame) */
   buf_printf(&b, "  NCC_UNROLL\n  for (int i = 0; i < %d; i++)\n    NCC_UNROLL\n    for (int j = 0; j < %d; j++)\n"

@@ -138,12 +138,12 @@ static const OptSpec opts[] = {
    "16x32, 16x64, 32x32, 32x64, 64x32, 64x64, 128x64, 64x128 or 128x128 (docs/gpu.md, \"Tile choice\"; "
    "-v prints each GEMM's tile and why)"},
   {O_GEMM_PIPE, "--gemm-pipeline", NULL, "=on|off", CMD_ALL, 0,
-   "on (the default): fp16/bf16 tensor-core GEMMs whose A operand is stored 16-bit and k-contiguous stage it with "
-   "cp.async in two stages and load its fragments with ldmatrix, and tensor-core convolutions load the next K "
-   "tile's B elements into registers during the MMAs; off: each K tile loaded, then multiplied, as before "
-   "(docs/gpu.md, \"Pipelined tiles\")"},
+   "on (the default): tensor-core GEMMs stage the operands they can (fp16/bf16/int8 ones stored narrow, tf32 "
+   "float32 ones, in 16-byte pieces) with cp.async in two stages and load their fragments with ldmatrix, and load "
+   "the next K tile's other B elements into registers during the MMAs; off: each K tile loaded, then multiplied, "
+   "as before (docs/gpu.md, \"Pipelined tiles\")"},
   {O_GEMM_STAGES, "--gemm-stages", NULL, "=2|3|4", CMD_ALL, 0,
-   "with --gemm-pipeline=on at fp16, bf16 or int8 (refused elsewhere): the shared-memory stages of the operands "
+   "with --gemm-pipeline=on at tf32, fp16, bf16 or int8 (refused elsewhere): the shared-memory stages of the operands "
    "copied by cp.async, so that the copies of "
    "that many K tiles less one are in flight while a tile's MMAs run (default 2; a tile whose stages would pass "
    "40 KiB of shared memory takes fewer; the same bits at every count; docs/gpu.md, \"Pipelined tiles\")"},
@@ -659,11 +659,10 @@ static int check(Options *o) {
                 "inference; it does not go with %s", o->precision == PREC_FP32 ? "fp32 (no tensor cores)"
                 : o->precision == PREC_INT8 ? "int8 (its GEMMs take the tile model's choice)"
                 : o->cublas ? "--cublas" : o->gemm_tile ? "--gemm-tile (a tile forced)" : "--train");
-  if (o->gemm_stages && (!o->gemm_pipe || o->precision == PREC_FP32 || o->precision == PREC_TF32 || o->cublas))
-    return oerr("--gemm-stages=%d: the stages of the cp.async copies of fp16, bf16 and int8 tensor-core GEMMs; "
+  if (o->gemm_stages && (!o->gemm_pipe || o->precision == PREC_FP32 || o->cublas))
+    return oerr("--gemm-stages=%d: the stages of the cp.async copies of tf32, fp16, bf16 and int8 tensor-core GEMMs; "
                 "it does not go with %s", o->gemm_stages, !o->gemm_pipe ? "--gemm-pipeline=off (no copies staged)"
-                : o->cublas ? "--cublas" : o->precision == PREC_TF32 ? "tf32 (float32 operands, loaded, not copied)"
-                : "fp32 (no tensor cores; --precision=fp16, bf16 or int8)");
+                : o->cublas ? "--cublas" : "fp32 (no tensor cores; --precision=tf32, fp16, bf16 or int8)");
   if (o->gemm_tile && (o->precision == PREC_FP32 || o->cublas))
     return oerr("--gemm-tile picks the tile of ncc's tensor-core GEMMs: it goes with --precision=tf32, fp16, bf16 or "
                 "int8, without --cublas");

@@ -176,7 +176,7 @@ struct Node {
                               model's or --gemm-tile's reason (ir_tile_why) */
   int pipe;                /* set by the precision pass on a tensor-core GEMM (--gemm-pipeline=on):
                               0 off, else the stages (2..4, ir_pipe_stages) in which fp16/bf16/int8
-                              operands stored narrow and k-contiguous in 16-byte pieces are copied
+                              operands stored narrow (tf32: float32 ones) and contiguous in 16-byte pieces are copied
                               with cp.async and their fragments loaded with ldmatrix (codegen checks
                               the storage); a convolution's B tile through registers, the next K
                               tile's loads in flight during the MMAs */
@@ -585,13 +585,14 @@ int ir_tile_regs(const Node *n, const IrTile *t);
  * SM; bounded: 128, no spill) */
 int ir_tile_minb(const Node *n, const IrTile *t);
 /* The pipelined tiles' shared memory (codegen/gemm.c, async_tile): a row of a
- * staged tile is 16 k of 16 bits or int8 padded to 48 bytes, a stage both
- * tiles' rows; the precision pass gives a GEMM at most the stages
+ * staged tile is 16 k of 16 bits or int8 padded to 48 bytes (tf32: 16
+ * floats padded to 80), a stage both tiles' rows (an upper bound: a k-major
+ * B tile takes less); the precision pass gives a GEMM at most the stages
  * (--gemm-stages) that fit IR_PIPE_SMEM, below the 48 KiB a block's static
  * shared memory may take */
-enum { IR_PIPE_ROW_BYTES = 48, IR_PIPE_SMEM = 40 * 1024, IR_PIPE_MAX_STAGES = 4 };
-int64_t ir_pipe_smem(const IrTile *t, int stages);    /* the bytes of `stages` stages of both tiles */
-int ir_pipe_stages(const IrTile *t, int want);        /* want (2..4), fewer where they pass IR_PIPE_SMEM; at least 2 */
+enum { IR_PIPE_ROW_BYTES = 48, IR_PIPE_ROW_BYTES_TF32 = 80, IR_PIPE_SMEM = 40 * 1024, IR_PIPE_MAX_STAGES = 4 };
+int64_t ir_pipe_smem(const IrTile *t, int stages, int prec);   /* the bytes of `stages` stages of both tiles at prec */
+int ir_pipe_stages(const IrTile *t, int want, int prec);       /* want (2..4), fewer where they pass IR_PIPE_SMEM; at least 2 */
 const char *ir_tile_why(const Node *n, char *why, size_t nwhy);   /* why n has its tile (Node.tile), one line */     /* the registers the model assumes for n's kernel at tile t */
 
 /* Storage classes of values (Liveness.kind). */

@@ -98,11 +98,13 @@ int ir_tile_minb(const Node *n, const IrTile *t) {
   return n->op == OP_CONV2D_BWD_WEIGHT && t->threads >= 256 && !t->minb ? 2 : t->minb;
 }
 
-int64_t ir_pipe_smem(const IrTile *t, int stages) { return (int64_t)stages * (t->BM + t->BN) * IR_PIPE_ROW_BYTES; }
+int64_t ir_pipe_smem(const IrTile *t, int stages, int prec) {
+  return (int64_t)stages * (t->BM + t->BN) * (prec == PREC_TF32 ? IR_PIPE_ROW_BYTES_TF32 : IR_PIPE_ROW_BYTES);
+}
 
-int ir_pipe_stages(const IrTile *t, int want) {
+int ir_pipe_stages(const IrTile *t, int want, int prec) {
   int s = want < 2 ? 2 : want > IR_PIPE_MAX_STAGES ? IR_PIPE_MAX_STAGES : want;
-  while (s > 2 && ir_pipe_smem(t, s) > IR_PIPE_SMEM) s--;
+  while (s > 2 && ir_pipe_smem(t, s, prec) > IR_PIPE_SMEM) s--;
   return s;
 }
 
@@ -117,7 +119,7 @@ double ir_tile_model(const Node *n, int t, IrTileEst *e) {
   IrTileEst x;
   x.blocks = (M + c->BM - 1) / c->BM * ((N + c->BN - 1) / c->BN) * Z;
   /* the tiles' shared memory: one K tile of each, or (pipelined, not tf32) the stages of both */
-  int64_t smem = n->pipe && n->prec != PREC_TF32 ? ir_pipe_smem(c, ir_pipe_stages(c, n->pipe))
+  int64_t smem = n->pipe ? ir_pipe_smem(c, ir_pipe_stages(c, n->pipe, n->prec), n->prec)
                                                  : (int64_t)(c->BM + c->BN) * 16 * elem_bytes(n->prec);
   IrOcc o = ir_occupancy(a, c->threads, ir_tile_regs(n, c), smem, 0);
   x.resident = o.per_sm, x.limit = o.limit;

@@ -127,7 +127,7 @@ static void choose_tiles(Graph *g, const PassCtx *c) {
     if (nd->pipe) {   /* the stages that fit the tile's shared memory (ir_pipe_stages); A's copies but at int8 128x64 */
       IrTile t = ir_gemm_tile(nd);
       int want = nd->pipe;
-      nd->pipe = ir_pipe_stages(&t, want);
+      nd->pipe = ir_pipe_stages(&t, want, nd->prec);
       nd->pipe_a = !(nd->prec == PREC_INT8 && t.minb);
       if (nd->pipe < want)
         snprintf(stages, sizeof stages, "; %d stages (%d would pass %d KiB of shared memory)", nd->pipe, want,

@@ -122,6 +122,14 @@ static __device__ __forceinline__ float ncc_tf32(float x) {
   return v.f;
 }
 
+/* The float whose bits are u (a tf32 fragment register read by ldmatrix
+ * from a tile rounded already). */
+static __device__ __forceinline__ float ncc_f32_bits(unsigned u) {
+  union { float f; unsigned u; } v;
+  v.u = u;
+  return v.f;
+}
+
 /* ------------------------------------------------------------ INT8 (--precision=int8)
  * x on the int8 grid: rounded to the nearest integer, ties to even (rintf,
  * as torch.round), clamped to [-127, 127] (symmetric: -128 unused); NaN to

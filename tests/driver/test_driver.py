@@ -567,7 +567,6 @@ def _gemm_tile(ctx):
         # stages where nothing is staged: refused, not ignored
         ([net, "--precision=fp16", "--gemm-pipeline=off", "--gemm-stages=3", "-o", out],
          ["--gemm-stages=3", "--gemm-pipeline=off"]),
-        ([net, "--precision=tf32", "--gemm-stages=3", "-o", out], ["--gemm-stages=3", "tf32"]),
         ([net, "--gemm-stages=4", "-o", out], ["--gemm-stages=4", "fp32"]),
         ([net, "--precision=bf16", "--cublas", "--gemm-stages=2", "-o", out], ["--gemm-stages=2", "--cublas"]),
         ([net, "--gemm-tile=64x64", "-o", out], ["--gemm-tile picks the tile of ncc's tensor-core GEMMs"]),
@@ -708,14 +707,21 @@ def _half_storage(ctx):
     if "ncc_ldg128(q, &weight[" not in src or "const unsigned short *__restrict__ weight" not in src:
         raise Failure("ResNet-18 at fp16: the folded f16 weights should be staged with 128-bit loads")
     # float32 operands with rows of 4n floats, 4 floats a 128-bit load (vec32_tile): ResNet-18's folded
-    # weights at tf32, and in the digits network's fp16 training step (float32 storage) the linear's
-    # input and the weight gradients' dy (4 x 4 and 8 x 8 output pixels).  The train oracle's tf32, fp16
-    # and bf16 gradient cases (6 x 6 outputs) run the same staging against PyTorch
-    p = ctx.ncc_cmd([os.path.join(examples, "resnet18.net"), "--precision=tf32", "--set", "N=2", "--set", "S=32",
-                     "-o", out])
+    # weights at tf32 with --gemm-pipeline=off (on, the default: copied by cp.async, rounded in place), and
+    # in the digits network's fp16 training step (float32 storage) the linear's input and the weight
+    # gradients' dy (4 x 4 and 8 x 8 output pixels).  The train oracle's tf32, fp16 and bf16 gradient
+    # cases (6 x 6 outputs) run the same staging against PyTorch
+    r18 = [os.path.join(examples, "resnet18.net"), "--precision=tf32", "--set", "N=2", "--set", "S=32", "-o", out]
+    p = ctx.ncc_cmd(r18 + ["--gemm-pipeline=off"])
     src = open(out).read() if p.returncode == 0 else ""
     if "ncc_ldg128f(f, &weight[" not in src or "ncc_ldg128(" in src:
-        raise Failure("ResNet-18 at tf32: the float32 weights should be staged 4 floats a 128-bit load")
+        raise Failure("ResNet-18 at tf32 (--gemm-pipeline=off): the float32 weights should be staged 4 floats a "
+                      "128-bit load")
+    p = ctx.ncc_cmd(r18)
+    src = open(out).read() if p.returncode == 0 else ""
+    if ("ncc_cp_async16(dst, &weight[" not in src or "rounded to TF32 in place" not in src or
+            "ncc_ldg128f(f, &weight[" in src):
+        raise Failure("ResNet-18 at tf32: the float32 weights should be copied by cp.async and rounded in place")
     p = ctx.ncc_cmd([os.path.join(examples, "digits.net"), "--precision=fp16", "--train", "-o", out])
     src = open(out).read() if p.returncode == 0 else ""
     if src.count("ncc_ldg128f(f, &dy[") < 2 or "ncc_ldg128f(f, &x[" not in src:

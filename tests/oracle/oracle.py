@@ -1823,6 +1823,18 @@ case("tc_bits_fp16_tile128x128_conv_tap_stages4_checked_reverse",
      ["op", "conv", "fp16", "mma", "tile", "check", "fiber"])(
     lambda ctx: tc_conv_case(ctx, "tap_big", env=CHECKED_REVERSE, prec="fp16", tile="128x128", pipe=True, stages=4,
                              src_has="As[3][3072]"))
+# tf32's float32 operands k-contiguous in 16-byte pieces (a weight, a linear's x): copied as they are by
+# cp.async into rows of 20 floats, their fragments by ldmatrix (x4; a linear's B x2 at 16x32) and rounded as
+# loaded, the same bits: stages 3 and 4, N and K past the tile
+case("tc_bits_tf32_linear_pipe_stages3_checked_reverse", ["op", "tf32", "mma", "check", "fiber"])(
+    lambda ctx: tc_linear_case(ctx, 70, 136, 72, "relu", env=CHECKED_REVERSE, prec="tf32", stages=3,
+                               src_has="ncc_ldmatrix_x4(q, &Bs[st][lb + j * 160 + ks * 8]);"))
+case("tc_bits_tf32_tile16x32_linear_pipe_checked_reverse", ["op", "tf32", "mma", "tile", "check", "fiber"])(
+    lambda ctx: tc_linear_case(ctx, 40, 200, 37, "relu", env=CHECKED_REVERSE, prec="tf32", tile="16x32",
+                               src_has="ncc_ldmatrix_x2(q, &Bs[st][lb + ks * 8]);"))
+case("tc_bits_tf32_conv_wide_pipe_stages4_checked_reverse", ["op", "conv", "tf32", "mma", "check", "fiber"])(
+    lambda ctx: tc_conv_case(ctx, "wide", env=CHECKED_REVERSE, prec="tf32", pipe=True, stages=4,
+                             src_has="ncc_ldmatrix_x4(q, &As[st][lo + i * 320 + ks * 8]);"))
 # B n-contiguous and stored narrow (a matmul's b, a 1x1 convolution's image, after a relu): copied k-major by
 # cp.async, read by ldmatrix.trans (x4: two 8-column blocks a load; x2 at 16x32), the same bits: N and K
 # that fit no tile, a broadcast batch, split-K, groups, one image, three stages, 128x128; rows of n a
