@@ -648,16 +648,18 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   int BM = g.BM, BN = g.BN, MI = g.MI, NJ = g.NJ, T = g.T;
   if (!grid_fits(c, gr, s, BM)) return -1;
   Buf b = {0};
-  /* fp16, bf16: the tiles in 16-bit values, int8 in bytes: a lane loads its registers as they are */
+  /* fp16, bf16: the tiles in 16-bit values, int8 in bytes: a lane loads its registers as they are; tf32 in floats */
   const char *TT = mma_type(gr->main);
-  /* A through cp.async and ldmatrix, two stages: an fp16/bf16/int8 A stored so, k-contiguous in 16-byte pieces */
+  /* A through cp.async and ldmatrix, in Node.pipe stages: an fp16/bf16/int8 A stored so, k-contiguous in 16-byte
+   * pieces */
   int kind = mma_kind(gr->main), k16 = kind != MMA_TF32, i8 = kind == MMA_S8, ap = i8 ? AP8 : k16 ? AP : AP32;
   /* (not where the precision pass says no: Node.pipe_a); tf32: a float32 A k-contiguous in 16-byte pieces, copied as
    * it is (a_f4) and rounded in place once landed (round_tf32_tile) */
   int t32 = kind == MMA_TF32;
   int pipe = gr->main->pipe && gr->main->pipe_a && (k16 ? s->a_bits[0] && s->a_vec[0] : s->a_f4[0] != 0);
-  /* B the same way where it is stored so too (a linear's weight converted at load), not gathered (b_tile);
-   * int8 with two 8-column blocks a warp at least (ldmatrix x2 and x4 of B's one-register fragments) */
+  /* B the same way where it is stored so too (a linear's weight converted at load; tf32: its float32 weight), not
+   * gathered (b_tile); int8 with two 8-column blocks a warp at least (ldmatrix x2 and x4 of B's one-register
+   * fragments) */
   int pipe_bv = gr->main->pipe && !s->b_tile[0] &&
                 (k16 ? s->b_bits[0] && s->b_vec[0] && (!i8 || NJ % 2 == 0) : s->b_f4[0] != 0);
   /* B n-contiguous and stored so at fp16/bf16 (a matmul's b, a 1x1 convolution's image: GemmSpec.b_nvec): copied
