@@ -118,9 +118,9 @@ double ir_tile_model(const Node *n, int t, IrTileEst *e) {
   const IrMachine *a = &ir_tile_machine;
   IrTileEst x;
   x.blocks = (M + c->BM - 1) / c->BM * ((N + c->BN - 1) / c->BN) * Z;
-  /* the tiles' shared memory: one K tile of each, or (pipelined, not tf32) the stages of both */
+  /* the tiles' shared memory: one K tile of each, or (pipelined) the stages of both at the precision's row bytes */
   int64_t smem = n->pipe ? ir_pipe_smem(c, ir_pipe_stages(c, n->pipe, n->prec), n->prec)
-                                                 : (int64_t)(c->BM + c->BN) * 16 * elem_bytes(n->prec);
+                         : (int64_t)(c->BM + c->BN) * 16 * elem_bytes(n->prec);
   IrOcc o = ir_occupancy(a, c->threads, ir_tile_regs(n, c), smem, 0);
   x.resident = o.per_sm, x.limit = o.limit;
   x.per_sm = (x.blocks + a->sms - 1) / a->sms;
