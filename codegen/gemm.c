@@ -383,6 +383,19 @@ static const char *mma_store_rv(char *buf, size_t n, const Node *nd, const char 
   return buf;
 }
 
+/* The head of a loop that gives T threads (tid) the n pieces of a tile, l
+ * the piece (then its statements, and the caller's closing brace): a
+ * fixed count a thread where T divides n or n divides T, so that the
+ * compiler unrolls it without a remainder loop.  `one` comments a piece a
+ * thread, `each` (n > T) a loop of n / T pieces a thread. */
+static void piece_loop(Buf *b, const char *ind, int n, int T, const char *one, const char *each) {
+  if (n == T) buf_printf(b, "%s{   /* %s */\n%s  int l = tid;\n", ind, one, ind);
+  else if (n < T) buf_printf(b, "%sif (tid < %d) {   /* %s */\n%s  int l = tid;\n", ind, n, one, ind);
+  else if (n % T == 0)
+    buf_printf(b, "%sfor (int q = 0; q < %d; q++) {   /* %s */\n%s  int l = tid + q * %d;\n", ind, n / T, each, ind, T);
+  else buf_printf(b, "%sfor (int l = tid; l < %d; l += %d) {   /* %s */\n", ind, n, T, one);
+}
+
 /* Statements that fill the MMA tile `ab` ('A' or 'B') of `rows` rows from an
  * operand stored narrow at the MMA's type, k-contiguous, with 16-byte rows
  * pieces (GemmSpec.a_vec): each thread loads 16 bytes of a row at once
@@ -416,12 +429,9 @@ static void vec32_tile(Buf *b, int ab, int rows, int T, const char *rowvar, cons
                        const char *addr, int kind, const char *rv) {
   char dst[200];
   int n = rows * BK / 4;   /* pieces */
-  if (n == T) buf_puts(b, "    {   /* 4 floats a thread: one 128-bit load */\n      int l = tid;\n");
-  else if (n < T) buf_printf(b, "    if (tid < %d) {   /* 4 floats a thread: one 128-bit load */\n      int l = tid;\n", n);
-  else if (n % T == 0)
-    buf_printf(b, "    for (int q = 0; q < %d; q++) {   /* 4 floats a copy, %d a thread: one 128-bit load each */\n"
-                  "      int l = tid + q * %d;\n", n / T, n / T, T);
-  else buf_printf(b, "    for (int l = tid; l < %d; l += %d) {   /* 4 floats a thread: one 128-bit load */\n", n, T);
+  char each[80];
+  snprintf(each, sizeof each, "4 floats a copy, %d a thread: one 128-bit load each", n / T);
+  piece_loop(b, "    ", n, T, "4 floats a thread: one 128-bit load", each);
   buf_printf(b, "      int rr = l / %d, kv = l %% %d * 4;\n", BK / 4, BK / 4);
   buf_printf(b, "      int %s = %s + rr, k = k0 + kv;\n      float f[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n", rowvar, rowbase);
   tile_guard(b, rows, rowvar, RMAX, K);
@@ -436,8 +446,9 @@ static void vec32_tile(Buf *b, int ab, int rows, int T, const char *rowvar, cons
                   "        %s = %s;\n      }\n    }\n", dst, rv);
 }
 
-/* The padded row of a k-major B tile (async_tile_kn, vec32n_fetch): BN + 8
- * values, rows 16 bytes apart modulo 128 */
+/* The padded row of a k-major tile of R rows or columns (async_tile_kn,
+ * vec32n_fetch; B: R = BN, A: BM): R + 8 values, rows 16 bytes apart
+ * modulo 128 */
 static int bnp(int BN) { return BN + 8; }
 
 /* The k-major fp16/bf16 tile `ab` ('B': Bs[16 * (BN + 8)], a row of BN
@@ -513,15 +524,10 @@ static void async_tile(Buf *b, const char *arr, const char *tt, const char *var,
   snprintf(c2, sizeof c2, "k < %lld", LL(K));
   if (RMAX % rows || K % BK)
     snprintf(cond, sizeof cond, "%s%s%s", RMAX % rows ? c1 : "", RMAX % rows && K % BK ? " && " : "", K % BK ? c2 : "");
-  /* a fixed number of copies a thread (the tile's P rows pieces over T threads), so that the compiler
-   * unrolls them without a remainder loop */
-  int n = rows * P;
-  if (n == T) buf_printf(b, "%s{   /* 16 bytes a thread: cp.async */\n%s  int l = tid;\n", ind, ind);
-  else if (n < T) buf_printf(b, "%sif (tid < %d) {   /* 16 bytes a thread: cp.async */\n%s  int l = tid;\n", ind, n, ind);
-  else if (n % T == 0)
-    buf_printf(b, "%sfor (int q = 0; q < %d; q++) {   /* 16 bytes a copy, %d a thread: cp.async */\n%s  int l = tid + q * %d;\n",
-               ind, n / T, n / T, ind, T);
-  else buf_printf(b, "%sfor (int l = tid; l < %d; l += %d) {   /* 16 bytes a thread: cp.async */\n", ind, n, T);
+  int n = rows * P;   /* the tile's pieces: P a row */
+  char each[64];
+  snprintf(each, sizeof each, "16 bytes a copy, %d a thread: cp.async", n / T);
+  piece_loop(b, ind, n, T, "16 bytes a thread: cp.async", each);
   if (P > 1) buf_printf(b, "%s  int rr = l / %d, kv = l %% %d * %d;\n", ind, P, P, BK / P);
   else buf_printf(b, "%s  int rr = l, kv = 0;\n", ind);
   buf_printf(b, "%s  int %s = %s + rr, k = %s + kv;\n", ind, var, base, kx);
@@ -542,13 +548,8 @@ static void async_tile(Buf *b, const char *arr, const char *tt, const char *var,
  * block, as the tiles stored by the threads are, and the fragments are read
  * as they are. */
 static void round_tf32_tile(Buf *b, const char *arr, int rows, int T) {
-  int n = rows * 4;
-  if (n == T) buf_puts(b, "    {   /* this thread's copies, rounded to TF32 in place */\n      int l = tid;\n");
-  else if (n < T) buf_printf(b, "    if (tid < %d) {   /* this thread's copies, rounded to TF32 in place */\n      int l = tid;\n", n);
-  else if (n % T == 0)
-    buf_printf(b, "    for (int q = 0; q < %d; q++) {   /* this thread's copies, rounded to TF32 in place */\n"
-                  "      int l = tid + q * %d;\n", n / T, T);
-  else buf_printf(b, "    for (int l = tid; l < %d; l += %d) {   /* this thread's copies, rounded to TF32 in place */\n", n, T);
+  const char *what = "this thread's copies, rounded to TF32 in place";
+  piece_loop(b, "    ", rows * 4, T, what, what);
   buf_printf(b, "      float *e = &%s[st][l / 4 * %d + l %% 4 * 4];\n"
                 "      for (int p = 0; p < 4; p++) e[p] = ncc_tf32(e[p]);\n    }\n", arr, AP32);
 }
@@ -569,13 +570,10 @@ static void async_tile_kn(Buf *b, int BN, int T, int64_t N, int64_t K, const cha
   snprintf(c1, sizeof c1, "n < %lld", LL(N));
   snprintf(c2, sizeof c2, "k < %lld", LL(K));
   if (N % BN || K % BK) snprintf(cond, sizeof cond, "%s%s%s", N % BN ? c1 : "", N % BN && K % BK ? " && " : "", K % BK ? c2 : "");
-  if (n == T) buf_printf(b, "%s{   /* %d bytes (%d n) a thread: cp.async */\n%s  int l = tid;\n", ind, 2 * PW, PW, ind);
-  else if (n < T)
-    buf_printf(b, "%sif (tid < %d) {   /* %d bytes (%d n) a thread: cp.async */\n%s  int l = tid;\n", ind, n, 2 * PW, PW, ind);
-  else if (n % T == 0)
-    buf_printf(b, "%sfor (int q = 0; q < %d; q++) {   /* %d bytes (%d n) a copy, %d a thread: cp.async */\n%s  int l = tid + q * %d;\n",
-               ind, n / T, 2 * PW, PW, n / T, ind, T);
-  else buf_printf(b, "%sfor (int l = tid; l < %d; l += %d) {   /* %d bytes (%d n) a thread: cp.async */\n", ind, n, T, 2 * PW, PW);
+  char one[48], each[64];
+  snprintf(one, sizeof one, "%d bytes (%d n) a thread: cp.async", 2 * PW, PW);
+  snprintf(each, sizeof each, "%d bytes (%d n) a copy, %d a thread: cp.async", 2 * PW, PW, n / T);
+  piece_loop(b, ind, n, T, one, each);
   buf_printf(b, "%s  int kk = l / %d, nv = l %% %d * %d;\n", ind, P, P, PW);
   buf_printf(b, "%s  int k = %s + kk, n = n0 + nv;\n", ind, kx);
   buf_printf(b, "%s  unsigned short *dst = &Bs[%s][kk * %d + nv];\n", ind, stg, bnp(BN));
