@@ -490,20 +490,33 @@ static inline void ir_gemm_dims(const Node *n, int64_t *M, int64_t *N, int64_t *
  * blocks, at most IR_SPLITK_MAX, each range at least IR_SPLITK_MIN_KTILES
  * K tiles of 16, and S is trimmed so that no range is empty.  Not for the
  * GEMV, a direct convolution, or a matmul whose batch matrices follow the
- * batch on grid axis z.  The gradients' GEMMs (ir_grad_gemm) split alike
- * when K is long, IR_GRAD_SPLIT_MIN_K or more (a weight gradient's K is the
- * batch's output pixels: VGG-16's first layers' 1.6 M at batch 32); a shorter
- * K runs in one range, its second launch not worth it. */
-#define IR_GRAD_SPLIT_MIN_K 16384
+ * batch on grid axis z.  The gradients' GEMMs (ir_grad_gemm) split when K
+ * is long, IR_GRAD_SPLIT_MIN_K or more (a weight gradient's K is the batch's
+ * output pixels: VGG-16's first layers' 1.6 M at batch 32), and split
+ * further: into enough ranges for IR_GRAD_SPLIT_BLOCKS blocks of 64 x 64
+ * (8 a SM), at most IR_GRAD_SPLITK_MAX; they keep the 64 x 64 tile
+ * (ir_tile_candidates).  One block a SM running a K of 25 088 had VGG-16's
+ * fp16 weight gradients at 20 TFLOP/s or less on an H200; split so, its
+ * training step went from 71.6 to 40.8 ms.  A shorter K runs in one range,
+ * its second launch not worth it. */
+#define IR_GRAD_SPLIT_MIN_K 4096
+#define IR_GRAD_SPLIT_BLOCKS 1056
+#define IR_GRAD_SPLITK_MAX 128
 #define IR_SPLITK_SMS 132
 #define IR_SPLITK_MAX 16
 #define IR_SPLITK_MIN_KTILES 4
+static inline int ir_grad_split(const Node *n) {   /* a gradient GEMM long enough to split */
+  int64_t M, N, K, Z;
+  if (!ir_grad_gemm(n)) return 0;
+  ir_gemm_dims(n, &M, &N, &K, &Z);
+  return K >= IR_GRAD_SPLIT_MIN_K;
+}
 static inline int ir_gemm_split_k(const Node *n) {
   int64_t M, N, K, Z;
   if (n->prec == PREC_INT8) return 1;   /* partial sums would leave int32 for float32 */
-  if (ir_grad_gemm(n)) {
-    ir_gemm_dims(n, &M, &N, &K, &Z);
-    if (K < IR_GRAD_SPLIT_MIN_K) return 1;
+  int grad = ir_grad_gemm(n);
+  if (grad) {
+    if (!ir_grad_split(n)) return 1;
   } else if (n->op == OP_CONV2D ? ir_conv_direct(n) : (n->op != OP_LINEAR && n->op != OP_MATMUL) || ir_gemm_gemv(n)) {
     return 1;
   } else if (n->op == OP_MATMUL && n->out->shape.rank >= 3) {
@@ -511,9 +524,10 @@ static inline int ir_gemm_split_k(const Node *n) {
   }
   ir_gemm_dims(n, &M, &N, &K, &Z);
   int64_t tiles = (M + 63) / 64 * ((N + 63) / 64) * Z, nk = (K + 15) / 16;
-  if (2 * tiles > IR_SPLITK_SMS) return 1;
-  int64_t s = (IR_SPLITK_SMS + tiles - 1) / tiles;
-  if (s > IR_SPLITK_MAX) s = IR_SPLITK_MAX;
+  int64_t want = grad ? IR_GRAD_SPLIT_BLOCKS : IR_SPLITK_SMS, most = grad ? IR_GRAD_SPLITK_MAX : IR_SPLITK_MAX;
+  if (grad ? tiles >= want : 2 * tiles > want) return 1;
+  int64_t s = (want + tiles - 1) / tiles;
+  if (s > most) s = most;
   if (s > nk / IR_SPLITK_MIN_KTILES) s = nk / IR_SPLITK_MIN_KTILES;
   if (s < 2 || Z * s > 65535) return 1;
   int64_t t = (nk + s - 1) / s;   /* K tiles a range */

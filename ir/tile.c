@@ -141,6 +141,7 @@ int ir_tile_candidates(const Node *n, int out[IR_NTILES]) {
   int k = 0;
   out[k++] = ir_tile_default(M, N);
   if (ir_gemm_split_k(n) > 1) return k;   /* its ranges were sized for the default tile */
+  if (ir_grad_split(n)) return k;   /* a long-K gradient: split for 64 x 64 blocks, or enough of them already */
   for (int i = IR_TILE_64x64 + 1; i < IR_NTILES; i++) {
     const IrTile *c = &ir_mma_tiles[i];
     if (M < c->BM || N < c->BN) continue;   /* a tile mostly padding */
@@ -176,6 +177,9 @@ int ir_tile_choose(const Node *n, int forced, char *why, size_t nwhy) {
                ir_mma_tiles[d].BM, ir_mma_tiles[d].BN);
     else if (ir_gemm_split_k(n) > 1)
       snprintf(why, nwhy, "%dx%d, the default: split-K into %d ranges", c->BM, c->BN, ir_gemm_split_k(n));
+    else if (ir_grad_split(n))
+      snprintf(why, nwhy, "%dx%d, the default: a gradient GEMM of K %lld keeps it (%lld blocks, enough without "
+               "split-K)", c->BM, c->BN, (long long)K, (long long)ed.blocks);
     else if (nc == 1)
       snprintf(why, nwhy, "%dx%d, the default: no larger tile suits a %lld x %lld GEMM (128 rows need M >= 128%s)",
                c->BM, c->BN, (long long)M, (long long)N, n->op == OP_CONV2D ? "; a convolution takes no 64x128"

@@ -802,6 +802,7 @@ def grad_run(ctx, spec, check_running=True):
     """One step: the loss and every gradient against PyTorch."""
     ref = torch_train(spec, 1)
     net, data, w0 = write_inputs(ctx, spec)
+    require_split(ctx, spec, net)
     G, C, L = ctx.path("G.safetensors"), ctx.path("C.safetensors"), ctx.path("log.csv")
     run_train(ctx, net, data, 1, weights=w0, checkpoint=C, log=L, grads=G, extra=prec_flags(spec))
     bad = check_log(L, ref, 1)
@@ -946,7 +947,7 @@ CONVS = {
     "groups2_c16": (2, 16, 7, 7, 16, 3, 1, 1, 1, 2, True),
     "asym_c8":   (2, 8, 9, 10, 12, (3, 1), (2, 1), (1, 0), 1, 1, True),
     # the weight gradients' K (images x output pixels) 4 x 64 x 64 = 16384:
-    # long enough to be split (IR_GRAD_SPLIT_MIN_K), 16 ranges
+    # long enough to be split (IR_GRAD_SPLIT_MIN_K), 128 ranges (IR_GRAD_SPLITK_MAX)
     "long_k":    (4, 8, 64, 64, 8, 3, 1, 1, 1, 1, True),
 }
 # At tf32, fp16 and bf16 (PREC_CASES below), stride 1, 8 and more input
@@ -963,12 +964,12 @@ DGRAD_CONVS = {
 }
 
 
-def conv_spec(v, seed=2):
+def conv_spec(v, seed=2, gap=False):
     N, C, H, W, out, k, s, p, d, g, bias = CONVS[v] if v in CONVS else DGRAD_CONVS[v]
     net = Net(N, (C, H, W), seed=seed)
     h = net.conv2d(net.x, C, 1, name="pre")
     h = net.conv2d(h, out, k, s, p, d, g, bias, name="conv")
-    net.head(h)
+    net.head(net.gap(h) if gap else h)
     return spec_of("grad_conv_" + v, net)
 
 
@@ -1594,6 +1595,14 @@ PREC_CASES = {   # name: (spec builder, precision, K, labels)
     "bf16_grad_conv_k1_c16": (lambda: conv_spec("k1_c16"), "bf16", 1, ["grad", "conv"]),
     "fp16_grad_conv_k3_p0_c16": (lambda: conv_spec("k3_p0_c16", 43), "fp16", 1, ["grad", "conv"]),
     "fp16_grad_conv_asym_s1_c16": (lambda: conv_spec("asym_s1_c16", 6), "fp16", 1, ["grad", "conv"]),
+    # a weight gradient of long K (16384) and two 64 x 64 tiles, split into
+    # IR_GRAD_SPLITK_MAX ranges (128) on the tensor cores; the head averages
+    # the map first (a linear over 32768 rounded features put some near a
+    # rounding boundary with every seed tried: require_order_insensitive)
+    "fp16_grad_conv_long_k": (lambda: split_at_least(conv_spec("long_k", 5, gap=True), 128), "fp16", 1,
+                              ["grad", "conv", "splitk"]),
+    "tf32_grad_conv_long_k": (lambda: split_at_least(conv_spec("long_k", 5, gap=True), 128), "tf32", 1,
+                              ["grad", "conv", "splitk"]),
     "tf32_grad_conv_wide": (lambda: conv_spec("wide", 21), "tf32", 1, ["grad", "conv"]),
     # ... and at the larger tiles (--gemm-tile; ir/tile.c), forward and gradients alike
     "tf32_grad_conv_groups2_c16_tile128x128": (lambda: tiled(conv_spec("groups2_c16", 7), "128x128"), "tf32", 1,
@@ -1613,6 +1622,26 @@ PREC_CASES = {   # name: (spec builder, precision, K, labels)
     "fp16_overflow_adam": (lambda: scaled(small_cnn("fp16_overflow_adam", OPTS["opt_adam"][0]), 2.0 ** 26), "fp16",
                            12, ["optim"]),
 }
+
+
+def split_at_least(spec, s):
+    spec.split_min = s
+    return spec
+
+
+def require_split(ctx, spec, net):
+    """The weight gradients' split-K in ncc's report of the training step is
+    spec.split_min or more (none checked where it is not set)."""
+    want = getattr(spec, "split_min", 0)
+    if not want:
+        return
+    p = subprocess.run([ctx.ncc, net, "--train", "--emit=report"] + prec_flags(spec), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True)
+    rows = [ln for ln in p.stdout.split("\n") if "conv2d_bwd_weight" in ln]
+    got = [int(m) for ln in rows for m in re.findall(r"split-K (\d+)\]", ln)]
+    print("the weight gradients' split-K: %s" % (got or "none"))
+    if p.returncode != 0 or not got or min(got) < want:
+        raise Failure("the weight gradients' split-K: %s, %d or more wanted" % (got or "none", want))
 
 
 def tiled(spec, t):
