@@ -41,7 +41,11 @@
 # oracle cases and compiles (default: the cores).  NCC_GPU_STEPS: which of
 # smoke,rt,oracle,train,bench,torch to run (default all).  NCC_GPU_QUEUE: a
 # file of oracle cases to run instead ("cuda|jit oracle|train_oracle CASE" a
-# line); NCC_GPU_BENCHES: a file of `ncc bench` argument lines instead.  NCC_GPU_DEVICE=emu
+# line); NCC_GPU_BENCHES: a file of `ncc bench` argument lines instead.
+# NCC_GPU_BASELINE: another build folder or prefix (an older commit's): step 4
+# then times each bench with it and with this one alternately, twice ("A" the
+# baseline, "B" this build), and prints a table of the two (the way the runs
+# in docs/gpu.md compared builds: same machine, same minute).  NCC_GPU_DEVICE=emu
 # runs the ncc steps on the CPU emulation instead (the oracle's cuda cases as
 # emu, jit ones skipped): a dry run of this script on a machine with no GPU.
 set -uo pipefail
@@ -53,6 +57,13 @@ src=$(cd "$src" && pwd)
 if [ -x "$src/ncc" ]; then ncc=$src/ncc; else ncc=$src/bin/ncc; fi
 [ -x "$ncc" ] || { echo "no ncc in $src or $src/bin"; exit 2; }
 export NCC="$ncc"
+base=
+if [ -n "${NCC_GPU_BASELINE:-}" ]; then
+  b=$(cd "$NCC_GPU_BASELINE" && pwd) || exit 2
+  if [ -x "$b/ncc" ]; then base=$b/ncc; else base=$b/bin/ncc; fi
+  [ -x "$base" ] || { echo "no ncc in $b or $b/bin (NCC_GPU_BASELINE)"; exit 2; }
+fi
+export base
 jobs=${NCC_GPU_JOBS:-$(nproc)}
 steps=${NCC_GPU_STEPS:-smoke,rt,oracle,train,bench,torch}
 want() { case ",$steps," in *",$1,"*) return 0;; esac; return 1; }
@@ -169,15 +180,31 @@ if want train; then
   limit "${NCC_GPU_TRAIN_S:-0}" bash -c train_step 2>&1
 fi
 
-# times the objects of bench_list.txt one at a time, into $bl
+# times the objects of bench_list.txt one at a time, into $bl; with a
+# baseline, each line with both builds alternately, twice, into $bl.ab too
+time_one() {   # NCC_BIN env... args: the bench's lines into $bl, its kernels' median on stdout
+  local n=$1; shift
+  local e=(); case $1 in env:*) e=("${1#env:}"); shift;; esac
+  local it=30; case "$*" in *--iters*) it=;; esac
+  env "${e[@]}" "$n" bench "$@" --device $dev ${it:+--iters $it} --warmup 3 >"$logs/last_bench.log" 2>&1
+  grep -E "^model|ms/|samples/s|speed|error|scaling|^profile|^modeled|^  " "$logs/last_bench.log" >>"$bl"
+  grep -E '^ms/.* in the kernels' "$logs/last_bench.log" | sed 's/.*median \([0-9.]*\).*/\1/'
+}
 time_list() {
   while read -r line; do
-    e=(); case $line in env:*) e=("${line%% *}"); e=("${e[0]#env:}"); line=${line#* };; esac
+    if [ -z "$base" ]; then
+      echo "-- $line" >>"$bl"
+      # shellcheck disable=SC2086
+      time_one "$ncc" $line >/dev/null
+      continue
+    fi
+    local a1 b1 a2 b2
     # shellcheck disable=SC2086
-    set -- $line
-    it=30; case "$*" in *--iters*) it=;; esac
-    echo "-- ${e[*]:+${e[*]} }$*" >>"$bl"
-    env "${e[@]}" "$ncc" bench "$@" --device $dev ${it:+--iters $it} --warmup 3 2>&1 | grep -E "^model|ms/|samples/s|speed|error|scaling|^profile|^modeled|^  " >>"$bl"
+    { echo "-- A: $line" >>"$bl"; a1=$(time_one "$base" $line)
+      echo "-- B: $line" >>"$bl"; b1=$(time_one "$ncc" $line)
+      echo "-- A: $line" >>"$bl"; a2=$(time_one "$base" $line)
+      echo "-- B: $line" >>"$bl"; b2=$(time_one "$ncc" $line); }
+    printf '%-10s %-10s %-10s %-10s %s\n' "${a1:-ERR}" "${b1:-ERR}" "${a2:-ERR}" "${b2:-ERR}" "$line" >>"$bl.ab"
   done <"$logs/bench_list.txt"
 }
 if want bench; then
@@ -229,11 +256,18 @@ if want bench; then
   bs=${NCC_GPU_BENCH_S:-0}
   grep -v '^env:' "$logs/bench_list.txt" | grep -v -- '--autotune' | sed 's/ --iters [0-9]*//' |
     awk '/--compare/ { sub(/ --compare/, ""); print $0 " -O0" } { print }' |
-    NCC="$ncc" limit $((bs / 3)) xargs -P "$jobs" -L 1 sh -c '"$NCC" bench "$@" --device $dev --iters 1 --warmup 0 >/dev/null 2>&1' sh
+    awk -v b="$base" -v n="$ncc" '{ print n " " $0 } b != "" { print b " " $0 }' |
+    limit $((bs / 3)) xargs -P "$jobs" -L 1 sh -c 'n=$1; shift; "$n" bench "$@" --device $dev --iters 1 --warmup 0 >/dev/null 2>&1' sh
   stamp "compiled; timing one at a time"
-  export -f time_list; export logs ncc bl
+  : >"$bl.ab"
+  export -f time_one time_list; export logs ncc bl
   limit $((bs - bs / 3)) bash -c time_list
   cat "$bl"
+  if [ -n "$base" ]; then
+    echo "kernels alone, ms (median): A = $base, B = $ncc, alternately"
+    printf '%-10s %-10s %-10s %-10s %s\n' A B A B bench
+    cat "$bl.ab"
+  fi
 fi
 
 if want torch; then
