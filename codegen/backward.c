@@ -31,19 +31,36 @@ static void puts_dedent(Buf *b, const char *s) {
 /* One output element `o` (of nout) that sums R terms: `setup` declares what
  * the term needs from o, `term` computes `float e` for reduction index j
  * (statements indented by 6), `final` is the expression of v from the sum
- * `acc`.  Few terms: a thread per output with a loop; many: a block per
- * output, the threads taking every T-th term and a tree summing theirs. */
+ * `acc`, linear in acc (a split applies it to each range's sum).  Few terms:
+ * a thread per output with a loop; many: a block per output, the threads
+ * taking every T-th term and a tree summing theirs.  A split reduction
+ * (ir_reduce_split: few outputs, many terms) runs S blocks an output, block
+ * (o, sk) summing range sk of j into the workspace, then a second kernel
+ * adds each output's S sums in order and runs the epilogue. */
 static int reduce_out(Cg *c, const KGroup *gr, KParams *p, const char *setup, const char *term, int64_t R,
                       int64_t nout, const char *final) {
   Buf b = {0};
   int block = R > 64;
   int T = block ? cg_reduce_threads(R) : 256;
+  int S = ir_reduce_split(gr->main);
+  const char *ws = NULL;
+  if (S > 1) {
+    NCC_ASSERT(block && R == ir_reduce_len(gr->main) && nout == shape_numel(&group_out(gr)->shape));
+    ws = kp_work(c, p, "partial");
+  }
   if (block) {
     /* the setup and the loop one level out: the reduction's barriers are reached by every thread */
     cg_reduce_shared(&b, "red", T);
     buf_printf(&b, "  int o = %s, t = %s;\n", D_BID_X, D_TID_X);
     puts_dedent(&b, setup);
-    buf_printf(&b, "  float acc = 0.0f;\n  for (int j = t; j < %lld; j += %d) {\n", LL(R), T);
+    if (S > 1) {
+      int64_t span = ir_reduce_split_span(gr->main);
+      buf_printf(&b, "  int sk = %s, jb = sk * %lld, je = jb + %lld < %lld ? jb + %lld : %lld;   /* this block's range */\n",
+                 D_BID_Y, LL(span), LL(span), LL(R), LL(span), LL(R));
+      buf_printf(&b, "  float acc = 0.0f;\n  for (int j = jb + t; j < je; j += %d) {\n", T);
+    } else {
+      buf_printf(&b, "  float acc = 0.0f;\n  for (int j = t; j < %lld; j += %d) {\n", LL(R), T);
+    }
     puts_dedent(&b, term);
     buf_puts(&b, "    acc = acc + e;\n  }\n");
     cg_block_reduce(&b, "red", "acc", T, 0, 1);
@@ -57,9 +74,25 @@ static int reduce_out(Cg *c, const KGroup *gr, KParams *p, const char *setup, co
   }
   buf_printf(&b, "    float v = %s;\n", final);
   int rc = -1;
-  if (cg_epilogue(c, gr, p, &b, "v", "o", 2) == 0) {
+  char opn[96];
+  if (S > 1) {   /* the range's sum to the workspace; the second kernel adds them */
+    buf_printf(&b, "    %s[sk * %lld + o] = v;\n  }\n", ws, LL(nout));
+    const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, p, &b);
+    cg_launch(c, name, p, nout, S, 1, T, 1, 0);
+    KParams q = {0};
+    Buf sb = {0};
+    const char *w2 = kp_work(c, &q, "partial");
+    buf_printf(&sb, "  int o = %s * 256 + %s;\n  if (o < %lld) {\n    float v = %s[o];\n", D_BID_X, D_TID_X, LL(nout), w2);
+    buf_printf(&sb, "    for (int r = 1; r < %d; r++) v = v + %s[r * %lld + o];\n", S, w2, LL(nout));
+    if (cg_epilogue(c, gr, &q, &sb, "v", "o", 2) == 0) {
+      buf_printf(&sb, "    %s[o] = v;\n  }\n", kp_value(c, &q, group_out(gr), 1, "y"));
+      name = cg_finish(c, cg_opname(gr, "splitk_sum", opn), 0, &q, &sb);
+      cg_launch(c, name, &q, (nout + 255) / 256, 1, 1, 256, 1, 0);
+      rc = 0;
+    }
+    buf_free(&sb);
+  } else if (cg_epilogue(c, gr, p, &b, "v", "o", 2) == 0) {
     buf_printf(&b, "    %s[o] = v;\n  }\n", kp_value(c, p, group_out(gr), 1, "y"));
-    char opn[96];
     const char *name = cg_finish(c, cg_opname(gr, NULL, opn), block ? NCC_KF_BARRIER_ : 0, p, &b);
     if (block) cg_launch(c, name, p, nout, 1, 1, T, 1, 0);
     else cg_launch(c, name, p, (nout + 255) / 256, 1, 1, 256, 1, 0);
@@ -74,13 +107,27 @@ static int reduce_out(Cg *c, const KGroup *gr, KParams *p, const char *setup, co
 static void bn_running_stmts(Cg *c, KParams *p, Buf *b, const Node *n, const char *mean, const char *var,
                              const char *idx);
 
+/* The statements of a block of a split batchnorm kernel (ir_bn_split):
+ * "int sk = ..., jb = ..., je = ...;", its range [jb, je) of the channel's
+ * m elements (je <= jb: an empty range, past the step's rows) */
+static void bn_range(Buf *b, const Node *n) {
+  int64_t span = ir_bn_split_span(n);
+  buf_printf(b, "  int sk = %s, jb = sk * %lld, je = jb + %lld < m ? jb + %lld : m;   /* this block's range */\n", D_BID_Y,
+             LL(span), LL(span), LL(span));
+}
+
 /* bn_stats(x[N, C, H, W]) -> [2, C]: one block per channel, the mean, then
- * the biased variance of the centred values (two passes, as emit_layernorm). */
+ * the biased variance of the centred values (two passes, as emit_layernorm).
+ * Split (ir_bn_split): block (ch, sk) makes the two passes over its range
+ * and writes the range's mean and sum of squared deviations to the
+ * workspace; a second kernel, a thread a channel, combines the ranges in
+ * order (Chan's formula: the mean of the range means weighted by their
+ * counts, then the ranges' sums of squares plus count x (range mean - mean)^2). */
 int emit_bn_stats(Cg *c, const KGroup *gr) {
   Node *n = gr->main;
   const Shape *xs = &n->in[0]->shape;
   int64_t N = xs->d[0], C = xs->d[1], HW = xs->d[2] * xs->d[3], M = N * HW;
-  int T = cg_reduce_threads(M);
+  int T = cg_reduce_threads(M), S = ir_bn_split(n);
   KParams p = {0};
   Buf b = {0};
   const char *x = kp_value(c, &p, n->in[0], 0, "x");
@@ -91,15 +138,57 @@ int emit_bn_stats(Cg *c, const KGroup *gr) {
   buf_printf(&b, "  int ch = %s, t = %s, m = %s * %lld;\n", D_BID_X, D_TID_X, nb, LL(HW));
   buf_printf(&b, "  const float *xc = %s + ch * %lld;\n", x, LL(HW));
   /* element j of the channel: image j / HW, position j % HW */
-  char ej[96];
+  char ej[96], lo[8] = "t", hi[8] = "m", cnt[40] = "(float)m";
   snprintf(ej, sizeof ej, "xc[(j / %lld) * %lld + j %% %lld]", LL(HW), LL(C * HW), LL(HW));
-  buf_printf(&b, "  float acc = 0.0f;\n  for (int j = t; j < m; j += %d) acc = acc + %s;\n", T, ej);
+  if (S > 1) {
+    bn_range(&b, n);
+    snprintf(lo, sizeof lo, "jb + t");
+    snprintf(hi, sizeof hi, "je");
+    snprintf(cnt, sizeof cnt, "(float)(je > jb ? je - jb : 1)");
+  }
+  buf_printf(&b, "  float acc = 0.0f;\n  for (int j = %s; j < %s; j += %d) acc = acc + %s;\n", lo, hi, T, ej);
   cg_block_reduce(&b, "red", "acc", T, 0, 1);
-  buf_puts(&b, "  float mean = acc / (float)m;\n  acc = 0.0f;\n");
-  buf_printf(&b, "  for (int j = t; j < m; j += %d) {\n    float d = %s - mean;\n    acc = fmaf(d, d, acc);\n  }\n",
-             T, ej);
+  buf_printf(&b, "  float mean = acc / %s;\n  acc = 0.0f;\n", cnt);
+  buf_printf(&b, "  for (int j = %s; j < %s; j += %d) {\n    float d = %s - mean;\n    acc = fmaf(d, d, acc);\n  }\n", lo,
+             hi, T, ej);
   cg_block_reduce(&b, "red", "acc", T, 0, 1);
   NCC_ASSERT(gr->nepi == 0);   /* two rows of different meaning: no elementwise epilogue */
+  char opn[96];
+  if (S > 1) {   /* the range's mean and sum of squares; the second kernel combines them */
+    const char *ws = kp_work(c, &p, "partial");
+    buf_printf(&b, "  if (t == 0) {\n    %s[(sk * %lld + ch) * 2] = mean;\n    %s[(sk * %lld + ch) * 2 + 1] = acc;\n  }\n", ws,
+               LL(C), ws, LL(C));
+    const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, &p, &b);
+    cg_launch(c, name, &p, C, S, 1, T, 1, 0);
+    buf_free(&b);
+    KParams q = {0};
+    const char *w2 = kp_work(c, &q, "partial");
+    nb = cg_step_rows(c, &q, N, nbuf, sizeof nbuf);
+    int64_t span = ir_bn_split_span(n);
+    buf_printf(&b, "  int ch = %s * 256 + %s;\n  if (ch < %lld) {\n    int m = %s * %lld;\n", D_BID_X, D_TID_X, LL(C), nb,
+               LL(HW));
+    /* range r's count: its span, less past the step's m elements */
+    char cr[96];
+    snprintf(cr, sizeof cr, "(float)(m - r * %lld < %lld ? (m - r * %lld > 0 ? m - r * %lld : 0) : %lld)", LL(span),
+             LL(span), LL(span), LL(span), LL(span));
+    buf_printf(&b, "    float s = 0.0f, q = 0.0f;\n    for (int r = 0; r < %d; r++) s = fmaf(%s, %s[(r * %lld + ch) * 2], s);\n",
+               S, cr, w2, LL(C));
+    buf_puts(&b, "    float mean = s / (float)m;\n");
+    buf_printf(&b, "    for (int r = 0; r < %d; r++) {\n      float d = %s[(r * %lld + ch) * 2] - mean;\n"
+                   "      q = q + %s[(r * %lld + ch) * 2 + 1] + %s * d * d;\n    }\n",
+               S, w2, LL(C), w2, LL(C), cr);
+    const char *y = kp_value(c, &q, group_out(gr), 1, "y");
+    buf_printf(&b, "    float var = q / (float)m;\n    %s[ch] = mean;\n    %s[%lld + ch] = var;\n", y, y, LL(C));
+    for (int s = 0; s < gr->nside; s++) {   /* bn_running (bn-sums): this thread has the channel's statistics */
+      NCC_ASSERT(gr->side[s]->op == OP_BN_RUNNING);
+      bn_running_stmts(c, &q, &b, gr->side[s], "mean", "var", "ch");
+    }
+    buf_puts(&b, "  }\n");
+    name = cg_finish(c, cg_opname(gr, "splitk_sum", opn), 0, &q, &b);
+    cg_launch(c, name, &q, (C + 255) / 256, 1, 1, 256, 1, 0);
+    buf_free(&b);
+    return 0;
+  }
   const char *y = kp_value(c, &p, group_out(gr), 1, "y");
   buf_printf(&b, "  if (t == 0) {\n    float var = acc / (float)m;\n    %s[ch] = mean;\n    %s[%lld + ch] = var;\n", y, y,
              LL(C));
@@ -108,7 +197,6 @@ int emit_bn_stats(Cg *c, const KGroup *gr) {
     bn_running_stmts(c, &p, &b, gr->side[s], "mean", "var", "ch");
   }
   buf_puts(&b, "  }\n");
-  char opn[96];
   const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, &p, &b);
   cg_launch(c, name, &p, C, 1, 1, T, 1, 0);
   buf_free(&b);
@@ -664,19 +752,50 @@ int emit_bn_bwd(Cg *c, const KGroup *gr) {
    * is zero past them, which keeps that so upstream */
   char nbuf[32];
   const char *nb = cg_step_rows(c, &p, N, nbuf, sizeof nbuf);
-  int T = cg_reduce_threads(M);
+  int T = cg_reduce_threads(M), S = ir_bn_split(n);
+  int64_t span = S > 1 ? ir_bn_split_span(n) : M;
   Buf b = {0};
-  cg_reduce_shared(&b, "red", T);
-  buf_printf(&b, "  int ch = %s, t = %s, m = %s * %lld;\n", D_BID_X, D_TID_X, nb, LL(HW));
-  buf_printf(&b, "  float mean = %s[ch], rstd = 1.0f / sqrtf(%s[%lld + ch] + %s);\n", st, st, LL(C), el);
-  buf_printf(&b, "  float sd = 0.0f, sdx = 0.0f;\n  for (int j = t; j < m; j += %d) {\n    int i = %s;\n", T, ej);
-  buf_printf(&b, "    sd = sd + %s[i];\n    sdx = fmaf(%s[i], %s[i] - mean, sdx);\n  }\n", dy, dy, x);
-  cg_block_reduce(&b, "red", "sd", T, 0, 1);
-  cg_block_reduce(&b, "red", "sdx", T, 0, 1);
+  char opn[96];
+  const char *ws = S > 1 ? kp_work(c, &p, "partial") : NULL;
+  if (S > 1) {
+    /* split (ir_bn_split): the first kernel, block (ch, sk), writes its range's two sums */
+    KParams q = {0};
+    const char *dy1 = kp_value(c, &q, n->in[0], 0, "dy"), *x1 = kp_value(c, &q, n->in[1], 0, "x");
+    const char *st1 = kp_value(c, &q, n->in[3], 0, "stats"), *w1 = kp_work(c, &q, "partial");
+    const char *nb1 = cg_step_rows(c, &q, N, nbuf, sizeof nbuf);
+    cg_reduce_shared(&b, "red", T);
+    buf_printf(&b, "  int ch = %s, t = %s, m = %s * %lld;\n", D_BID_X, D_TID_X, nb1, LL(HW));
+    bn_range(&b, n);
+    buf_printf(&b, "  float mean = %s[ch];\n", st1);
+    buf_printf(&b, "  float sd = 0.0f, sdx = 0.0f;\n  for (int j = jb + t; j < je; j += %d) {\n    int i = %s;\n", T, ej);
+    buf_printf(&b, "    sd = sd + %s[i];\n    sdx = fmaf(%s[i], %s[i] - mean, sdx);\n  }\n", dy1, dy1, x1);
+    cg_block_reduce(&b, "red", "sd", T, 0, 1);
+    cg_block_reduce(&b, "red", "sdx", T, 0, 1);
+    buf_printf(&b, "  if (t == 0) {\n    %s[(sk * %lld + ch) * 2] = sd;\n    %s[(sk * %lld + ch) * 2 + 1] = sdx;\n  }\n", w1,
+               LL(C), w1, LL(C));
+    const char *name = cg_finish(c, cg_opname(gr, "bn_bwd_sums", opn), NCC_KF_BARRIER_, &q, &b);
+    cg_launch(c, name, &q, C, S, 1, T, 1, 0);
+    buf_free(&b);
+  }
+  if (S > 1) {   /* the second kernel: every block adds the S ranges' sums in order */
+    buf_printf(&b, "  int ch = %s, t = %s, m = %s * %lld, sk = %s;\n", D_BID_X, D_TID_X, nb, LL(HW), D_BID_Y);
+    buf_printf(&b, "  float mean = %s[ch], rstd = 1.0f / sqrtf(%s[%lld + ch] + %s);\n", st, st, LL(C), el);
+    buf_printf(&b, "  float sd = 0.0f, sdx = 0.0f;\n  for (int r = 0; r < %d; r++) {\n"
+                   "    sd = sd + %s[(r * %lld + ch) * 2];\n    sdx = sdx + %s[(r * %lld + ch) * 2 + 1];\n  }\n",
+               S, ws, LL(C), ws, LL(C));
+  } else {
+    cg_reduce_shared(&b, "red", T);
+    buf_printf(&b, "  int ch = %s, t = %s, m = %s * %lld;\n", D_BID_X, D_TID_X, nb, LL(HW));
+    buf_printf(&b, "  float mean = %s[ch], rstd = 1.0f / sqrtf(%s[%lld + ch] + %s);\n", st, st, LL(C), el);
+    buf_printf(&b, "  float sd = 0.0f, sdx = 0.0f;\n  for (int j = t; j < m; j += %d) {\n    int i = %s;\n", T, ej);
+    buf_printf(&b, "    sd = sd + %s[i];\n    sdx = fmaf(%s[i], %s[i] - mean, sdx);\n  }\n", dy, dy, x);
+    cg_block_reduce(&b, "red", "sd", T, 0, 1);
+    cg_block_reduce(&b, "red", "sdx", T, 0, 1);
+  }
   /* side nodes (bn-sums): the weight gradient sum(dy * xhat) = sdx * rstd and
-   * the bias gradient sum(dy) are these sums */
+   * the bias gradient sum(dy) are these sums (written by one block) */
   if (gr->nside) {
-    buf_puts(&b, "  if (t == 0) {\n");
+    buf_puts(&b, S > 1 ? "  if (t == 0 && sk == 0) {\n" : "  if (t == 0) {\n");
     for (int s = 0; s < gr->nside; s++) {
       const Node *sn = gr->side[s];
       NCC_ASSERT(sn->op == OP_BN_BWD_WEIGHT || sn->op == OP_SUM_TO);
@@ -687,9 +806,22 @@ int emit_bn_bwd(Cg *c, const KGroup *gr) {
   }
   buf_puts(&b, "  float mdy = sd / (float)m, proj = sdx / (float)m * rstd * rstd, scale = rstd * ");
   buf_printf(&b, "%s[ch];\n", w);
-  buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n    int i = %s;\n", LL(M), T, ej);
+  if (S > 1)
+    buf_printf(&b, "  for (int j = sk * %lld + t; j < sk * %lld + %lld && j < %lld; j += %d) {\n    int i = %s;\n", LL(span),
+               LL(span), LL(span), LL(M), T, ej);
+  else buf_printf(&b, "  for (int j = t; j < %lld; j += %d) {\n    int i = %s;\n", LL(M), T, ej);
   buf_printf(&b, "    float v = j < m ? (%s[i] - mdy - (%s[i] - mean) * proj) * scale : 0.0f;\n", dy, x);
-  return cg_row_finish(c, gr, &p, &b, C, T);
+  if (S == 1) return cg_row_finish(c, gr, &p, &b, C, T);
+  int rc = -1;
+  if (cg_epilogue(c, gr, &p, &b, "v", "i", 2) == 0) {
+    char stv[64];
+    buf_printf(&b, "    %s[i] = %s;\n  }\n", kp_value(c, &p, group_out(gr), 1, "y"), cg_st(stv, sizeof stv, group_out(gr), "v"));
+    const char *name = cg_finish(c, cg_opname(gr, NULL, opn), 0, &p, &b);
+    cg_launch(c, name, &p, C, S, 1, T, 1, 0);
+    rc = 0;
+  }
+  buf_free(&b);
+  return rc;
 }
 
 /* ---- data movement ----------------------------------------------------- */

@@ -195,6 +195,16 @@ static int trainable(const Node *n) {
   return n->op == OP_PARAM && n->param_kind != PK_RUNNING_MEAN && n->param_kind != PK_RUNNING_VAR;
 }
 
+/* Workspace bytes the group of main node n needs: a GEMM's (split-K's
+ * partial sums, the cuBLAS path's im2col columns), a split reduction's
+ * range sums (ir_reduce_split) or a split batchnorm kernel's two figures a
+ * range and channel (ir_bn_split) */
+static size_t work_bytes(const Cg *c, const Node *n) {
+  if (ir_reduce_split(n) > 1) return (size_t)ir_reduce_split(n) * (size_t)shape_numel(&n->out->shape) * 4;
+  if (ir_bn_split(n) > 1) return (size_t)ir_bn_split(n) * (size_t)n->in[n->op == OP_BN_BWD_DATA]->shape.d[1] * 8;
+  return gemm_workspace_bytes(c, n);
+}
+
 /* Constants, inputs and activations of one graph: the constants each in its
  * own bytes, the inputs and activations where the plan put them inside the
  * activation region starting at `base` (shared by inference and training,
@@ -357,12 +367,12 @@ static int prepare_x(Graph *g, const CodegenOpts *o, Prepared *p, int train_only
     p->glt = group_form(gt, lvt->need);
   }
   for (int i = 0; i < p->gl.n; i++) {
-    size_t w = gemm_workspace_bytes(c, p->gl.g[i].main);
+    size_t w = work_bytes(c, p->gl.g[i].main);
     if (w > c->work_bytes) c->work_bytes = w;
   }
   for (int i = 0; i < p->glt.n; i++) {
     c->g = gt, c->vbuf = c->vbuf_t;
-    size_t w = gemm_workspace_bytes(c, p->glt.g[i].main);
+    size_t w = work_bytes(c, p->glt.g[i].main);
     if (w > c->work_bytes) c->work_bytes = w;
     c->g = g, c->vbuf = c->vbuf_i;
   }

@@ -5,7 +5,7 @@
  * GEMV, the direct convolution or the tensor-core GEMM rather than the
  * CUDA-core tiled GEMM, and "split-K S" where its K is cut into S ranges
  * (ir_gemm_split_k: a second kernel adds them, a second launch in the
- * total), the
+ * total; a split reduction's ranges too, ir_reduce_split), the
  * layer, the shape it stores, the parameters it reads, FLOPs, bytes moved,
  * the activation it writes, a modeled time on --arch (the roofline over the
  * share of the SMs the kernel's waves keep busy) and its blocks, resident
@@ -29,7 +29,8 @@
  *   - multiply-adds: conv/linear/matmul only — the figure torchvision and
  *     fvcore publish as "GFLOPS" (4.09 G for ResNet-50, 15.47 G for VGG-16).
  *   - launches: kernels launched per inference: one a kernel group, two for
- *     a split-K GEMM (ir_gemm_split_k: the ranges, then their sum) and for
+ *     a split-K GEMM (ir_gemm_split_k: the ranges, then their sum) or split
+ *     reduction (ir_reduce_split: a bias gradient of few channels) and for
  *     the update of an fp16 training step (the unscale kernel first).  Sources, views
  *     (flatten/reshape alias their input's bytes) and train-only identities
  *     form none; load-time groups (computed once after the weights load)
@@ -177,8 +178,11 @@ static const char *kernel_form(const Node *n) {
 /* " [form]", " [form, split-K S]", " [split-K S]" or "" after a group's ops:
  * which kernel its GEMM-like main node got, and its split-K */
 /* The split-K of a group's main node (ir_gemm_split_k), 1 for none: the
- * cuBLAS path (--cublas) does not split */
+ * cuBLAS path (--cublas) does not split; a split reduction's ranges
+ * (ir_reduce_split: its sum's K split alike, the same two kernels) */
 static int split_k(const Node *n, int cublas) {
+  if (ir_reduce_len(n)) return ir_reduce_split(n);
+  if (ir_bn_len(n)) return ir_bn_split(n);
   return ir_grad_gemm(n) || (!cublas && (ncc_ops[n->op].flags & OPF_GEMM_LIKE)) ? ir_gemm_split_k(n) : 1;
 }
 static const char *kernel_marks(const Node *n, int cublas, char *buf, size_t len) {
@@ -592,8 +596,11 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
         if (is_param_counted(v->def)) np = add(np, shape_numel(&v->shape));
       }
     }
-    /* split-K: the S partial sums written to the workspace and read back */
-    if (split_k(gr->main, cublas) > 1) by = add(by, mul(2 * split_k(gr->main, cublas), vbytes(out)));
+    /* split-K: the S partial sums written to the workspace and read back (a
+     * split bn_bwd_data's: two sums a channel) */
+    if (split_k(gr->main, cublas) > 1)
+      by = add(by, mul(2 * split_k(gr->main, cublas),
+                       gr->main->op == OP_BN_BWD_DATA ? mul(8, gr->main->in[1]->shape.d[1]) : vbytes(out)));
     int64_t act = vbytes(out);
     /* a GEMM computes in its inputs' dtype (int8 in, int32/f32 out) */
     double t = (double)fl / (ir_gemm_mma(gr->main) ? (gr->main->prec == PREC_TF32 ? arch->flops16 / 2   /* TF32: half of fp16's */
@@ -640,6 +647,8 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
         double part = 0;
         if (strstr(x->kernel, "splitk_sum"))
           part = (double)(split_k(gr->main, cublas) + 1) * (double)vbytes(out) / arch->bw * 1e6 + arch->launch_us;
+        else if (strstr(x->kernel, "bn_bwd_sums"))   /* a split bn_bwd_data's first kernel: dy and x read */
+          part = (double)(vbytes(gr->main->in[0]) + vbytes(gr->main->in[1])) / arch->bw * 1e6 + arch->launch_us;
         else if (strstr(x->kernel, "unscale_grads")) {
           double gb = 0;
           for (int q = 0; q < gr->main->nin; q++) gb += 2.0 * (double)vbytes(gr->main->in[q]);

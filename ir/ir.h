@@ -541,6 +541,77 @@ static inline int64_t ir_gemm_split_span(const Node *n) {
   return (nk + s - 1) / s * 16;
 }
 
+/* Split reductions (docs/gpu.md, "Split reductions"): the ops whose every
+ * output is a sum over many elements, rendered one block of 256 threads an
+ * output (codegen/backward.c, reduce_out): sum_to (the bias gradients),
+ * bn_bwd_weight in a kernel of its own, layernorm_bwd_weight, and the
+ * weight gradients that are no GEMM (!ir_grad_gemm: depthwise convolutions,
+ * linears of fewer than 8 outputs).  ir_reduce_len: the elements an output
+ * sums (its K), 0 for every other op. */
+static inline int64_t ir_reduce_len(const Node *n) {
+  switch (n->op) {
+  case OP_SUM_TO:
+  case OP_BN_BWD_WEIGHT:
+  case OP_LAYERNORM_BWD_WEIGHT: return shape_numel(&n->in[0]->shape) / shape_numel(&n->out->shape);
+  case OP_CONV2D_BWD_WEIGHT:
+  case OP_LINEAR_BWD_WEIGHT: return ir_grad_gemm(n) ? 0 : shape_numel(&n->in[0]->shape) / n->in[0]->shape.d[1];
+  default: return 0;
+  }
+}
+/* Into how many ranges such a reduction is cut, 1 for none.  Few outputs
+ * are few blocks: VGG-16's first bias gradients are 64 blocks, each summing
+ * 1.6 M elements at batch 32, on a GPU of 132 SMs (the H200 timed them at
+ * 3.1 times the report's model).  Split, grid axis y runs S ranges of the
+ * sum, each block writes its range's sum to the workspace, and a second
+ * kernel adds the S sums in order (the result does not depend on the GPU
+ * or the launch: no atomics) and runs the epilogue.  S fills about
+ * IR_REDUCE_SPLIT_BLOCKS blocks (8 of 256 threads an SM of 132), each range
+ * at least IR_REDUCE_SPLIT_MIN elements (32 a thread), at most
+ * IR_REDUCE_SPLIT_MAX ranges, trimmed so that no range is empty. */
+#define IR_REDUCE_SPLIT_BLOCKS 1056
+#define IR_REDUCE_SPLIT_MIN 8192
+#define IR_REDUCE_SPLIT_MAX 64
+/* The ranges for nout outputs each summing R elements (the rule above) */
+static inline int ir_split_ranges(int64_t R, int64_t nout) {
+  if (R <= 64 || nout >= IR_REDUCE_SPLIT_BLOCKS) return 1;   /* R <= 64: a thread an output, no blocks to fill */
+  int64_t s = (IR_REDUCE_SPLIT_BLOCKS + nout - 1) / nout;
+  if (s > R / IR_REDUCE_SPLIT_MIN) s = R / IR_REDUCE_SPLIT_MIN;
+  if (s > IR_REDUCE_SPLIT_MAX) s = IR_REDUCE_SPLIT_MAX;
+  if (s < 2) return 1;
+  int64_t span = (R + s - 1) / s;
+  return (int)((R + span - 1) / span);
+}
+static inline int ir_reduce_split(const Node *n) {
+  int64_t R = ir_reduce_len(n);
+  return R ? ir_split_ranges(R, shape_numel(&n->out->shape)) : 1;
+}
+/* The elements each range of a split reduction sums (the last may sum fewer) */
+static inline int64_t ir_reduce_split_span(const Node *n) {
+  int64_t R = ir_reduce_len(n), s = ir_reduce_split(n);
+  return (R + s - 1) / s;
+}
+/* Batchnorm's per-channel kernels in training, bn_stats (the mean and
+ * variance) and bn_bwd_data (the sums of dy and dy * (x - mean), then dx),
+ * one block a channel, split by the same rule over the channel's
+ * images x pixels (docs/gpu.md, "Split reductions"): bn_stats's blocks
+ * write each range's mean and sum of squared deviations, a second kernel
+ * combines them in order; bn_bwd_data's first kernel writes each range's
+ * two sums, its second adds them in order in every block and computes dx
+ * for its range.  ir_bn_len: a channel's elements, 0 for other ops. */
+static inline int64_t ir_bn_len(const Node *n) {
+  if (n->op != OP_BN_STATS && n->op != OP_BN_BWD_DATA) return 0;
+  const Shape *xs = &n->in[n->op == OP_BN_BWD_DATA]->shape;
+  return shape_numel(xs) / xs->d[1];
+}
+static inline int ir_bn_split(const Node *n) {
+  int64_t R = ir_bn_len(n);
+  return R ? ir_split_ranges(R, n->in[n->op == OP_BN_BWD_DATA]->shape.d[1]) : 1;
+}
+static inline int64_t ir_bn_split_span(const Node *n) {
+  int64_t R = ir_bn_len(n), s = ir_bn_split(n);
+  return (R + s - 1) / s;
+}
+
 /* The tensor-core GEMM's tile (ir/tile.c; docs/gpu.md, "Tile choice"):
  * BM x BN outputs a block of `threads` threads, WM x WN warps; minb: the
  * resident blocks an SM its kernel asks ptxas for (__launch_bounds__(threads,

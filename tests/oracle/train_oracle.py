@@ -413,6 +413,7 @@ class Spec:
         self.prec = None         # ncc train --precision=tf32|fp16|bf16: the GEMMs' operands rounded (rounding())
         self.loss_scale = None   # fp16: --loss-scale (the scaler's initial scale; None: GradScaler's 65536)
         self.tile = None         # --gemm-tile: every tensor-core GEMM of the step at that tile (None: the model's)
+        self.opt_level = None    # -O0 ... -O3 (None: ncc's default)
 
     @property
     def steps_per_epoch(self):
@@ -795,6 +796,7 @@ def finish(bad):
 def prec_flags(spec):
     f = ["--precision=" + spec.prec] if spec.prec else []
     f += ["--gemm-tile=" + spec.tile] if spec.tile else []
+    f += ["-O%d" % spec.opt_level] if spec.opt_level is not None else []
     return f + (["--loss-scale=%r" % float(spec.loss_scale)] if spec.loss_scale else [])
 
 
@@ -865,6 +867,7 @@ def train_run(ctx, spec, K):
     require_clear_argmax(spec, K)
     ref = torch_train(spec, K)
     net, data, w0 = write_inputs(ctx, spec)
+    require_split(ctx, spec, net)
     C, L = ctx.path("C.safetensors"), ctx.path("log.csv")
     run_train(ctx, net, data, K, weights=w0, checkpoint=C, log=L,
               extra=(["--keep-last"] if spec.keep_last else []) + prec_flags(spec))
@@ -975,6 +978,46 @@ def conv_spec(v, seed=2, gap=False):
 
 for _v in CONVS:
     grad_case("grad_conv_" + _v, ["conv"])(lambda v=_v: conv_spec(v))
+
+
+# Split reductions (ir_reduce_split): 4 channels of 127 x 127 at batch 2, a
+# sum of 32 258 elements an output, few outputs.  The bias gradients
+# (sum_to) and the depthwise and 1x1 weight gradients (no GEMM: fewer than
+# 8 channels) split into 3 ranges of 10 753, the last one element shorter.
+@grad_case("grad_conv_split_sums", ["conv"])
+def _split_sums():
+    net = Net(2, (4, 127, 127), seed=8)
+    h = net.conv2d(net.x, 4, 1, name="pre")
+    h = net.conv2d(h, 4, 3, 1, 1, 1, 4, True, name="conv")
+    net.head(net.gap(h))
+    return split_at_least(spec_of("grad_conv_split_sums", net), 3, ("sum_to@pre", "sum_to@conv", "conv2d_bwd_weight"))
+
+
+# The same with a batchnorm at -O0: bn_bwd_weight in a kernel of its own
+# (its final scale, acc * rstd, applied to each range's sum), not a side
+# node of bn_bwd_data
+@grad_case("grad_batchnorm2d_split_o0", ["bn"])
+def _bn_split():
+    net = Net(2, (3, 127, 127), seed=9)
+    h = net.batchnorm2d(net.conv2d(net.x, 4, 3, pad=1, name="conv"), name="bn")
+    net.head(net.gap(net.act("relu", h)))
+    spec = spec_of("grad_batchnorm2d_split_o0", net)
+    spec.opt_level = 0
+    return split_at_least(spec, 3, ("sum_to@conv", "bn_bwd_weight", "conv2d_bwd_weight", "bn_stats",
+                                    "bn_bwd_data"))
+
+
+# The batchnorm's own kernels split (ir_bn_split): bn_stats's ranges
+# combined by Chan's formula, bn_bwd_data's sums added in every block, the
+# weight and bias gradients (side nodes at the default -O) written by the
+# first range's block.
+@grad_case("grad_batchnorm2d_split", ["bn"])
+def _bn_split_o2():
+    net = Net(2, (3, 127, 127), seed=10)
+    net.x_all[1] += 3.0   # the images' means apart: the ranges' means differ, Chan's correction matters
+    h = net.batchnorm2d(net.conv2d(net.x, 4, 3, pad=1, bias=False, name="conv"), name="bn")
+    net.head(net.gap(net.act("relu", h)))
+    return split_at_least(spec_of("grad_batchnorm2d_split", net), 3, ("bn_stats", "bn_bwd_data"))
 
 
 @grad_case("grad_linear")
@@ -1314,6 +1357,23 @@ def keep_last_spec(name, opt):
     return s
 
 
+# The same with the batchnorm's kernels split into 3 ranges of 10 753 of
+# a channel's 2 x 127 x 127 elements: the last step's one image is 16 129,
+# so its second range ends early and its third is empty
+def keep_last_split_spec(name, opt):
+    net = Net(2, (3, 127, 127), samples=3, seed=32, partial=True)
+    net.x_all[1] += 3.0
+    h = net.batchnorm2d(net.conv2d(net.x, 4, 3, pad=1, bias=False, name="conv"), name="bn")
+    net.head(net.gap(net.act("relu", h)))
+    net.opt = opt
+    s = split_at_least(spec_of(name, net), 3, ("bn_stats", "bn_bwd_data"))
+    s.keep_last = True
+    return s
+
+
+TRAIN["keep_last_split"] = (lambda: keep_last_split_spec("keep_last_split", Opt("sgd", lr=0.1, momentum=0.9)), 4)
+CASES["keep_last_split"] = (lambda ctx: train_run(ctx, TRAIN["keep_last_split"][0](), 4), ("optim", "batch", "bn"))
+
 for _n, _o, _k in (("keep_last_sgd", Opt("sgd", lr=0.1, momentum=0.9), 6),
                    ("keep_last_adam", Opt("adam", ("step", {"every": 1, "gamma": 0.5}), lr=2e-3), 6)):
     TRAIN[_n] = (lambda n=_n, o=_o: keep_last_spec(n, o), _k)
@@ -1624,24 +1684,33 @@ PREC_CASES = {   # name: (spec builder, precision, K, labels)
 }
 
 
-def split_at_least(spec, s):
-    spec.split_min = s
+def split_at_least(spec, s, ops=("conv2d_bwd_weight",)):
+    spec.split_min, spec.split_ops = s, ops
     return spec
 
 
 def require_split(ctx, spec, net):
-    """The weight gradients' split-K in ncc's report of the training step is
-    spec.split_min or more (none checked where it is not set)."""
+    """In ncc's report of the training step, every row of a kernel that is
+    one of spec.split_ops ("op": the weight gradients' GEMMs, the split
+    reductions of ir_reduce_split; "op@layer": that op of that layer alone)
+    shows a split of spec.split_min or more, and each entry has such a row
+    (none checked where spec.split_min is not set)."""
     want = getattr(spec, "split_min", 0)
     if not want:
         return
     p = subprocess.run([ctx.ncc, net, "--train", "--emit=report"] + prec_flags(spec), stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, universal_newlines=True)
-    rows = [ln for ln in p.stdout.split("\n") if "conv2d_bwd_weight" in ln]
-    got = [int(m) for ln in rows for m in re.findall(r"split-K (\d+)\]", ln)]
-    print("the weight gradients' split-K: %s" % (got or "none"))
-    if p.returncode != 0 or not got or min(got) < want:
-        raise Failure("the weight gradients' split-K: %s, %d or more wanted" % (got or "none", want))
+    for entry in spec.split_ops:
+        op, _, layer = entry.partition("@")
+        got = []
+        for ln in p.stdout.split("\n"):
+            m = re.match(r"\s*\d+\s+%s[+:\w]*(?: \[([^\]]*)\])?\s+(\S+)" % re.escape(op), ln)
+            if m and (not layer or m.group(2) == layer):
+                k = re.search(r"split-K (\d+)", m.group(1) or "")
+                got.append(int(k.group(1)) if k else 1)
+        print("%s's split-K: %s" % (entry, got or "no row"))
+        if p.returncode != 0 or not got or min(got) < want:
+            raise Failure("%s's split-K: %s, %d or more wanted" % (entry, got or "no row", want))
 
 
 def tiled(spec, t):
