@@ -513,6 +513,35 @@ int emit_maxpool2d_bwd(Cg *c, const KGroup *gr) {
   KParams p = {0};
   Buf b = {0};
   const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *x = kp_value(c, &p, n->in[1], 0, "x");
+  if (ir_pool_tiles(n)) {
+    /* windows that tile x: a thread a window, its argmax as above (the
+     * first maximum in row-major order, a NaN replacing it), then each of
+     * its elements' gradient, dy at the argmax and 0 elsewhere */
+    int KH = a->kernel[0], KW = a->kernel[1];
+    int64_t wins = shape_numel(ds);
+    buf_printf(&b, "  int w = %s * 256 + %s;\n  if (w < %lld) {\n", D_BID_X, D_TID_X, LL(wins));
+    buf_printf(&b, "    int ow = w %% %lld, oh = (w / %lld) %% %lld, nc = w / %lld;\n", LL(OW), LL(OW), LL(OH), LL(OH * OW));
+    buf_printf(&b, "    int base = nc * %lld + oh * %lld + ow * %d;\n", LL(H * W), LL(KH * W), KW);
+    buf_printf(&b, "    int best = -1;\n    float mx = 0.0f;\n    for (int wh = 0; wh < %d; wh++) {\n", KH);
+    buf_printf(&b, "      for (int ww = 0; ww < %d; ww++) {\n        float e = %s[base + wh * %lld + ww];\n", KW, x, LL(W));
+    buf_printf(&b, "        if (best < 0 || e > mx || e != e) {\n          mx = e;\n          best = wh * %d + ww;\n"
+                   "        }\n      }\n    }\n", KW);
+    buf_printf(&b, "    float g = %s[w];\n    for (int wh = 0; wh < %d; wh++) {\n", dy, KH);
+    buf_printf(&b, "      for (int ww = 0; ww < %d; ww++) {\n        int i = base + wh * %lld + ww;\n", KW, LL(W));
+    /* 0.0f + g: the bits of the element kernel's sum (a -0.0 gradient becomes 0.0) */
+    buf_printf(&b, "        float v = best == wh * %d + ww ? 0.0f + g : 0.0f;\n", KW);
+    int rc = -1;
+    if (cg_epilogue(c, gr, &p, &b, "v", "i", 4) == 0) {
+      char st[64], opn[96];
+      buf_printf(&b, "        %s[i] = %s;\n      }\n    }\n  }\n", kp_value(c, &p, group_out(gr), 1, "y"),
+                 cg_st(st, sizeof st, group_out(gr), "v"));
+      const char *name = cg_finish(c, cg_opname(gr, NULL, opn), 0, &p, &b);
+      cg_launch(c, name, &p, (wins + 255) / 256, 1, 1, 256, 1, 0);
+      rc = 0;
+    }
+    buf_free(&b);
+    return rc;
+  }
   cg_flat_head(&b, total);
   buf_printf(&b, "    int iw = i %% %lld, ih = (i / %lld) %% %lld, nc = i / %lld;\n", LL(W), LL(W), LL(H), LL(H * W));
   buf_printf(&b, "    const float *xp = %s + nc * %lld;\n    const float *dyp = %s + nc * %lld;\n", x, LL(H * W), dy,

@@ -388,6 +388,20 @@ int ir_side_ok(const Node *s, const Node *m);
  * ir_conv_direct (the cuBLAS path, which the graph does not show, is ruled
  * out by the callers: PassCtx.cublas, CodegenOpts.use_cublas). */
 int ir_prologue_ok(const Node *pool, const Node *m);
+/* Do the windows of this maxpool2d_bwd (dy, x) tile x: stride equal to
+ * the kernel, no padding or dilation, H and W multiples of the kernel
+ * (VGG's and most CNNs' 2 x 2 pools)?  Every element of x is then in one
+ * window, and the backward runs a thread a window: the window's argmax
+ * found once, its KH x KW gradients written (codegen/backward.c), where
+ * otherwise a thread an element of x searches every window covering it. */
+static inline int ir_pool_tiles(const Node *n) {
+  if (n->op != OP_MAXPOOL2D_BWD) return 0;
+  const Attrs *a = &n->a;
+  const Shape *xs = &n->in[1]->shape;
+  return a->stride[0] == a->kernel[0] && a->stride[1] == a->kernel[1] && !a->pad[0] &&
+         !a->pad[1] && a->dilation[0] <= 1 && a->dilation[1] <= 1 && xs->d[2] % a->kernel[0] == 0 &&
+         xs->d[3] % a->kernel[1] == 0;
+}
 /* Does codegen emit this conv2d as a direct kernel, one thread per output
  * (few output channels per group: depthwise), rather than a tiled GEMM? */
 static inline int ir_conv_direct(const Node *n) { return n->out->shape.d[1] / n->a.groups < 8; }

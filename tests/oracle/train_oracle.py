@@ -805,6 +805,7 @@ def grad_run(ctx, spec, check_running=True):
     ref = torch_train(spec, 1)
     net, data, w0 = write_inputs(ctx, spec)
     require_split(ctx, spec, net)
+    require_marks(ctx, spec, net)
     G, C, L = ctx.path("G.safetensors"), ctx.path("C.safetensors"), ctx.path("log.csv")
     run_train(ctx, net, data, 1, weights=w0, checkpoint=C, log=L, grads=G, extra=prec_flags(spec))
     bad = check_log(L, ref, 1)
@@ -1151,6 +1152,21 @@ def pool_spec(v):
 
 for _v in POOLS:
     grad_case("grad_" + _v, ["pool"])(lambda v=_v: pool_spec(v))
+
+
+# Windows that tile the input (ir_pool_tiles): the gradient a thread a
+# window.  2 x 2 on 8 x 12 after a relu (its gradient fused into the
+# kernel), then 2 x 3 of stride (2, 3) on 4 x 6; the 9 x 9 cases above keep
+# the kernel a thread an element.  The report must mark both [per-window].
+@grad_case("grad_maxpool2d_tiles", ["pool"])
+def _pool_tiles():
+    net = Net(2, (3, 8, 12), seed=8)
+    h = net.pool("maxpool2d", net.act("relu", net.conv2d(net.x, 4, 3, pad=1, name="conv")), 2)
+    h = net.pool("maxpool2d", net.conv2d(h, 4, 3, pad=1, name="conv2"), (2, 3), (2, 3))
+    net.head(h)
+    spec = spec_of("grad_maxpool2d_tiles", net)
+    spec.marks = (("maxpool2d_bwd", "per-window", 2),)
+    return spec
 
 
 @grad_case("grad_global_avgpool2d", ["pool"])
@@ -1711,6 +1727,19 @@ def require_split(ctx, spec, net):
         print("%s's split-K: %s" % (entry, got or "no row"))
         if p.returncode != 0 or not got or min(got) < want:
             raise Failure("%s's split-K: %s, %d or more wanted" % (entry, got or "no row", want))
+
+
+def require_marks(ctx, spec, net):
+    """spec.marks: (op, mark, n): n rows of the training step's report whose
+    kernel is op carry [mark] (the kernel form codegen chose)."""
+    for op, mark, want in getattr(spec, "marks", ()):
+        p = subprocess.run([ctx.ncc, net, "--train", "--emit=report"] + prec_flags(spec), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True)
+        rows = [ln for ln in p.stdout.split("\n") if re.match(r"\s*\d+\s+%s[+:\w]* " % re.escape(op), ln)]
+        got = sum(("[%s" % mark) in ln for ln in rows)
+        print("%s rows marked [%s]: %d of %d" % (op, mark, got, len(rows)))
+        if p.returncode != 0 or got != want:
+            raise Failure("%s rows marked [%s]: %d, %d wanted" % (op, mark, got, want))
 
 
 def tiled(spec, t):
