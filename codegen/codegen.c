@@ -400,7 +400,7 @@ static int prepare_x(Graph *g, const CodegenOpts *o, Prepared *p, int train_only
     }
     size_t s0 = (g0 + span + 255) / 256 * 256;
     const TrainCfg *t = &gt->train;
-    int nstate = t->opt == OPT_SGD ? (t->momentum != 0 ? 1 : 0) : 2;
+    int nstate = ir_opt_states(t);
     static const char *const sgd_names[1] = {"momentum_buffer"}, *const adam_names[2] = {"exp_avg", "exp_avg_sq"};
     for (int k = 0; k < nstate; k++) {
       c->opt_buf[2 + k] = add_span(c, BK_SPAN, t->opt == OPT_SGD ? sgd_names[k] : adam_names[k], span, s0);

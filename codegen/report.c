@@ -38,7 +38,10 @@
  *     are listed apart and not counted.
  *   - bytes: every kernel reads each tensor it takes from outside the group
  *     once and writes the value the group stores once; values inside a
- *     fused group never reach memory.
+ *     fused group never reach memory.  A training step's update also reads
+ *     and writes the parameters and the optimizer's state (ir_opt_states),
+ *     which its inputs (the gradients) do not name; a split kernel writes
+ *     and reads back its workspace.
  *   - naive_memory: the inputs-and-activations region of the arena with no
  *     sharing: every graph input and every value a kernel group stores in its
  *     own 256-byte-aligned range (views own no bytes; weights and load-time
@@ -562,6 +565,10 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
     /* fp16 training: GradScaler's unscale kernel runs before the update, reading and writing every gradient */
     int unscale = gr->main->op == OP_OPTIMIZER && g->train.loss_scaling;
     for (int q = 0; unscale && q < gr->main->nin; q++) by = add(by, 2 * vbytes(gr->main->in[q]));
+    /* the update reads the gradients (its inputs, counted below) and reads and writes the parameters and
+     * the optimizer's state, float32 like the gradients: 2 + 2 x states times the gradients' bytes */
+    for (int q = 0; gr->main->op == OP_OPTIMIZER && q < gr->main->nin; q++)
+      by = add(by, mul(2 + 2 * ir_opt_states(&g->train), vbytes(gr->main->in[q])));
     char ops[128];
     size_t ol = 0;
     ops[0] = 0;

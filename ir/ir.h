@@ -286,6 +286,9 @@ typedef struct TrainCfg {
   int loss_scaling;
   double init_scale;
 } TrainCfg;
+/* The optimizer's state tensors a parameter: SGD's momentum buffer (none
+ * without momentum), Adam's and AdamW's two moments */
+static inline int ir_opt_states(const TrainCfg *t) { return t->opt == OPT_SGD ? (t->momentum != 0 ? 1 : 0) : 2; }
 
 typedef struct NamedValue { const char *name; Value *v; } NamedValue;
 

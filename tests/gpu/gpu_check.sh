@@ -30,7 +30,7 @@
 #     choice"), and those two at fp16 without the storage pass (float32
 #     between kernels), with --gemm-pipeline=off (no cp.async, ldmatrix or B prefetch; on is the default)
 #     and with --gemm-stages=3 (three cp.async stages; two the default; mlp4096 with four too).
-#     VGG-16's fp16 training step and ResNet-50's and VGG-16's fp16 inference with --profile: each
+#     VGG-16's and ResNet-18's fp16 training steps and ResNet-50's and VGG-16's fp16 inference with --profile: each
 #     kernel timed alone beside the report's modeled time.  Each time is printed whole and for the kernels alone.
 #     Objects are compiled in parallel first (not the autotuned ones, whose
 #     trials are timed), then timed one at a time
@@ -248,6 +248,7 @@ if want bench; then
     echo "examples/resnet18.net --set N=32 --train --precision=fp16 --iters 10"
     # each kernel timed alone beside the report's model (--profile): where the time goes, and how far the model is
     echo "examples/vgg16.net --set N=32 --train --precision=fp16 --iters 5 --profile"
+    echo "examples/resnet18.net --set N=32 --train --precision=fp16 --iters 5 --profile"
     echo "examples/resnet50.net --set N=32 --precision=fp16 --iters 10 --profile"
     echo "examples/vgg16.net --set N=32 --precision=fp16 --iters 10 --profile"
     for m in resnet50 mobilenet_v2 vgg16; do echo "env:NCC_GRAPHS=0 examples/$m.net --set N=1"; done
