@@ -692,6 +692,13 @@ int emit_loss_bwd(Cg *c, const KGroup *gr) {
 
 /* ---- normalisation ----------------------------------------------------- */
 
+/* Where layernorm_bwd_weight's row statistics start in the workspace (in
+ * floats): after a split's range sums (ir_reduce_split), which share it */
+static int64_t ln_stats_offset(const Node *n) {
+  int S = ir_reduce_split(n);
+  return S > 1 ? (int64_t)S * shape_numel(&n->out->shape) : 0;
+}
+
 /* The row statistics of layernorm, as emit_layernorm: mean, then rstd from
  * the variance of the centred values (block-wide, over j = t, t + T, ...). */
 static void ln_row_stats(Buf *b, const char *xr, int64_t D, int T, double eps) {
@@ -709,8 +716,11 @@ static void ln_row_stats(Buf *b, const char *xr, int64_t D, int T, double eps) {
 /* layernorm_bwd_data(dy, x, weight): with g = dy * w and xhat = (x - mean) * rstd,
  * dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), one block per row.
  * layernorm_bwd_weight(dy, x): dweight[d] = the sum over rows of dy * xhat,
- * one output per column, each recomputing the rows' statistics (simple; the
- * price is D times the statistics' work). */
+ * one output per column: a first kernel, a block a row, writes each row's
+ * mean and rstd (ln_row_stats, as the data gradient finds them) to the
+ * workspace after a split's range sums (ln_stats_offset), which the sums
+ * read (each output recomputing every row's statistics cost D times their
+ * work). */
 int emit_layernorm_bwd(Cg *c, const KGroup *gr) {
   Node *n = gr->main;
   const Shape *xs = &n->in[1]->shape;
@@ -721,12 +731,25 @@ int emit_layernorm_bwd(Cg *c, const KGroup *gr) {
   KParams p = {0};
   const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *x = kp_value(c, &p, n->in[1], 0, "x");
   if (n->op == OP_LAYERNORM_BWD_WEIGHT) {
+    int64_t off = ln_stats_offset(n);
+    {   /* the rows' statistics: (mean, rstd) of row r at off + 2 r */
+      KParams q = {0};
+      Buf a = {0};
+      const char *x1 = kp_value(c, &q, n->in[1], 0, "x"), *st = kp_work(c, &q, "stats");
+      int T = cg_reduce_threads(D);
+      cg_reduce_shared(&a, "red", T);
+      buf_printf(&a, "  int row = %s, t = %s;\n  const float *xr = %s + row * %lld;\n", D_BID_X, D_TID_X, x1, LL(D));
+      ln_row_stats(&a, "xr", D, T, n->a.eps);
+      buf_printf(&a, "  if (t == 0) {\n    %s[%lld + row * 2] = mean;\n    %s[%lld + row * 2 + 1] = rstd;\n  }\n", st, LL(off),
+                 st, LL(off));
+      const char *name = cg_finish(c, "layernorm_row_stats", NCC_KF_BARRIER_, &q, &a);
+      cg_launch(c, name, &q, rows, 1, 1, T, 1, 0);
+      buf_free(&a);
+    }
+    const char *st = kp_work(c, &p, "stats");
     Buf t = {0};
-    buf_printf(&t, "      const float *xr = %s + j * %lld;\n      float mean = 0.0f, var = 0.0f;\n", x, LL(D));
-    buf_printf(&t, "      for (int k = 0; k < %lld; k++) mean = mean + xr[k];\n      mean = mean / %s;\n", LL(D), dl);
-    buf_printf(&t, "      for (int k = 0; k < %lld; k++) {\n        float d = xr[k] - mean;\n        var = fmaf(d, d, var);\n      }\n",
-               LL(D));
-    buf_printf(&t, "      float e = %s[j * %lld + o] * ((xr[o] - mean) * (1.0f / sqrtf(var / %s + %s)));\n", dy, LL(D), dl, el);
+    buf_printf(&t, "      float e = %s[j * %lld + o] * ((%s[j * %lld + o] - %s[%lld + j * 2]) * %s[%lld + j * 2 + 1]);\n", dy,
+               LL(D), x, LL(D), st, LL(off), st, LL(off));
     int rc = reduce_out(c, gr, &p, "", t.s, rows, D, "acc");
     buf_free(&t);
     return rc;

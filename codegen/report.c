@@ -31,7 +31,8 @@
  *     fvcore publish as "GFLOPS" (4.09 G for ResNet-50, 15.47 G for VGG-16).
  *   - launches: kernels launched per inference: one a kernel group, two for
  *     a split-K GEMM (ir_gemm_split_k: the ranges, then their sum) or split
- *     reduction (ir_reduce_split: a bias gradient of few channels) and for
+ *     reduction (ir_reduce_split: a bias gradient of few channels), for
+ *     layernorm_bwd_weight (the rows' statistics first) and for
  *     the update of an fp16 training step (the unscale kernel first).  Sources, views
  *     (flatten/reshape alias their input's bytes) and train-only identities
  *     form none; load-time groups (computed once after the weights load)
@@ -565,6 +566,12 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
     /* fp16 training: GradScaler's unscale kernel runs before the update, reading and writing every gradient */
     int unscale = gr->main->op == OP_OPTIMIZER && g->train.loss_scaling;
     for (int q = 0; unscale && q < gr->main->nin; q++) by = add(by, 2 * vbytes(gr->main->in[q]));
+    /* layernorm_bwd_weight: a first kernel writes each row's mean and rstd (x read again), the sums read them */
+    int ln_stats = gr->main->op == OP_LAYERNORM_BWD_WEIGHT;
+    if (ln_stats) {
+      const Shape *xs = &gr->main->in[1]->shape;
+      by = add(by, add(vbytes(gr->main->in[1]), mul(16, shape_numel(xs) / xs->d[xs->rank - 1])));
+    }
     /* the update reads the gradients (its inputs, counted below) and reads and writes the parameters and
      * the optimizer's state, float32 like the gradients: 2 + 2 x states times the gradients' bytes */
     for (int q = 0; gr->main->op == OP_OPTIMIZER && q < gr->main->nin; q++)
@@ -621,7 +628,7 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
     double roof = (t > tb ? t : tb) * 1e6;
     /* a split-K GEMM is two kernels: the ranges, then their sum (ir_gemm_split_k; not on the cuBLAS path);
      * the update of a loss-scaled step too: the gradients unscaled (read and written), then the update */
-    int nk = 1 + (split_k(gr->main, cublas) > 1) + unscale;
+    int nk = 1 + (split_k(gr->main, cublas) > 1) + unscale + ln_stats;
     /* the waves: the roofline's throughput on the share of the SMs they keep busy */
     int nl = 0;
     int lib = library_gemm(gr, cublas);
@@ -659,6 +666,11 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
           part = (double)(split_k(gr->main, cublas) + 1) * (double)vbytes(out) / arch->bw * 1e6 + arch->launch_us;
         else if (strstr(x->kernel, "bn_bwd_sums"))   /* a split bn_bwd_data's first kernel: dy and x read */
           part = (double)(vbytes(gr->main->in[0]) + vbytes(gr->main->in[1])) / arch->bw * 1e6 + arch->launch_us;
+        else if (strstr(x->kernel, "layernorm_row_stats")) {   /* x read, two floats a row written */
+          const Shape *xs = &gr->main->in[1]->shape;
+          part = ((double)vbytes(gr->main->in[1]) + 8.0 * (double)(shape_numel(xs) / xs->d[xs->rank - 1])) / arch->bw * 1e6 +
+                 arch->launch_us;
+        }
         else if (strstr(x->kernel, "unscale_grads")) {
           double gb = 0;
           for (int q = 0; q < gr->main->nin; q++) gb += 2.0 * (double)vbytes(gr->main->in[q]);

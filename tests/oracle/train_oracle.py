@@ -1114,6 +1114,17 @@ def _ln3():
     return spec_of("grad_layernorm_3d", net)
 
 
+# 16 384 rows of 4: layernorm_bwd_weight's rows' statistics (a block a
+# row, 64 blocks of the first kernel's grid) and its sums split into 2
+# ranges (ir_reduce_split), both in the workspace
+@grad_case("grad_layernorm_rows", ["norm"])
+def _ln_rows():
+    net = Net(2, (8192, 4), seed=6)
+    h = net.layernorm(net.x, name="ln")
+    net.head(net.flatten(h))
+    return split_at_least(spec_of("grad_layernorm_rows", net), 2, ("layernorm_bwd_weight",))
+
+
 ACTS = {"relu": 2.0, "relu6": 12.0, "sigmoid": 2.0, "tanh": 2.0, "gelu": 2.0, "silu": 2.0, "hardswish": 6.0,
         "leaky_relu": 2.0}
 
