@@ -725,9 +725,8 @@ int emit_layernorm_bwd(Cg *c, const KGroup *gr) {
   Node *n = gr->main;
   const Shape *xs = &n->in[1]->shape;
   int64_t D = xs->d[xs->rank - 1], rows = shape_numel(xs) / D;
-  char dl[40], el[40];
+  char dl[40];
   cg_flit(dl, (double)D);
-  cg_flit(el, n->a.eps);
   KParams p = {0};
   const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *x = kp_value(c, &p, n->in[1], 0, "x");
   if (n->op == OP_LAYERNORM_BWD_WEIGHT) {
@@ -828,8 +827,7 @@ int emit_bn_bwd(Cg *c, const KGroup *gr) {
     const char *name = cg_finish(c, cg_opname(gr, "bn_bwd_sums", opn), NCC_KF_BARRIER_, &q, &b);
     cg_launch(c, name, &q, C, S, 1, T, 1, 0);
     buf_free(&b);
-  }
-  if (S > 1) {   /* the second kernel: every block adds the S ranges' sums in order */
+    /* the second kernel: every block adds the S ranges' sums in order */
     buf_printf(&b, "  int ch = %s, t = %s, m = %s * %lld, sk = %s;\n", D_BID_X, D_TID_X, nb, LL(HW), D_BID_Y);
     buf_printf(&b, "  float mean = %s[ch], rstd = 1.0f / sqrtf(%s[%lld + ch] + %s);\n", st, st, LL(C), el);
     buf_printf(&b, "  float sd = 0.0f, sdx = 0.0f;\n  for (int r = 0; r < %d; r++) {\n"
