@@ -1114,9 +1114,9 @@ def _ln3():
     return spec_of("grad_layernorm_3d", net)
 
 
-# 16 384 rows of 4: layernorm_bwd_weight's rows' statistics (a block a
-# row, 64 blocks of the first kernel's grid) and its sums split into 2
-# ranges (ir_reduce_split), both in the workspace
+# 16 384 rows of 4: layernorm_bwd_weight's rows' statistics (a first
+# kernel, a block a row) and its sums split into 2 ranges
+# (ir_reduce_split), both in the workspace
 @grad_case("grad_layernorm_rows", ["norm"])
 def _ln_rows():
     net = Net(2, (8192, 4), seed=6)
