@@ -318,7 +318,7 @@ static int prepare_x(Graph *g, const CodegenOpts *o, Prepared *p, int train_only
     if (first >= 0) {
       /* a whole number of 256 bytes, as every buffer starts: the emulator's checked mode ends a
        * buffer at its guard page, and so a parameter in the range keeps the alignment a GPU gives
-       * it (a 128-bit load of a float32 weight's rows, vec32_tile) */
+       * it (a 128-bit load of a float32 weight's rows, vec32_fetch) */
       size_t p0 = c->bufs[first].offset, span = (c->bufs[last].offset + c->bufs[last].bytes - p0 + 255) / 256 * 256;
       c->opt_count = (int64_t)(span / 4);
       c->opt_buf[0] = add_span(c, BK_SPAN, "trainable_params", span, p0);

@@ -36,7 +36,7 @@ typedef struct GemmSpec {
   char b_vec[512];     /* the same for B(z, k, n), with n for m */
   char a_f4[512];      /* tf32, fp16, bf16, when A is float32 (not narrow), k-contiguous with rows a multiple of
                           4 floats long: the address of A(z, m, k), whose 4 floats from k on (a multiple of 4)
-                          one 128-bit load stages (vec32_tile); or "" */
+                          one 128-bit load stages (vec32_fetch); or "" */
   char b_f4[512];      /* the same for B(z, k, n), with n for m */
   char b_nvec[512];    /* fp16, bf16: when B is stored narrow (Value.narrow) and n-contiguous in whole pieces of
                           b_piece values (8 or 4: 16 or 8 bytes; N and a row's start multiples of it; a
@@ -58,6 +58,9 @@ typedef struct GemmSpec {
   char b_first[4096];  /* statements that load the first K tile's B elements into those registers */
   char b_fetch[4096];  /* statements that load K tile k0 + BK's (the next one's) */
   char b_put[1024];    /* statements that store the registers into Bs (as b_tile would) */
+  int b_pad;           /* b_tile stores into a tile of padded slices (mma_dst's pad): a convolution's gathered
+                          tile, whose columns (not its k) vary along a warp, so that unpadded its 2-byte
+                          stores would meet 8 to a bank, padded 2 */
   int uses_z;
   int S;               /* split-K: ranges of K (ir_gemm_split_k), 1: none */
   int64_t span;        /* split-K: the K extent of a range (ir_gemm_split_span) */
@@ -103,7 +106,7 @@ static int nvec_piece(const Value *v, int64_t rowlen) {
 }
 
 /* Does a k-contiguous float32 operand v (not stored narrow), with rows of
- * rowlen elements, come in whole 16-byte pieces (vec32_tile)? */
+ * rowlen elements, come in whole 16-byte pieces (vec32_fetch)? */
 static int vec32_ok(const Value *v, int64_t rowlen) {
   return !v->narrow && v->dtype == DT_F32 && rowlen % 4 == 0;
 }
@@ -417,33 +420,58 @@ static void vec_tile(Buf *b, int ab, int rows, int T, const char *rowvar, const 
              W, mma_dst(dst, sizeof dst, ab, rows, "rr", kind, 0, nj));
 }
 
-/* Statements that fill the tf32, fp16 or bf16 MMA tile `ab` ('A' or 'B') of
- * `rows` rows from a float32 operand whose rows are k-contiguous in whole
- * 16-byte pieces (GemmSpec.a_f4, b_f4): a thread loads 4 floats of a row
- * with one 128-bit load (a warp 8 rows of 16 k, 64 bytes each), rounds each
- * as load_tile does (rv, of v) and stores them: tf32 a float each, fp16 and
- * bf16 a pair of k a 32-bit word.  Zero past RMAX and K (K is a multiple of
- * 4, so a piece is all in or all out).  The tile is padded (mma_dst's pad:
- * a store's 32 threads then fall in 16 banks, not 4). */
-static void vec32_tile(Buf *b, int ab, int rows, int T, const char *rowvar, const char *rowbase, int64_t RMAX, int64_t K,
-                       const char *addr, int kind, const char *rv) {
-  char dst[200];
+/* The tf32, fp16 or bf16 MMA tile `ab` ('A' or 'B') of `rows` rows from a
+ * float32 operand whose rows are k-contiguous in whole 16-byte pieces
+ * (GemmSpec.a_f4, b_f4).  vec32_fetch: a thread's pieces of the K tile at
+ * kx, 4 floats of a row with one 128-bit load each (a warp 8 rows of 16 k,
+ * 64 bytes each), into the registers a4[NP][4] (b4 for B), zero past RMAX
+ * and K (K is a multiple of 4, so a piece is all in or all out).  vec32_put:
+ * rounds each as load_tile does (rv, of v) and stores them, tf32 a float
+ * each, fp16 and bf16 a pair of k a 32-bit word, into a padded tile
+ * (mma_dst's pad: a store's 32 threads then fall in 16 banks, not 4).
+ * Unpipelined, a K tile is fetched and put at the top of its iteration;
+ * with Node.pipe the next tile's are fetched after the barrier, in flight
+ * during the MMAs (as vec32n_fetch's). */
+static int vec32_np(int rows, int T) {
   int n = rows * BK / 4;   /* pieces */
-  char each[80];
-  snprintf(each, sizeof each, "4 floats a copy, %d a thread: one 128-bit load each", n / T);
-  piece_loop(b, "    ", n, T, "4 floats a thread: one 128-bit load", each);
-  buf_printf(b, "      int rr = l / %d, kv = l %% %d * 4;\n", BK / 4, BK / 4);
-  buf_printf(b, "      int %s = %s + rr, k = k0 + kv;\n      float f[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n", rowvar, rowbase);
-  tile_guard(b, rows, rowvar, RMAX, K);
-  buf_printf(b, "        ncc_ldg128f(f, %s);\n      }\n", addr);
+  NCC_ASSERT(n % T == 0 || n < T);
+  return n >= T ? n / T : 1;
+}
+static void vec32_pieces(Buf *b, int rows, int T, const char *ind) {
+  int n = rows * BK / 4;
+  if (n < T) buf_printf(b, "%sfor (int q = 0; q < 1 && tid < %d; q++) {   /* 4 floats a piece: one 128-bit load */\n", ind, n);
+  else buf_printf(b, "%sfor (int q = 0; q < %d; q++) {   /* 4 floats a piece: one 128-bit load */\n", ind, n / T);
+  buf_printf(b, "%s  int l = tid + q * %d, rr = l / %d, kv = l %% %d * 4;\n", ind, T, BK / 4, BK / 4);
+}
+static void vec32_fetch(Buf *b, int ab, int rows, int T, const char *rowvar, const char *rowbase, int64_t RMAX, int64_t K,
+                        const char *addr, const char *kx, const char *ind) {
+  const char *rg = ab == 'A' ? "a4" : "b4";
+  char c1[64], c2[48];
+  snprintf(c1, sizeof c1, "%s < %lld", rowvar, LL(RMAX));
+  snprintf(c2, sizeof c2, "k < %lld", LL(K));
+  vec32_pieces(b, rows, T, ind);
+  if (strcmp(kx, "0")) buf_printf(b, "%s  int %s = %s + rr, k = %s + kv;\n", ind, rowvar, rowbase, kx);
+  else buf_printf(b, "%s  int %s = %s + rr, k = kv;\n", ind, rowvar, rowbase);
+  if (RMAX % rows || K % BK)
+    buf_printf(b, "%s  for (int p = 0; p < 4; p++) %s[q][p] = 0.0f;\n%s  if (%s%s%s) ncc_ldg128f(%s[q], %s);\n", ind, rg, ind,
+               RMAX % rows ? c1 : "", RMAX % rows && K % BK ? " && " : "", K % BK ? c2 : "", rg, addr);
+  else
+    buf_printf(b, "%s  ncc_ldg128f(%s[q], %s);\n", ind, rg, addr);
+  buf_printf(b, "%s}\n", ind);
+}
+static void vec32_put(Buf *b, int ab, int rows, int T, int kind, const char *rv) {
+  const char *rg = ab == 'A' ? "a4" : "b4";
+  char dst[200];
+  vec32_pieces(b, rows, T, "    ");
   mma_dst(dst, sizeof dst, ab, rows, "rr", kind, 1, 0);
   if (kind == MMA_F16)
     buf_printf(b, "      for (int p = 0; p < 4; p += 2) {   /* k and k + 1: a word */\n        int kk = kv + p;\n"
-                  "        float v = f[p];\n        unsigned lo = %s;\n        v = f[p + 1];\n"
-                  "        unsigned w = lo | (unsigned)%s << 16;\n        ncc_sts32(&%s, w);\n      }\n    }\n", rv, rv, dst);
+                  "        float v = %s[q][p];\n        unsigned lo = %s;\n        v = %s[q][p + 1];\n"
+                  "        unsigned w = lo | (unsigned)%s << 16;\n        ncc_sts32(&%s, w);\n      }\n    }\n",
+               rg, rv, rg, rv, dst);
   else
-    buf_printf(b, "      for (int p = 0; p < 4; p++) {\n        int kk = kv + p;\n        float v = f[p];\n"
-                  "        %s = %s;\n      }\n    }\n", dst, rv);
+    buf_printf(b, "      for (int p = 0; p < 4; p++) {\n        int kk = kv + p;\n        float v = %s[q][p];\n"
+                  "        %s = %s;\n      }\n    }\n", rg, dst, rv);
 }
 
 /* The padded row of a k-major tile of R rows or columns (async_tile_kn,
@@ -679,10 +707,11 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   /* the tf32/fp16/bf16 operands the threads stage element by element, or four floats a load */
   int ela = !i8 && !pipe && !(ab && s->a_vec[0]);
   int elb = !i8 && !cpb && !pipe_b && !s->b_tile[0] && !(bb && s->b_vec[0]);
-  int f4a = ela && s->a_f4[0], f4b = elb && s->b_f4[0];   /* float32 by 128-bit loads (vec32_tile) */
+  int f4a = ela && s->a_f4[0], f4b = elb && s->b_f4[0];   /* float32 by 128-bit loads (vec32_fetch) */
   int f4ma = kind == MMA_F16 && ela && !f4a && s->a_f4m[0];   /* A float32, m-contiguous: a k-major tile (vec32n_fetch) */
   int ktile = pipe_bt || f4nb;   /* a k-major B tile, read by ldmatrix.trans */
-  int pada = ela && !f4ma && (!s->a_kcontig || f4a), padb = elb && !f4nb && (!s->b_kcontig || f4b);
+  int pada = ela && !f4ma && (!s->a_kcontig || f4a);
+  int padb = elb ? !f4nb && (!s->b_kcontig || f4b) : s->b_tile[0] && !ktile && s->b_pad;
   static const char *const stage_words[] = {"", "", "two", "three", "four"};
   const char *sw = stage_words[S <= IR_PIPE_MAX_STAGES ? S : 2];
   if (pipe)
@@ -779,6 +808,12 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   /* a thread's float32 pieces of A, B (vec32n_fetch); pipelined, the first K tile's before the loop */
   if (f4ma) buf_printf(&b, "  float af4[%d][4];\n", 4 * BM >= T ? 4 * BM / T : 1);
   if (f4nb) buf_printf(&b, "  float bf4[%d][4];\n", 4 * BN / T);
+  /* float32 k-contiguous pieces (vec32_fetch); pipelined, the first K tile's before the loop */
+  int f4ap = f4a && gr->main->pipe && gr->main->pipe_r, f4bp = f4b && gr->main->pipe && gr->main->pipe_r;
+  if (f4a) buf_printf(&b, "  float a4[%d][4];   /* this thread's A pieces of a K tile */\n", vec32_np(BM, T));
+  if (f4b) buf_printf(&b, "  float b4[%d][4];   /* this thread's B pieces of a K tile */\n", vec32_np(BN, T));
+  if (f4ap) vec32_fetch(&b, 'A', BM, T, "m", "m0", s->M, s->K, s->a_f4, s->S > 1 ? "kb" : "0", "  ");
+  if (f4bp) vec32_fetch(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_f4, s->S > 1 ? "kb" : "0", "  ");
   if (f4ma && gr->main->pipe) vec32n_fetch(&b, 'A', BM, T, s->M, s->K, s->S > 1 ? "kb" : "0", s->a_f4m, "  ");
   if (f4nb && gr->main->pipe) vec32n_fetch(&b, 'B', BN, T, s->N, s->K, s->S > 1 ? "kb" : "0", s->b_f4n, "  ");
   k_loop(&b, s, BK);
@@ -801,8 +836,10 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     ;   /* A by cp.async, above */
   else if (ab && s->a_vec[0])   /* 16 bytes a load where the stored operand's rows allow */
     vec_tile(&b, 'A', BM, T, "m", "m0", s->M, s->K, s->a_vec, kind, NJ);
-  else if (f4a)
-    vec32_tile(&b, 'A', BM, T, "m", "m0", s->M, s->K, s->a_f4, kind, mma_store_rv(sa, sizeof sa, gr->main, ra));
+  else if (f4a) {   /* float32 pieces of k: this K tile's (fetched in the last iteration, or now) */
+    if (!f4ap) vec32_fetch(&b, 'A', BM, T, "m", "m0", s->M, s->K, s->a_f4, "k0", "    ");
+    vec32_put(&b, 'A', BM, T, kind, mma_store_rv(sa, sizeof sa, gr->main, ra));
+  }
   else if (f4ma) {   /* float32 pieces of m: this K tile's (fetched in the last iteration, or now) */
     if (!gr->main->pipe) vec32n_fetch(&b, 'A', BM, T, s->M, s->K, "k0", s->a_f4m, "    ");
     vec32n_put(&b, 'A', BM, T, mma_store_rv(sa, sizeof sa, gr->main, ra));
@@ -818,7 +855,10 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   } else if (pipe_b) buf_puts(&b, s->b_put);
   else if (s->b_tile[0]) buf_puts(&b, s->b_tile);
   else if (bb && s->b_vec[0]) vec_tile(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_vec, kind, NJ);
-  else if (f4b) vec32_tile(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_f4, kind, mma_store_rv(sb, sizeof sb, gr->main, rb));
+  else if (f4b) {
+    if (!f4bp) vec32_fetch(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_f4, "k0", "    ");
+    vec32_put(&b, 'B', BN, T, kind, mma_store_rv(sb, sizeof sb, gr->main, rb));
+  }
   else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind, padb, NJ), BN, T, s->b_kcontig, "n", "n0", s->N, s->K,
                  bb ? s->b_bits : s->b_load, bb ? "v" : mma_store_rv(sb, sizeof sb, gr->main, rb), bb ? bits : NULL);
   if (pipe || cpb) {
@@ -834,6 +874,15 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   if (pipe_b) {
     buf_printf(&b, "    if (k0 + %d < %s) {   /* the next K tile's B elements, in flight during the MMAs */\n", BK, kend);
     buf_puts(&b, s->b_fetch);
+    buf_puts(&b, "    }\n");
+  }
+  if (f4ap || f4bp) {
+    char kx[32];
+    snprintf(kx, sizeof kx, "k0 + %d", BK);
+    buf_printf(&b, "    if (k0 + %d < %s) {   /* the next K tile's %s pieces, in flight during the MMAs */\n", BK, kend,
+               f4ap && f4bp ? "A and B" : f4ap ? "A" : "B");
+    if (f4ap) vec32_fetch(&b, 'A', BM, T, "m", "m0", s->M, s->K, s->a_f4, kx, "      ");
+    if (f4bp) vec32_fetch(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_f4, kx, "      ");
     buf_puts(&b, "    }\n");
   }
   if ((f4ma || f4nb) && gr->main->pipe) {
@@ -1270,6 +1319,19 @@ static void b_regs_put(GemmSpec *s, const char *tt, int J, int KS, const char *d
            "      int kk = kq + j * %d;\n      %s = bq[j];\n    }\n", J, KS, dst);
 }
 
+/* Whether tap_tile gives a thread J consecutive rows kq J + j (not kq + j KS)
+ * and stores them two 16-bit values a 32-bit word: fp16/bf16 registers (tt),
+ * J even.  Rows k and k + 1 (k even) are neighbours in a slot of the
+ * fragment-order tile (mma_dst), so a word holds both: half the stores. */
+static int tap_pairs(const char *tt, int J) { return tt && !strcmp(tt, "unsigned short") && J % 2 == 0; }
+
+/* b_put for tap_pairs: the J registers two a word */
+static void b_put_pairs(GemmSpec *s, int J, const char *dst) {
+  snprintf(s->b_put, sizeof s->b_put, "    for (int j = 0; j < %d; j += 2) {   /* the B elements fetched, into the tile: "
+           "rows kk and kk + 1 a word */\n      int kk = kq * %d + j;\n"
+           "      unsigned w = (unsigned)bq[j] | (unsigned)bq[j + 1] << 16;\n      ncc_sts32(&%s, w);\n    }\n", J, J, dst);
+}
+
 /* The B tile's statements for mode 0 (b_tile: K tile k0, stored), 1
  * (b_first: the first K tile, kb or 0, into registers bq, before the K
  * loop, two spaces less deep) or 2 (b_fetch: K tile k0 + BK, into bq, two
@@ -1304,9 +1366,12 @@ static void indent_into(char *dst, size_t n, const char *src, int extra) {
  * KS apart, at a constant distance in x. */
 static void tap_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value *xv, const Node *pool, const char *rv,
                      int BN, int T, const char *dst, const char *bits, const char *tt) {
-  int J = BK * BN / T, KS = T / BN;
+  int J = BK * BN / T, KS = T / BN, pairs = tap_pairs(tt, J);
   int64_t HW = d->H * d->W;
   NCC_ASSERT(d->Cig % BK == 0 && d->KH * d->KW > 1 && s->K % BK == 0);
+  char kq[24], kk[40];   /* the thread's first row, and its j-th */
+  snprintf(kq, sizeof kq, pairs ? "kq * %d" : "kq", J);
+  snprintf(kk, sizeof kk, pairs ? "kq * %d + j" : "kq + j * %d", pairs ? J : KS);
   char ih[96], iw[96], c1[48], test[240];
   /* the tap's (kh, kw): tap / KW, tap % KW (one of them the tap itself when the other extent is 1) */
   char kh[48], kw[48];
@@ -1326,9 +1391,9 @@ static void tap_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value 
     else buf_printf(&b, "      int tap = %s / %lld, c0 = %s %% %lld;\n", cg_paren(kp, sizeof kp, kx), LL(d->Cig), kp, LL(d->Cig));
     buf_printf(&b, "      int ih = %s, iw = %s;\n", ih, iw);
     if (test[0]) buf_printf(&b, "      int inb = %s;\n", test);
-    if (!pool) buf_printf(&b, "      int xo = ((cb0 + c0 + kq) * %lld + ih) * %lld + iw;\n", LL(d->H), LL(d->W));
+    if (!pool) buf_printf(&b, "      int xo = ((cb0 + c0 + %s) * %lld + ih) * %lld + iw;\n", kq, LL(d->H), LL(d->W));
     buf_printf(&b, "      for (int j = 0; j < %d; j++) {\n", J);
-    if (mode == 0 || pool) buf_printf(&b, "        int kk = kq + j * %d;\n", KS);
+    if (mode == 0 || pool) buf_printf(&b, "        int kk = %s;\n", kk);
     buf_printf(&b, "        %s\n", bits ? bits : "float v = 0.0f;");
     const char *ind = test[0] ? "          " : "        ";
     if (test[0]) buf_puts(&b, "        if (inb) {\n");
@@ -1339,7 +1404,7 @@ static void tap_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value 
       buf_printf(&b, "%s%s\n", ind, pl);
     } else {
       char xe[200], ld[240];
-      snprintf(xe, sizeof xe, "%s[xo + j * %lld]", x, LL(KS * HW));
+      snprintf(xe, sizeof xe, "%s[xo + j * %lld]", x, LL((pairs ? 1 : KS) * HW));
       buf_printf(&b, "%sv = %s;\n", ind, bits ? xe : cg_ld(ld, sizeof ld, xv, xe));
     }
     if (test[0]) buf_puts(&b, "        }\n");
@@ -1348,6 +1413,7 @@ static void tap_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value 
     buf_free(&b);
   }
   if (tt) b_regs_put(s, tt, J, KS, dst);
+  if (pairs) b_put_pairs(s, J, dst);
 }
 
 static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value *xv, const char *cbase, const Node *pool, const char *rv,
@@ -1507,8 +1573,10 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
     int BN = g.BN;
     /* stored narrow: the tile takes the stored bits (a pooling computes in floats) */
     const char *bits = xin->narrow && !pool ? mma_bits(mma_kind(nd)) : NULL;
+    s.b_pad = mma_kind(nd) != MMA_S8;   /* (int8's tile has no padded form: frag_b_s8) */
     im2col_tile(&s, d, x, xin, cb, pool, mma_store_rv(sb, sizeof sb, nd, rb), BN, g.T,
-                mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_kind(nd), 0, g.NJ), bits, nd->a.wtap, nd->pipe ? mma_type(nd) : NULL);
+                mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_kind(nd), s.b_pad, g.NJ), bits, nd->a.wtap,
+                nd->pipe ? mma_type(nd) : NULL);
   } else {
     im2col_tile(&s, d, x, xin, cb, pool, rb, 16 * tile_of(s.N), 256, "Bs[kk][rb]", NULL, nd->a.wtap, NULL);
   }

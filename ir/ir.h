@@ -183,6 +183,11 @@ struct Node {
   int pipe_a;              /* with pipe: A may be copied so (0: int8 at a tile bounded to three blocks
                               an SM, 128x64, whose residual epilogues spill 8 bytes with A's copies
                               in flight) */
+  int pipe_r;              /* with pipe: a float32 operand staged through registers 4 floats a load
+                              (vec32_fetch) is fetched a K tile ahead, in flight during the MMAs: only
+                              at tiles of 256 threads (16 MMAs a warp a K tile to cover the loads; an
+                              H200 timed 4-warp tiles slower so), not a convolution's weight gradient
+                              (bounded to two blocks an SM, ir_tile_minb: its 128 registers spill) */
   int load_time;           /* set by the fold pass: computed once, right after the
                               weights are loaded, from parameters and constants only
                               (a folded batchnorm's scale and shift); its value is

@@ -109,7 +109,7 @@ static void choose_tiles(Graph *g, const PassCtx *c) {
   for (int i = 0; i < g->nnodes; i++) {
     Node *nd = g->nodes[i];
     nd->tile = 0;
-    nd->pipe = nd->pipe_a = 0;
+    nd->pipe = nd->pipe_a = nd->pipe_r = 0;
     if (!ir_gemm_mma(nd)) continue;
     nd->pipe = c->gemm_pipe ? (c->gemm_stages ? c->gemm_stages : 2) : 0;   /* the stages asked; fitted below */
     char why[256], key[256];
@@ -129,6 +129,7 @@ static void choose_tiles(Graph *g, const PassCtx *c) {
       int want = nd->pipe;
       nd->pipe = ir_pipe_stages(&t, want, nd->prec);
       nd->pipe_a = !(nd->prec == PREC_INT8 && t.minb);
+      nd->pipe_r = t.threads >= 256 && !(nd->op == OP_CONV2D_BWD_WEIGHT && ir_tile_minb(nd, &t));
       if (nd->pipe < want)
         snprintf(stages, sizeof stages, "; %d stages (%d would pass %d KiB of shared memory)", nd->pipe, want,
                  IR_PIPE_SMEM / 1024);

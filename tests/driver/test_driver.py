@@ -706,7 +706,7 @@ def _half_storage(ctx):
     src = open(out).read() if p.returncode == 0 else ""
     if "ncc_ldg128(q, &weight[" not in src or "const unsigned short *__restrict__ weight" not in src:
         raise Failure("ResNet-18 at fp16: the folded f16 weights should be staged with 128-bit loads")
-    # float32 operands with rows of 4n floats, 4 floats a 128-bit load (vec32_tile): ResNet-18's folded
+    # float32 operands with rows of 4n floats, 4 floats a 128-bit load (vec32_fetch): ResNet-18's folded
     # weights at tf32 with --gemm-pipeline=off (on, the default: copied by cp.async, rounded in place), and
     # in the digits network's fp16 training step (float32 storage) the linear's input and the weight
     # gradients' dy (4 x 4 and 8 x 8 output pixels).  The train oracle's tf32, fp16 and bf16 gradient
@@ -714,19 +714,28 @@ def _half_storage(ctx):
     r18 = [os.path.join(examples, "resnet18.net"), "--precision=tf32", "--set", "N=2", "--set", "S=32", "-o", out]
     p = ctx.ncc_cmd(r18 + ["--gemm-pipeline=off"])
     src = open(out).read() if p.returncode == 0 else ""
-    if "ncc_ldg128f(f, &weight[" not in src or "ncc_ldg128(" in src:
+    if "ncc_ldg128f(a4[q], &weight[" not in src or "ncc_ldg128(" in src:
         raise Failure("ResNet-18 at tf32 (--gemm-pipeline=off): the float32 weights should be staged 4 floats a "
                       "128-bit load")
     p = ctx.ncc_cmd(r18)
     src = open(out).read() if p.returncode == 0 else ""
     if ("ncc_cp_async16(dst, &weight[" not in src or "rounded to TF32 in place" not in src or
-            "ncc_ldg128f(f, &weight[" in src):
+            "ncc_ldg128f(a4[q], &weight[" in src):
         raise Failure("ResNet-18 at tf32: the float32 weights should be copied by cp.async and rounded in place")
     p = ctx.ncc_cmd([os.path.join(examples, "digits.net"), "--precision=fp16", "--train", "-o", out])
     src = open(out).read() if p.returncode == 0 else ""
-    if src.count("ncc_ldg128f(f, &dy[") < 2 or "ncc_ldg128f(f, &x[" not in src:
+    if src.count("ncc_ldg128f(a4[q], &dy[") < 2 or "ncc_ldg128f(a4[q], &x[" not in src:
         raise Failure("the digits step at fp16: dy of the weight gradients and the linear's input should be "
                       "staged 4 floats a 128-bit load")
+    # --gemm-pipeline=on (the default) fetches such pieces a K tile ahead, in flight during the MMAs, only in
+    # tiles of 256 threads (Node.pipe_r): the 4096^3 GEMM's 128 x 128, not the digits step's 4-warp tiles
+    ahead = "the next K tile's A pieces, in flight during the MMAs"
+    if ahead in src:
+        raise Failure("the digits step at fp16: its 4-warp tiles should not fetch float32 pieces a K tile ahead")
+    p = ctx.ncc_cmd([os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu", "gemm4096.net"), "--precision=fp16", "-o", out])
+    src = open(out).read() if p.returncode == 0 else ""
+    if ahead not in src or "ncc_ldg128f(a4[q], &a[" not in src:
+        raise Failure("the 4096^3 GEMM at fp16: its float32 A should be fetched a K tile ahead, 4 floats a load")
     p = ctx.ncc_cmd([golden, "--precision=bf16", "-O3", "-o", out])
     src = open(out).read() if p.returncode == 0 else ""
     if "ncc_bf16_bits(v)" not in src or "unsigned short v = 0;" not in src or "const unsigned short *__restrict__" not in src:

@@ -1870,6 +1870,15 @@ case("tc_bits_fp16_matmul_f4n_unpipelined", ["op", "fp16", "mma"])(
                                src_has="ncc_ldg128f(bf4[q], &b[k * 72 + n]);"))
 case("tc_bits_bf16_matmul_f4n_splitk", ["op", "bf16", "mma", "splitk"])(
     lambda ctx: tc_matmul_case(ctx, (20, 1000), (1000, 40), prec="bf16", src_has="int k = kb + kk, n = n0 + nv;"))
+# a float32 A k-contiguous (a matmul's input) at a 128x128 tile (256 threads: Node.pipe_r): the next K tile's
+# pieces fetched into registers after the barrier, stored at the top of the next iteration; M past the tile,
+# a K with no whole number of tiles, and split-K (the first pieces from kb)
+case("tc_bits_fp16_tile128x128_matmul_f4a_checked_reverse", ["op", "fp16", "mma", "tile", "check", "fiber"])(
+    lambda ctx: tc_matmul_case(ctx, (130, 44), (44, 72), env=CHECKED_REVERSE, prec="fp16", tile="128x128",
+                               src_has="the next K tile's A pieces, in flight during the MMAs"))
+case("tc_bits_bf16_tile128x128_matmul_f4a_splitk", ["op", "bf16", "mma", "tile", "splitk"])(
+    lambda ctx: tc_matmul_case(ctx, (20, 2000), (2000, 40), prec="bf16", tile="128x128",
+                               src_has="int m = m0 + rr, k = kb + kv;"))
 # a 1x1 convolution of a float32 image (no relu before it: an input), pixels of 4n: the same pieces,
 # fetched during the MMAs in place of the gathered B; groups; 8-byte pixels rows of 4n
 case("tc_bits_fp16_conv_k1_f4n_checked_reverse", ["op", "conv", "fp16", "mma", "check", "fiber"])(
