@@ -437,6 +437,16 @@ static int vec32_np(int rows, int T) {
   NCC_ASSERT(n % T == 0 || n < T);
   return n >= T ? n / T : 1;
 }
+/* A thread's 128-bit load of piece q into the registers rg[q] (ncc_ldg128f), zero where the piece is past
+ * the rows (c1: "row < RMAX", where rows % R) or past K (c2: "k < K", where K % BK); ind: its indent */
+static void ldg128f_piece(Buf *b, const char *ind, const char *rg, const char *c1, const char *c2, const char *addr) {
+  if (c1 || c2)
+    buf_printf(b, "%s  for (int p = 0; p < 4; p++) %s[q][p] = 0.0f;\n%s  if (%s%s%s) ncc_ldg128f(%s[q], %s);\n", ind, rg, ind,
+               c1 ? c1 : "", c1 && c2 ? " && " : "", c2 ? c2 : "", rg, addr);
+  else
+    buf_printf(b, "%s  ncc_ldg128f(%s[q], %s);\n", ind, rg, addr);
+}
+
 static void vec32_pieces(Buf *b, int rows, int T, const char *ind) {
   int n = rows * BK / 4;
   if (n < T) buf_printf(b, "%sfor (int q = 0; q < 1 && tid < %d; q++) {   /* 4 floats a piece: one 128-bit load */\n", ind, n);
@@ -452,11 +462,7 @@ static void vec32_fetch(Buf *b, int ab, int rows, int T, const char *rowvar, con
   vec32_pieces(b, rows, T, ind);
   if (strcmp(kx, "0")) buf_printf(b, "%s  int %s = %s + rr, k = %s + kv;\n", ind, rowvar, rowbase, kx);
   else buf_printf(b, "%s  int %s = %s + rr, k = kv;\n", ind, rowvar, rowbase);
-  if (RMAX % rows || K % BK)
-    buf_printf(b, "%s  for (int p = 0; p < 4; p++) %s[q][p] = 0.0f;\n%s  if (%s%s%s) ncc_ldg128f(%s[q], %s);\n", ind, rg, ind,
-               RMAX % rows ? c1 : "", RMAX % rows && K % BK ? " && " : "", K % BK ? c2 : "", rg, addr);
-  else
-    buf_printf(b, "%s  ncc_ldg128f(%s[q], %s);\n", ind, rg, addr);
+  ldg128f_piece(b, ind, rg, RMAX % rows ? c1 : NULL, K % BK ? c2 : NULL, addr);
   buf_printf(b, "%s}\n", ind);
 }
 static void vec32_put(Buf *b, int ab, int rows, int T, int kind, const char *rv) {
@@ -508,11 +514,7 @@ static void vec32n_fetch(Buf *b, int ab, int R, int T, int64_t RMAX, int64_t K, 
   buf_printf(b, "%s  int l = tid + q * %d, kk = l / %d, %sv = l %% %d * 4;\n", ind, T, P, rv, P);
   if (strcmp(kx, "0")) buf_printf(b, "%s  int k = %s + kk, %s = %s0 + %sv;\n", ind, kx, rv, rv, rv);
   else buf_printf(b, "%s  int k = kk, %s = %s0 + %sv;\n", ind, rv, rv, rv);
-  if (RMAX % R || K % BK)
-    buf_printf(b, "%s  for (int p = 0; p < 4; p++) %s[q][p] = 0.0f;\n%s  if (%s%s%s) ncc_ldg128f(%s[q], %s);\n", ind, rg, ind,
-               RMAX % R ? c1 : "", RMAX % R && K % BK ? " && " : "", K % BK ? c2 : "", rg, addr);
-  else
-    buf_printf(b, "%s  ncc_ldg128f(%s[q], %s);\n", ind, rg, addr);
+  ldg128f_piece(b, ind, rg, RMAX % R ? c1 : NULL, K % BK ? c2 : NULL, addr);
   buf_printf(b, "%s}\n", ind);
 }
 static void vec32n_put(Buf *b, int ab, int R, int T, const char *rv) {
