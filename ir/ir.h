@@ -185,8 +185,8 @@ struct Node {
                               in flight) */
   int pipe_r;              /* with pipe: a float32 operand staged through registers 4 floats a load
                               (vec32_fetch) is fetched a K tile ahead, in flight during the MMAs: only
-                              at tiles of 256 threads (16 MMAs a warp a K tile to cover the loads; an
-                              H200 timed 4-warp tiles slower so), not a convolution's weight gradient
+                              at tiles of 256 threads (128 x 128, where an H200 timed a gain; it timed
+                              64 x 64 and 32 x 64 slower so), not a convolution's weight gradient
                               (bounded to two blocks an SM, ir_tile_minb: its 128 registers spill) */
   int load_time;           /* set by the fold pass: computed once, right after the
                               weights are loaded, from parameters and constants only
