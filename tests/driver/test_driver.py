@@ -732,7 +732,8 @@ def _half_storage(ctx):
     ahead = "the next K tile's A pieces, in flight during the MMAs"
     if ahead in src:
         raise Failure("the digits step at fp16: its 4-warp tiles should not fetch float32 pieces a K tile ahead")
-    p = ctx.ncc_cmd([os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu", "gemm4096.net"), "--precision=fp16", "-o", out])
+    gemm = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu", "gemm4096.net")
+    p = ctx.ncc_cmd([gemm, "--precision=fp16", "-o", out])
     src = open(out).read() if p.returncode == 0 else ""
     if ahead not in src or "ncc_ldg128f(a4[q], &a[" not in src:
         raise Failure("the 4096^3 GEMM at fp16: its float32 A should be fetched a K tile ahead, 4 floats a load")
