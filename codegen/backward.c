@@ -692,13 +692,6 @@ int emit_loss_bwd(Cg *c, const KGroup *gr) {
 
 /* ---- normalisation ----------------------------------------------------- */
 
-/* Where layernorm_bwd_weight's row statistics start in the workspace (in
- * floats): after a split's range sums (ir_reduce_split), which share it */
-static int64_t ln_stats_offset(const Node *n) {
-  int S = ir_reduce_split(n);
-  return S > 1 ? (int64_t)S * shape_numel(&n->out->shape) : 0;
-}
-
 /* The row statistics of layernorm, as emit_layernorm: mean, then rstd from
  * the variance of the centred values (block-wide, over j = t, t + T, ...). */
 static void ln_row_stats(Buf *b, const char *xr, int64_t D, int T, double eps) {
@@ -718,7 +711,7 @@ static void ln_row_stats(Buf *b, const char *xr, int64_t D, int T, double eps) {
  * layernorm_bwd_weight(dy, x): dweight[d] = the sum over rows of dy * xhat,
  * one output per column: a first kernel, a block a row, writes each row's
  * mean and rstd (ln_row_stats, as the data gradient finds them) to the
- * workspace after a split's range sums (ln_stats_offset), which the sums
+ * workspace after a split's range sums (ir_ln_stats_offset), which the sums
  * read (each output recomputing every row's statistics cost D times their
  * work). */
 int emit_layernorm_bwd(Cg *c, const KGroup *gr) {
@@ -730,7 +723,7 @@ int emit_layernorm_bwd(Cg *c, const KGroup *gr) {
   KParams p = {0};
   const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *x = kp_value(c, &p, n->in[1], 0, "x");
   if (n->op == OP_LAYERNORM_BWD_WEIGHT) {
-    int64_t off = ln_stats_offset(n);
+    int64_t off = ir_ln_stats_offset(n);
     {   /* the rows' statistics: (mean, rstd) of row r at off + 2 r */
       KParams q = {0};
       Buf a = {0};

@@ -200,11 +200,8 @@ static int trainable(const Node *n) {
  * range sums (ir_reduce_split), a split batchnorm kernel's two figures a
  * range and channel (ir_bn_split), layernorm_bwd_weight's rows' statistics */
 static size_t work_bytes(const Cg *c, const Node *n) {
-  if (n->op == OP_LAYERNORM_BWD_WEIGHT) {   /* the range sums of a split, then the rows' (mean, rstd) */
-    const Shape *xs = &n->in[1]->shape;
-    size_t rows = (size_t)(shape_numel(xs) / xs->d[xs->rank - 1]), S = (size_t)ir_reduce_split(n);
-    return ((S > 1 ? S * (size_t)shape_numel(&n->out->shape) : 0) + 2 * rows) * 4;
-  }
+  if (n->op == OP_LAYERNORM_BWD_WEIGHT)   /* the range sums of a split, then the rows' (mean, rstd) */
+    return (size_t)(ir_ln_stats_offset(n) + 2 * ir_ln_rows(n)) * 4;
   if (ir_reduce_split(n) > 1) return (size_t)ir_reduce_split(n) * (size_t)shape_numel(&n->out->shape) * 4;
   if (ir_bn_split(n) > 1) return (size_t)ir_bn_split(n) * (size_t)n->in[n->op == OP_BN_BWD_DATA]->shape.d[1] * 8;
   return gemm_workspace_bytes(c, n);

@@ -568,10 +568,7 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
     for (int q = 0; unscale && q < gr->main->nin; q++) by = add(by, 2 * vbytes(gr->main->in[q]));
     /* layernorm_bwd_weight: a first kernel writes each row's mean and rstd (x read again), the sums read them */
     int ln_stats = gr->main->op == OP_LAYERNORM_BWD_WEIGHT;
-    if (ln_stats) {
-      const Shape *xs = &gr->main->in[1]->shape;
-      by = add(by, add(vbytes(gr->main->in[1]), mul(16, shape_numel(xs) / xs->d[xs->rank - 1])));
-    }
+    if (ln_stats) by = add(by, add(vbytes(gr->main->in[1]), mul(16, ir_ln_rows(gr->main))));
     /* the update reads the gradients (its inputs, counted below) and reads and writes the parameters and
      * the optimizer's state, float32 like the gradients: 2 + 2 x states times the gradients' bytes */
     for (int q = 0; gr->main->op == OP_OPTIMIZER && q < gr->main->nin; q++)
@@ -666,11 +663,8 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
           part = (double)(split_k(gr->main, cublas) + 1) * (double)vbytes(out) / arch->bw * 1e6 + arch->launch_us;
         else if (strstr(x->kernel, "bn_bwd_sums"))   /* a split bn_bwd_data's first kernel: dy and x read */
           part = (double)(vbytes(gr->main->in[0]) + vbytes(gr->main->in[1])) / arch->bw * 1e6 + arch->launch_us;
-        else if (strstr(x->kernel, "layernorm_row_stats")) {   /* x read, two floats a row written */
-          const Shape *xs = &gr->main->in[1]->shape;
-          part = ((double)vbytes(gr->main->in[1]) + 8.0 * (double)(shape_numel(xs) / xs->d[xs->rank - 1])) / arch->bw * 1e6 +
-                 arch->launch_us;
-        }
+        else if (strstr(x->kernel, "layernorm_row_stats"))   /* x read, two floats a row written */
+          part = ((double)vbytes(gr->main->in[1]) + 8.0 * (double)ir_ln_rows(gr->main)) / arch->bw * 1e6 + arch->launch_us;
         else if (strstr(x->kernel, "unscale_grads")) {
           double gb = 0;
           for (int q = 0; q < gr->main->nin; q++) gb += 2.0 * (double)vbytes(gr->main->in[q]);

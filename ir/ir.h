@@ -612,6 +612,17 @@ static inline int64_t ir_reduce_split_span(const Node *n) {
   int64_t R = ir_reduce_len(n), s = ir_reduce_split(n);
   return (R + s - 1) / s;
 }
+/* layernorm_bwd_weight's rows (of its input x, in[1]), and its workspace: a
+ * split's range sums first (ir_reduce_split), then each row's (mean, rstd)
+ * from ir_ln_stats_offset on (in floats), which a first kernel writes */
+static inline int64_t ir_ln_rows(const Node *n) {
+  const Shape *xs = &n->in[1]->shape;
+  return shape_numel(xs) / xs->d[xs->rank - 1];
+}
+static inline int64_t ir_ln_stats_offset(const Node *n) {
+  int S = ir_reduce_split(n);
+  return S > 1 ? (int64_t)S * shape_numel(&n->out->shape) : 0;
+}
 /* Batchnorm's per-channel kernels in training, bn_stats (the mean and
  * variance) and bn_bwd_data (the sums of dy and dy * (x - mean), then dx),
  * one block a channel, split by the same rule over the channel's
