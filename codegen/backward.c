@@ -500,6 +500,97 @@ int emit_sum_to(Cg *c, const KGroup *gr) {
 
 /* ---- pooling ----------------------------------------------------------- */
 
+/* The argmax of window (oh, ow) of plane xp into `best` (declared by the
+ * caller), as emit_pool finds it: the first maximum in row-major order, a
+ * NaN replacing the running maximum, padding skipped; `best` is
+ * hh * W + wc, or wh * KW + ww (the place in the window) where `in_window`.
+ * -1 when the window holds no element of x. */
+static void window_argmax(Buf *b, const Attrs *a, int64_t H, int64_t W, int ind, int in_window) {
+  char ix[160];
+  cg_ind(b, ind);
+  buf_puts(b, "float mx = 0.0f;\n");
+  cg_ind(b, ind);
+  buf_printf(b, "for (int wh = 0; wh < %d; wh++) {\n", a->kernel[0]);
+  cg_window_index(ix, sizeof ix, "oh", a->stride[0], a->pad[0], "wh", a->dilation[0]);
+  cg_ind(b, ind + 1);
+  buf_printf(b, "int hh = %s;\n", ix);
+  if (a->pad[0]) {
+    cg_ind(b, ind + 1);
+    buf_printf(b, "if (hh < 0 || hh >= %lld) continue;\n", LL(H));
+  }
+  cg_ind(b, ind + 1);
+  buf_printf(b, "for (int ww = 0; ww < %d; ww++) {\n", a->kernel[1]);
+  cg_window_index(ix, sizeof ix, "ow", a->stride[1], a->pad[1], "ww", a->dilation[1]);
+  cg_ind(b, ind + 2);
+  buf_printf(b, "int wc = %s;\n", ix);
+  if (a->pad[1]) {
+    cg_ind(b, ind + 2);
+    buf_printf(b, "if (wc < 0 || wc >= %lld) continue;\n", LL(W));
+  }
+  cg_ind(b, ind + 2);
+  buf_printf(b, "float e = xp[hh * %lld + wc];\n", LL(W));
+  cg_ind(b, ind + 2);
+  buf_puts(b, "if (best < 0 || e > mx || e != e) {\n");
+  cg_ind(b, ind + 3);
+  buf_puts(b, "mx = e;\n");
+  cg_ind(b, ind + 3);
+  if (in_window) buf_printf(b, "best = wh * %d + ww;\n", a->kernel[1]);
+  else buf_printf(b, "best = hh * %lld + wc;\n", LL(W));
+  for (int k = 2; k >= 0; k--) {
+    cg_ind(b, ind + k);
+    buf_puts(b, "}\n");
+  }
+}
+
+/* The kernel of ir_pool_band_rows: block `band + bands * plane` takes rows
+ * [ih0, ih0 + R) of one plane of x.  The windows covering them, rows oh0 to
+ * oh1 of dy, have their argmax found once, a byte each in shared memory (its
+ * place in the window; 255 for none); after the barrier each element of the
+ * rows sums dy over its windows, in the element kernel's order (kh, kw), where
+ * the window's byte names it, so the sums are the element kernel's bits. */
+static int pool_bwd_band(Cg *c, const KGroup *gr, KParams *p, Buf *b, const char *dy, const char *x) {
+  Node *n = gr->main;
+  const Attrs *a = &n->a;
+  const Shape *ds = &n->in[0]->shape, *xs = &n->in[1]->shape;
+  int64_t H = xs->d[2], W = xs->d[3], OH = ds->d[2], OW = ds->d[3], R = ir_pool_band_rows(n);
+  int64_t bands = (H + R - 1) / R, planes = xs->d[0] * xs->d[1];
+  int s = a->stride[0], KW = a->kernel[1];
+  buf_printf(b, "  %s unsigned char am[%lld];\n", D_SHARED, LL(ir_pool_band_windows(a, R) * OW));
+  buf_printf(b, "  int t = %s, band = %s %% %lld, nc = %s / %lld;\n", D_TID_X, D_BID_X, LL(bands), D_BID_X, LL(bands));
+  buf_printf(b, "  int ih0 = band * %lld;\n", LL(R));
+  /* the first window covering row ih0 and the last covering row ih0 + R - 1 */
+  int64_t lo = a->pad[0] - (int64_t)(a->kernel[0] - 1) * a->dilation[0];
+  buf_printf(b, "  int lo = ih0 %c %lld;\n", lo < 0 ? '-' : '+', LL(lo < 0 ? -lo : lo));
+  buf_printf(b, "  int oh0 = lo <= 0 ? 0 : (lo + %d) / %d;\n", s - 1, s);
+  buf_printf(b, "  int oh1 = (ih0 + %lld) / %d;\n  if (oh1 > %lld) oh1 = %lld;\n", LL(R - 1 + a->pad[0]), s,
+             LL(OH - 1), LL(OH - 1));
+  buf_printf(b, "  const float *xp = %s + nc * %lld;\n  const float *dyp = %s + nc * %lld;\n", x, LL(H * W), dy,
+             LL(OH * OW));
+  buf_printf(b, "  for (int w = t; w < (oh1 - oh0 + 1) * %lld; w += 256) {\n", LL(OW));
+  buf_printf(b, "    int oh = oh0 + w / %lld, ow = w %% %lld;\n    int best = -1;\n", LL(OW), LL(OW));
+  window_argmax(b, a, H, W, 2, 1);
+  buf_puts(b, "    am[w] = best < 0 ? 255 : (unsigned char)best;\n  }\n  __syncthreads();\n");
+  buf_printf(b, "  for (int e = t; e < %lld; e += 256) {\n", LL(R * W));
+  buf_printf(b, "    int ih = ih0 + e / %lld, iw = e %% %lld;\n    if (ih >= %lld) break;\n", LL(W), LL(W), LL(H));
+  buf_printf(b, "    int i = nc * %lld + ih * %lld + iw;\n    float v = 0.0f;\n", LL(H * W), LL(W));
+  buf_printf(b, "    for (int kh = 0; kh < %d; kh++) {\n", a->kernel[0]);
+  window_back(b, 3, "oh", "ih", "kh", a->stride[0], a->pad[0], a->dilation[0], OH);
+  buf_printf(b, "      for (int kw = 0; kw < %d; kw++) {\n", KW);
+  window_back(b, 4, "ow", "iw", "kw", a->stride[1], a->pad[1], a->dilation[1], OW);
+  buf_printf(b, "        if (am[(oh - oh0) * %lld + ow] == kh * %d + kw) v = v + dyp[oh * %lld + ow];\n      }\n    }\n",
+             LL(OW), KW, LL(OW));
+  int rc = -1;
+  if (cg_epilogue(c, gr, p, b, "v", "i", 2) == 0) {
+    char st[64], opn[96];
+    buf_printf(b, "    %s[i] = %s;\n  }\n", kp_value(c, p, group_out(gr), 1, "y"), cg_st(st, sizeof st, group_out(gr), "v"));
+    const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, p, b);
+    cg_launch(c, name, p, bands * planes, 1, 1, 256, 1, 0);
+    rc = 0;
+  }
+  buf_free(b);
+  return rc;
+}
+
 /* maxpool2d_bwd(dy, x) -> dx: each window's gradient goes to its argmax, as
  * emit_pool finds it (the first maximum in row-major order, a NaN replacing
  * the running maximum, the first element inside the padding when the window
@@ -542,6 +633,7 @@ int emit_maxpool2d_bwd(Cg *c, const KGroup *gr) {
     buf_free(&b);
     return rc;
   }
+  if (ir_pool_band_rows(n)) return pool_bwd_band(c, gr, &p, &b, dy, x);
   cg_flat_head(&b, total);
   buf_printf(&b, "    int iw = i %% %lld, ih = (i / %lld) %% %lld, nc = i / %lld;\n", LL(W), LL(W), LL(H), LL(H * W));
   buf_printf(&b, "    const float *xp = %s + nc * %lld;\n    const float *dyp = %s + nc * %lld;\n", x, LL(H * W), dy,
@@ -552,19 +644,8 @@ int emit_maxpool2d_bwd(Cg *c, const KGroup *gr) {
   buf_printf(&b, "      for (int kw = 0; kw < %d; kw++) {\n", a->kernel[1]);
   window_back(&b, 4, "ow", "iw", "kw", a->stride[1], a->pad[1], a->dilation[1], OW);
   /* the argmax of window (oh, ow) */
-  buf_puts(&b, "        int best = -1;\n        float mx = 0.0f;\n");
-  buf_printf(&b, "        for (int wh = 0; wh < %d; wh++) {\n", a->kernel[0]);
-  char ix[160];
-  cg_window_index(ix, sizeof ix, "oh", a->stride[0], a->pad[0], "wh", a->dilation[0]);
-  buf_printf(&b, "          int hh = %s;\n", ix);
-  if (a->pad[0]) buf_printf(&b, "          if (hh < 0 || hh >= %lld) continue;\n", LL(H));
-  buf_printf(&b, "          for (int ww = 0; ww < %d; ww++) {\n", a->kernel[1]);
-  cg_window_index(ix, sizeof ix, "ow", a->stride[1], a->pad[1], "ww", a->dilation[1]);
-  buf_printf(&b, "            int wc = %s;\n", ix);
-  if (a->pad[1]) buf_printf(&b, "            if (wc < 0 || wc >= %lld) continue;\n", LL(W));
-  buf_printf(&b, "            float e = xp[hh * %lld + wc];\n", LL(W));
-  buf_printf(&b, "            if (best < 0 || e > mx || e != e) {\n              mx = e;\n              best = hh * %lld + wc;\n"
-                 "            }\n          }\n        }\n", LL(W));
+  buf_puts(&b, "        int best = -1;\n");
+  window_argmax(&b, a, H, W, 4, 0);
   buf_printf(&b, "        if (best == ih * %lld + iw) v = v + dyp[oh * %lld + ow];\n      }\n    }\n", LL(W), LL(OW));
   return cg_flat_finish(c, gr, &p, &b, total);
 }

@@ -4,7 +4,8 @@
  * "[gemv]", "[direct]" or "[mma BMxBN]" (its tile) after them where a GEMM-like op gets the
  * GEMV, the direct convolution or the tensor-core GEMM rather than the
  * CUDA-core tiled GEMM, "[per-window]" where a max pooling's gradient runs a
- * thread a window (ir_pool_tiles), and "split-K S" where its K is cut into S ranges
+ * thread a window (ir_pool_tiles), "[per-band]" where it runs a block a band
+ * of rows (ir_pool_band_rows), and "split-K S" where its K is cut into S ranges
  * (ir_gemm_split_k: a second kernel adds them, a second launch in the
  * total; a split reduction's ranges too, ir_reduce_split), the
  * layer, the shape it stores, the parameters it reads, FLOPs, bytes moved,
@@ -174,11 +175,13 @@ static int64_t in0_numel(const Node *n) { return shape_numel(&n->in[0]->shape); 
  * matmul with few rows (ir_gemm_gemv), "direct" for a convolution with few
  * output channels per group (ir_conv_direct), "mma" for the tensor-core GEMM
  * (ir_gemm_mma); "per-window" for a maxpool2d_bwd whose windows tile its
- * input (ir_pool_tiles); NULL otherwise. */
+ * input (ir_pool_tiles), "per-band" for another one that runs a block a
+ * band of its input's rows (ir_pool_band_rows); NULL otherwise. */
 static const char *kernel_form(const Node *n) {
   if ((n->op == OP_LINEAR || n->op == OP_MATMUL) && ir_gemm_gemv(n)) return "gemv";
   if (n->op == OP_CONV2D && ir_conv_direct(n)) return "direct";
   if (ir_pool_tiles(n)) return "per-window";   /* a max pooling's gradient, a thread a window */
+  if (ir_pool_band_rows(n)) return "per-band";  /* a block a band of rows, each window's argmax once */
   if (ir_gemm_mma(n)) return "mma";
   return NULL;
 }

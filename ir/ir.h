@@ -410,6 +410,36 @@ static inline int ir_pool_tiles(const Node *n) {
          !a->pad[1] && a->dilation[0] <= 1 && a->dilation[1] <= 1 && xs->d[2] % a->kernel[0] == 0 &&
          xs->d[3] % a->kernel[1] == 0;
 }
+/* The rows of x a block of this maxpool2d_bwd takes where its windows do not
+ * tile x (overlapping, padded or gapped: ResNet's 3 x 3 of stride 2), or 0
+ * for the kernel a thread an element of x.  The block first finds the argmax
+ * of every window covering its rows once (a byte in shared memory: its index
+ * in the window, kh * KW + kw), then sums dy for each of its elements over
+ * the windows that pick it, in the element kernel's order.  The rows are
+ * the fewest, a multiple of the stride, that give the block's 256 threads
+ * IR_POOL_BAND_ELEMS elements (all of x's rows where it has fewer); fewer
+ * where the windows covering them would pass IR_POOL_BAND_BYTES; 0 where
+ * even one stride's rows would, or where a window's KH x KW index passes a
+ * byte. */
+#define IR_POOL_BAND_ELEMS 2048
+#define IR_POOL_BAND_BYTES 16384
+/* the rows of windows that can cover `rows` consecutive rows of x */
+static inline int64_t ir_pool_band_windows(const Attrs *a, int64_t rows) {
+  return (rows - 1 + (int64_t)(a->kernel[0] - 1) * a->dilation[0]) / a->stride[0] + 1;
+}
+static inline int64_t ir_pool_band_rows(const Node *n) {
+  if (n->op != OP_MAXPOOL2D_BWD || ir_pool_tiles(n)) return 0;
+  const Attrs *a = &n->a;
+  int64_t H = n->in[1]->shape.d[2], W = n->in[1]->shape.d[3], OW = n->in[0]->shape.d[3];
+  int64_t s = a->stride[0] > 0 ? a->stride[0] : 1;
+  if (a->kernel[0] * a->kernel[1] > 255 || a->dilation[0] < 1) return 0;
+  int64_t rows = (IR_POOL_BAND_ELEMS + W - 1) / W;
+  rows = (rows + s - 1) / s * s;
+  if (rows > H) rows = H;
+  while (rows > s && ir_pool_band_windows(a, rows) * OW > IR_POOL_BAND_BYTES) rows -= s;
+  if (ir_pool_band_windows(a, rows) * OW > IR_POOL_BAND_BYTES) return 0;
+  return rows;
+}
 /* Does codegen emit this conv2d as a direct kernel, one thread per output
  * (few output channels per group: depthwise), rather than a tiled GEMM? */
 static inline int ir_conv_direct(const Node *n) { return n->out->shape.d[1] / n->a.groups < 8; }

@@ -169,6 +169,16 @@ static void c_pool(Graph *g) {
   /* ties: the first maximum takes the gradient */
   Value *q = in(g, "q_ties", S(4, 2, 3, 9, 10));
   maxpool(g, "tie", q, pool_attrs(3, 3, 1, 1, 1, 1, 1));
+  /* a block a band of rows (ir_pool_band_rows): two bands of 52 and 9 rows
+   * (stride 2, padded), three of 256, 256 and 88 (stride 1), windows with
+   * gaps between them (kernel 2, stride 3: rows and columns no window
+   * covers); then the element kernel where a window's index passes a byte
+   * (16 x 16) and where one row of windows passes the shared bytes */
+  maxpool(g, "band2", in(g, "xb2", S(4, 2, 3, 61, 40)), pool_attrs(3, 3, 2, 2, 1, 1, 1));
+  maxpool(g, "band3", in(g, "xb3", S(4, 1, 2, 600, 8)), pool_attrs(3, 3, 1, 1, 1, 1, 1));
+  maxpool(g, "gaps", in(g, "xg", S(4, 1, 2, 100, 30)), pool_attrs(2, 2, 3, 3, 0, 0, 1));
+  maxpool(g, "k16", in(g, "x16", S(4, 1, 2, 17, 18)), pool_attrs(16, 16, 1, 1, 0, 0, 1));
+  maxpool(g, "wide", in(g, "xw", S(4, 1, 1, 2, 20000)), pool_attrs(1, 3, 1, 1, 0, 0, 1));
   avgpool(g, "a3s1p1", &x->shape, pool_attrs(3, 3, 1, 1, 1, 1, 1));
   avgpool(g, "a2", &x->shape, pool_attrs(2, 2, 2, 2, 0, 0, 1));
   avgpool(g, "aasym", &x->shape, pool_attrs(3, 2, 2, 1, 1, 0, 1));
