@@ -423,12 +423,13 @@ static void vec_tile(Buf *b, int ab, int rows, int T, const char *rowvar, const 
 /* The tf32, fp16 or bf16 MMA tile `ab` ('A' or 'B') of `rows` rows from a
  * float32 operand whose rows are k-contiguous in whole 16-byte pieces
  * (GemmSpec.a_f4, b_f4).  vec32_fetch: a thread's pieces of the K tile at
- * kx, 4 floats of a row with one 128-bit load each (a warp 8 rows of 16 k,
- * 64 bytes each), into the registers a4[NP][4] (b4 for B), zero past RMAX
- * and K (K is a multiple of 4, so a piece is all in or all out).  vec32_put:
- * rounds each as load_tile does (rv, of v) and stores them, tf32 a float
- * each, fp16 and bf16 a pair of k a 32-bit word, into a padded tile
- * (mma_dst's pad: a store's 32 threads then fall in 16 banks, not 4).
+ * kx, 4 floats of a row with one 128-bit load each (vec32_pieces: which),
+ * into the registers a4[NP][4] (b4 for B), zero past RMAX and K (K is a
+ * multiple of 4, so a piece is all in or all out).  vec32_put: rounds each
+ * as load_tile does (rv, of v) and stores them, tf32 a float each, fp16 and
+ * bf16 a pair of k a 32-bit word, into a padded tile (mma_dst's pad, and
+ * vec32_pieces' choice of a warp's pieces: a store's 32 threads then fall
+ * in 32 banks).
  * Unpipelined, a K tile is fetched and put at the top of its iteration;
  * with Node.pipe the next tile's are fetched after the barrier, in flight
  * during the MMAs (as vec32n_fetch's). */
@@ -447,19 +448,32 @@ static void ldg128f_piece(Buf *b, const char *ind, const char *rg, const char *c
     buf_printf(b, "%s  ncc_ldg128f(%s[q], %s);\n", ind, rg, addr);
 }
 
-static void vec32_pieces(Buf *b, int rows, int T, const char *ind) {
+/* Piece l's row rr and first k kv.  Each 16-row slice of the tile is two
+ * warps' 64 pieces, and a warp's 32 are chosen so that its stores into the
+ * fragment order (mma_dst, padded) meet each bank once, where a warp taking
+ * 8 whole rows of 16 k met them twice: at fp16/bf16 rows {0..3, 8..11} of the
+ * slice (the second warp {4..7, 12..15}), 16 k each (four lanes a row, 64
+ * bytes); at tf32 all 16 rows, 8 k each (k 0..7, the second warp 8..15; two
+ * lanes a row, 32 bytes).  A warp's 128-bit loads still read whole 32-byte
+ * sectors: 16 of them either way. */
+static void vec32_pieces(Buf *b, int rows, int T, int kind, const char *ind) {
   int n = rows * BK / 4;
+  NCC_ASSERT(BK == 16 && rows % 16 == 0 && T % 32 == 0);
   if (n < T) buf_printf(b, "%sfor (int q = 0; q < 1 && tid < %d; q++) {   /* 4 floats a piece: one 128-bit load */\n", ind, n);
   else buf_printf(b, "%sfor (int q = 0; q < %d; q++) {   /* 4 floats a piece: one 128-bit load */\n", ind, n / T);
-  buf_printf(b, "%s  int l = tid + q * %d, rr = l / %d, kv = l %% %d * 4;\n", ind, T, BK / 4, BK / 4);
+  if (kind == MMA_F16)
+    buf_printf(b, "%s  int l = tid + q * %d, rr = l / 64 * 16 + l %% 32 / 16 * 8 + l / 32 %% 2 * 4 + l %% 16 / 4, kv = l %% 4 * 4;\n",
+               ind, T);
+  else
+    buf_printf(b, "%s  int l = tid + q * %d, rr = l / 64 * 16 + l %% 32 / 2, kv = l / 32 %% 2 * 8 + l %% 2 * 4;\n", ind, T);
 }
-static void vec32_fetch(Buf *b, int ab, int rows, int T, const char *rowvar, const char *rowbase, int64_t RMAX, int64_t K,
-                        const char *addr, const char *kx, const char *ind) {
+static void vec32_fetch(Buf *b, int ab, int rows, int T, int kind, const char *rowvar, const char *rowbase, int64_t RMAX,
+                        int64_t K, const char *addr, const char *kx, const char *ind) {
   const char *rg = ab == 'A' ? "a4" : "b4";
   char c1[64], c2[48];
   snprintf(c1, sizeof c1, "%s < %lld", rowvar, LL(RMAX));
   snprintf(c2, sizeof c2, "k < %lld", LL(K));
-  vec32_pieces(b, rows, T, ind);
+  vec32_pieces(b, rows, T, kind, ind);
   if (strcmp(kx, "0")) buf_printf(b, "%s  int %s = %s + rr, k = %s + kv;\n", ind, rowvar, rowbase, kx);
   else buf_printf(b, "%s  int %s = %s + rr, k = kv;\n", ind, rowvar, rowbase);
   ldg128f_piece(b, ind, rg, RMAX % rows ? c1 : NULL, K % BK ? c2 : NULL, addr);
@@ -468,7 +482,7 @@ static void vec32_fetch(Buf *b, int ab, int rows, int T, const char *rowvar, con
 static void vec32_put(Buf *b, int ab, int rows, int T, int kind, const char *rv) {
   const char *rg = ab == 'A' ? "a4" : "b4";
   char dst[200];
-  vec32_pieces(b, rows, T, "    ");
+  vec32_pieces(b, rows, T, kind, "    ");
   mma_dst(dst, sizeof dst, ab, rows, "rr", kind, 1, 0);
   if (kind == MMA_F16)
     buf_printf(b, "      for (int p = 0; p < 4; p += 2) {   /* k and k + 1: a word */\n        int kk = kv + p;\n"
@@ -814,8 +828,8 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   int f4ap = f4a && gr->main->pipe && gr->main->pipe_r, f4bp = f4b && gr->main->pipe && gr->main->pipe_r;
   if (f4a) buf_printf(&b, "  float a4[%d][4];   /* this thread's A pieces of a K tile */\n", vec32_np(BM, T));
   if (f4b) buf_printf(&b, "  float b4[%d][4];   /* this thread's B pieces of a K tile */\n", vec32_np(BN, T));
-  if (f4ap) vec32_fetch(&b, 'A', BM, T, "m", "m0", s->M, s->K, s->a_f4, s->S > 1 ? "kb" : "0", "  ");
-  if (f4bp) vec32_fetch(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_f4, s->S > 1 ? "kb" : "0", "  ");
+  if (f4ap) vec32_fetch(&b, 'A', BM, T, kind, "m", "m0", s->M, s->K, s->a_f4, s->S > 1 ? "kb" : "0", "  ");
+  if (f4bp) vec32_fetch(&b, 'B', BN, T, kind, "n", "n0", s->N, s->K, s->b_f4, s->S > 1 ? "kb" : "0", "  ");
   if (f4ma && gr->main->pipe) vec32n_fetch(&b, 'A', BM, T, s->M, s->K, s->S > 1 ? "kb" : "0", s->a_f4m, "  ");
   if (f4nb && gr->main->pipe) vec32n_fetch(&b, 'B', BN, T, s->N, s->K, s->S > 1 ? "kb" : "0", s->b_f4n, "  ");
   k_loop(&b, s, BK);
@@ -839,7 +853,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   else if (ab && s->a_vec[0])   /* 16 bytes a load where the stored operand's rows allow */
     vec_tile(&b, 'A', BM, T, "m", "m0", s->M, s->K, s->a_vec, kind, NJ);
   else if (f4a) {   /* float32 pieces of k: this K tile's (fetched in the last iteration, or now) */
-    if (!f4ap) vec32_fetch(&b, 'A', BM, T, "m", "m0", s->M, s->K, s->a_f4, "k0", "    ");
+    if (!f4ap) vec32_fetch(&b, 'A', BM, T, kind, "m", "m0", s->M, s->K, s->a_f4, "k0", "    ");
     vec32_put(&b, 'A', BM, T, kind, mma_store_rv(sa, sizeof sa, gr->main, ra));
   }
   else if (f4ma) {   /* float32 pieces of m: this K tile's (fetched in the last iteration, or now) */
@@ -858,7 +872,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   else if (s->b_tile[0]) buf_puts(&b, s->b_tile);
   else if (bb && s->b_vec[0]) vec_tile(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_vec, kind, NJ);
   else if (f4b) {
-    if (!f4bp) vec32_fetch(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_f4, "k0", "    ");
+    if (!f4bp) vec32_fetch(&b, 'B', BN, T, kind, "n", "n0", s->N, s->K, s->b_f4, "k0", "    ");
     vec32_put(&b, 'B', BN, T, kind, mma_store_rv(sb, sizeof sb, gr->main, rb));
   }
   else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind, padb, NJ), BN, T, s->b_kcontig, "n", "n0", s->N, s->K,
@@ -883,8 +897,8 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     snprintf(kx, sizeof kx, "k0 + %d", BK);
     buf_printf(&b, "    if (k0 + %d < %s) {   /* the next K tile's %s pieces, in flight during the MMAs */\n", BK, kend,
                f4ap && f4bp ? "A and B" : f4ap ? "A" : "B");
-    if (f4ap) vec32_fetch(&b, 'A', BM, T, "m", "m0", s->M, s->K, s->a_f4, kx, "      ");
-    if (f4bp) vec32_fetch(&b, 'B', BN, T, "n", "n0", s->N, s->K, s->b_f4, kx, "      ");
+    if (f4ap) vec32_fetch(&b, 'A', BM, T, kind, "m", "m0", s->M, s->K, s->a_f4, kx, "      ");
+    if (f4bp) vec32_fetch(&b, 'B', BN, T, kind, "n", "n0", s->N, s->K, s->b_f4, kx, "      ");
     buf_puts(&b, "    }\n");
   }
   if ((f4ma || f4nb) && gr->main->pipe) {
