@@ -60,7 +60,8 @@ typedef struct GemmSpec {
   char b_put[1024];    /* statements that store the registers into Bs (as b_tile would) */
   int b_pad;           /* b_tile stores into a tile of padded slices (mma_dst's pad): a convolution's gathered
                           tile, whose columns (not its k) vary along a warp, so that unpadded its 2-byte
-                          stores would meet 8 to a bank, padded 2 */
+                          stores would meet 8 to a bank, padded 2; int8's byte stores 4, padded 1 (only
+                          where a lane's slot is 16 bytes: NJ >= 4) */
   int uses_z;
   int S;               /* split-K: ranges of K (ir_gemm_split_k), 1: none */
   int64_t span;        /* split-K: the K extent of a range (ir_gemm_split_span) */
@@ -341,17 +342,25 @@ static const char *mma_type(const Node *n) {
  * + rr % 16 / 8 * 2 + kk % 2 (registers 0..3: rows 0..7 and 8..15 at k < 8,
  * then at k >= 8); B: slice rr / 16, element rr % 16 / 8 * 4 + kk / 8 * 2 +
  * kk % 2.
- * m16n8k16 s8 (MMA_S8), never padded: lane (rr % 8) * 4 + kk / 4, a slot
- * of 8 bytes (A) or 4 G (B); A: slice rr / 16, element rr % 16 / 8 * 4 +
- * kk % 4 (register 0 the rows 0..7 of the slice, 1 the rows 8..15, one
- * 64-bit load); B: slice rr / (8 G), element rr % (8 G) / 8 * 4 + kk % 4,
- * the registers of G = min(nj, 4) 8-column blocks side by side (nj: the
- * warp's blocks, NJ), one load of 4 G bytes. */
+ * m16n8k16 s8 (MMA_S8): lane (rr % 8) * 4 + kk / 4, a slot of 8 bytes (A)
+ * or 4 G (B); A: slice rr / 16, element rr % 16 / 8 * 4 + kk % 4 (register
+ * 0 the rows 0..7 of the slice, 1 the rows 8..15, one 64-bit load); B:
+ * slice rr / (8 G), element rr % (8 G) / 8 * 4 + kk % 4, the registers of
+ * G = min(nj, 4) 8-column blocks side by side (nj: the warp's blocks, NJ),
+ * one load of 4 G bytes.  Padded only where G = 4 (B; A never): slots of
+ * 16 bytes as fp16's, so a phase of 8 lanes' 128-bit loads still reads 128
+ * consecutive bytes, while a warp's byte stores of 32 consecutive columns at
+ * one k meet 32 banks, not 8 (a 64- or 32-bit load's phase of 16 or 32
+ * lanes would meet a padding slot). */
 static const char *mma_dst(char *dst, size_t n, int ab, int rows, const char *rr, int kind, int pad, int nj) {
   NCC_ASSERT(rows % 16 == 0);
   if (kind == MMA_S8 && ab == 'A')
     snprintf(dst, n, "As[((%s / 16 * 32 + %s %% 8 * 4 + kk / 4) * 2 + %s %% 16 / 8) * 4 + kk %% 4]", rr, rr, rr);
-  else if (kind == MMA_S8) {
+  else if (kind == MMA_S8 && pad) {   /* G = 4 (frag_b_s8's 128-bit loads): a slot of padding after each 8 */
+    NCC_ASSERT(nj >= 4);
+    snprintf(dst, n, "Bs[(%s / 32 * 36 + %s %% 8 * 4 + %s %% 8 / 2 + kk / 4) * 16 + %s %% 32 / 8 * 4 + kk %% 4]", rr, rr, rr,
+             rr);
+  } else if (kind == MMA_S8) {
     int G = nj >= 4 ? 4 : nj;
     NCC_ASSERT(G == 1 || G == 2 || G == 4);
     snprintf(dst, n, "Bs[(%s / %d * 32 + %s %% 8 * 4 + kk / 4) * %d + %s %% %d / 8 * 4 + kk %% 4]", rr, 8 * G, rr, 4 * G, rr,
@@ -674,9 +683,15 @@ static void frag_b(Buf *b, const char *ld2, const char *ld1, const char *type, c
 /* The int8 B fragments of a warp's NJ blocks from a tile in fragment order
  * (mma_dst): G = min(NJ, 4) blocks' registers a lane's slot, one 32-, 64-
  * or 128-bit load */
-static void frag_b_s8(Buf *b, int NJ) {
+static void frag_b_s8(Buf *b, int NJ, int pad) {
   int G = NJ >= 4 ? 4 : NJ;
-  if (G == 1)
+  NCC_ASSERT(!pad || G == 4);
+  if (pad)   /* mma_dst's padded slices: slot lp of 36 */
+    buf_printf(b, "      for (int j = 0; j < %d; j += 4) {\n        unsigned q[4];\n"
+                  "        ncc_lds_u32x4(q, (const unsigned short *)&Bs[((wc / 32 + j / 4) * 36 + lp) * 16]);\n"
+                  "        for (int r = 0; r < 4; r++) bh[j + r][0] = q[r];\n      }\n",
+               NJ);
+  else if (G == 1)
     buf_printf(b, "      for (int j = 0; j < %d; j++) bh[j][0] = ncc_lds_s8x4(&Bs[((wc / 8 + j) * 32 + lane) * 4]);\n", NJ);
   else
     buf_printf(b, "      for (int j = 0; j < %d; j += %d) {\n        unsigned q[%d];\n"
@@ -928,7 +943,7 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
                      "        ncc_ldmatrix_x2(q, &Bs[st][lb + j * %d]);\n"
                      "        bh[j][0] = q[0], bh[j + 1][0] = q[1];\n      }\n", NJ, 8 * AP8);
     else
-      frag_b_s8(&b, NJ);
+      frag_b_s8(&b, NJ, padb);
     buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) ncc_mma_s8_16x8x16(acc[i][j], ah[i], bh[j]);\n",
                MI, NJ);
     buf_printf(&b, "    }\n    %s\n%s  }\n", D_BARRIER, adv);
@@ -1589,7 +1604,7 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
     int BN = g.BN;
     /* stored narrow: the tile takes the stored bits (a pooling computes in floats) */
     const char *bits = xin->narrow && !pool ? mma_bits(mma_kind(nd)) : NULL;
-    s.b_pad = mma_kind(nd) != MMA_S8;   /* (int8's tile has no padded form: frag_b_s8) */
+    s.b_pad = mma_kind(nd) != MMA_S8 || g.NJ >= 4;   /* (int8's tile is padded where frag_b_s8 loads 128 bits) */
     im2col_tile(&s, d, x, xin, cb, pool, mma_store_rv(sb, sizeof sb, nd, rb), BN, g.T,
                 mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_kind(nd), s.b_pad, g.NJ), bits, nd->a.wtap,
                 nd->pipe ? mma_type(nd) : NULL);
