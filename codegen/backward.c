@@ -500,33 +500,31 @@ int emit_sum_to(Cg *c, const KGroup *gr) {
 
 /* ---- pooling ----------------------------------------------------------- */
 
+/* "for (int k = 0; k < K; k++) {", then the window's index along one axis
+ * into `var` (output index o), skipped where it falls in the padding */
+static void window_axis(Buf *b, int ind, const char *k, int K, const char *var, const char *o, int stride, int pad,
+                        int dil, int64_t extent) {
+  char ix[160];
+  cg_ind(b, ind);
+  buf_printf(b, "for (int %s = 0; %s < %d; %s++) {\n", k, k, K, k);
+  cg_window_index(ix, sizeof ix, o, stride, pad, k, dil);
+  cg_ind(b, ind + 1);
+  buf_printf(b, "int %s = %s;\n", var, ix);
+  if (pad) {
+    cg_ind(b, ind + 1);
+    buf_printf(b, "if (%s < 0 || %s >= %lld) continue;\n", var, var, LL(extent));
+  }
+}
 /* The argmax of window (oh, ow) of plane xp into `best` (declared by the
  * caller), as emit_pool finds it: the first maximum in row-major order, a
  * NaN replacing the running maximum, padding skipped; `best` is
  * hh * W + wc, or wh * KW + ww (the place in the window) where `in_window`.
  * -1 when the window holds no element of x. */
 static void window_argmax(Buf *b, const Attrs *a, int64_t H, int64_t W, int ind, int in_window) {
-  char ix[160];
   cg_ind(b, ind);
   buf_puts(b, "float mx = 0.0f;\n");
-  cg_ind(b, ind);
-  buf_printf(b, "for (int wh = 0; wh < %d; wh++) {\n", a->kernel[0]);
-  cg_window_index(ix, sizeof ix, "oh", a->stride[0], a->pad[0], "wh", a->dilation[0]);
-  cg_ind(b, ind + 1);
-  buf_printf(b, "int hh = %s;\n", ix);
-  if (a->pad[0]) {
-    cg_ind(b, ind + 1);
-    buf_printf(b, "if (hh < 0 || hh >= %lld) continue;\n", LL(H));
-  }
-  cg_ind(b, ind + 1);
-  buf_printf(b, "for (int ww = 0; ww < %d; ww++) {\n", a->kernel[1]);
-  cg_window_index(ix, sizeof ix, "ow", a->stride[1], a->pad[1], "ww", a->dilation[1]);
-  cg_ind(b, ind + 2);
-  buf_printf(b, "int wc = %s;\n", ix);
-  if (a->pad[1]) {
-    cg_ind(b, ind + 2);
-    buf_printf(b, "if (wc < 0 || wc >= %lld) continue;\n", LL(W));
-  }
+  window_axis(b, ind, "wh", a->kernel[0], "hh", "oh", a->stride[0], a->pad[0], a->dilation[0], H);
+  window_axis(b, ind + 1, "ww", a->kernel[1], "wc", "ow", a->stride[1], a->pad[1], a->dilation[1], W);
   cg_ind(b, ind + 2);
   buf_printf(b, "float e = xp[hh * %lld + wc];\n", LL(W));
   cg_ind(b, ind + 2);
