@@ -7,7 +7,8 @@
  * thread a window (ir_pool_tiles), "[per-band]" where it runs a block a band
  * of rows (ir_pool_band_rows), and "split-K S" where its K is cut into S ranges
  * (ir_gemm_split_k: a second kernel adds them, a second launch in the
- * total; a split reduction's ranges too, ir_reduce_split), the
+ * total; a split reduction's ranges too, ir_reduce_split; a comment line
+ * before the table explains the marks present: marks_legend), the
  * layer, the shape it stores, the parameters it reads, FLOPs, bytes moved,
  * the activation it writes, a modeled time on --arch (the roofline over the
  * share of the SMs the kernel's waves keep busy) and its blocks, resident
@@ -209,6 +210,29 @@ static const char *kernel_marks(const Node *n, int cublas, char *buf, size_t len
   else if (sk > 1) snprintf(buf, len, " [split-K %d]", sk);
   else buf[0] = 0;
   return buf;
+}
+/* A comment line before the table naming the marks its rows carry (those
+ * present only; none: no line) */
+static void marks_legend(FILE *f, const GroupList *gl, int cublas) {
+  static const char *const forms[] = {"mma", "gemv", "direct", "per-window", "per-band"};
+  static const char *const says[] = {
+      "[mma BMxBN] tensor cores, a BM x BN tile", "[gemv] the GEMV kernel (few rows)",
+      "[direct] the direct convolution (few output channels a group)",
+      "[per-window] a max pooling's gradient a thread a window (the windows tile the input)",
+      "[per-band] a max pooling's gradient a block a band of rows (each window's argmax found once)"};
+  int seen[6] = {0}, any = 0;
+  for (int k = 0; k < gl->n; k++) {
+    const Node *n = gl->g[k].main;
+    const char *form = kernel_form(n);
+    for (int i = 0; i < 5; i++) seen[i] |= form && !strcmp(form, forms[i]);
+    seen[5] |= split_k(n, cublas) > 1;
+  }
+  for (int i = 0; i < 6; i++) {
+    if (!seen[i]) continue;
+    fprintf(f, "%s%s", any++ ? "; " : "# marks: ",
+            i < 5 ? says[i] : "[split-K S] the GEMM's K (a reduction's length) in S ranges, a second kernel adds them");
+  }
+  if (any) fputc('\n', f);
 }
 static Cost flops_only(int64_t f) { Cost c = {f, 0}; return c; }
 
@@ -531,6 +555,7 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
   if (have_geo)
     fprintf(f, "# blocks: the kernel's grid; blk/SM: resident blocks per SM, the limit that binds (t threads, b blocks, "
                "r registers, s shared memory); waves: blocks / (%d SMs x blk/SM)\n", arch->sms);
+  marks_legend(f, &gl, cublas);
   fprintf(f, "# %4s  %-*s %-*s %-22s %11s %10s %10s %10s %9s%s\n", "id", wops, "kernel (ops)", wname, "layer", "output",
           "params", "FLOPs", "bytes", "act.bytes", "time_us", have_geo ? "   blocks blk/SM  waves" : "");
 
