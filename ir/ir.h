@@ -431,8 +431,8 @@ static inline int64_t ir_pool_band_rows(const Node *n) {
   if (n->op != OP_MAXPOOL2D_BWD || ir_pool_tiles(n)) return 0;
   const Attrs *a = &n->a;
   int64_t H = n->in[1]->shape.d[2], W = n->in[1]->shape.d[3], OW = n->in[0]->shape.d[3];
-  int64_t s = a->stride[0] > 0 ? a->stride[0] : 1;
-  if (a->kernel[0] * a->kernel[1] > 255 || a->dilation[0] < 1) return 0;
+  int64_t s = a->stride[0];
+  if (a->kernel[0] * a->kernel[1] > 255) return 0;
   int64_t rows = (IR_POOL_BAND_ELEMS + W - 1) / W;
   rows = (rows + s - 1) / s * s;
   if (rows > H) rows = H;
