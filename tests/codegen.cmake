@@ -27,6 +27,9 @@
 #   codegen.report_waves   the report's blocks, blocks per SM and waves are the generated launches'
 #                          by the documented occupancy model; a small conv under one wave is
 #                          timed at roofline / (blocks / SMs) (check_report_waves.py)
+#   codegen.banks          the tile stores laid out for the shared-memory banks meet each bank once,
+#                          worked out from the generated source (banks.sh, bank_report.py): a float32
+#                          operand's A tile at fp16, bf16 and tf32, int8's gathered B tile
 # Working files under build/tests/cg go when a test passes (NCC_KEEP_WORK=1
 # keeps them); a test whose compiler is missing reports itself skipped.
 
@@ -240,6 +243,10 @@ add_test(NAME codegen.report_waves
          COMMAND ${NCC_PYTEST} ${NCC_CG_DIR}/check_report_waves.py $<TARGET_FILE:ncc>
                  ${CMAKE_CURRENT_SOURCE_DIR}/../examples ${NCC_CG_OUT}/report_waves)
 set_tests_properties(codegen.report_waves PROPERTIES LABELS "codegen;report" TIMEOUT 300)
+add_test(NAME codegen.banks
+         COMMAND sh ${NCC_CG_DIR}/banks.sh $<TARGET_FILE:ncc> ${NCC_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/..
+                 ${NCC_CG_OUT}/banks)
+set_tests_properties(codegen.banks PROPERTIES LABELS "codegen")
 
 # --precision=int8 (int8 operands, int32 sums, the dequantizing epilogue):
 # calibrated on random rows by `ncc bench`, then through gcc, nvcc (sm_80,

@@ -1,0 +1,34 @@
+#!/bin/sh
+# banks.sh — the tile stores that codegen lays out for the banks meet each
+# bank once (tests/cg/bank_report.py, worked out from the generated source; no
+# GPU, no nvcc):
+#   - a float32 k-contiguous operand's A tile (vec32_pieces) at fp16, bf16 and,
+#     unpipelined, tf32: the 4096^3 GEMM of tests/gpu/gemm4096.net;
+#   - int8's gathered B tile in padded slices (NJ >= 4): ResNet-18 at int8,
+#     batch 2, 64 x 64, calibrated by `ncc bench` on 2 random rows.
+# usage: banks.sh NCC PYTHON SRC_DIR WORKDIR
+set -eu
+ncc=$1; py=$2; src=$3; work=$4
+rm -rf "$work" && mkdir -p "$work"
+br() { "$py" "$src/tests/cg/bank_report.py" "$@"; }
+for p in fp16 bf16; do
+  "$ncc" "$src/tests/gpu/gemm4096.net" --precision=$p -o "$work/g_$p.cu"
+  br "$work/g_$p.cu" --array As --max-ways 1
+done
+"$ncc" "$src/tests/gpu/gemm4096.net" --precision=tf32 --gemm-pipeline=off -o "$work/g_tf32.cu"
+br "$work/g_tf32.cu" --array As --max-ways 1
+"$py" -c "import numpy as np, sys; np.save(sys.argv[1], np.random.default_rng(0).uniform(-1, 1, (2, 3, 64, 64)).astype(np.float32))" \
+  "$work/cal.npy"
+set -- --set N=2 --set S=64 --precision=int8 --int8-max-error=1e9 --calibration-cache="$work/cal.txt"
+"$ncc" bench "$src/examples/resnet18.net" "$@" --device emu --iters 1 --warmup 0 --calibrate="$work/cal.npy" >/dev/null
+"$ncc" "$src/examples/resnet18.net" "$@" -o "$work/r8.cu"
+# the convolutions whose lanes read 16 bytes of the B tile at once (a lane's slot of four 8-column blocks, NJ >= 4)
+padded=$(awk '/^NCC_KERNEL void/ { match($0, /resnet18_k[0-9]+_conv2d_mma[a-z_]*/); k = substr($0, RSTART, RLENGTH) }
+              /ncc_lds_u32x4\(q, \(const unsigned short \*\)&Bs\[/ { print k }' "$work/r8.cu" | sort -u)
+[ -n "$padded" ] || { echo "no int8 convolution reads 16 bytes of its B tile a lane in $work/r8.cu"; exit 1; }
+for k in $padded; do
+  out=$(br "$work/r8.cu" --kernel "$k" --array Bs --max-ways 1) || { echo "$out"; exit 1; }
+  echo "$out" | tail -n 1
+done
+rm -rf "$work"
+echo "banks: every checked store meets each bank once"
