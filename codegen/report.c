@@ -214,23 +214,23 @@ static const char *kernel_marks(const Node *n, int cublas, char *buf, size_t len
 /* A comment line before the table naming the marks its rows carry (those
  * present only; none: no line) */
 static void marks_legend(FILE *f, const GroupList *gl, int cublas) {
-  static const char *const forms[] = {"mma", "gemv", "direct", "per-window", "per-band"};
-  static const char *const says[] = {
-      "[mma BMxBN] tensor cores, a BM x BN tile", "[gemv] the GEMV kernel (few rows)",
-      "[direct] the direct convolution (few output channels a group)",
-      "[per-window] a max pooling's gradient a thread a window (the windows tile the input)",
-      "[per-band] a max pooling's gradient a block a band of rows (each window's argmax found once)"};
-  int seen[6] = {0}, any = 0;
-  for (int k = 0; k < gl->n; k++) {
-    const Node *n = gl->g[k].main;
-    const char *form = kernel_form(n);
-    for (int i = 0; i < 5; i++) seen[i] |= form && !strcmp(form, forms[i]);
-    seen[5] |= split_k(n, cublas) > 1;
-  }
-  for (int i = 0; i < 6; i++) {
-    if (!seen[i]) continue;
-    fprintf(f, "%s%s", any++ ? "; " : "# marks: ",
-            i < 5 ? says[i] : "[split-K S] the GEMM's K (a reduction's length) in S ranges, a second kernel adds them");
+  static const struct { const char *form, *says; } marks[] = {   /* form NULL: split-K */
+      {"mma", "[mma BMxBN] tensor cores, a BM x BN tile"},
+      {"gemv", "[gemv] the GEMV kernel (few rows)"},
+      {"direct", "[direct] the direct convolution (few output channels a group)"},
+      {"per-window", "[per-window] a max pooling's gradient a thread a window (the windows tile the input)"},
+      {"per-band", "[per-band] a max pooling's gradient a block a band of rows (each window's argmax found once)"},
+      {NULL, "[split-K S] the GEMM's K (a reduction's length) in S ranges, a second kernel adds them"},
+  };
+  int any = 0;
+  for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++) {
+    int seen = 0;
+    for (int k = 0; k < gl->n && !seen; k++) {
+      const Node *n = gl->g[k].main;
+      const char *form = kernel_form(n);
+      seen = marks[i].form ? form && !strcmp(form, marks[i].form) : split_k(n, cublas) > 1;
+    }
+    if (seen) fprintf(f, "%s%s", any++ ? "; " : "# marks: ", marks[i].says);
   }
   if (any) fputc('\n', f);
 }

@@ -157,7 +157,7 @@ def decls(s):
 FOR = re.compile(r"for \(int (\w+) = ([^,;]+)((?:, \w+ = [^,;]+)*); \1 < ([^;]+); (?:\1\+\+|\1 \+= ([^)]+))\)")
 
 
-def site_requests(klines, i, var_arr, idx_expr):
+def site_requests(klines, i, idx_expr):
     """the address lists (one a request, None for an inactive lane) of the store at line i"""
     ctx = context(klines, i)
     loops = []
@@ -287,7 +287,7 @@ def main(argv):
                 continue
             idx = last_index(m.group(3) or m.group(5))
             width = int(m.group(1)) // 8 if m.group(1) else arr[var]
-            reqs = site_requests(kl, i, var, idx)
+            reqs = site_requests(kl, i, idx)
             sites += 1
             if reqs is None:
                 print("%-44s %6d %-3s %5d %8s" % (name[-44:], first + i, var, width, "unresolved"))
