@@ -62,6 +62,9 @@ typedef struct GemmSpec {
                           tile, whose columns (not its k) vary along a warp, so that unpadded its 2-byte
                           stores would meet 8 to a bank, padded 2; int8's byte stores 4, padded 1 (only
                           where a lane's slot is 16 bytes: NJ >= 4) */
+  int rolled;          /* the K loop kept a loop (NCC_ROLLED) where its trip count is constant: a 256-thread
+                          weight gradient's tap-major tile (wgrad_tile_taps), whose few K tiles ptxas would
+                          unroll whole, hoist their loads and spill (ResNet-18 at tf32, sm_80: 144 bytes) */
   int uses_z;
   int S;               /* split-K: ranges of K (ir_gemm_split_k), 1: none */
   int64_t span;        /* split-K: the K extent of a range (ir_gemm_split_span) */
@@ -134,7 +137,7 @@ static void z_and_range(Buf *b, const GemmSpec *s) {
 /* The loop over K tiles of BK */
 static void k_loop(Buf *b, const GemmSpec *s, int bk) {
   if (s->S > 1) buf_printf(b, "  for (int k0 = kb; k0 < ke; k0 += %d) {\n", bk);
-  else buf_printf(b, "  for (int k0 = 0; k0 < %lld; k0 += %d) {\n", (long long)s->K, bk);
+  else buf_printf(b, "%s  for (int k0 = 0; k0 < %lld; k0 += %d) {\n", s->rolled ? "  NCC_ROLLED\n" : "", (long long)s->K, bk);
 }
 
 /* Split-K: the block's partial sum of output element o into range sk of the
@@ -2005,7 +2008,80 @@ typedef struct WgradDims {
   int sh, sw, ph, pw, dh, dw;
 } WgradDims;
 
-static void wgrad_tile(GemmSpec *s, const WgradDims *d, const char *x, int BN, int T, const char *dst, const char *rv) {
+/* The tile where the columns are tap-major (ir_wgrad_tap_cols): every
+ * column of the block's tile is one tap's channel, n = tap Cg + ci.  Before
+ * the K loop a thread works out its first column's offset in x (its channel
+ * and the block's tap) and the tap's kh dh, kw dw; its column p lies p CS
+ * channel planes on.  Each K tile decodes its k into the window corner and
+ * tests the padding once; an element is then its load (at an offset known
+ * when compiling) and its store. */
+static void wgrad_tile_taps(GemmSpec *s, const WgradDims *d, const char *x, int BN, int T, const char *dst,
+                            const char *rv) {
+  int P = BK * BN / T, CS = T / BK, KK = (int)(d->KH * d->KW);
+  NCC_ASSERT(BK * BN % T == 0 && T % BK == 0 && d->Cg % BN == 0 && s->N % BN == 0);
+  int64_t HW = d->H * d->W, OHW = d->OH * d->OW;
+  int test = d->ph > 0 || d->pw > 0, krem = s->K % BK != 0;
+  Buf b = {0};
+  buf_printf(&b, "  int kt = tid %% %d;   /* this thread's k in each K tile (kk of the tile); its columns n0 + tid / %d + %d p: "
+                 "one tap's channels */\n", BK, BK, CS);
+  buf_printf(&b, "  int xo%s;   /* column 0's offset in x (channel, tap); column p's %d p planes on%s */\n",
+             test ? ", xth, xtw" : "", CS, test ? "; the tap's kh dh, kw dw" : "");
+  buf_puts(&b, "  {\n");
+  if (KK > 1) buf_printf(&b, "    int tap = n0 / %lld, ci = n0 %% %lld + tid / %d;\n", LL(d->Cg), LL(d->Cg), BK);
+  else buf_printf(&b, "    int ci = n0 + tid / %d;\n", BK);
+  char t1[64] = "0", t2[64] = "0";
+  if (d->KH > 1 && d->KW > 1) buf_printf(&b, "    int kh = tap / %lld, kw = tap %% %lld;\n", LL(d->KW), LL(d->KW));
+  else if (d->KH > 1) buf_puts(&b, "    int kh = tap;\n");
+  else if (d->KW > 1) buf_puts(&b, "    int kw = tap;\n");
+  if (d->KH > 1) snprintf(t1, sizeof t1, d->dh > 1 ? "kh * %d" : "kh", d->dh);
+  if (d->KW > 1) snprintf(t2, sizeof t2, d->dw > 1 ? "kw * %d" : "kw", d->dw);
+  if (s->uses_z) buf_printf(&b, "    xo = (z * %lld + ci) * %lld", LL(d->Cg), LL(HW));
+  else buf_printf(&b, "    xo = ci * %lld", LL(HW));
+  if (d->KH > 1) buf_printf(&b, " + %s * %lld", t1, LL(d->W));
+  if (d->KW > 1) buf_printf(&b, " + %s", t2);
+  buf_puts(&b, ";\n");
+  if (test) buf_printf(&b, "    xth = %s, xtw = %s;\n", t1, t2);
+  buf_puts(&b, "  }\n");
+  NCC_ASSERT(b.len < sizeof s->b_pre);
+  memcpy(s->b_pre, b.s, b.len + 1);
+  b.len = 0;
+  b.s[0] = 0;
+  buf_puts(&b, "    {   /* the thread's k: an output pixel, its window corner in x, its padding test */\n      int k = k0 + kt;\n");
+  const char *pix = "k";
+  if (d->Nb > 1) {
+    buf_printf(&b, "      int img = k / %lld, pix = k %% %lld;\n", LL(OHW), LL(OHW));
+    pix = "pix";
+  }
+  char ih0[96], iw0[96], cond[300] = "";
+  if (d->OW > 1) buf_printf(&b, "      int oh = %s / %lld, ow = %s %% %lld;\n", pix, LL(d->OW), pix, LL(d->OW));
+  cg_window_index(ih0, sizeof ih0, d->OW > 1 ? "oh" : pix, d->sh, d->ph, NULL, 1);
+  cg_window_index(iw0, sizeof iw0, d->OW > 1 ? "ow" : "0", d->sw, d->pw, NULL, 1);
+  buf_printf(&b, "      int ih0 = %s, iw0 = %s;\n", ih0, iw0);
+  if (d->Nb > 1) buf_printf(&b, "      int xb = img * %lld + ih0 * %lld + iw0 + xo;\n", LL(d->C * HW), LL(d->W));
+  else buf_printf(&b, "      int xb = ih0 * %lld + iw0 + xo;\n", LL(d->W));
+  size_t l = 0;
+  if (krem) l += (size_t)snprintf(cond + l, sizeof cond - l, "k < %lld", LL(s->K));
+  if (test)
+    snprintf(cond + l, sizeof cond - l, "%s(unsigned)(ih0 + xth) < %lldu && (unsigned)(iw0 + xtw) < %lldu", l ? " && " : "",
+             LL(d->H), LL(d->W));
+  if (cond[0]) buf_printf(&b, "      int in = %s;\n", cond);
+  buf_printf(&b, "      for (int p = 0; p < %d; p++) {\n", P);
+  buf_printf(&b, "        int rr = tid / %d + p * %d, kk = kt;\n", BK, CS);
+  buf_puts(&b, "        float v = 0.0f;\n");
+  buf_printf(&b, "        %sv = %s[xb + p * %lld];\n", cond[0] ? "if (in) " : "", x, LL(CS * HW));
+  buf_printf(&b, "        %s = %s;\n      }\n    }\n", dst, rv);
+  NCC_ASSERT(b.len < sizeof s->b_tile);
+  memcpy(s->b_tile, b.s, b.len + 1);
+  buf_free(&b);
+}
+
+static void wgrad_tile(GemmSpec *s, const WgradDims *d, const char *x, int BN, int T, const char *dst, const char *rv,
+                       int taps) {
+  if (taps) {
+    NCC_ASSERT(taps == BN);
+    wgrad_tile_taps(s, d, x, BN, T, dst, rv);
+    return;
+  }
   int P = BK * BN / T, CS = T / BK;
   /* the tap's offsets fit xt's halves, and the past-N tap (32767 rows down) falls outside every window */
   NCC_ASSERT(BK * BN % T == 0 && T % BK == 0 && (d->KH - 1) * d->dh < 32767 && (d->KW - 1) * d->dw < 65536 &&
@@ -2086,6 +2162,77 @@ static void wgrad_tile(GemmSpec *s, const WgradDims *d, const char *x, int BN, i
   buf_free(&b);
 }
 
+/* The data gradient's B tile (B(k, n): dy at the output whose window puts
+ * tap (kh, kw) of k on input pixel n) where K is tap-major
+ * (ir_dgrad_tap_k: k = tap Og + co, each K tile one tap's channels).  A
+ * thread loads along n as load_tile does: its column n0 + tid % BN is the
+ * same in every K tile, its P k's tid / BN + p KS.  Before the K loop it
+ * works out its pixel's (h + ph, w + pw) and its offset in dy (image, group,
+ * first channel); a column past N gets a row no tap reaches.  Each K tile
+ * takes the tap from k0, finds the output under it (stride 1: the row and
+ * column; else their divisibility too) and tests it once; an element is
+ * then its load, p KS channel planes on, and its store. */
+typedef struct DgradDims {
+  int64_t O, Og, OH, OW, H, W, KH, KW;
+  int sh, sw, ph, pw, dh, dw;
+} DgradDims;
+
+static void dgrad_tile_taps(GemmSpec *s, const DgradDims *d, const char *dy, int BN, int T, const char *dst,
+                            const char *rv) {
+  int P = BK * BN / T, KS = T / BN, KK = (int)(d->KH * d->KW), st = d->sh > 1 || d->sw > 1;
+  NCC_ASSERT(BK * BN % T == 0 && T % BN == 0 && d->Og % BK == 0 && s->K % BK == 0);
+  int64_t HW = d->H * d->W, OHW = d->OH * d->OW;
+  Buf b = {0};
+  buf_printf(&b, "  int dc = tid %% %d;   /* this thread's column (n0 + dc) in each K tile; its k tid / %d + %d p */\n", BN, BN,
+             KS);
+  buf_puts(&b, "  int dyo, dth, dtw;   /* the column's offset in dy (image, group, the thread's first channel); "
+               "its pixel's h + ph, w + pw */\n");
+  buf_printf(&b, "  {\n    int n = n0 + dc, img = n / %lld, pix = n %% %lld;\n", LL(HW), LL(HW));
+  if (s->uses_z)
+    buf_printf(&b, "    dyo = img * %lld + z * %lld + (tid / %d) * %lld;\n", LL(d->O * OHW), LL(d->Og * OHW), BN, LL(OHW));
+  else
+    buf_printf(&b, "    dyo = img * %lld + (tid / %d) * %lld;\n", LL(d->O * OHW), BN, LL(OHW));
+  char ph[24] = "", pw[24] = "";
+  if (d->ph) snprintf(ph, sizeof ph, " + %d", d->ph);
+  if (d->pw) snprintf(pw, sizeof pw, " + %d", d->pw);
+  buf_printf(&b, "    dth = pix / %lld%s, dtw = pix %% %lld%s;\n", LL(d->W), ph, LL(d->W), pw);
+  if (s->N % BN) buf_printf(&b, "    if (n >= %lld) dth = -1048576;   /* past N: a row no tap reaches */\n", LL(s->N));
+  buf_puts(&b, "  }\n");
+  NCC_ASSERT(b.len < sizeof s->b_pre);
+  memcpy(s->b_pre, b.s, b.len + 1);
+  b.len = 0;
+  b.s[0] = 0;
+  buf_puts(&b, "    {   /* this K tile's tap; the column's element of dy under it, tested once */\n");
+  if (KK > 1) buf_printf(&b, "      int tap = k0 / %lld, co0 = k0 %% %lld;\n", LL(d->Og), LL(d->Og));
+  else buf_puts(&b, "      int co0 = k0;\n");
+  char kh[48] = "0", kw[48] = "0";
+  if (d->KH > 1 && d->KW > 1) buf_printf(&b, "      int kh = tap / %lld, kw = tap %% %lld;\n", LL(d->KW), LL(d->KW));
+  else if (d->KH > 1) buf_puts(&b, "      int kh = tap;\n");
+  else if (d->KW > 1) buf_puts(&b, "      int kw = tap;\n");
+  if (d->KH > 1) snprintf(kh, sizeof kh, d->dh > 1 ? " - kh * %d" : " - kh", d->dh);
+  else kh[0] = 0;
+  if (d->KW > 1) snprintf(kw, sizeof kw, d->dw > 1 ? " - kw * %d" : " - kw", d->dw);
+  else kw[0] = 0;
+  buf_printf(&b, "      int th = dth%s, tw = dtw%s;\n", kh, kw);
+  if (!st) {
+    buf_printf(&b, "      int in = (unsigned)th < %lldu && (unsigned)tw < %lldu;\n", LL(d->OH), LL(d->OW));
+    buf_printf(&b, "      int yo = dyo + co0 * %lld + th * %lld + tw;\n", LL(OHW), LL(d->OW));
+  } else {
+    buf_printf(&b, "      int oh = th / %d, ow = tw / %d;\n", d->sh, d->sw);
+    buf_printf(&b, "      int in = th >= 0 && tw >= 0 && oh * %d == th && ow * %d == tw && oh < %lld && ow < %lld;\n", d->sh,
+               d->sw, LL(d->OH), LL(d->OW));
+    buf_printf(&b, "      int yo = dyo + co0 * %lld + oh * %lld + ow;\n", LL(OHW), LL(d->OW));
+  }
+  buf_printf(&b, "      for (int p = 0; p < %d; p++) {\n", P);
+  buf_printf(&b, "        int rr = dc, kk = tid / %d + p * %d;\n", BN, KS);
+  buf_puts(&b, "        float v = 0.0f;\n");
+  buf_printf(&b, "        if (in) v = %s[yo + p * %lld];\n", dy, LL(KS * OHW));
+  buf_printf(&b, "        %s = %s;\n      }\n    }\n", dst, rv);
+  NCC_ASSERT(b.len < sizeof s->b_tile);
+  memcpy(s->b_tile, b.s, b.len + 1);
+  buf_free(&b);
+}
+
 int emit_grad_gemm(Cg *c, const KGroup *gr) {
   Node *n = gr->main;
   const Attrs *a = &n->a;
@@ -2134,18 +2281,38 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
       const char *nn[] = {"img", "h", "w"};
       const int64_t kr[] = {Og, KH, KW}, nr[] = {xs->d[0], H, W};
       s.a_kcontig = 1, s.b_kcontig = 0;
-      /* A: weight[z Og + co, m, t], t = kh KW + kw: k = co KH KW + t */
+      /* A: weight[z Og + co, m, t], t = kh KW + kw: k = co KH KW + t, or tap-major (ir_dgrad_tap_k) t Og + co */
+      int taps = ir_dgrad_tap_k(n);
       char te[2][32];
-      const char *tn[] = {"co", "t"};
-      const int64_t tr[] = {Og, KH * KW};
-      digits(&la, "k", 2, tn, tr, te);
+      if (taps) {
+        const char *tn[] = {"t", "co"};
+        const int64_t tr[] = {KH * KW, Og};
+        char tt[2][32];
+        digits(&la, "k", 2, tn, tr, tt);
+        snprintf(te[0], sizeof te[0], "%s", tt[1]);
+        snprintf(te[1], sizeof te[1], "%s", tt[0]);
+      } else {
+        const char *tn[] = {"co", "t"};
+        const int64_t tr[] = {Og, KH * KW};
+        digits(&la, "k", 2, tn, tr, te);
+      }
       {
         const char *e[] = {z, te[0], "m", te[1]};
         const int64_t k[] = {Og * Cg * KH * KW, Cg * KH * KW, KH * KW, 1};
         buf_puts(&la, "v = "), gather(&la, w, 4, e, k), buf_puts(&la, ";");
       }
       /* B: dy at (th, tw) = (h + ph - kh dh, w + pw - kw dw) / stride, where that divides and lands inside */
-      digits(&lb, "k", 3, kn, kr, ke);
+      if (taps) {
+        const char *tn[] = {"kh", "kw", "co"};
+        const int64_t tr[] = {KH, KW, Og};
+        char tt[3][32];
+        digits(&lb, "k", 3, tn, tr, tt);
+        snprintf(ke[0], sizeof ke[0], "%s", tt[2]);
+        snprintf(ke[1], sizeof ke[1], "%s", tt[0]);
+        snprintf(ke[2], sizeof ke[2], "%s", tt[1]);
+      } else {
+        digits(&lb, "k", 3, kn, kr, ke);
+      }
       digits(&lb, "n", 3, nn, nr, ne);
       window_sum(x0, sizeof x0, ne[1], 1, ph, ke[1], -dh);
       window_sum(x1, sizeof x1, ne[2], 1, pw, ke[2], -dw);
@@ -2161,6 +2328,19 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
         const char *e[] = {ne[0], z, ke[0], sh == 1 && sw == 1 ? "th" : "oh", sh == 1 && sw == 1 ? "tw" : "ow"};
         const int64_t k[] = {O * OH * OW, Og * OH * OW, OH * OW, OW, 1};
         buf_printf(&lb, "if (%s) v = ", cond), gather(&lb, dy, 5, e, k), buf_puts(&lb, ";");
+      }
+      if (taps) {   /* the tiled kernels: a K tile's tap and the column's element of dy once a tile */
+        DgradDims dd = {O, Og, OH, OW, H, W, KH, KW, sh, sw, ph, pw, dh, dw};
+        char ra[64], rb[64], dst[160], sb[96];
+        spec_rv(c, &p, n, &s, ra, rb);
+        if (ir_gemm_mma(n)) {
+          MmaCfg g = mma_cfg(n);
+          s.b_pad = 1;   /* the columns vary along a warp: padded slices (mma_dst), as load_tile's would be */
+          dgrad_tile_taps(&s, &dd, dy, g.BN, g.T, mma_dst(dst, sizeof dst, 'B', g.BN, "rr", mma_kind(n), 1, g.NJ),
+                          mma_store_rv(sb, sizeof sb, n, rb));
+        } else {
+          dgrad_tile_taps(&s, &dd, dy, 16 * tile_of(s.N), 256, "Bs[kk][rr]", rb);
+        }
       }
       /* C: dx[img, z Cg + m, h, w], n = img H W + (h W + w) */
       {
@@ -2191,9 +2371,21 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
           buf_free(&ad);
         }
       }
-      /* B: the input under tap (kh, kw) of output (oh, ow), 0 in the padding */
+      /* B: the input under tap (kh, kw) of output (oh, ow), 0 in the padding; its column n is (ci, kh,
+       * kw), or (kh, kw, ci) where the columns are tap-major (ir_wgrad_tap_cols) */
+      int taps = ir_wgrad_tap_cols(n);
       digits(&lb, "k", 3, qn, qr, ke);
-      digits(&lb, "n", 3, cn, cr, ne);
+      if (taps) {
+        const char *tn[] = {"kh", "kw", "ci"};
+        const int64_t tr[] = {KH, KW, Cg};
+        char te[3][32];
+        digits(&lb, "n", 3, tn, tr, te);
+        snprintf(ne[0], sizeof ne[0], "%s", te[2]);
+        snprintf(ne[1], sizeof ne[1], "%s", te[0]);
+        snprintf(ne[2], sizeof ne[2], "%s", te[1]);
+      } else {
+        digits(&lb, "n", 3, cn, cr, ne);
+      }
       window_sum(x0, sizeof x0, ke[1], sh, -ph, ne[1], dh);
       window_sum(x1, sizeof x1, ke[2], sw, -pw, ne[2], dw);
       buf_printf(&lb, "int ih = %s, iw = %s; ", x0, x1);
@@ -2210,16 +2402,22 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
         if (ir_gemm_mma(n)) {
           MmaCfg g = mma_cfg(n);
           wgrad_tile(&s, &wd, x, g.BN, g.T, mma_dst(dst, sizeof dst, 'B', g.BN, "rr", mma_kind(n), 0, g.NJ),
-                     mma_store_rv(sb, sizeof sb, n, rb));
+                     mma_store_rv(sb, sizeof sb, n, rb), taps);
+          s.rolled = taps && g.T >= 256;
         } else {
-          wgrad_tile(&s, &wd, x, 16 * tile_of(s.N), 256, "Bs[kk][rr]", rb);
+          wgrad_tile(&s, &wd, x, 16 * tile_of(s.N), 256, "Bs[kk][rr]", rb, taps);
         }
       }
-      /* C: dweight[z Og + m, n] */
+      /* C: dweight[z Og + m, ci, kh, kw]: its column n, or tap-major, ci = n % Cg and the tap n / Cg */
       {
-        const char *e[] = {z, "m", "n"};
-        const int64_t k[] = {Og * s.N, s.N, 1};
-        for (int i = 0, t = 0; i < 3; i++) cg_term(&lo, &t, e[i], k[i]);
+        char ci[64] = "n", tp[64] = "";
+        if (taps && KH * KW > 1) {
+          snprintf(ci, sizeof ci, "n %% %lld * %lld", LL(Cg), LL(KH * KW));
+          snprintf(tp, sizeof tp, "n / %lld", LL(Cg));
+        }
+        const char *e[] = {z, "m", ci, tp[0] ? tp : "0"};
+        const int64_t k[] = {Og * s.N, s.N, 1, tp[0] ? 1 : 0};
+        for (int i = 0, t = 0; i < 4; i++) cg_term(&lo, &t, e[i], k[i]);
       }
     }
   }

@@ -5,7 +5,8 @@
  * GEMV, the direct convolution or the tensor-core GEMM rather than the
  * CUDA-core tiled GEMM, "[per-window]" where a max pooling's gradient runs a
  * thread a window (ir_pool_tiles), "[per-band]" where it runs a block a band
- * of rows (ir_pool_band_rows), and "split-K S" where its K is cut into S ranges
+ * of rows (ir_pool_band_rows), "taps" where a convolution's gradient takes
+ * one tap a tile (ir_wgrad_tap_cols, ir_dgrad_tap_k), and "split-K S" where its K is cut into S ranges
  * (ir_gemm_split_k: a second kernel adds them, a second launch in the
  * total; a split reduction's ranges too, ir_reduce_split; a comment line
  * before the table explains the marks present: marks_legend), the
@@ -186,8 +187,10 @@ static const char *kernel_form(const Node *n) {
   if (ir_gemm_mma(n)) return "mma";
   return NULL;
 }
-/* " [form]", " [form, split-K S]", " [split-K S]" or "" after a group's ops:
- * which kernel its GEMM-like main node got, and its split-K */
+/* " [form, taps, split-K S]" after a group's ops, the parts that apply (""
+ * for none): which kernel its GEMM-like main node got, "taps" for a
+ * convolution's gradient whose tiles each take one tap (ir_wgrad_tap_cols,
+ * ir_dgrad_tap_k), and its split-K */
 /* The split-K of a group's main node (ir_gemm_split_k), 1 for none: the
  * cuBLAS path (--cublas) does not split; a split reduction's ranges
  * (ir_reduce_split: its sum's K split alike, the same two kernels) */
@@ -205,21 +208,30 @@ static const char *kernel_marks(const Node *n, int cublas, char *buf, size_t len
     snprintf(ft, sizeof ft, "mma %dx%d", t.BM, t.BN);
     form = ft;
   }
-  if (form && sk > 1) snprintf(buf, len, " [%s, split-K %d]", form, sk);
-  else if (form) snprintf(buf, len, " [%s]", form);
-  else if (sk > 1) snprintf(buf, len, " [split-K %d]", sk);
-  else buf[0] = 0;
+  char sks[24];
+  const char *parts[3];
+  int np = 0;
+  snprintf(sks, sizeof sks, "split-K %d", sk);
+  if (form) parts[np++] = form;
+  if (ir_wgrad_tap_cols(n) || ir_dgrad_tap_k(n)) parts[np++] = "taps";
+  if (sk > 1) parts[np++] = sks;
+  size_t l = 0;
+  buf[0] = 0;
+  for (int i = 0; i < np && l < len; i++) l += (size_t)snprintf(buf + l, len - l, "%s%s", i ? ", " : " [", parts[i]);
+  if (np && l < len) snprintf(buf + l, len - l, "]");
   return buf;
 }
 /* A comment line before the table naming the marks its rows carry (those
  * present only; none: no line) */
 static void marks_legend(FILE *f, const GroupList *gl, int cublas) {
-  static const struct { const char *form, *says; } marks[] = {   /* form NULL: split-K */
+  static const struct { const char *form, *says; } marks[] = {   /* form NULL: split-K; "taps": ir_wgrad_tap_cols, ir_dgrad_tap_k */
       {"mma", "[mma BMxBN] tensor cores, a BM x BN tile"},
       {"gemv", "[gemv] the GEMV kernel (few rows)"},
       {"direct", "[direct] the direct convolution (few output channels a group)"},
       {"per-window", "[per-window] a max pooling's gradient a thread a window (the windows tile the input)"},
       {"per-band", "[per-band] a max pooling's gradient a block a band of rows (each window's argmax found once)"},
+      {"taps", "[taps] a convolution's gradient whose tiles each take one tap's channels (weight gradient: a tile's "
+               "columns; data gradient: a K tile), its window test once a K tile"},
       {NULL, "[split-K S] the GEMM's K (a reduction's length) in S ranges, a second kernel adds them"},
   };
   int any = 0;
@@ -228,7 +240,9 @@ static void marks_legend(FILE *f, const GroupList *gl, int cublas) {
     for (int k = 0; k < gl->n && !seen; k++) {
       const Node *n = gl->g[k].main;
       const char *form = kernel_form(n);
-      seen = marks[i].form ? form && !strcmp(form, marks[i].form) : split_k(n, cublas) > 1;
+      if (!marks[i].form) seen = split_k(n, cublas) > 1;
+      else if (!strcmp(marks[i].form, "taps")) seen = ir_wgrad_tap_cols(n) || ir_dgrad_tap_k(n);
+      else seen = form && !strcmp(form, marks[i].form);
     }
     if (seen) fprintf(f, "%s%s", any++ ? "; " : "# marks: ", marks[i].says);
   }
@@ -537,7 +551,7 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
     if (lo > wops) wops = lo;
   }
   if (wname > 40) wname = 40;
-  if (wops > 48) wops = 48;
+  if (wops > 56) wops = 56;
 
   fprintf(f, "# ncc report: model %s, %s, batch %lld, %s roofline (%.1f TFLOP/s fp32, %.0f fp16, %.0f GB/s, %.0f us/launch)\n",
           g->model, train ? "per training step" : "per inference", (long long)batch, arch->name, arch->flops / 1e12,

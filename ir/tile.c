@@ -98,6 +98,19 @@ int ir_tile_minb(const Node *n, const IrTile *t) {
   return n->op == OP_CONV2D_BWD_WEIGHT && t->threads >= 256 && !t->minb ? 2 : t->minb;
 }
 
+int ir_wgrad_tap_cols(const Node *n) {
+  if (n->op != OP_CONV2D_BWD_WEIGHT || !ir_grad_gemm(n)) return 0;
+  int64_t M, N, K, Z, Cg = n->out->shape.d[1];   /* the weight [O, Cg, KH, KW] */
+  ir_gemm_dims(n, &M, &N, &K, &Z);
+  int bn = ir_gemm_mma(n) ? ir_gemm_tile(n).BN : N >= 64 ? 64 : N >= 32 ? 32 : 16;
+  return Cg % bn == 0 ? bn : 0;
+}
+
+int ir_dgrad_tap_k(const Node *n) {
+  if (n->op != OP_CONV2D_BWD_DATA || !ir_grad_gemm(n) || n->a.kernel[0] * n->a.kernel[1] == 1) return 0;
+  return n->in[0]->shape.d[1] / n->a.groups % 16 == 0;   /* dy [N, O, OH, OW]: Og */
+}
+
 int64_t ir_pipe_smem(const IrTile *t, int stages, int prec) {
   return (int64_t)stages * (t->BM + t->BN) * (prec == PREC_TF32 ? IR_PIPE_ROW_BYTES_TF32 : IR_PIPE_ROW_BYTES);
 }

@@ -37,6 +37,7 @@ static const char NCC_NVRTC_PRELUDE[] =
     "#define NCC_KERNEL extern \"C\" __global__\n"
     "#define NCC_DYN_SHARED(T, name) extern __shared__ T name[]\n"
     "#define NCC_UNROLL _Pragma(\"unroll\")\n"
+    "#define NCC_ROLLED _Pragma(\"unroll 1\")\n"
     "#ifndef INFINITY\n"
     "#define INFINITY __int_as_float(0x7f800000)\n"
     "#endif\n"

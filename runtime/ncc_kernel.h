@@ -21,6 +21,7 @@
 #define NCC_KERNEL static __inline__ __attribute__((always_inline, unused))
 #define NCC_DYN_SHARED(T, name) T *name = (T *)ncc_emu_shared_dyn
 #define NCC_UNROLL   /* the emulation's C compiler unrolls as it likes */
+#define NCC_ROLLED
 #define NCC_ARG(T, i) (*(T *)a[i])
 /* fn##_thread runs one thread (fibers, checked mode); fn##_block runs the whole
  * current block for barrier-free kernels.  A kernel with barriers or warp
@@ -57,6 +58,10 @@
 /* NCC_UNROLL before a loop of constant trip count: unroll it whole, so that the
  * arrays it indexes (a tile's accumulators) stay in registers */
 #define NCC_UNROLL _Pragma("unroll")
+/* NCC_ROLLED before a loop of constant trip count that ptxas would unroll
+ * whole, and then spill for the loads it hoists (a weight gradient's few K
+ * tiles under __launch_bounds__(256, 2)): kept a loop */
+#define NCC_ROLLED _Pragma("unroll 1")
 /* NVRTC has no math.h: INFINITY and NAN are spelled for it */
 #ifndef INFINITY
 #define INFINITY __int_as_float(0x7f800000)
@@ -77,6 +82,7 @@
 #include "ncc_rt.h"
 #define NCC_ARG(T, i) 0
 #define NCC_UNROLL
+#define NCC_ROLLED
 #define NCC_KERNEL_DESC(fn, flags, args)                                              \
   static const ncc_kernel fn##_desc __attribute__((unused)) = {#fn, (flags), 0, 0, 0};
 

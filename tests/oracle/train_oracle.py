@@ -968,16 +968,56 @@ DGRAD_CONVS = {
 }
 
 
+# Gradients a tap a tile.  Weight gradients with tap-major columns
+# (ir_wgrad_tap_cols: the tile's BN columns divide the input channels of a
+# group, BN 64 by default, fp32's CUDA-core tile too): each tile one tap's
+# channels, the padding tested once a K tile.  Data gradients with a
+# tap-major K (ir_dgrad_tap_k: 16 or more output channels a group, a
+# multiple of 16; at tf32/fp16/bf16 a stride-1, ungrouped one is a conv2d
+# instead): each K tile one tap's channels, the element of dy under it
+# found once a tile.  With the padding test and a partial last K tile (K =
+# 72); grouped (z), strided and dilated; a kernel of one column without
+# padding (no test); a strided 1x1; each with the report's [taps] rows at
+# fp32: the weight gradients' (the tested conv's and the 1x1 "pre"'s, C to
+# C channels, one tap, the same order) and the data gradient's
+TAP_CONVS = {
+    "taps_c64":        ((2, 64, 6, 6, 16, 3, 1, 1, 1, 1, True), 2, 1),
+    "taps_g2_s2_dil2": ((2, 128, 9, 9, 32, 3, 2, 2, 2, 2, False), 2, 1),
+    "taps_k31_p0":     ((2, 64, 8, 7, 16, (3, 1), 1, 0, 1, 1, True), 2, 1),
+    # 32 channels: a 64-column tile would hold two taps, so the columns stay
+    # (ci, tap) but at a 32-column tile (--gemm-tile=32x32; PREC_CASES); the
+    # pre's N, 32 columns, takes a 32-column tile anyway
+    "taps_c32":        ((2, 32, 6, 6, 16, 3, 1, 1, 1, 1, True), 1, 1),
+    "taps_c128":       ((2, 128, 5, 5, 16, 3, 1, 1, 1, 1, False), 2, 1),
+    # a strided 1x1: its weight gradients a tap a tile, its data gradient
+    # not (ir_dgrad_tap_k: one tap)
+    "taps_k1_s2":      ((2, 32, 8, 8, 16, 1, 2, 0, 1, 1, False), 2, 0),
+}
+
+
 def conv_spec(v, seed=2, gap=False):
-    N, C, H, W, out, k, s, p, d, g, bias = CONVS[v] if v in CONVS else DGRAD_CONVS[v]
+    if v in TAP_CONVS:
+        N, C, H, W, out, k, s, p, d, g, bias = TAP_CONVS[v][0]
+    else:
+        N, C, H, W, out, k, s, p, d, g, bias = CONVS[v] if v in CONVS else DGRAD_CONVS[v]
     net = Net(N, (C, H, W), seed=seed)
     h = net.conv2d(net.x, C, 1, name="pre")
     h = net.conv2d(h, out, k, s, p, d, g, bias, name="conv")
     net.head(net.gap(h) if gap else h)
-    return spec_of("grad_conv_" + v, net)
+    spec = spec_of("grad_conv_" + v, net)
+    if v in TAP_CONVS:
+        spec.marks = (("conv2d_bwd_weight", "taps", TAP_CONVS[v][1]), ("conv2d_bwd_data", "taps", TAP_CONVS[v][2]))
+    return spec
 
 
-for _v in CONVS:
+def taps_at(spec, nw, nd):
+    """spec's [taps] rows: nw weight gradients', nd data gradients' (at
+    another precision or tile than fp32's default)"""
+    spec.marks = (("conv2d_bwd_weight", "taps", nw), ("conv2d_bwd_data", "taps", nd))
+    return spec
+
+
+for _v in list(CONVS) + list(TAP_CONVS):
     grad_case("grad_conv_" + _v, ["conv"])(lambda v=_v: conv_spec(v))
 
 
@@ -1698,6 +1738,24 @@ PREC_CASES = {   # name: (spec builder, precision, K, labels)
     "tf32_grad_conv_groups2_c16_tile128x128": (lambda: tiled(conv_spec("groups2_c16", 7), "128x128"), "tf32", 1,
                                                ["grad", "conv", "tile"]),
     "bf16_grad_linear_tile128x64": (lambda: tiled(GRAD["grad_linear"](), "128x64"), "bf16", 1, ["grad", "tile"]),
+    # gradients a tap a tile (TAP_CONVS) on the tensor cores: 128 threads
+    # of 64 x 64; 256 of 128 x 128 (128 columns, so only the 128 channels'
+    # two); 32 x 32 (32 channels' columns a tap, the pre's 1x1 too).  The
+    # strided data gradients stay conv2d_bwd_data (a tap-major K); the
+    # stride-1 ones are conv2d.  At fp16 the head averages the map first: a
+    # linear over 64 or more channels' rounded features put a value near a
+    # rounding boundary with every seed tried (require_order_insensitive),
+    # as for long_k
+    "fp16_grad_conv_taps_c64": (lambda: taps_at(conv_spec("taps_c64", 1, gap=True), 2, 0), "fp16", 1, ["grad", "conv"]),
+    "bf16_grad_conv_taps_g2_s2_dil2": (lambda: taps_at(conv_spec("taps_g2_s2_dil2", 23), 2, 1), "bf16", 1,
+                                       ["grad", "conv"]),
+    "tf32_grad_conv_taps_k31_p0": (lambda: taps_at(conv_spec("taps_k31_p0", 41), 2, 0), "tf32", 1, ["grad", "conv"]),
+    "fp16_grad_conv_taps_k1_s2": (lambda: taps_at(conv_spec("taps_k1_s2", 1, gap=True), 2, 0), "fp16", 1,
+                                  ["grad", "conv"]),
+    "fp16_grad_conv_taps_c128_tile128x128": (lambda: taps_at(tiled(conv_spec("taps_c128", 1, gap=True), "128x128"), 2, 0),
+                                             "fp16", 1, ["grad", "conv", "tile"]),
+    "tf32_grad_conv_taps_c32_tile32x32": (lambda: taps_at(tiled(conv_spec("taps_c32", 10), "32x32"), 2, 0), "tf32", 1,
+                                          ["grad", "conv", "tile"]),
     "bf16_opt_sgd_momentum": (lambda: small_cnn("bf16_opt_sgd_momentum", OPTS["opt_sgd_momentum"][0]), "bf16", 8,
                               ["optim"]),
     "bf16_opt_adamw": (lambda: small_cnn("bf16_opt_adamw", OPTS["opt_adamw"][0]), "bf16", 8, ["optim"]),
@@ -1743,6 +1801,13 @@ def require_split(ctx, spec, net):
             raise Failure("%s's split-K: %s, %d or more wanted" % (entry, got or "no row", want))
 
 
+def has_mark(row, mark):
+    """Does the report row's [...] after its ops hold mark (a part of
+    "[mma 64x64, taps, split-K 2]", or the start of one)?"""
+    m = re.search(r"\[([^\]]*)\]", row)
+    return bool(m) and any(part.strip().startswith(mark) for part in m.group(1).split(","))
+
+
 def require_marks(ctx, spec, net):
     """spec.marks: (op, mark, n): n rows of the training step's report whose
     kernel is op carry [mark] (the kernel form codegen chose)."""
@@ -1750,7 +1815,7 @@ def require_marks(ctx, spec, net):
         p = subprocess.run([ctx.ncc, net, "--train", "--emit=report"] + prec_flags(spec), stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, universal_newlines=True)
         rows = [ln for ln in p.stdout.split("\n") if re.match(r"\s*\d+\s+%s[+:\w]* " % re.escape(op), ln)]
-        got = sum(("[%s" % mark) in ln for ln in rows)
+        got = sum(has_mark(ln, mark) for ln in rows)
         print("%s rows marked [%s]: %d of %d" % (op, mark, got, len(rows)))
         if p.returncode != 0 or got != want:
             raise Failure("%s rows marked [%s]: %d, %d wanted" % (op, mark, got, want))
