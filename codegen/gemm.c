@@ -2166,32 +2166,33 @@ static void wgrad_tile(GemmSpec *s, const WgradDims *d, const char *x, int BN, i
  * tap (kh, kw) of k on input pixel n) where K is tap-major
  * (ir_dgrad_tap_k: k = tap Og + co, each K tile one tap's channels).  A
  * thread loads along n as load_tile does: its column n0 + tid % BN is the
- * same in every K tile, its P k's tid / BN + p KS.  Before the K loop it
+ * same in every K tile, its P k's P (tid / BN) + p, consecutive (at fp16 and
+ * bf16 a pair of them is one word of the tile: one store).  Before the K loop it
  * works out its pixel's (h + ph, w + pw) and its offset in dy (image, group,
  * first channel); a column past N gets a row no tap reaches.  Each K tile
  * takes the tap from k0, finds the output under it (stride 1: the row and
  * column; else their divisibility too) and tests it once; an element is
- * then its load, p KS channel planes on, and its store. */
+ * then its load, p channel planes on, and its store. */
 typedef struct DgradDims {
   int64_t O, Og, OH, OW, H, W, KH, KW;
   int sh, sw, ph, pw, dh, dw;
 } DgradDims;
 
 static void dgrad_tile_taps(GemmSpec *s, const DgradDims *d, const char *dy, int BN, int T, const char *dst,
-                            const char *rv) {
-  int P = BK * BN / T, KS = T / BN, KK = (int)(d->KH * d->KW), st = d->sh > 1 || d->sw > 1;
+                            const char *rv, int pack) {
+  int P = BK * BN / T, KK = (int)(d->KH * d->KW), st = d->sh > 1 || d->sw > 1;
   NCC_ASSERT(BK * BN % T == 0 && T % BN == 0 && d->Og % BK == 0 && s->K % BK == 0);
   int64_t HW = d->H * d->W, OHW = d->OH * d->OW;
   Buf b = {0};
-  buf_printf(&b, "  int dc = tid %% %d;   /* this thread's column (n0 + dc) in each K tile; its k tid / %d + %d p */\n", BN, BN,
-             KS);
+  buf_printf(&b, "  int dc = tid %% %d;   /* this thread's column (n0 + dc) in each K tile; its k %d (tid / %d) + p */\n", BN, P,
+             BN);
   buf_puts(&b, "  int dyo, dth, dtw;   /* the column's offset in dy (image, group, the thread's first channel); "
                "its pixel's h + ph, w + pw */\n");
   buf_printf(&b, "  {\n    int n = n0 + dc, img = n / %lld, pix = n %% %lld;\n", LL(HW), LL(HW));
   if (s->uses_z)
-    buf_printf(&b, "    dyo = img * %lld + z * %lld + (tid / %d) * %lld;\n", LL(d->O * OHW), LL(d->Og * OHW), BN, LL(OHW));
+    buf_printf(&b, "    dyo = img * %lld + z * %lld + (tid / %d) * %lld;\n", LL(d->O * OHW), LL(d->Og * OHW), BN, LL(P * OHW));
   else
-    buf_printf(&b, "    dyo = img * %lld + (tid / %d) * %lld;\n", LL(d->O * OHW), BN, LL(OHW));
+    buf_printf(&b, "    dyo = img * %lld + (tid / %d) * %lld;\n", LL(d->O * OHW), BN, LL(P * OHW));
   char ph[24] = "", pw[24] = "";
   if (d->ph) snprintf(ph, sizeof ph, " + %d", d->ph);
   if (d->pw) snprintf(pw, sizeof pw, " + %d", d->pw);
@@ -2223,11 +2224,21 @@ static void dgrad_tile_taps(GemmSpec *s, const DgradDims *d, const char *dy, int
                d->sw, LL(d->OH), LL(d->OW));
     buf_printf(&b, "      int yo = dyo + co0 * %lld + oh * %lld + ow;\n", LL(OHW), LL(d->OW));
   }
-  buf_printf(&b, "      for (int p = 0; p < %d; p++) {\n", P);
-  buf_printf(&b, "        int rr = dc, kk = tid / %d + p * %d;\n", BN, KS);
-  buf_puts(&b, "        float v = 0.0f;\n");
-  buf_printf(&b, "        if (in) v = %s[yo + p * %lld];\n", dy, LL(KS * OHW));
-  buf_printf(&b, "        %s = %s;\n      }\n    }\n", dst, rv);
+  if (pack) {   /* 16-bit elements: k and k + 1 of the column are one word of the tile (mma_dst), one store */
+    NCC_ASSERT(P % 2 == 0);
+    buf_printf(&b, "      for (int p = 0; p < %d; p += 2) {\n", P);
+    buf_printf(&b, "        int rr = dc, kk = tid / %d * %d + p;\n", BN, P);
+    buf_puts(&b, "        float v = 0.0f, v1 = 0.0f;\n");
+    buf_printf(&b, "        if (in) v = %s[yo + p * %lld], v1 = %s[yo + (p + 1) * %lld];\n", dy, LL(OHW), dy, LL(OHW));
+    buf_printf(&b, "        unsigned lo = %s;\n        v = v1;\n        unsigned w = lo | (unsigned)%s << 16;\n", rv, rv);
+    buf_printf(&b, "        ncc_sts32(&%s, w);\n      }\n    }\n", dst);
+  } else {
+    buf_printf(&b, "      for (int p = 0; p < %d; p++) {\n", P);
+    buf_printf(&b, "        int rr = dc, kk = tid / %d * %d + p;\n", BN, P);
+    buf_puts(&b, "        float v = 0.0f;\n");
+    buf_printf(&b, "        if (in) v = %s[yo + p * %lld];\n", dy, LL(OHW));
+    buf_printf(&b, "        %s = %s;\n      }\n    }\n", dst, rv);
+  }
   NCC_ASSERT(b.len < sizeof s->b_tile);
   memcpy(s->b_tile, b.s, b.len + 1);
   buf_free(&b);
@@ -2337,9 +2348,9 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
           MmaCfg g = mma_cfg(n);
           s.b_pad = 1;   /* the columns vary along a warp: padded slices (mma_dst), as load_tile's would be */
           dgrad_tile_taps(&s, &dd, dy, g.BN, g.T, mma_dst(dst, sizeof dst, 'B', g.BN, "rr", mma_kind(n), 1, g.NJ),
-                          mma_store_rv(sb, sizeof sb, n, rb));
+                          mma_store_rv(sb, sizeof sb, n, rb), mma_kind(n) == MMA_F16);
         } else {
-          dgrad_tile_taps(&s, &dd, dy, 16 * tile_of(s.N), 256, "Bs[kk][rr]", rb);
+          dgrad_tile_taps(&s, &dd, dy, 16 * tile_of(s.N), 256, "Bs[kk][rr]", rb, 0);
         }
       }
       /* C: dx[img, z Cg + m, h, w], n = img H W + (h W + w) */
