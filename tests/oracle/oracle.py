@@ -3765,6 +3765,12 @@ def main():
         print("--ncc PATH is required", file=sys.stderr)
         return 2
     work = a.work or os.path.join(os.getcwd(), "oracle-work", a.case)
+    # a failed run keeps its files; this one starts without them (an int8
+    # case's calibration cache left there would be read as this run's own).
+    # Only a folder that holds the case's model is a run's, and removed
+    if os.path.isfile(os.path.join(work, a.case + ".net")):
+        import shutil
+        shutil.rmtree(work, ignore_errors=True)
     ctx = Ctx(a.case, os.path.abspath(a.ncc), work)
     try:
         CASES[a.case][0](ctx)
