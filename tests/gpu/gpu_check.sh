@@ -22,7 +22,7 @@
 #     curves side by side); a run stopped on the GPU and resumed under emulation
 #  4. ncc bench on the GPU: ResNet-50, MobileNetV2, VGG-16 at batch 1 and 32,
 #     tiled kernels at fp32/tf32/fp16/bf16/int8 and cuBLAS at fp32/fp16; batch 1
-#     with NCC_GRAPHS=0; training steps (VGG-16 -O0 against -O2, each
+#     with NCC_GRAPHS=0; VGG-16 at fp16 -O3 (its pooling prologues); training steps (VGG-16 -O0 against -O2, each
 #     precision; ResNet-18); a 4096^3 GEMM (gemm4096.net) at each precision,
 #     ncc's kernels and cuBLAS; three 4096-wide linear layers at batch 4096
 #     (mlp4096.net) at each precision, and at fp16 without the pipelined tiles; ResNet-50, VGG-16 and the GEMM at fp16 with
@@ -239,6 +239,9 @@ if want bench; then
       echo "examples/$m.net --set N=32 --precision=fp16 --gemm-stages=3"
       echo "examples/$m.net --set N=32 --precision=fp16 --autotune=300"
     done
+    # -O3: VGG-16's pooling prologues (a pooling computed in the next convolution's tile loads, which
+    # the SASS puts at about three times a K tile's instructions) against -O2's pooling kernels
+    echo "examples/vgg16.net --set N=32 --precision=fp16 -O3"
     echo "tests/gpu/gemm4096.net --precision=fp16 --gemm-tile=64x64"
     echo "tests/gpu/gemm4096.net --precision=fp16 --autotune=120"
     echo "examples/vgg16.net --set N=32 --train --compare --iters 10"
