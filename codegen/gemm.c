@@ -1450,6 +1450,91 @@ static void tap_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value 
   if (pairs) b_put_pairs(s, J, dst);
 }
 
+/* im2col_tile's rows from a table (a convolution of more than one tap whose
+ * weight is not tap-major: Cig not a multiple of 16, the first layers' 3
+ * channels; no pooling prologue; K, rounded up to the tile, more than 4 K
+ * tiles and at most KTAB_MAX rows.  A 1x1 one's digits only add 16 a tile,
+ * no carry; ptxas unrolls a K loop of 4 tiles or fewer whole and folds the
+ * digits into constants: VGG-16's first layer, K = 27, took 96 registers
+ * with the table, 72 without, at fp16 on sm_90).
+ * Before the K loop the block writes, for each row k, its offset in x from
+ * the window's corner (ci H W + kh dh W + kw dw) and its tap (kh dh * 65536
+ * + kw dw) into shared memory, and each thread works out its window
+ * corner's offset xb once.  An element of row k is then its two table
+ * entries (one address for the whole warp, whose threads share kq when BN
+ * >= 32: a broadcast), the padding test on ih0 + kh dh and iw0 + kw dw, and
+ * the load at xb + its offset: no digits that carry from tile to tile (3 J
+ * registers a thread) and no branches.  A row past K has a tap 32767 rows
+ * down, which the test refuses. */
+enum { KTAB_MAX = 512 };
+static void ktab_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value *xv, const char *rv, int BN, int T,
+                      const char *dst, const char *bits, const char *tt, Buf *pre, int64_t Kp) {
+  int J = BK * BN / T, KS = T / BN;
+  int64_t KK = d->KH * d->KW, HW = d->H * d->W;
+  int krem = s->K % BK != 0, nrem = s->N % BN != 0;
+  int th = d->ph > 0 || krem, tw = d->pw > 0;   /* the test on ih (also the rows past K), on iw */
+  int tb = th || tw;   /* the table holds the taps too: two ints a row, one 64-bit load */
+  if (tb)
+    buf_printf(pre, "  %s __align__(8) int ktab[%lld];   /* row k: [2k] its offset in x from the window's corner, "
+                    "[2k + 1] its tap, kh dh * 65536 + kw dw */\n", D_SHARED, LL(2 * Kp));
+  else
+    buf_printf(pre, "  %s int ktab[%lld];   /* row k: its offset in x from the window's corner */\n", D_SHARED, LL(Kp));
+  buf_printf(pre, "  for (int k = tid; k < %lld; k += %d) {\n", LL(Kp), T);
+  char ci[64] = "k", kh[64] = "0", kw[64] = "0";
+  if (KK > 1) snprintf(ci, sizeof ci, "k / %lld", LL(KK));
+  if (d->KH > 1 && d->KW > 1) snprintf(kh, sizeof kh, "k / %lld %% %lld", LL(d->KW), LL(d->KH));
+  else if (d->KH > 1) snprintf(kh, sizeof kh, "k %% %lld", LL(d->KH));
+  if (d->KW > 1) snprintf(kw, sizeof kw, "k %% %lld", LL(d->KW));
+  buf_printf(pre, "    int ci = %s, kh = %s, kw = %s;\n", ci, kh, kw);
+  char khd[48], kwd[48];   /* the tap's rows and columns down and across the window */
+  snprintf(khd, sizeof khd, d->dh > 1 ? "kh * %d" : "kh", d->dh);
+  snprintf(kwd, sizeof kwd, d->dw > 1 ? "kw * %d" : "kw", d->dw);
+  const char *o = tb ? "2 * k" : "k";
+  if (krem) {
+    buf_printf(pre, "    ktab[%s] = k < %lld ? ci * %lld + %s * %lld + %s : 0;\n", o, LL(s->K), LL(HW), khd, LL(d->W), kwd);
+    buf_printf(pre, "    ktab[2 * k + 1] = k < %lld ? %s * 65536 + %s : 32767 * 65536;   /* past K: a tap no test lets in */\n",
+               LL(s->K), khd, kwd);
+  } else {
+    buf_printf(pre, "    ktab[%s] = ci * %lld + %s * %lld + %s;\n", o, LL(HW), khd, LL(d->W), kwd);
+    if (tb) buf_printf(pre, "    ktab[2 * k + 1] = %s * 65536 + %s;\n", khd, kwd);
+  }
+  buf_printf(pre, "  }\n  %s\n", D_BARRIER);
+  buf_printf(pre, "  int xb = (cb0 * %lld + ih0) * %lld + iw0;   /* the window's corner in x */\n", LL(d->H), LL(d->W));
+  NCC_ASSERT(pre->len < sizeof s->b_pre);
+  memcpy(s->b_pre, pre->s, pre->len + 1);
+  char c1[48], test[200] = "";
+  snprintf(c1, sizeof c1, "col < %lld", LL(s->N));
+  if (th && tw) snprintf(test, sizeof test, "if ((unsigned)(ih0 + (t >> 16)) < %lldu && (unsigned)(iw0 + (t & 65535)) < %lldu) ",
+                         LL(d->H), LL(d->W));
+  else if (th) snprintf(test, sizeof test, "if ((unsigned)(ih0 + (t >> 16)) < %lldu) ", LL(d->H));
+  else if (tw) snprintf(test, sizeof test, "if ((unsigned)(iw0 + (t & 65535)) < %lldu) ", LL(d->W));
+  Buf b = {0};
+  for (int mode = 0; mode < (tt ? 3 : 1); mode++) {
+    char kx[32];
+    char *to = b_mode(s, mode, kx, sizeof kx);
+    b.len = 0;
+    if (b.s) b.s[0] = 0;
+    buf_printf(&b, "    for (int j = 0; j < %d; j++) {\n", J);
+    if (mode == 0) buf_printf(&b, "      int kk = kq + j * %d, k = k0 + kk;\n", KS);
+    else if (!strcmp(kx, "0")) buf_printf(&b, "      int k = kq + j * %d;\n", KS);
+    else buf_printf(&b, "      int k = %s + kq + j * %d;\n", kx, KS);
+    buf_printf(&b, "      %s\n", bits ? bits : "float v = 0.0f;");
+    guard_open(&b, "      ", nrem ? c1 : NULL, NULL);
+    if (test[0])
+      buf_puts(&b, "        int e[2];   /* the row's offset and tap: one 64-bit load */\n"
+                   "        ncc_lds_i32x2(e, &ktab[2 * k]);\n"
+                   "        int o = e[0], t = e[1];\n");
+    char xe[200], ld[240];
+    snprintf(xe, sizeof xe, "%s[xb + %s]", x, test[0] ? "o" : "ktab[k]");
+    buf_printf(&b, "        %sv = %s;\n", test, bits ? xe : cg_ld(ld, sizeof ld, xv, xe));
+    buf_printf(&b, "      }\n      %s = %s;\n", mode ? "bq[j]" : dst, bits ? "v" : rv);
+    buf_puts(&b, "    }\n");
+    indent_into(to, sizeof s->b_tile, b.s, mode == 2 ? 2 : mode == 1 ? -2 : 0);
+  }
+  buf_free(&b);
+  if (tt) b_regs_put(s, tt, J, KS, dst);
+}
+
 static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value *xv, const char *cbase, const Node *pool, const char *rv,
                         int BN, int T, const char *dst, const char *bits, int tap, const char *tt) {
   int J = BK * BN / T, KS = T / BN;
@@ -1482,6 +1567,15 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Val
     tap_tile(s, d, x, xv, pool, rv, BN, T, dst, bits, tt);
     return;
   }
+  int krem = s->K % BK != 0, nrem = s->N % BN != 0;
+  int64_t HW = d->H * d->W, Kp = (s->K + BK - 1) / BK * BK;
+  if (!pool && KK > 1 && Kp > 4 * BK && Kp <= KTAB_MAX && (d->KH - 1) * d->dh < 32767 && (d->KW - 1) * d->dw < 65536 && d->H + d->ph < 32767 &&
+      d->Cin * HW < INT32_MAX / 2) {
+    /* the rows' offsets and taps from a table in shared memory, built once (ktab_tile) */
+    ktab_tile(s, d, x, xv, rv, BN, T, dst, bits, tt, &b, Kp);
+    buf_free(&b);
+    return;
+  }
   buf_printf(&b, "  int ci[%d];\n", J);
   if (hkh) buf_printf(&b, "  int kh[%d];\n", J);
   if (hkw) buf_printf(&b, "  int kw[%d];\n", J);
@@ -1499,7 +1593,6 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Val
 
   /* in the K loop: J elements, then the digits advance by BK.  mode 0: the tile, stored; 1, 2 (tt: the
    * tile's element type): the elements into registers bq (b_mode; --gemm-pipeline) */
-  int krem = s->K % BK != 0, nrem = s->N % BN != 0;
   char c1[48], c2[48];
   snprintf(c1, sizeof c1, "col < %lld", LL(s->N));
   snprintf(c2, sizeof c2, "k < %lld", LL(s->K));
@@ -1978,6 +2071,26 @@ static void digits(Buf *b, const char *var, int n, const char *const *name, cons
   }
 }
 
+/* A convolution gradient's index var as the digits (channel c, kh, kw) of
+ * radices (C, KH, KW), channel-major, or tap-major (kh, kw, c) where the
+ * GEMM orders it so (ir_dgrad_tap_k, ir_wgrad_tap_cols): declared into b
+ * as digits does, their expressions to e[0] (c), e[1] (kh), e[2] (kw) */
+static void tap_digits(Buf *b, const char *var, int taps, const char *c, int64_t C, int64_t KH, int64_t KW, char e[][32]) {
+  if (!taps) {
+    const char *nm[] = {c, "kh", "kw"};
+    const int64_t r[] = {C, KH, KW};
+    digits(b, var, 3, nm, r, e);
+    return;
+  }
+  const char *nm[] = {"kh", "kw", c};
+  const int64_t r[] = {KH, KW, C};
+  char t[3][32];
+  digits(b, var, 3, nm, r, t);
+  snprintf(e[0], 32, "%s", t[2]);
+  snprintf(e[1], 32, "%s", t[0]);
+  snprintf(e[2], 32, "%s", t[1]);
+}
+
 /* buf[sum of e[i] * k[i]], the zero terms left out */
 static void gather(Buf *b, const char *buf, int n, const char *const *e, const int64_t *k) {
   int t = 0;
@@ -2008,6 +2121,27 @@ typedef struct WgradDims {
   int sh, sw, ph, pw, dh, dw;
 } WgradDims;
 
+/* The start of a weight gradient's B tile in the K loop: a block opened
+ * (its comment `what`), the thread's k (k0 + kt), an output pixel, decoded
+ * into its window's corner (ih0, iw0) and the corner's offset in x, xb
+ * (plus `plus`, or "") */
+static void wgrad_corner(Buf *b, const WgradDims *d, const char *what, const char *plus) {
+  int64_t HW = d->H * d->W, OHW = d->OH * d->OW;
+  buf_printf(b, "    {   /* %s */\n      int k = k0 + kt;\n", what);
+  const char *pix = "k";
+  if (d->Nb > 1) {
+    buf_printf(b, "      int img = k / %lld, pix = k %% %lld;\n", LL(OHW), LL(OHW));
+    pix = "pix";
+  }
+  char ih0[96], iw0[96];
+  if (d->OW > 1) buf_printf(b, "      int oh = %s / %lld, ow = %s %% %lld;\n", pix, LL(d->OW), pix, LL(d->OW));
+  cg_window_index(ih0, sizeof ih0, d->OW > 1 ? "oh" : pix, d->sh, d->ph, NULL, 1);
+  cg_window_index(iw0, sizeof iw0, d->OW > 1 ? "ow" : "0", d->sw, d->pw, NULL, 1);
+  buf_printf(b, "      int ih0 = %s, iw0 = %s;\n", ih0, iw0);
+  if (d->Nb > 1) buf_printf(b, "      int xb = img * %lld + ih0 * %lld + iw0%s;\n", LL(d->C * HW), LL(d->W), plus);
+  else buf_printf(b, "      int xb = ih0 * %lld + iw0%s;\n", LL(d->W), plus);
+}
+
 /* The tile where the columns are tap-major (ir_wgrad_tap_cols): every
  * column of the block's tile is one tap's channel, n = tap Cg + ci.  Before
  * the K loop a thread works out its first column's offset in x (its channel
@@ -2019,7 +2153,7 @@ static void wgrad_tile_taps(GemmSpec *s, const WgradDims *d, const char *x, int 
                             const char *rv) {
   int P = BK * BN / T, CS = T / BK, KK = (int)(d->KH * d->KW);
   NCC_ASSERT(BK * BN % T == 0 && T % BK == 0 && d->Cg % BN == 0 && s->N % BN == 0);
-  int64_t HW = d->H * d->W, OHW = d->OH * d->OW;
+  int64_t HW = d->H * d->W;
   int test = d->ph > 0 || d->pw > 0, krem = s->K % BK != 0;
   Buf b = {0};
   buf_printf(&b, "  int kt = tid %% %d;   /* this thread's k in each K tile (kk of the tile); its columns n0 + tid / %d + %d p: "
@@ -2046,19 +2180,8 @@ static void wgrad_tile_taps(GemmSpec *s, const WgradDims *d, const char *x, int 
   memcpy(s->b_pre, b.s, b.len + 1);
   b.len = 0;
   b.s[0] = 0;
-  buf_puts(&b, "    {   /* the thread's k: an output pixel, its window corner in x, its padding test */\n      int k = k0 + kt;\n");
-  const char *pix = "k";
-  if (d->Nb > 1) {
-    buf_printf(&b, "      int img = k / %lld, pix = k %% %lld;\n", LL(OHW), LL(OHW));
-    pix = "pix";
-  }
-  char ih0[96], iw0[96], cond[300] = "";
-  if (d->OW > 1) buf_printf(&b, "      int oh = %s / %lld, ow = %s %% %lld;\n", pix, LL(d->OW), pix, LL(d->OW));
-  cg_window_index(ih0, sizeof ih0, d->OW > 1 ? "oh" : pix, d->sh, d->ph, NULL, 1);
-  cg_window_index(iw0, sizeof iw0, d->OW > 1 ? "ow" : "0", d->sw, d->pw, NULL, 1);
-  buf_printf(&b, "      int ih0 = %s, iw0 = %s;\n", ih0, iw0);
-  if (d->Nb > 1) buf_printf(&b, "      int xb = img * %lld + ih0 * %lld + iw0 + xo;\n", LL(d->C * HW), LL(d->W));
-  else buf_printf(&b, "      int xb = ih0 * %lld + iw0 + xo;\n", LL(d->W));
+  wgrad_corner(&b, d, "the thread's k: an output pixel, its window corner in x, its padding test", " + xo");
+  char cond[300] = "";
   size_t l = 0;
   if (krem) l += (size_t)snprintf(cond + l, sizeof cond - l, "k < %lld", LL(s->K));
   if (test)
@@ -2086,7 +2209,7 @@ static void wgrad_tile(GemmSpec *s, const WgradDims *d, const char *x, int BN, i
   /* the tap's offsets fit xt's halves, and the past-N tap (32767 rows down) falls outside every window */
   NCC_ASSERT(BK * BN % T == 0 && T % BK == 0 && (d->KH - 1) * d->dh < 32767 && (d->KW - 1) * d->dw < 65536 &&
              d->H + d->ph < 32767);
-  int64_t HW = d->H * d->W, OHW = d->OH * d->OW;
+  int64_t HW = d->H * d->W;
   int test = d->ph > 0 || d->pw > 0 || s->N % BN != 0, krem = s->K % BK != 0;
   char e[64], t1[64], t2[64];
   Buf b = {0};
@@ -2129,19 +2252,7 @@ static void wgrad_tile(GemmSpec *s, const WgradDims *d, const char *x, int BN, i
   b.len = 0;
   b.s[0] = 0;
   {
-    buf_puts(&b, "    {   /* the thread's k: an output pixel, its window corner in x */\n      int k = k0 + kt;\n");
-    const char *pix = "k";
-    if (d->Nb > 1) {
-      buf_printf(&b, "      int img = k / %lld, pix = k %% %lld;\n", LL(OHW), LL(OHW));
-      pix = "pix";
-    }
-    char ih0[96], iw0[96];
-    if (d->OW > 1) buf_printf(&b, "      int oh = %s / %lld, ow = %s %% %lld;\n", pix, LL(d->OW), pix, LL(d->OW));
-    cg_window_index(ih0, sizeof ih0, d->OW > 1 ? "oh" : pix, d->sh, d->ph, NULL, 1);
-    cg_window_index(iw0, sizeof iw0, d->OW > 1 ? "ow" : "0", d->sw, d->pw, NULL, 1);
-    buf_printf(&b, "      int ih0 = %s, iw0 = %s;\n", ih0, iw0);
-    if (d->Nb > 1) buf_printf(&b, "      int xb = img * %lld + ih0 * %lld + iw0;\n", LL(d->C * HW), LL(d->W));
-    else buf_printf(&b, "      int xb = ih0 * %lld + iw0;\n", LL(d->W));
+    wgrad_corner(&b, d, "the thread's k: an output pixel, its window corner in x", "");
     buf_printf(&b, "      for (int p = 0; p < %d; p++) {\n", P);
     buf_printf(&b, "        int rr = tid / %d + p * %d, kk = kt;\n", BK, CS);
     buf_puts(&b, "        float v = 0.0f;\n");
@@ -2281,7 +2392,6 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
     const Shape *dys = &n->in[0]->shape;
     int64_t O = dys->d[1], OH = dys->d[2], OW = dys->d[3], Og = O / a->groups;
     int sh = a->stride[0], sw = a->stride[1], ph = a->pad[0], pw = a->pad[1], dh = a->dilation[0], dw = a->dilation[1];
-    const char *kn[] = {"co", "kh", "kw"};
     char ke[3][32], ne[3][32], x0[160], x1[160], cond[600];
     if (n->op == OP_CONV2D_BWD_DATA) {
       /* dx[img, z Cg + m, h, w] = sum over k = (co, kh, kw) of weight[z Og + co, m, kh, kw]
@@ -2290,7 +2400,7 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
       int64_t C = xs->d[1], H = xs->d[2], W = xs->d[3], Cg = s.M;
       const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *w = kp_value(c, &p, n->in[1], 0, "weight");
       const char *nn[] = {"img", "h", "w"};
-      const int64_t kr[] = {Og, KH, KW}, nr[] = {xs->d[0], H, W};
+      const int64_t nr[] = {xs->d[0], H, W};
       s.a_kcontig = 1, s.b_kcontig = 0;
       /* A: weight[z Og + co, m, t], t = kh KW + kw: k = co KH KW + t, or tap-major (ir_dgrad_tap_k) t Og + co */
       int taps = ir_dgrad_tap_k(n);
@@ -2313,17 +2423,7 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
         buf_puts(&la, "v = "), gather(&la, w, 4, e, k), buf_puts(&la, ";");
       }
       /* B: dy at (th, tw) = (h + ph - kh dh, w + pw - kw dw) / stride, where that divides and lands inside */
-      if (taps) {
-        const char *tn[] = {"kh", "kw", "co"};
-        const int64_t tr[] = {KH, KW, Og};
-        char tt[3][32];
-        digits(&lb, "k", 3, tn, tr, tt);
-        snprintf(ke[0], sizeof ke[0], "%s", tt[2]);
-        snprintf(ke[1], sizeof ke[1], "%s", tt[0]);
-        snprintf(ke[2], sizeof ke[2], "%s", tt[1]);
-      } else {
-        digits(&lb, "k", 3, kn, kr, ke);
-      }
+      tap_digits(&lb, "k", taps, "co", Og, KH, KW, ke);
       digits(&lb, "n", 3, nn, nr, ne);
       window_sum(x0, sizeof x0, ne[1], 1, ph, ke[1], -dh);
       window_sum(x1, sizeof x1, ne[2], 1, pw, ke[2], -dw);
@@ -2366,8 +2466,8 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
       const Shape *xs = &n->in[1]->shape;
       int64_t C = xs->d[1], H = xs->d[2], W = xs->d[3], Cg = C / a->groups;
       const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *x = kp_value(c, &p, n->in[1], 0, "x");
-      const char *qn[] = {"img", "oh", "ow"}, *cn[] = {"ci", "kh", "kw"};
-      const int64_t qr[] = {dys->d[0], OH, OW}, cr[] = {Cg, KH, KW};
+      const char *qn[] = {"img", "oh", "ow"};
+      const int64_t qr[] = {dys->d[0], OH, OW};
       s.a_kcontig = 1, s.b_kcontig = 1;   /* consecutive k: consecutive output pixels of one image */
       /* A: dy[img, z Og + m, p], k = img OH OW + p */
       {
@@ -2386,17 +2486,7 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
        * kw), or (kh, kw, ci) where the columns are tap-major (ir_wgrad_tap_cols) */
       int taps = ir_wgrad_tap_cols(n);
       digits(&lb, "k", 3, qn, qr, ke);
-      if (taps) {
-        const char *tn[] = {"kh", "kw", "ci"};
-        const int64_t tr[] = {KH, KW, Cg};
-        char te[3][32];
-        digits(&lb, "n", 3, tn, tr, te);
-        snprintf(ne[0], sizeof ne[0], "%s", te[2]);
-        snprintf(ne[1], sizeof ne[1], "%s", te[0]);
-        snprintf(ne[2], sizeof ne[2], "%s", te[1]);
-      } else {
-        digits(&lb, "n", 3, cn, cr, ne);
-      }
+      tap_digits(&lb, "n", taps, "ci", Cg, KH, KW, ne);
       window_sum(x0, sizeof x0, ke[1], sh, -ph, ne[1], dh);
       window_sum(x1, sizeof x1, ke[2], sw, -pw, ne[2], dw);
       buf_printf(&lb, "int ih = %s, iw = %s; ", x0, x1);

@@ -223,6 +223,8 @@ static __device__ __forceinline__ float ncc_bf16(float x) {
  * registers, s[0] in the low half of d[0]: one 64-bit load, two FP16 (BF16)
  * MMA operands; ncc_lds_u32x4(d, s): eight (s aligned to 16) as four, one
  * 128-bit load (LDS.128), a lane's whole A fragment or two B fragments.
+ * ncc_lds_i32x2(d, s): the ints s[0..1] (aligned to 8), one 64-bit load (an
+ * im2col table's row: its offset and its tap).
  * ncc_fp16_bits(x), ncc_bf16_bits(x): the 16 bits of
  * ncc_fp16(x) (ncc_bf16(x)), what the half-width tiles hold, and what a
  * value stored half-width between kernels holds (Value.narrow, the storage
@@ -260,6 +262,10 @@ static __inline__ void ncc_lds2(float *d, const float *s) {
 static __inline__ void ncc_lds_u32x2(unsigned *d, const unsigned short *s) {
   NCC_EMU_VEC_ALIGNED(s, 8);
   memcpy(d, s, 8);   /* little-endian: s[0] in the low half of d[0], as on the GPU */
+}
+static __inline__ void ncc_lds_i32x2(int *d, const int *s) {
+  NCC_EMU_VEC_ALIGNED(s, 8);
+  memcpy(d, s, 8);
 }
 static __inline__ void ncc_lds_u32x4(unsigned *d, const unsigned short *s) {
   NCC_EMU_VEC_ALIGNED(s, 16);
@@ -307,6 +313,10 @@ static __device__ __forceinline__ void ncc_lds2(float *d, const float *s) {
 static __device__ __forceinline__ unsigned ncc_lds_s8x4(const signed char *s) { return *(const unsigned *)s; }
 static __device__ __forceinline__ void ncc_lds_u32x2(unsigned *d, const unsigned short *s) {
   uint2 v = *(const uint2 *)s;
+  d[0] = v.x, d[1] = v.y;
+}
+static __device__ __forceinline__ void ncc_lds_i32x2(int *d, const int *s) {
+  int2 v = *(const int2 *)s;
   d[0] = v.x, d[1] = v.y;
 }
 static __device__ __forceinline__ void ncc_lds_u32x4(unsigned *d, const unsigned short *s) {
