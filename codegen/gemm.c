@@ -1461,8 +1461,11 @@ static void tap_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value 
  * the window's corner (ci H W + kh dh W + kw dw) and its tap (kh dh * 65536
  * + kw dw) into shared memory, and each thread works out its window
  * corner's offset xb once.  An element of row k is then its two table
- * entries (one address for the whole warp, whose threads share kq when BN
- * >= 32: a broadcast), the padding test on ih0 + kh dh and iw0 + kw dw, and
+ * entries, side by side: one 64-bit load (ncc_lds_i32x2; one address for
+ * the whole warp, whose threads share kq when BN >= 32: a broadcast; two
+ * 32-bit loads a row put 2.5 shared loads a MMA in ResNet-18's stem at
+ * fp16, past the two of sass.tensor_cores), the padding test on ih0 + kh
+ * dh and iw0 + kw dw, and
  * the load at xb + its offset: no digits that carry from tile to tile (3 J
  * registers a thread) and no branches.  A row past K has a tap 32767 rows
  * down, which the test refuses. */
@@ -1569,8 +1572,8 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Val
   }
   int krem = s->K % BK != 0, nrem = s->N % BN != 0;
   int64_t HW = d->H * d->W, Kp = (s->K + BK - 1) / BK * BK;
-  if (!pool && KK > 1 && Kp > 4 * BK && Kp <= KTAB_MAX && (d->KH - 1) * d->dh < 32767 && (d->KW - 1) * d->dw < 65536 && d->H + d->ph < 32767 &&
-      d->Cin * HW < INT32_MAX / 2) {
+  if (!pool && KK > 1 && Kp > 4 * BK && Kp <= KTAB_MAX && (d->KH - 1) * d->dh < 32767 && (d->KW - 1) * d->dw < 65536 &&
+      d->H + d->ph < 32767 && d->Cin * HW < INT32_MAX / 2) {
     /* the rows' offsets and taps from a table in shared memory, built once (ktab_tile) */
     ktab_tile(s, d, x, xv, rv, BN, T, dst, bits, tt, &b, Kp);
     buf_free(&b);
@@ -2277,10 +2280,11 @@ static void wgrad_tile(GemmSpec *s, const WgradDims *d, const char *x, int BN, i
  * tap (kh, kw) of k on input pixel n) where K is tap-major
  * (ir_dgrad_tap_k: k = tap Og + co, each K tile one tap's channels).  A
  * thread loads along n as load_tile does: its column n0 + tid % BN is the
- * same in every K tile, its P k's P (tid / BN) + p, consecutive (at fp16 and
- * bf16 a pair of them is one word of the tile: one store).  Before the K loop it
- * works out its pixel's (h + ph, w + pw) and its offset in dy (image, group,
- * first channel); a column past N gets a row no tap reaches.  Each K tile
+ * same in every K tile, its P k's P (tid / BN) + p, consecutive (at fp16
+ * and bf16 a pair of them is one word of the tile: one store).  Before the
+ * K loop it works out its pixel's (h + ph, w + pw) and its offset in dy
+ * (image, group, first channel); a column past N gets a row no tap
+ * reaches.  Each K tile
  * takes the tap from k0, finds the output under it (stride 1: the row and
  * column; else their divisibility too) and tests it once; an element is
  * then its load, p channel planes on, and its store. */

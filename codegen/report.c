@@ -6,8 +6,8 @@
  * CUDA-core tiled GEMM, "[per-window]" where a max pooling's gradient runs a
  * thread a window (ir_pool_tiles), "[per-band]" where it runs a block a band
  * of rows (ir_pool_band_rows), "taps" where a convolution's gradient takes
- * one tap a tile (ir_wgrad_tap_cols, ir_dgrad_tap_k), and "split-K S" where its K is cut into S ranges
- * (ir_gemm_split_k: a second kernel adds them, a second launch in the
+ * one tap a tile (ir_wgrad_tap_cols, ir_dgrad_tap_k), and "split-K S" where
+ * its K is cut into S ranges (ir_gemm_split_k: a second kernel adds them, a second launch in the
  * total; a split reduction's ranges too, ir_reduce_split; a comment line
  * before the table explains the marks present: marks_legend), the
  * layer, the shape it stores, the parameters it reads, FLOPs, bytes moved,
@@ -224,7 +224,8 @@ static const char *kernel_marks(const Node *n, int cublas, char *buf, size_t len
 /* A comment line before the table naming the marks its rows carry (those
  * present only; none: no line) */
 static void marks_legend(FILE *f, const GroupList *gl, int cublas) {
-  static const struct { const char *form, *says; } marks[] = {   /* form NULL: split-K; "taps": ir_wgrad_tap_cols, ir_dgrad_tap_k */
+  /* form NULL: split-K; "taps": ir_wgrad_tap_cols or ir_dgrad_tap_k */
+  static const struct { const char *form, *says; } marks[] = {
       {"mma", "[mma BMxBN] tensor cores, a BM x BN tile"},
       {"gemv", "[gemv] the GEMV kernel (few rows)"},
       {"direct", "[direct] the direct convolution (few output channels a group)"},

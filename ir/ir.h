@@ -735,10 +735,10 @@ int ir_tile_minb(const Node *n, const IrTile *t);
 /* A convolution's weight gradient with its columns tap-major: the GEMM's
  * column n is (tap, ci) = (n / Cg, n % Cg), not (ci, tap), where the tile's
  * BN columns divide the group's Cg input channels, so that every tile's
- * columns are one tap's channels.  Its B tile (codegen/gemm.c, wgrad_tile)
- * then works out a window's padding test once a K tile for all of a
- * thread's columns, and they lie a constant stride apart in x (a channel's
- * plane): no per-column registers, the offsets immediates.  Returns BN
+ * columns are one tap's channels.  Its B tile (codegen/gemm.c,
+ * wgrad_tile_taps) then makes a window's padding test once a K tile for all
+ * of a thread's columns, which lie a constant stride apart in x (a
+ * channel's plane): no per-column registers, the offsets immediates.  Returns BN
  * (the tensor-core tile's, else the CUDA-core tile's: 64, 32 or 16 by N),
  * or 0 where the columns stay (ci, tap) */
 int ir_wgrad_tap_cols(const Node *n);
@@ -746,11 +746,11 @@ int ir_wgrad_tap_cols(const Node *n);
  * tap-major: k is (tap, co) = (k / Og, k % Og), not (co, tap), where the
  * kernel has more than one tap and the group's Og output channels are a
  * multiple of the K tile (16), so that every K tile is one tap's channels.
- * (A 1x1 one's gather is as short already: its main loop took 5
- * instructions more so, ResNet-18's strided 1x1 at fp16, sm_90.)  Its B tile (codegen/gemm.c,
- * dgrad_tile_taps) then finds a thread's element of dy (the stride's
- * divisibility, the bounds) once a K tile for all of its k, which lie a
- * constant stride apart (a channel's plane of dy) */
+ * Its B tile (codegen/gemm.c, dgrad_tile_taps) then finds a thread's
+ * element of dy (the stride's divisibility, the bounds) once a K tile for
+ * all of its k, which lie a constant stride apart (a channel's plane of
+ * dy).  A 1x1 one's gather is as short already: so its main loop took 5
+ * instructions more (ResNet-18's strided 1x1 at fp16, sm_90). */
 int ir_dgrad_tap_k(const Node *n);
 /* The pipelined tiles' shared memory (codegen/gemm.c, async_tile): a row of a
  * staged tile is 16 k of 16 bits or int8 padded to 48 bytes (tf32: 16
