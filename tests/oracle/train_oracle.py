@@ -972,9 +972,9 @@ DGRAD_CONVS = {
 # (ir_wgrad_tap_cols: the tile's BN columns divide the input channels of a
 # group, BN 64 by default, fp32's CUDA-core tile too): each tile one tap's
 # channels, the padding tested once a K tile.  Data gradients with a
-# tap-major K (ir_dgrad_tap_k: 16 or more output channels a group, a
-# multiple of 16; at tf32/fp16/bf16 a stride-1, ungrouped one is a conv2d
-# instead): each K tile one tap's channels, the element of dy under it
+# tap-major K (ir_dgrad_tap_k: more than one tap, and output channels a
+# group a multiple of 16; at tf32/fp16/bf16 a stride-1, ungrouped one is a
+# conv2d instead): each K tile one tap's channels, the element of dy under it
 # found once a tile.  With the padding test and a partial last K tile (K =
 # 72); grouped (z), strided and dilated; a kernel of one column without
 # padding (no test); a strided 1x1; each with the report's [taps] rows at
