@@ -115,6 +115,15 @@ static int vec32_ok(const Value *v, int64_t rowlen) {
   return !v->narrow && v->dtype == DT_F32 && rowlen % 4 == 0;
 }
 
+/* b's text into dst (n bytes: a GemmSpec's b_pre, b_tile ...), and b
+ * emptied for the next statements */
+static void buf_take(Buf *b, char *dst, size_t n) {
+  NCC_ASSERT(b->len < n);
+  memcpy(dst, b->s, b->len + 1);
+  b->len = 0;
+  b->s[0] = 0;
+}
+
 /* "if (c1 && c2) {" with the conditions given (NULL: none), or "{" */
 static void guard_open(Buf *b, const char *ind, const char *c1, const char *c2) {
   if (c1 || c2) buf_printf(b, "%sif (%s%s%s) {\n", ind, c1 ? c1 : "", c1 && c2 ? " && " : "", c2 ? c2 : "");
@@ -1503,8 +1512,7 @@ static void ktab_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value
   }
   buf_printf(pre, "  }\n  %s\n", D_BARRIER);
   buf_printf(pre, "  int xb = (cb0 * %lld + ih0) * %lld + iw0;   /* the window's corner in x */\n", LL(d->H), LL(d->W));
-  NCC_ASSERT(pre->len < sizeof s->b_pre);
-  memcpy(s->b_pre, pre->s, pre->len + 1);
+  buf_take(pre, s->b_pre, sizeof s->b_pre);
   char c1[48], test[200] = "";
   snprintf(c1, sizeof c1, "col < %lld", LL(s->N));
   if (th && tw) snprintf(test, sizeof test, "if ((unsigned)(ih0 + (t >> 16)) < %lldu && (unsigned)(iw0 + (t & 65535)) < %lldu) ",
@@ -1564,8 +1572,7 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Val
   buf_printf(&b, "  int pix = %s, oh = pix / %lld, ow = pix %% %lld;\n", pix, LL(d->OW), LL(d->OW));
   buf_printf(&b, "  int ih0 = %s, iw0 = %s, cb0 = %s;\n", ih0, iw0, cb0);
   if (tap) {   /* no digits: each K tile works out its tap */
-    NCC_ASSERT(b.len < sizeof s->b_pre);
-    memcpy(s->b_pre, b.s, b.len + 1);
+    buf_take(&b, s->b_pre, sizeof s->b_pre);
     buf_free(&b);
     tap_tile(s, d, x, xv, pool, rv, BN, T, dst, bits, tt);
     return;
@@ -1589,10 +1596,7 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Val
   else if (hkh) buf_printf(&b, "    kh[j] = k %% %lld;\n", LL(d->KH));
   if (hkw) buf_printf(&b, "    kw[j] = k %% %lld;\n", LL(d->KW));
   buf_puts(&b, "  }\n");
-  NCC_ASSERT(b.len < sizeof s->b_pre);
-  memcpy(s->b_pre, b.s, b.len + 1);
-  b.len = 0;
-  b.s[0] = 0;
+  buf_take(&b, s->b_pre, sizeof s->b_pre);
 
   /* in the K loop: J elements, then the digits advance by BK.  mode 0: the tile, stored; 1, 2 (tt: the
    * tile's element type): the elements into registers bq (b_mode; --gemm-pipeline) */
@@ -2179,10 +2183,7 @@ static void wgrad_tile_taps(GemmSpec *s, const WgradDims *d, const char *x, int 
   buf_puts(&b, ";\n");
   if (test) buf_printf(&b, "    xth = %s, xtw = %s;\n", t1, t2);
   buf_puts(&b, "  }\n");
-  NCC_ASSERT(b.len < sizeof s->b_pre);
-  memcpy(s->b_pre, b.s, b.len + 1);
-  b.len = 0;
-  b.s[0] = 0;
+  buf_take(&b, s->b_pre, sizeof s->b_pre);
   wgrad_corner(&b, d, "the thread's k: an output pixel, its window corner in x, its padding test", " + xo");
   char cond[300] = "";
   size_t l = 0;
@@ -2196,8 +2197,7 @@ static void wgrad_tile_taps(GemmSpec *s, const WgradDims *d, const char *x, int 
   buf_puts(&b, "        float v = 0.0f;\n");
   buf_printf(&b, "        %sv = %s[xb + p * %lld];\n", cond[0] ? "if (in) " : "", x, LL(CS * HW));
   buf_printf(&b, "        %s = %s;\n      }\n    }\n", dst, rv);
-  NCC_ASSERT(b.len < sizeof s->b_tile);
-  memcpy(s->b_tile, b.s, b.len + 1);
+  buf_take(&b, s->b_tile, sizeof s->b_tile);
   buf_free(&b);
 }
 
@@ -2249,11 +2249,8 @@ static void wgrad_tile(GemmSpec *s, const WgradDims *d, const char *x, int BN, i
     else buf_printf(&b, "    xt[p] = %s;\n", tap);
   }
   buf_puts(&b, "  }\n");
-  NCC_ASSERT(b.len < sizeof s->b_pre);
-  memcpy(s->b_pre, b.s, b.len + 1);
+  buf_take(&b, s->b_pre, sizeof s->b_pre);
   /* in the K loop: the thread's k, its window corner, then its P elements */
-  b.len = 0;
-  b.s[0] = 0;
   {
     wgrad_corner(&b, d, "the thread's k: an output pixel, its window corner in x", "");
     buf_printf(&b, "      for (int p = 0; p < %d; p++) {\n", P);
@@ -2271,8 +2268,7 @@ static void wgrad_tile(GemmSpec *s, const WgradDims *d, const char *x, int BN, i
     else buf_printf(&b, "        v = %s[xb + xo[p]];\n", x);
     buf_printf(&b, "        %s = %s;\n      }\n    }\n", dst, rv);
   }
-  NCC_ASSERT(b.len < sizeof s->b_tile);
-  memcpy(s->b_tile, b.s, b.len + 1);
+  buf_take(&b, s->b_tile, sizeof s->b_tile);
   buf_free(&b);
 }
 
@@ -2314,10 +2310,7 @@ static void dgrad_tile_taps(GemmSpec *s, const DgradDims *d, const char *dy, int
   buf_printf(&b, "    dth = pix / %lld%s, dtw = pix %% %lld%s;\n", LL(d->W), ph, LL(d->W), pw);
   if (s->N % BN) buf_printf(&b, "    if (n >= %lld) dth = -1048576;   /* past N: a row no tap reaches */\n", LL(s->N));
   buf_puts(&b, "  }\n");
-  NCC_ASSERT(b.len < sizeof s->b_pre);
-  memcpy(s->b_pre, b.s, b.len + 1);
-  b.len = 0;
-  b.s[0] = 0;
+  buf_take(&b, s->b_pre, sizeof s->b_pre);
   buf_puts(&b, "    {   /* this K tile's tap; the column's element of dy under it, tested once */\n");
   if (KK > 1) buf_printf(&b, "      int tap = k0 / %lld, co0 = k0 %% %lld;\n", LL(d->Og), LL(d->Og));
   else buf_puts(&b, "      int co0 = k0;\n");
@@ -2354,8 +2347,7 @@ static void dgrad_tile_taps(GemmSpec *s, const DgradDims *d, const char *dy, int
     buf_printf(&b, "        if (in) v = %s[yo + p * %lld];\n", dy, LL(OHW));
     buf_printf(&b, "        %s = %s;\n      }\n    }\n", dst, rv);
   }
-  NCC_ASSERT(b.len < sizeof s->b_tile);
-  memcpy(s->b_tile, b.s, b.len + 1);
+  buf_take(&b, s->b_tile, sizeof s->b_tile);
   buf_free(&b);
 }
 
