@@ -8,7 +8,9 @@ For each kernel, each store into a shared tile (`ncc_sts32(&As[...], w)`,
 `Bs[...] = v`; not cp.async, whose copies the hardware schedules) is evaluated
 for the 32 lanes of warp 0 of block 0 (m0 = n0 = k0 = 0, the first stage), for
 every value of the loops around it inside the kernel, from the declarations
-the source makes on its way there: each combination is one store instruction
+the source makes on its way there (a 2-D block's threadIdx.x and .y from its
+`tid = ty * BX + tx`; an index chain such as [kk][rr] flattened by the
+array's extents, a stage [st] 0): each combination is one store instruction
 of the warp (a request).  A request's wavefronts are, per phase of lanes (all
 32 for a store of 4 bytes or less, 16 for 8 bytes, 8 for 16), the most
 distinct 32-bit words any one of the 32 banks holds, summed over phases: 1 a
@@ -87,20 +89,29 @@ def ev(e, env):
 
 
 def shared_arrays(klines):
-    """{name: element bytes} of the kernel's __shared__ arrays"""
+    """{name: (element bytes, its extents)} of the kernel's __shared__ arrays"""
     arr = {}
     for ln in klines:
-        m = re.match(r"\s*__shared__ (?:__align__\(\d+\) )?([\w ]+?) (\w+)(\[[^;]*);", ln)
+        m = re.match(r"\s*__shared__ (?:__align__\(\d+\) )?([\w ]+?) (\w+)((?:\[\d+\])+)", ln)
         if m:
-            arr[m.group(2)] = ELEM.get(m.group(1).strip(), 4)
+            arr[m.group(2)] = (ELEM.get(m.group(1).strip(), 4), [int(x) for x in re.findall(r"\d+", m.group(3))])
     return arr
 
 
 STORE = re.compile(r"^\s*(?:ncc_sts(32|64)\(&(\w+)((?:\[[^\]]*\])+),|(\w+)((?:\[[^\]]*\])+) = )")
 
 
-def last_index(brackets):
-    """the last [...] of a chain such as [st][expr] (a stage's offset is the same for every lane)"""
+def flat_index(brackets, dims):
+    """the element offset of a chain such as [kk][rr] in an array of extents dims, as one expression"""
+    parts = indices(brackets)
+    e = "(%s)" % parts[0]
+    for p, d in zip(parts[1:], dims[1:]):
+        e = "(%s) * %d + (%s)" % (e, d, p)
+    return e
+
+
+def indices(brackets):
+    """the [...] of a chain such as [st][expr], in order"""
     parts, depth, cur = [], 0, ""
     for ch in brackets:
         if ch == "[":
@@ -117,7 +128,7 @@ def last_index(brackets):
                 cur += ch
         else:
             cur += ch
-    return parts[-1]
+    return parts
 
 
 def context(klines, i):
@@ -191,8 +202,13 @@ def site_requests(klines, i, idx_expr):
             active = True
             for kind, s in ctx:
                 if kind == "decl":
+                    bx = re.search(r"tid = ty \* (\d+) \+ tx", s)   # a 2-D block: tid = ty * BX + tx
                     for name, e in decls(s):
-                        if "threadIdx" in e:
+                        if "threadIdx.x" in e and bx:
+                            v = lane % int(bx.group(1))
+                        elif "threadIdx.y" in e and bx:
+                            v = lane // int(bx.group(1))
+                        elif "threadIdx" in e:
                             v = lane
                         elif "blockIdx" in e:
                             v = 0
@@ -285,15 +301,16 @@ def main(argv):
             var = m.group(2) or m.group(4)
             if var not in arr or (only and var != only):
                 continue
-            idx = last_index(m.group(3) or m.group(5))
-            width = int(m.group(1)) // 8 if m.group(1) else arr[var]
+            elem, dims = arr[var]
+            idx = flat_index(m.group(3) or m.group(5), dims)
+            width = int(m.group(1)) // 8 if m.group(1) else elem
             reqs = site_requests(kl, i, idx)
             sites += 1
             if reqs is None:
                 print("%-44s %6d %-3s %5d %8s" % (name[-44:], first + i, var, width, "unresolved"))
                 continue
             resolved += 1
-            wf = [wavefronts(r, arr[var], width) for r in reqs]
+            wf = [wavefronts(r, elem, width) for r in reqs]
             mean = sum(w for w, _ in wf) / len(wf)
             worst = max(w / l for w, l in wf)
             least = sum(l for _, l in wf) / len(wf)
