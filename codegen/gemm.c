@@ -60,8 +60,12 @@ typedef struct GemmSpec {
   char b_put[1024];    /* statements that store the registers into Bs (as b_tile would) */
   int b_pad;           /* b_tile stores into a tile of padded slices (mma_dst's pad): a convolution's gathered
                           tile, whose columns (not its k) vary along a warp, so that unpadded its 2-byte
-                          stores would meet 8 to a bank, padded 2; int8's byte stores 4, padded 1 (only
-                          where a lane's slot is 16 bytes: NJ >= 4) */
+                          stores would meet 8 to a bank, padded 2, and 1 where a warp holds 16 columns at
+                          two rows (im2col_tile's b_warp16); int8's byte stores 4, padded 1 (only where a
+                          lane's slot is 16 bytes: NJ >= 4) */
+  int b_kfast;        /* b_tile's threads take consecutive k (kk = tid % BK), several columns each: the weight
+                          gradients' tiles (wgrad_tile), stored into the CUDA-core kernel's Bs as load_tile
+                          stores a k-contiguous operand (tiled: the rows' padding) */
   int rolled;          /* the K loop kept a loop (NCC_ROLLED) where its trip count is constant: a 256-thread
                           weight gradient's tap-major tile (wgrad_tile_taps), whose few K tiles ptxas would
                           unroll whole, hoist their loads and spill (ResNet-18 at tf32, sm_80: 144 bytes) */
@@ -252,7 +256,12 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   if (!grid_fits(c, gr, s, BM)) return -1;
   NCC_ASSERT(gr->main->prec != PREC_INT8);   /* int8's tiled GEMMs are tensor-core ones (ir_gemm_mma) */
   Buf b = {0};
-  buf_printf(&b, "  %s float As[%d][%d];\n  %s float Bs[%d][%d];\n", D_SHARED, BK, BM + 1, D_SHARED, BK, BN + 1);
+  /* The rows' padding, for the stores (the FMA loop's loads are at one kk a warp: a broadcast and 16
+   * consecutive words).  A warp of a k-contiguous operand stores 16 k of two rows: with rows of
+   * BM + 2 words (2 mod 4) they meet 32 banks; of BM + 1, 2 to a bank.  One stored a row at a time
+   * stores 32 consecutive columns of one k, or 16 of two k, which rows of BM words keep in 32 banks. */
+  int pa = s->a_kcontig ? 2 : 0, pb = (s->b_tile[0] ? s->b_kfast : s->b_kcontig) ? 2 : 0;
+  buf_printf(&b, "  %s float As[%d][%d];\n  %s float Bs[%d][%d];\n", D_SHARED, BK, BM + pa, D_SHARED, BK, BN + pb);
   buf_printf(&b, "  int tx = %s, ty = %s, tid = ty * 16 + tx;\n", D_TID_X, D_TID_Y);
   buf_printf(&b, "  int m0 = %s * %d, n0 = %s * %d;\n", D_BID_Y, BM, D_BID_X, BN);
   z_and_range(&b, s);
@@ -345,7 +354,8 @@ static const char *mma_type(const Node *n) {
  * columns of one k at a time), slot lane + lane / 8: a slot of padding
  * after each 8, 36 a slice.  A phase of a 128-bit load (8 lanes) still
  * reads 128 consecutive bytes, and such a store then writes 16 banks, not 4
- * (2-way conflicts, not 8-way).
+ * (2-way conflicts, not 8-way); 32 where a warp stores 16 columns at two
+ * rows (im2col_tile's b_warp16).
  * m16n8k8 (tf32): t = kk % 4; A: slice (kk / 8, rr / 16), element rr % 16 / 8
  * + 2 (kk % 8 / 4) (the fragment's register); B: slice (kk / 8, rr / 16),
  * element rr % 16 / 8 * 2 + kk % 8 / 4 (the registers of columns 0..7 of
@@ -1354,12 +1364,38 @@ static void pad_test(char *dst, size_t n, const ConvDims *d, const char *extra) 
   snprintf(dst, n, "%s%s%s", extra ? extra : "", extra && t[0] ? " && " : "", t);
 }
 
+/* The rows of the B tile that a thread of im2col_tile holds, J of them
+ * (KS = T / BN threads a column), as its first row and the j-th's distance
+ * from it:
+ *   ROWS_STRIDED: kq + j KS;
+ *   ROWS_PAIRS:   kq J + j, J consecutive rows, two a 32-bit word (tap_pairs);
+ *   ROWS_QUADS:   kq + j % 4 + j / 4 * 8, fours 8 apart (tf32 with a warp
+ *                 16 columns wide: b_warp16). */
+enum { ROWS_STRIDED, ROWS_PAIRS, ROWS_QUADS };
+static const char *row_first(char *buf, size_t n, int form, int J) {
+  snprintf(buf, n, form == ROWS_PAIRS ? "kq * %d" : "kq", J);
+  return buf;
+}
+static const char *row_step(char *buf, size_t n, int form, int J, int KS) {
+  if (form == ROWS_STRIDED) snprintf(buf, n, "j * %d", KS);
+  else if (form == ROWS_QUADS && J > 4) snprintf(buf, n, "(j %% 4 + j / 4 * 8)");   /* (J = 4: j) */
+  else snprintf(buf, n, "j");
+  return buf;
+}
+/* row j of the thread: "kq + j * 2", "kq * 8 + j" */
+static const char *row_of(char *buf, size_t n, int form, int J, int KS) {
+  char f[24], st[40];
+  snprintf(buf, n, "%s + %s", row_first(f, sizeof f, form, J), row_step(st, sizeof st, form, J, KS));
+  return buf;
+}
+
 /* GemmSpec.b_regs and b_put for a B tile whose thread holds J elements,
- * rows kq + j * KS (im2col_tile, tap_tile), in registers bq of type tt */
-static void b_regs_put(GemmSpec *s, const char *tt, int J, int KS, const char *dst) {
+ * rows row_of (im2col_tile, tap_tile), in registers bq of type tt */
+static void b_regs_put(GemmSpec *s, const char *tt, int J, int KS, int form, const char *dst) {
+  char r[80];
   snprintf(s->b_regs, sizeof s->b_regs, "%s bq[%d];   /* this thread's B elements of the next K tile */", tt, J);
   snprintf(s->b_put, sizeof s->b_put, "    for (int j = 0; j < %d; j++) {   /* the B elements fetched, into the tile */\n"
-           "      int kk = kq + j * %d;\n      %s = bq[j];\n    }\n", J, KS, dst);
+           "      int kk = %s;\n      %s = bq[j];\n    }\n", J, row_of(r, sizeof r, form, J, KS), dst);
 }
 
 /* Whether tap_tile gives a thread J consecutive rows kq J + j (not kq + j KS)
@@ -1405,16 +1441,17 @@ static void indent_into(char *dst, size_t n, const char *src, int extra) {
  * reordered it [out][kh][kw][in/groups] at load): row k is tap k / Cig,
  * channel k % Cig, and Cig is a multiple of BK (ir_conv_tap_major_ok), so a
  * K tile is channels c0..c0+BK-1 of one tap.  The tap's window offset and
- * padding test are worked out once a tile; the thread's J rows are channels
- * KS apart, at a constant distance in x. */
+ * padding test are worked out once a tile; the thread's J rows (row_of) are
+ * channels at constant distances in x. */
 static void tap_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value *xv, const Node *pool, const char *rv,
-                     int BN, int T, const char *dst, const char *bits, const char *tt) {
-  int J = BK * BN / T, KS = T / BN, pairs = tap_pairs(tt, J);
+                     int BN, int T, const char *dst, const char *bits, const char *tt, int form) {
+  int J = BK * BN / T, KS = T / BN, pairs = form == ROWS_PAIRS;
   int64_t HW = d->H * d->W;
   NCC_ASSERT(d->Cig % BK == 0 && d->KH * d->KW > 1 && s->K % BK == 0);
-  char kq[24], kk[40];   /* the thread's first row, and its j-th */
-  snprintf(kq, sizeof kq, pairs ? "kq * %d" : "kq", J);
-  snprintf(kk, sizeof kk, pairs ? "kq * %d + j" : "kq + j * %d", pairs ? J : KS);
+  char kq[24], kk[80], step[40];   /* the thread's first row, its j-th, the distance between them */
+  row_first(kq, sizeof kq, form, J);
+  row_of(kk, sizeof kk, form, J, KS);
+  row_step(step, sizeof step, form, J, KS);
   char ih[96], iw[96], c1[48], test[240];
   /* the tap's (kh, kw): tap / KW, tap % KW (one of them the tap itself when the other extent is 1) */
   char kh[48], kw[48];
@@ -1447,7 +1484,8 @@ static void tap_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value 
       buf_printf(&b, "%s%s\n", ind, pl);
     } else {
       char xe[200], ld[240];
-      snprintf(xe, sizeof xe, "%s[xo + j * %lld]", x, LL((pairs ? 1 : KS) * HW));
+      if (form == ROWS_QUADS && J > 4) snprintf(xe, sizeof xe, "%s[xo + %s * %lld]", x, step, LL(HW));
+      else snprintf(xe, sizeof xe, "%s[xo + j * %lld]", x, LL((form == ROWS_STRIDED ? KS : 1) * HW));
       buf_printf(&b, "%sv = %s;\n", ind, bits ? xe : cg_ld(ld, sizeof ld, xv, xe));
     }
     if (test[0]) buf_puts(&b, "        }\n");
@@ -1455,7 +1493,7 @@ static void tap_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value 
     indent_into(to, sizeof s->b_tile, b.s, mode == 2 ? 2 : mode == 1 ? -2 : 0);
     buf_free(&b);
   }
-  if (tt) b_regs_put(s, tt, J, KS, dst);
+  if (tt) b_regs_put(s, tt, J, KS, form, dst);
   if (pairs) b_put_pairs(s, J, dst);
 }
 
@@ -1470,8 +1508,9 @@ static void tap_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value 
  * the window's corner (ci H W + kh dh W + kw dw) and its tap (kh dh * 65536
  * + kw dw) into shared memory, and each thread works out its window
  * corner's offset xb once.  An element of row k is then its two table
- * entries, side by side: one 64-bit load (ncc_lds_i32x2; one address for
- * the whole warp, whose threads share kq when BN >= 32: a broadcast; two
+ * entries, side by side: one 64-bit load (ncc_lds_i32x2; at most two
+ * addresses a warp, in distinct banks: its threads hold one row or two
+ * (b_warp16); two
  * 32-bit loads a row put 2.5 shared loads a MMA in ResNet-18's stem at
  * fp16, past the two of sass.tensor_cores), the padding test on ih0 + kh
  * dh and iw0 + kw dw, and
@@ -1480,8 +1519,10 @@ static void tap_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value 
  * down, which the test refuses. */
 enum { KTAB_MAX = 512 };
 static void ktab_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value *xv, const char *rv, int BN, int T,
-                      const char *dst, const char *bits, const char *tt, Buf *pre, int64_t Kp) {
+                      const char *dst, const char *bits, const char *tt, Buf *pre, int64_t Kp, int form) {
   int J = BK * BN / T, KS = T / BN;
+  char row[80];
+  row_of(row, sizeof row, form, J, KS);
   int64_t KK = d->KH * d->KW, HW = d->H * d->W;
   int krem = s->K % BK != 0, nrem = s->N % BN != 0;
   int th = d->ph > 0 || krem, tw = d->pw > 0;   /* the test on ih (also the rows past K), on iw */
@@ -1526,9 +1567,9 @@ static void ktab_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value
     b.len = 0;
     if (b.s) b.s[0] = 0;
     buf_printf(&b, "    for (int j = 0; j < %d; j++) {\n", J);
-    if (mode == 0) buf_printf(&b, "      int kk = kq + j * %d, k = k0 + kk;\n", KS);
-    else if (!strcmp(kx, "0")) buf_printf(&b, "      int k = kq + j * %d;\n", KS);
-    else buf_printf(&b, "      int k = %s + kq + j * %d;\n", kx, KS);
+    if (mode == 0) buf_printf(&b, "      int kk = %s, k = k0 + kk;\n", row);
+    else if (!strcmp(kx, "0")) buf_printf(&b, "      int k = %s;\n", row);
+    else buf_printf(&b, "      int k = %s + %s;\n", kx, row);
     buf_printf(&b, "      %s\n", bits ? bits : "float v = 0.0f;");
     guard_open(&b, "      ", nrem ? c1 : NULL, NULL);
     if (test[0])
@@ -1543,18 +1584,51 @@ static void ktab_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value
     indent_into(to, sizeof s->b_tile, b.s, mode == 2 ? 2 : mode == 1 ? -2 : 0);
   }
   buf_free(&b);
-  if (tt) b_regs_put(s, tt, J, KS, dst);
+  if (tt) b_regs_put(s, tt, J, KS, form, dst);
+}
+
+/* The declaration of im2col_tile's thread's column rb and first row kq (row_first).  A warp stores
+ * one element of each of its threads at once.  32 neighbouring columns at one row fall, in the
+ * padded fragment order (mma_dst), in 16 banks: the columns' words all lie in even banks at fp16 and
+ * bf16, in banks 4 apart at tf32 but for the two words of a column's slot.  So with w16 (tf32, fp16,
+ * bf16; KS >= 2) a warp holds 16 columns (lanes 0..15, and 16..31 the same ones) and two rows:
+ *   ROWS_PAIRS (a word of rows k, k + 1): rows 8 apart, kq and kq + KS / 2, one word apart;
+ *   ROWS_STRIDED at fp16 and bf16 (2-byte stores): rows k and k + 1, the two halves of one word;
+ *   ROWS_QUADS (tf32): rows 4 apart, which the fragment order puts one word apart;
+ * and its 32 stores meet 32 banks (half of them, one word each, where two lanes share a word).
+ * Else a warp holds 32 columns at one row, kq = tid / BN. */
+static void b_warp16(Buf *b, int w16, int form, int BN, int J, int KS) {
+  if (!w16) {
+    buf_printf(b, "  int rb = tid %% %d, kq = tid / %d, col = n0 + rb;\n", BN, BN);
+    return;
+  }
+  NCC_ASSERT(BN % 16 == 0 && KS % 2 == 0 && (form != ROWS_QUADS || J % 4 == 0));   /* (J = 16 / KS: BN >= 32) */
+  int NC = BN / 16;   /* a block's warps: NC 16-column slices, then KS / 2 pairs of rows */
+  char rb[64], q[48];   /* the warp's column slice; q: its pair of rows (none where KS = 2) */
+  if (NC > 1) snprintf(rb, sizeof rb, "tid %% 16 + tid / 32 %% %d * 16", NC);
+  else snprintf(rb, sizeof rb, "tid %% 16");
+  snprintf(q, sizeof q, "tid / %d", 32 * NC);
+  buf_printf(b, "  int rb = %s, kq", rb);
+  if (KS == 2 && form == ROWS_QUADS) buf_puts(b, " = tid / 16 % 2 * 4");
+  else if (KS == 2) buf_puts(b, " = tid / 16 % 2");
+  else if (form == ROWS_PAIRS) buf_printf(b, " = tid / 16 %% 2 * %d + %s", KS / 2, q);
+  else if (form == ROWS_STRIDED) buf_printf(b, " = %s * 2 + tid / 16 %% 2", q);
+  else buf_printf(b, " = tid / 16 %% 2 * 4 + %s * %d", q, 2 * J);   /* ROWS_QUADS: the pair's fours 4 apart */
+  buf_puts(b, ", col = n0 + rb;   /* a warp: 16 columns, two rows (b_warp16) */\n");
 }
 
 static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value *xv, const char *cbase, const Node *pool, const char *rv,
-                        int BN, int T, const char *dst, const char *bits, int tap, const char *tt) {
+                        int BN, int T, const char *dst, const char *bits, int tap, const char *tt, int kind) {
   int J = BK * BN / T, KS = T / BN;
   NCC_ASSERT(T % BN == 0 && BK * BN % T == 0);
   int64_t KK = d->KH * d->KW, OHW = d->OH * d->OW;
   int hkh = d->KH > 1, hkw = d->KW > 1;
+  /* the thread's rows (row_of), and whether a warp is 16 columns wide (b_warp16) */
+  int w16 = (kind == MMA_F16 || kind == MMA_TF32) && s->b_pad && KS >= 2;
+  int form = tap && tap_pairs(tt, J) ? ROWS_PAIRS : w16 && kind == MMA_TF32 ? ROWS_QUADS : ROWS_STRIDED;
   Buf b = {0};
   /* before the K loop: the column's pixel, its window corner, the first digits */
-  buf_printf(&b, "  int rb = tid %% %d, kq = tid / %d, col = n0 + rb;\n", BN, BN);
+  b_warp16(&b, w16, form, BN, J, KS);
   char cb0[160] = "", pix[64];
   size_t l = 0;
   if (d->Nb > 1) {
@@ -1574,7 +1648,7 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Val
   if (tap) {   /* no digits: each K tile works out its tap */
     buf_take(&b, s->b_pre, sizeof s->b_pre);
     buf_free(&b);
-    tap_tile(s, d, x, xv, pool, rv, BN, T, dst, bits, tt);
+    tap_tile(s, d, x, xv, pool, rv, BN, T, dst, bits, tt, form);
     return;
   }
   int krem = s->K % BK != 0, nrem = s->N % BN != 0;
@@ -1582,14 +1656,16 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Val
   if (!pool && KK > 1 && Kp > 4 * BK && Kp <= KTAB_MAX && (d->KH - 1) * d->dh < 32767 && (d->KW - 1) * d->dw < 65536 &&
       d->H + d->ph < 32767 && d->Cin * HW < INT32_MAX / 2) {
     /* the rows' offsets and taps from a table in shared memory, built once (ktab_tile) */
-    ktab_tile(s, d, x, xv, rv, BN, T, dst, bits, tt, &b, Kp);
+    ktab_tile(s, d, x, xv, rv, BN, T, dst, bits, tt, &b, Kp, form);
     buf_free(&b);
     return;
   }
   buf_printf(&b, "  int ci[%d];\n", J);
   if (hkh) buf_printf(&b, "  int kh[%d];\n", J);
   if (hkw) buf_printf(&b, "  int kw[%d];\n", J);
-  buf_printf(&b, "  for (int j = 0; j < %d; j++) {\n    int k = %skq + j * %d;\n", J, s->S > 1 ? "kb + " : "", KS);
+  char row[80];
+  row_of(row, sizeof row, form, J, KS);
+  buf_printf(&b, "  for (int j = 0; j < %d; j++) {\n    int k = %s%s;\n", J, s->S > 1 ? "kb + " : "", row);
   if (KK == 1) buf_puts(&b, "    ci[j] = k;\n");
   else buf_printf(&b, "    ci[j] = k / %lld;\n", LL(KK));
   if (hkh && hkw) buf_printf(&b, "    kh[j] = (k / %lld) %% %lld;\n", LL(d->KW), LL(d->KH));
@@ -1619,9 +1695,9 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Val
     b.len = 0;
     b.s[0] = 0;
     buf_printf(&b, "    for (int j = 0; j < %d; j++) {\n", J);
-    if (mode == 0) buf_printf(&b, "      int kk = kq + j * %d%s;\n", KS, krem ? ", k = k0 + kk" : "");
-    else if (krem && !strcmp(kx, "0")) buf_printf(&b, "      int k = kq + j * %d;\n", KS);
-    else if (krem) buf_printf(&b, "      int k = %s + kq + j * %d;\n", kx, KS);
+    if (mode == 0) buf_printf(&b, "      int kk = %s%s;\n", row, krem ? ", k = k0 + kk" : "");
+    else if (krem && !strcmp(kx, "0")) buf_printf(&b, "      int k = %s;\n", row);
+    else if (krem) buf_printf(&b, "      int k = %s + %s;\n", kx, row);
     buf_printf(&b, "      %s\n", bits ? bits : "float v = 0.0f;");
     guard_open(&b, "      ", nrem ? c1 : NULL, krem ? c2 : NULL);
     buf_printf(&b, "        int ih = %s, iw = %s;\n", ih, iw);
@@ -1648,7 +1724,7 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Val
     indent_into(to, sizeof s->b_tile, b.s, mode == 2 ? 2 : mode == 1 ? -2 : 0);
   }
   buf_free(&b);
-  if (tt) b_regs_put(s, tt, J, KS, dst);
+  if (tt) b_regs_put(s, tt, J, KS, form, dst);
 }
 
 static int conv_is_1x1(const ConvDims *d);
@@ -1710,9 +1786,9 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
     s.b_pad = mma_kind(nd) != MMA_S8 || g.NJ >= 4;   /* (int8's tile is padded where frag_b_s8 loads 128 bits) */
     im2col_tile(&s, d, x, xin, cb, pool, mma_store_rv(sb, sizeof sb, nd, rb), BN, g.T,
                 mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_kind(nd), s.b_pad, g.NJ), bits, nd->a.wtap,
-                nd->pipe ? mma_type(nd) : NULL);
+                nd->pipe ? mma_type(nd) : NULL, mma_kind(nd));
   } else {
-    im2col_tile(&s, d, x, xin, cb, pool, rb, 16 * tile_of(s.N), 256, "Bs[kk][rb]", NULL, nd->a.wtap, NULL);
+    im2col_tile(&s, d, x, xin, cb, pool, rb, 16 * tile_of(s.N), 256, "Bs[kk][rb]", NULL, nd->a.wtap, NULL, -1);
   }
   /* output channel of row m */
   if (s.uses_z) snprintf(ch, sizeof ch, "z * %lld + m", LL(d->Mg));
@@ -2203,6 +2279,7 @@ static void wgrad_tile_taps(GemmSpec *s, const WgradDims *d, const char *x, int 
 
 static void wgrad_tile(GemmSpec *s, const WgradDims *d, const char *x, int BN, int T, const char *dst, const char *rv,
                        int taps) {
+  s->b_kfast = 1;   /* both forms: kk = kt = tid % BK */
   if (taps) {
     NCC_ASSERT(taps == BN);
     wgrad_tile_taps(s, d, x, BN, T, dst, rv);

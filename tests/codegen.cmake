@@ -29,7 +29,9 @@
 #                          timed at roofline / (blocks / SMs) (check_report_waves.py)
 #   codegen.banks          the tile stores laid out for the shared-memory banks meet each bank once,
 #                          worked out from the generated source (banks.sh, bank_report.py): a float32
-#                          operand's A tile at fp16, bf16 and tf32, int8's gathered B tile
+#                          operand's A tile at fp16, bf16 and tf32, int8's gathered B tile, the
+#                          convolutions' gathered B tile at tf32, fp16 and bf16 (a warp 16 columns
+#                          wide), every store of the CUDA-core kernels (ResNet-18 at fp32)
 # Working files under build/tests/cg go when a test passes (NCC_KEEP_WORK=1
 # keeps them); a test whose compiler is missing reports itself skipped.
 

@@ -5,7 +5,14 @@
 #   - a float32 k-contiguous operand's A tile (vec32_pieces) at fp16, bf16 and,
 #     unpipelined, tf32: the 4096^3 GEMM of tests/gpu/gemm4096.net;
 #   - int8's gathered B tile in padded slices (NJ >= 4): ResNet-18 at int8,
-#     batch 2, 64 x 64, calibrated by `ncc bench` on 2 random rows.
+#     batch 2, 64 x 64, calibrated by `ncc bench` on 2 random rows;
+#   - the convolutions' gathered B tile at tf32, fp16 and bf16, a warp 16
+#     columns wide (b_warp16: the tap tile, the table's rows, the digits):
+#     ResNet-18 (its training step's forward convolutions too) at the tile
+#     model's choices, at 32 x 32 (4 threads a column) and 128 x 128 (256
+#     threads), and VGG-16 at fp16;
+#   - the CUDA-core kernels' tiles, every store of ResNet-18 at fp32 (the rows'
+#     padding by the operand's order).
 # usage: banks.sh NCC PYTHON SRC_DIR WORKDIR
 set -eu
 ncc=$1; py=$2; src=$3; work=$4
@@ -30,5 +37,25 @@ for k in $padded; do
   out=$(br "$work/r8.cu" --kernel "$k" --array Bs --max-ways 1) || { echo "$out"; exit 1; }
   echo "$out" | tail -n 1
 done
+# the gathered B tiles of the forward convolutions (conv2d_mma: not the gradients' kernels)
+at1() {   # FILE [--kernel S --array A]: those stores at 1 wavefront a request, the report's last line
+  out=$(br "$@" --max-ways 1) || { echo "$out"; exit 1; }
+  echo "$out" | tail -n 1
+}
+gathered() { at1 "$1" --kernel conv2d_mma --array Bs; }
+for p in tf32 fp16 bf16; do
+  "$ncc" "$src/examples/resnet18.net" --precision=$p -o "$work/r_$p.cu"
+  gathered "$work/r_$p.cu"
+done
+for t in 32x32 128x128; do
+  for p in tf32 fp16; do
+    "$ncc" "$src/examples/resnet18.net" --precision=$p --gemm-tile=$t -o "$work/r_${p}_$t.cu"
+    gathered "$work/r_${p}_$t.cu"
+  done
+done
+"$ncc" "$src/examples/vgg16.net" --precision=fp16 -o "$work/v_fp16.cu"
+gathered "$work/v_fp16.cu"
+"$ncc" "$src/examples/resnet18.net" --precision=fp32 -o "$work/r_fp32.cu"
+at1 "$work/r_fp32.cu"
 rm -rf "$work"
 echo "banks: every checked store meets each bank once"
