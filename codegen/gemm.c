@@ -66,6 +66,11 @@ typedef struct GemmSpec {
   int b_kfast;        /* b_tile's threads take consecutive k (kk = tid % BK), several columns each: the weight
                           gradients' tiles (wgrad_tile), stored into the CUDA-core kernel's Bs as load_tile
                           stores a k-contiguous operand (tiled: the rows' padding) */
+  int b_gather;        /* B(k, n) is a gather whose index b_load works out an element at a time (the data gradient's dy
+                          where not tap-major): load_tile keeps a warp 32 columns wide at one k, not 16 at two
+                          (b_warp16), where ptxas keeps that index work out of the loop (16 wide took ResNet-18's
+                          strided 1 x 1 data gradients at fp16 from 84 instructions a K tile to 96, from 80 registers
+                          to 92, and from 6 and 7 blocks a SM to 5) */
   int rolled;          /* the K loop kept a loop (NCC_ROLLED) where its trip count is constant: a 256-thread
                           weight gradient's tap-major tile (wgrad_tile_taps), whose few K tiles ptxas would
                           unroll whole, hoist their loads and spill (ResNet-18 at tf32, sm_80: 144 bytes) */
@@ -183,6 +188,66 @@ static int store_tail(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Bu
 
 static int tile_of(int64_t d) { return d >= 64 ? 4 : d >= 32 ? 2 : 1; }
 
+/* The op's MMA: MMA_TF32 m16n8k8; MMA_F16 m16n8k16 with FP16/BF16 operands;
+ * MMA_S8 m16n8k16 with int8 operands and int32 sums */
+enum { MMA_TF32, MMA_F16, MMA_S8 };
+/* The rows of the B tile that a thread of im2col_tile holds, J of them
+ * (KS = T / BN threads a column), as its first row and the j-th's distance
+ * from it:
+ *   ROWS_STRIDED: kq + j KS;
+ *   ROWS_PAIRS:   kq J + j, J consecutive rows, two a 32-bit word (tap_pairs);
+ *   ROWS_QUADS:   kq + j % 4 + j / 4 * 8, fours 8 apart (tf32 with a warp
+ *                 16 columns wide: b_warp16). */
+enum { ROWS_STRIDED, ROWS_PAIRS, ROWS_QUADS };
+static const char *row_first(char *buf, size_t n, int form, int J) {
+  snprintf(buf, n, form == ROWS_PAIRS ? "kq * %d" : "kq", J);
+  return buf;
+}
+/* (the element's index: j, or v where v is not NULL) */
+static const char *row_step(char *buf, size_t n, int form, int J, int KS, const char *v) {
+  if (!v) v = "j";
+  if (form == ROWS_STRIDED) snprintf(buf, n, "%s * %d", v, KS);
+  else if (form == ROWS_QUADS && J > 4) snprintf(buf, n, "(%s %% 4 + %s / 4 * 8)", v, v);   /* (J = 4: j) */
+  else snprintf(buf, n, "%s", v);
+  return buf;
+}
+/* row j of the thread: "kq + j * 2", "kq * 8 + j" */
+static const char *row_of(char *buf, size_t n, int form, int J, int KS, const char *v) {
+  char f[24], st[40];
+  snprintf(buf, n, "%s + %s", row_first(f, sizeof f, form, J), row_step(st, sizeof st, form, J, KS, v));
+  return buf;
+}
+
+/* The declaration of im2col_tile's thread's column rb and first row kq (row_first).  A warp stores
+ * one element of each of its threads at once.  32 neighbouring columns at one row fall, in the
+ * padded fragment order (mma_dst), in 16 banks: the columns' words all lie in even banks at fp16 and
+ * bf16, in banks 4 apart at tf32 but for the two words of a column's slot.  So with w16 (tf32, fp16,
+ * bf16; KS >= 2) a warp holds 16 columns (lanes 0..15, and 16..31 the same ones) and two rows:
+ *   ROWS_PAIRS (a word of rows k, k + 1): rows 8 apart, kq and kq + KS / 2, one word apart;
+ *   ROWS_STRIDED at fp16 and bf16 (2-byte stores): rows k and k + 1, the two halves of one word;
+ *   ROWS_QUADS (tf32): rows 4 apart, which the fragment order puts one word apart;
+ * and its 32 stores meet 32 banks (half of them, one word each, where two lanes share a word).
+ * Else a warp holds 32 columns at one row, kq = tid / BN. */
+static void b_warp16(Buf *b, int w16, int form, int BN, int J, int KS, const char *cv, const char *tail) {
+  if (!w16) {
+    buf_printf(b, "  int %s = tid %% %d, kq = tid / %d%s;\n", cv, BN, BN, tail);
+    return;
+  }
+  NCC_ASSERT(BN % 16 == 0 && KS % 2 == 0 && (form != ROWS_QUADS || J % 4 == 0));   /* (J = 16 / KS: BN >= 32) */
+  int NC = BN / 16;   /* a block's warps: NC 16-column slices, then KS / 2 pairs of rows */
+  char rb[64], q[48];   /* the warp's column slice; q: its pair of rows (none where KS = 2) */
+  if (NC > 1) snprintf(rb, sizeof rb, "tid %% 16 + tid / 32 %% %d * 16", NC);
+  else snprintf(rb, sizeof rb, "tid %% 16");
+  snprintf(q, sizeof q, "tid / %d", 32 * NC);
+  buf_printf(b, "  int %s = %s, kq", cv, rb);
+  if (KS == 2 && form == ROWS_QUADS) buf_puts(b, " = tid / 16 % 2 * 4");
+  else if (KS == 2) buf_puts(b, " = tid / 16 % 2");
+  else if (form == ROWS_PAIRS) buf_printf(b, " = tid / 16 %% 2 * %d + %s", KS / 2, q);
+  else if (form == ROWS_STRIDED) buf_printf(b, " = %s * 2 + tid / 16 %% 2", q);
+  else buf_printf(b, " = tid / 16 %% 2 * 4 + %s * %d", q, 2 * J);   /* ROWS_QUADS: the pair's fours 4 apart */
+  buf_printf(b, "%s;   /* a warp: 16 columns, two rows (b_warp16) */\n", tail);
+}
+
 /* "if (m < M && k < K) {" for a tile's element (row `rowvar`, k) of a K tile
  * of `rows` rows, without the tests that always hold (M, K multiples of the
  * tile), or "{" */
@@ -197,7 +262,7 @@ static void tile_guard(Buf *b, int rows, const char *rowvar, int64_t RMAX, int64
  * rr): row rowbase + rr, k = k0 + kk) with T threads, numbered tid; dst is
  * the element's place, an lvalue in kk and rr */
 static void load_tile(Buf *b, const char *dst, int rows, int T, int kcontig, const char *rowvar, const char *rowbase,
-                      int64_t RMAX, int64_t K, const char *stmt, const char *rv, const char *bits) {
+                      int64_t RMAX, int64_t K, const char *stmt, const char *rv, const char *bits, int w16) {
   /* a fixed count a thread (every tile's BK x rows is a multiple of its threads, and its threads of
    * BK and of rows), and one of k and the row the same for all of them: its index arithmetic once,
    * not once an element */
@@ -211,7 +276,18 @@ static void load_tile(Buf *b, const char *dst, int rows, int T, int kcontig, con
                   "      int rr = tid / %d + p * %d, %s = %s + rr;\n", BK, P, P, BK, T / BK, rowvar, rowbase);
   else if (P == 1)
     buf_printf(b, "      int rr = tid %% %d, kk = tid / %d;\n      int %s = %s + rr, k = k0 + kk;\n", rows, rows, rowvar, rowbase);
-  else
+  else if (T / rows >= 2 && (w16 == MMA_F16 || (w16 == MMA_TF32 && P % 4 == 0))) {
+    /* an MMA tile in padded slices: a warp 16 rows (columns) wide at two k (b_warp16's), its 32 stores in 32 banks */
+    int form = w16 == MMA_TF32 ? ROWS_QUADS : ROWS_STRIDED;
+    Buf d = {0};
+    char kk[80];
+    b_warp16(&d, 1, form, rows, P, T / rows, "rr", "");
+    d.s[strcspn(d.s, ";")] = 0;   /* "  int rr = ..., kq = ..." */
+    buf_printf(b, "    for (int p = 0, %s, %s = %s + rr; p < %d; p++) {   /* %d elements a thread, one row (b_warp16) */\n"
+                  "      int kk = %s, k = k0 + kk;\n", d.s + 6, rowvar, rowbase, P, P,
+               row_of(kk, sizeof kk, form, P, T / rows, "p"));
+    buf_free(&d);
+  } else
     buf_printf(b, "    for (int p = 0, rr = tid %% %d, %s = %s + rr; p < %d; p++) {   /* %d elements a thread, one row */\n"
                   "      int kk = tid / %d + p * %d, k = k0 + kk;\n", rows, rowvar, rowbase, P, P, rows, T / rows);
   buf_printf(b, "      %s\n", bits ? bits : "float v = 0.0f;");
@@ -271,9 +347,9 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   k_loop(&b, s, BK);
   char ra[64], rb[64];
   spec_rv(c, p, gr->main, s, ra, rb);
-  load_tile(&b, "As[kk][rr]", BM, 256, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, ra, NULL);
+  load_tile(&b, "As[kk][rr]", BM, 256, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, ra, NULL, -1);
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
-  else load_tile(&b, "Bs[kk][rr]", BN, 256, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, rb, NULL);
+  else load_tile(&b, "Bs[kk][rr]", BN, 256, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, rb, NULL, -1);
   buf_printf(&b, "    %s\n", D_BARRIER);
   /* af/bf, not a/b: matmul's parameters are a and b */
   buf_printf(&b, "    for (int kk = 0; kk < %d; kk++) {\n      float af[%d], bf[%d];\n", BK, TM, TN);
@@ -334,9 +410,7 @@ static MmaCfg mma_cfg(const Node *n) {
   return g;
 }
 
-/* The op's MMA: MMA_TF32 m16n8k8; MMA_F16 m16n8k16 with FP16/BF16 operands;
- * MMA_S8 m16n8k16 with int8 operands and int32 sums */
-enum { MMA_TF32, MMA_F16, MMA_S8 };
+/* The op's MMA */
 static int mma_kind(const Node *n) {
   return n->prec == PREC_INT8 ? MMA_S8 : n->prec == PREC_FP16 || n->prec == PREC_BF16 ? MMA_F16 : MMA_TF32;
 }
@@ -899,7 +973,8 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   }
   else
     load_tile(&b, mma_dst(dst, sizeof dst, 'A', BM, "rr", kind, pada, NJ), BM, T, s->a_kcontig, "m", "m0", s->M, s->K,
-              ab ? s->a_bits : s->a_load, ab ? "v" : mma_store_rv(sa, sizeof sa, gr->main, ra), ab ? bits : NULL);
+              ab ? s->a_bits : s->a_load, ab ? "v" : mma_store_rv(sa, sizeof sa, gr->main, ra), ab ? bits : NULL,
+              pada && !s->a_kcontig ? kind : -1);
   if (cpb)
     ;   /* B by cp.async, above */
   else if (f4nb) {   /* float32 pieces of n: this K tile's (fetched in the last iteration, or now) */
@@ -913,7 +988,8 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     vec32_put(&b, 'B', BN, T, kind, mma_store_rv(sb, sizeof sb, gr->main, rb));
   }
   else load_tile(&b, mma_dst(dst, sizeof dst, 'B', BN, "rr", kind, padb, NJ), BN, T, s->b_kcontig, "n", "n0", s->N, s->K,
-                 bb ? s->b_bits : s->b_load, bb ? "v" : mma_store_rv(sb, sizeof sb, gr->main, rb), bb ? bits : NULL);
+                 bb ? s->b_bits : s->b_load, bb ? "v" : mma_store_rv(sb, sizeof sb, gr->main, rb), bb ? bits : NULL,
+                 padb && !s->b_kcontig && !s->b_gather ? kind : -1);
   if (pipe || cpb) {
     if (S == 2) buf_puts(&b, "    ncc_cp_async_wait(1);   /* this K tile's copies have landed (the next one's may not) */\n");
     else buf_printf(&b, "    ncc_cp_async_wait(%d);   /* this K tile's copies have landed (the next %d tiles' may not) */\n", S - 1, S - 1);
@@ -1364,38 +1440,13 @@ static void pad_test(char *dst, size_t n, const ConvDims *d, const char *extra) 
   snprintf(dst, n, "%s%s%s", extra ? extra : "", extra && t[0] ? " && " : "", t);
 }
 
-/* The rows of the B tile that a thread of im2col_tile holds, J of them
- * (KS = T / BN threads a column), as its first row and the j-th's distance
- * from it:
- *   ROWS_STRIDED: kq + j KS;
- *   ROWS_PAIRS:   kq J + j, J consecutive rows, two a 32-bit word (tap_pairs);
- *   ROWS_QUADS:   kq + j % 4 + j / 4 * 8, fours 8 apart (tf32 with a warp
- *                 16 columns wide: b_warp16). */
-enum { ROWS_STRIDED, ROWS_PAIRS, ROWS_QUADS };
-static const char *row_first(char *buf, size_t n, int form, int J) {
-  snprintf(buf, n, form == ROWS_PAIRS ? "kq * %d" : "kq", J);
-  return buf;
-}
-static const char *row_step(char *buf, size_t n, int form, int J, int KS) {
-  if (form == ROWS_STRIDED) snprintf(buf, n, "j * %d", KS);
-  else if (form == ROWS_QUADS && J > 4) snprintf(buf, n, "(j %% 4 + j / 4 * 8)");   /* (J = 4: j) */
-  else snprintf(buf, n, "j");
-  return buf;
-}
-/* row j of the thread: "kq + j * 2", "kq * 8 + j" */
-static const char *row_of(char *buf, size_t n, int form, int J, int KS) {
-  char f[24], st[40];
-  snprintf(buf, n, "%s + %s", row_first(f, sizeof f, form, J), row_step(st, sizeof st, form, J, KS));
-  return buf;
-}
-
 /* GemmSpec.b_regs and b_put for a B tile whose thread holds J elements,
  * rows row_of (im2col_tile, tap_tile), in registers bq of type tt */
 static void b_regs_put(GemmSpec *s, const char *tt, int J, int KS, int form, const char *dst) {
   char r[80];
   snprintf(s->b_regs, sizeof s->b_regs, "%s bq[%d];   /* this thread's B elements of the next K tile */", tt, J);
   snprintf(s->b_put, sizeof s->b_put, "    for (int j = 0; j < %d; j++) {   /* the B elements fetched, into the tile */\n"
-           "      int kk = %s;\n      %s = bq[j];\n    }\n", J, row_of(r, sizeof r, form, J, KS), dst);
+           "      int kk = %s;\n      %s = bq[j];\n    }\n", J, row_of(r, sizeof r, form, J, KS, NULL), dst);
 }
 
 /* Whether tap_tile gives a thread J consecutive rows kq J + j (not kq + j KS)
@@ -1450,8 +1501,8 @@ static void tap_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value 
   NCC_ASSERT(d->Cig % BK == 0 && d->KH * d->KW > 1 && s->K % BK == 0);
   char kq[24], kk[80], step[40];   /* the thread's first row, its j-th, the distance between them */
   row_first(kq, sizeof kq, form, J);
-  row_of(kk, sizeof kk, form, J, KS);
-  row_step(step, sizeof step, form, J, KS);
+  row_of(kk, sizeof kk, form, J, KS, NULL);
+  row_step(step, sizeof step, form, J, KS, NULL);
   char ih[96], iw[96], c1[48], test[240];
   /* the tap's (kh, kw): tap / KW, tap % KW (one of them the tap itself when the other extent is 1) */
   char kh[48], kw[48];
@@ -1522,7 +1573,7 @@ static void ktab_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value
                       const char *dst, const char *bits, const char *tt, Buf *pre, int64_t Kp, int form) {
   int J = BK * BN / T, KS = T / BN;
   char row[80];
-  row_of(row, sizeof row, form, J, KS);
+  row_of(row, sizeof row, form, J, KS, NULL);
   int64_t KK = d->KH * d->KW, HW = d->H * d->W;
   int krem = s->K % BK != 0, nrem = s->N % BN != 0;
   int th = d->ph > 0 || krem, tw = d->pw > 0;   /* the test on ih (also the rows past K), on iw */
@@ -1587,36 +1638,6 @@ static void ktab_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value
   if (tt) b_regs_put(s, tt, J, KS, form, dst);
 }
 
-/* The declaration of im2col_tile's thread's column rb and first row kq (row_first).  A warp stores
- * one element of each of its threads at once.  32 neighbouring columns at one row fall, in the
- * padded fragment order (mma_dst), in 16 banks: the columns' words all lie in even banks at fp16 and
- * bf16, in banks 4 apart at tf32 but for the two words of a column's slot.  So with w16 (tf32, fp16,
- * bf16; KS >= 2) a warp holds 16 columns (lanes 0..15, and 16..31 the same ones) and two rows:
- *   ROWS_PAIRS (a word of rows k, k + 1): rows 8 apart, kq and kq + KS / 2, one word apart;
- *   ROWS_STRIDED at fp16 and bf16 (2-byte stores): rows k and k + 1, the two halves of one word;
- *   ROWS_QUADS (tf32): rows 4 apart, which the fragment order puts one word apart;
- * and its 32 stores meet 32 banks (half of them, one word each, where two lanes share a word).
- * Else a warp holds 32 columns at one row, kq = tid / BN. */
-static void b_warp16(Buf *b, int w16, int form, int BN, int J, int KS) {
-  if (!w16) {
-    buf_printf(b, "  int rb = tid %% %d, kq = tid / %d, col = n0 + rb;\n", BN, BN);
-    return;
-  }
-  NCC_ASSERT(BN % 16 == 0 && KS % 2 == 0 && (form != ROWS_QUADS || J % 4 == 0));   /* (J = 16 / KS: BN >= 32) */
-  int NC = BN / 16;   /* a block's warps: NC 16-column slices, then KS / 2 pairs of rows */
-  char rb[64], q[48];   /* the warp's column slice; q: its pair of rows (none where KS = 2) */
-  if (NC > 1) snprintf(rb, sizeof rb, "tid %% 16 + tid / 32 %% %d * 16", NC);
-  else snprintf(rb, sizeof rb, "tid %% 16");
-  snprintf(q, sizeof q, "tid / %d", 32 * NC);
-  buf_printf(b, "  int rb = %s, kq", rb);
-  if (KS == 2 && form == ROWS_QUADS) buf_puts(b, " = tid / 16 % 2 * 4");
-  else if (KS == 2) buf_puts(b, " = tid / 16 % 2");
-  else if (form == ROWS_PAIRS) buf_printf(b, " = tid / 16 %% 2 * %d + %s", KS / 2, q);
-  else if (form == ROWS_STRIDED) buf_printf(b, " = %s * 2 + tid / 16 %% 2", q);
-  else buf_printf(b, " = tid / 16 %% 2 * 4 + %s * %d", q, 2 * J);   /* ROWS_QUADS: the pair's fours 4 apart */
-  buf_puts(b, ", col = n0 + rb;   /* a warp: 16 columns, two rows (b_warp16) */\n");
-}
-
 static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Value *xv, const char *cbase, const Node *pool, const char *rv,
                         int BN, int T, const char *dst, const char *bits, int tap, const char *tt, int kind) {
   int J = BK * BN / T, KS = T / BN;
@@ -1628,7 +1649,7 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Val
   int form = tap && tap_pairs(tt, J) ? ROWS_PAIRS : w16 && kind == MMA_TF32 ? ROWS_QUADS : ROWS_STRIDED;
   Buf b = {0};
   /* before the K loop: the column's pixel, its window corner, the first digits */
-  b_warp16(&b, w16, form, BN, J, KS);
+  b_warp16(&b, w16, form, BN, J, KS, "rb", ", col = n0 + rb");
   char cb0[160] = "", pix[64];
   size_t l = 0;
   if (d->Nb > 1) {
@@ -1664,7 +1685,7 @@ static void im2col_tile(GemmSpec *s, const ConvDims *d, const char *x, const Val
   if (hkh) buf_printf(&b, "  int kh[%d];\n", J);
   if (hkw) buf_printf(&b, "  int kw[%d];\n", J);
   char row[80];
-  row_of(row, sizeof row, form, J, KS);
+  row_of(row, sizeof row, form, J, KS, NULL);
   buf_printf(&b, "  for (int j = 0; j < %d; j++) {\n    int k = %s%s;\n", J, s->S > 1 ? "kb + " : "", row);
   if (KK == 1) buf_puts(&b, "    ci[j] = k;\n");
   else buf_printf(&b, "    ci[j] = k / %lld;\n", LL(KK));
@@ -2367,20 +2388,27 @@ typedef struct DgradDims {
 } DgradDims;
 
 static void dgrad_tile_taps(GemmSpec *s, const DgradDims *d, const char *dy, int BN, int T, const char *dst,
-                            const char *rv, int pack) {
-  int P = BK * BN / T, KK = (int)(d->KH * d->KW), st = d->sh > 1 || d->sw > 1;
+                            const char *rv, int kind) {
+  int P = BK * BN / T, KK = (int)(d->KH * d->KW), st = d->sh > 1 || d->sw > 1, KS = T / BN, pack = kind == MMA_F16;
+  /* a thread's P rows: consecutive (kq P + j: ROWS_PAIRS' order), or at tf32 with a warp 16 columns wide fours 8
+   * apart (ROWS_QUADS); b_warp16 */
+  int w16 = (kind == MMA_F16 || kind == MMA_TF32) && KS >= 2, form = w16 && kind == MMA_TF32 ? ROWS_QUADS : ROWS_PAIRS;
+  char kk[80], step[40];
+  row_of(kk, sizeof kk, form, P, KS, NULL);
+  row_step(step, sizeof step, form, P, KS, NULL);
   NCC_ASSERT(BK * BN % T == 0 && T % BN == 0 && d->Og % BK == 0 && s->K % BK == 0);
   int64_t HW = d->H * d->W, OHW = d->OH * d->OW;
   Buf b = {0};
-  buf_printf(&b, "  int dc = tid %% %d;   /* this thread's column (n0 + dc) in each K tile; its k %d (tid / %d) + p */\n", BN, P,
-             BN);
+  buf_printf(&b, "  /* this thread's column (n0 + dc) in each K tile; its k %s */\n", kk);
+  b_warp16(&b, w16, form, BN, P, KS, "dc", "");
   buf_puts(&b, "  int dyo, dth, dtw;   /* the column's offset in dy (image, group, the thread's first channel); "
                "its pixel's h + ph, w + pw */\n");
   buf_printf(&b, "  {\n    int n = n0 + dc, img = n / %lld, pix = n %% %lld;\n", LL(HW), LL(HW));
   if (s->uses_z)
-    buf_printf(&b, "    dyo = img * %lld + z * %lld + (tid / %d) * %lld;\n", LL(d->O * OHW), LL(d->Og * OHW), BN, LL(P * OHW));
+    buf_printf(&b, "    dyo = img * %lld + z * %lld + kq * %lld;\n", LL(d->O * OHW), LL(d->Og * OHW),
+               LL((form == ROWS_PAIRS ? P : 1) * OHW));
   else
-    buf_printf(&b, "    dyo = img * %lld + (tid / %d) * %lld;\n", LL(d->O * OHW), BN, LL(P * OHW));
+    buf_printf(&b, "    dyo = img * %lld + kq * %lld;\n", LL(d->O * OHW), LL((form == ROWS_PAIRS ? P : 1) * OHW));
   char ph[24] = "", pw[24] = "";
   if (d->ph) snprintf(ph, sizeof ph, " + %d", d->ph);
   if (d->pw) snprintf(pw, sizeof pw, " + %d", d->pw);
@@ -2411,17 +2439,18 @@ static void dgrad_tile_taps(GemmSpec *s, const DgradDims *d, const char *dy, int
   }
   if (pack) {   /* 16-bit elements: k and k + 1 of the column are one word of the tile (mma_dst), one store */
     NCC_ASSERT(P % 2 == 0);
-    buf_printf(&b, "      for (int p = 0; p < %d; p += 2) {\n", P);
-    buf_printf(&b, "        int rr = dc, kk = tid / %d * %d + p;\n", BN, P);
+    buf_printf(&b, "      for (int j = 0; j < %d; j += 2) {\n", P);
+    buf_printf(&b, "        int rr = dc, kk = %s;\n", kk);
     buf_puts(&b, "        float v = 0.0f, v1 = 0.0f;\n");
-    buf_printf(&b, "        if (in) v = %s[yo + p * %lld], v1 = %s[yo + (p + 1) * %lld];\n", dy, LL(OHW), dy, LL(OHW));
+    buf_printf(&b, "        if (in) v = %s[yo + j * %lld], v1 = %s[yo + (j + 1) * %lld];\n", dy, LL(OHW), dy, LL(OHW));
     buf_printf(&b, "        unsigned lo = %s;\n        v = v1;\n        unsigned w = lo | (unsigned)%s << 16;\n", rv, rv);
     buf_printf(&b, "        ncc_sts32(&%s, w);\n      }\n    }\n", dst);
   } else {
-    buf_printf(&b, "      for (int p = 0; p < %d; p++) {\n", P);
-    buf_printf(&b, "        int rr = dc, kk = tid / %d * %d + p;\n", BN, P);
+    buf_printf(&b, "      for (int j = 0; j < %d; j++) {\n", P);
+    buf_printf(&b, "        int rr = dc, kk = %s;\n", kk);
     buf_puts(&b, "        float v = 0.0f;\n");
-    buf_printf(&b, "        if (in) v = %s[yo + p * %lld];\n", dy, LL(OHW));
+    if (form == ROWS_QUADS && P > 4) buf_printf(&b, "        if (in) v = %s[yo + %s * %lld];\n", dy, step, LL(OHW));
+    else buf_printf(&b, "        if (in) v = %s[yo + j * %lld];\n", dy, LL(OHW));
     buf_printf(&b, "        %s = %s;\n      }\n    }\n", dst, rv);
   }
   buf_take(&b, s->b_tile, sizeof s->b_tile);
@@ -2477,6 +2506,7 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
       s.a_kcontig = 1, s.b_kcontig = 0;
       /* A: weight[z Og + co, m, t], t = kh KW + kw: k = co KH KW + t, or tap-major (ir_dgrad_tap_k) t Og + co */
       int taps = ir_dgrad_tap_k(n);
+      s.b_gather = 1;   /* (load_tile, where not taps) */
       char te[2][32];
       if (taps) {
         const char *tn[] = {"t", "co"};
@@ -2521,9 +2551,9 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
           MmaCfg g = mma_cfg(n);
           s.b_pad = 1;   /* the columns vary along a warp: padded slices (mma_dst), as load_tile's would be */
           dgrad_tile_taps(&s, &dd, dy, g.BN, g.T, mma_dst(dst, sizeof dst, 'B', g.BN, "rr", mma_kind(n), 1, g.NJ),
-                          mma_store_rv(sb, sizeof sb, n, rb), mma_kind(n) == MMA_F16);
+                          mma_store_rv(sb, sizeof sb, n, rb), mma_kind(n));
         } else {
-          dgrad_tile_taps(&s, &dd, dy, 16 * tile_of(s.N), 256, "Bs[kk][rr]", rb, 0);
+          dgrad_tile_taps(&s, &dd, dy, 16 * tile_of(s.N), 256, "Bs[kk][rr]", rb, -1);
         }
       }
       /* C: dx[img, z Cg + m, h, w], n = img H W + (h W + w) */

@@ -12,7 +12,10 @@
 #     model's choices, at 32 x 32 (4 threads a column) and 128 x 128 (256
 #     threads), and VGG-16 at fp16;
 #   - the CUDA-core kernels' tiles, every store of ResNet-18 at fp32 (the rows'
-#     padding by the operand's order).
+#     padding by the operand's order);
+#   - a tensor-core tile stored a row at a time along n, a warp 16 columns wide
+#     (load_tile): the 4096^3 GEMM's B at tf32; and the strided 3 x 3 data
+#     gradients' B (dgrad_tile_taps) of ResNet-18's training step at tf32 and fp16.
 # usage: banks.sh NCC PYTHON SRC_DIR WORKDIR
 set -eu
 ncc=$1; py=$2; src=$3; work=$4
@@ -57,5 +60,13 @@ done
 gathered "$work/v_fp16.cu"
 "$ncc" "$src/examples/resnet18.net" --precision=fp32 -o "$work/r_fp32.cu"
 at1 "$work/r_fp32.cu"
+# a tile stored a row at a time along n, a warp 16 columns wide (load_tile): the tf32 GEMM's n-contiguous B;
+# the training step's strided 3 x 3 data gradients (dgrad_tile_taps; fused with the residual's sum and the relu)
+"$ncc" "$src/tests/gpu/gemm4096.net" --precision=tf32 -o "$work/g_tf32p.cu"
+at1 "$work/g_tf32p.cu" --array Bs
+for p in tf32 fp16; do
+  "$ncc" "$src/examples/resnet18.net" --precision=$p --train -o "$work/rt_$p.cu"
+  at1 "$work/rt_$p.cu" --kernel conv2d_bwd_data_mma_add_act_grad --array Bs
+done
 rm -rf "$work"
 echo "banks: every checked store meets each bank once"
