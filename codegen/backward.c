@@ -350,7 +350,7 @@ int emit_conv2d_bwd_data(Cg *c, const KGroup *gr) {
   const Shape *ds = &n->in[0]->shape, *ws = &n->in[1]->shape, *xs = &n->out->shape;
   int64_t C = xs->d[1], H = xs->d[2], W = xs->d[3], O = ds->d[1], OH = ds->d[2], OW = ds->d[3];
   int64_t G = a->groups, Cg = C / G, Og = O / G, KH = ws->d[2], KW = ws->d[3];
-  NCC_ASSERT(ws->d[1] == Cg && ws->d[0] == O);
+  NCC_ASSERT(ws->d[1] == Cg && ws->d[0] == O && !a->wtap);   /* (a transposed weight: a GEMM's, M >= 8) */
   int64_t total = shape_numel(xs);
   KParams p = {0};
   Buf b = {0};

@@ -2489,8 +2489,7 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
     }
     for (int i = 0, t = 0; i < 2; i++) cg_term(&lo, &t, eo[i], ko[i]);
   } else {
-    int64_t KH = n->op == OP_CONV2D_BWD_DATA ? n->in[1]->shape.d[2] : n->out->shape.d[2];
-    int64_t KW = n->op == OP_CONV2D_BWD_DATA ? n->in[1]->shape.d[3] : n->out->shape.d[3];
+    int64_t KH = a->kernel[0], KW = a->kernel[1];
     const Shape *dys = &n->in[0]->shape;
     int64_t O = dys->d[1], OH = dys->d[2], OW = dys->d[3], Og = O / a->groups;
     int sh = a->stride[0], sw = a->stride[1], ph = a->pad[0], pw = a->pad[1], dh = a->dilation[0], dw = a->dilation[1];
@@ -2520,7 +2519,17 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
         const int64_t tr[] = {Og, KH * KW};
         digits(&la, "k", 2, tn, tr, te);
       }
-      {
+      if (a->wtap) {   /* the weight transposed a step, [C][KH][KW][O] (autodiff): A(m, k) = weight[m K + k] */
+        NCC_ASSERT(taps && a->groups == 1 && n->in[1]->shape.d[0] == C && n->in[1]->shape.d[3] == O);
+        char we[200], ld[240];
+        la.len = 0;
+        if (la.s) la.s[0] = 0;
+        snprintf(we, sizeof we, "%s[m * %lld + k]", w, LL(s.K));
+        buf_printf(&la, "v = %s;", cg_ld(ld, sizeof ld, n->in[1], we));
+        if (n->in[1]->narrow) snprintf(s.a_bits, sizeof s.a_bits, "v = %s;", we);   /* stored narrow */
+        if (vec_ok(n->in[1], s.K)) snprintf(s.a_vec, sizeof s.a_vec, "&%s", we);
+        if (vec32_ok(n->in[1], s.K)) snprintf(s.a_f4, sizeof s.a_f4, "&%s", we);
+      } else {
         const char *e[] = {z, te[0], "m", te[1]};
         const int64_t k[] = {Og * Cg * KH * KW, Cg * KH * KW, KH * KW, 1};
         buf_puts(&la, "v = "), gather(&la, w, 4, e, k), buf_puts(&la, ";");

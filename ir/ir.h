@@ -95,7 +95,10 @@ typedef struct Attrs {
   int slot;                /* dropout_apply: which dropout of the model (part of the mask's key) */
   int wtap;                /* conv2d: the weight is stored tap-major, [out, kh, kw, in/groups] (the fold
                               pass reorders a load-time weight so; ir_conv_tap_major_ok), not [out, in/groups,
-                              kh, kw]: the implicit GEMM's k = (kh KW + kw) in/groups + ci */
+                              kh, kw]: the implicit GEMM's k = (kh KW + kw) in/groups + ci.
+                              conv2d_bwd_data: its weight operand is the forward's weight transposed once a
+                              step to [in, kh, kw, out] (autodiff: groups 1, fp16 and bf16), so that the GEMM's A(m, k) =
+                              weight[m K + k], k = (kh KW + kw) out + co (ir_dgrad_tap_k), k-contiguous */
   unsigned flip;           /* transpose: bit d set, the output's axis d runs backwards, y[.., i_d, ..] =
                               x[.., d_d - 1 - i_d, ..] (with the permutation); autodiff reverses a
                               convolution's taps so, an op only a pass makes (no .net spelling) */
@@ -514,8 +517,9 @@ static inline int ir_gemm_mma(const Node *n) {
 static inline void ir_gemm_dims(const Node *n, int64_t *M, int64_t *N, int64_t *K, int64_t *Z) {
   const Shape *o = &n->out->shape;
   if (n->op == OP_CONV2D_BWD_DATA) {   /* dy, weight -> dx */
-    const Shape *w = &n->in[1]->shape;
-    *Z = n->a.groups, *M = o->d[1] / n->a.groups, *N = o->d[0] * o->d[2] * o->d[3], *K = w->d[0] / n->a.groups * w->d[2] * w->d[3];
+    const Shape *w = &n->in[1]->shape;   /* [out, in/groups, kh, kw], or with wtap [in, kh, kw, out] */
+    *Z = n->a.groups, *M = o->d[1] / n->a.groups, *N = o->d[0] * o->d[2] * o->d[3];
+    *K = n->a.wtap ? w->d[1] * w->d[2] * w->d[3] : w->d[0] / n->a.groups * w->d[2] * w->d[3];
   } else if (n->op == OP_CONV2D_BWD_WEIGHT) {   /* dy, x -> dweight */
     const Shape *dy = &n->in[0]->shape;
     *Z = n->a.groups, *M = o->d[0] / n->a.groups, *N = o->d[1] * o->d[2] * o->d[3], *K = dy->d[0] * dy->d[2] * dy->d[3];

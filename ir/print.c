@@ -52,7 +52,7 @@ static void print_attrs(FILE *f, const Node *n) {
     print_pair(f, "pad", a->pad);
     print_pair(f, "dilation", a->dilation);
     fprintf(f, " groups=%d", a->groups);
-    if (a->wtap) fputs(" weight=tap-major", f);
+    if (a->wtap) fputs(n->op == OP_CONV2D_BWD_DATA ? " weight=in,kh,kw,out" : " weight=tap-major", f);
     break;
   case OP_LINEAR: fprintf(f, " out=%lld", (long long)a->out); break;
   case OP_BATCHNORM2D: case OP_BN_RUNNING: fprintf(f, " eps=%g momentum=%g", a->eps, a->momentum); break;

@@ -339,7 +339,11 @@ static void verify_narrow(const Graph *g) {
       for (int j = 0; r && j < r->nin; j++) {
         if (r->in[j] != v || ir_is_view(r)) continue;
         int gemm = (ncc_ops[r->op].flags & OPF_GEMM_LIKE) && r->prec == prec && r->grole != GROLE_PROLOGUE;
-        int ok = lt ? gemm && (prec == PREC_INT8 ? j == 1 && r->op != OP_MATMUL : j == 1 || (r->op == OP_MATMUL && j == 0))
+        /* a strided data gradient's weight transposed once a step (Attrs.wtap), on tensor cores */
+        int dgw = step_cast && r->op == OP_CONV2D_BWD_DATA && r->a.wtap && j == 1 && r->prec == prec &&
+                  prec != PREC_INT8 && ir_gemm_mma(r);
+        int ok = dgw ? 1
+                 : lt ? gemm && (prec == PREC_INT8 ? j == 1 && r->op != OP_MATMUL : j == 1 || (r->op == OP_MATMUL && j == 0))
                  : r->grole == GROLE_PROLOGUE ? r->op == OP_MAXPOOL2D && j == 0 && prec != PREC_INT8
                  : gemm && (j == 0 || (r->op == OP_MATMUL && j == 1)) &&
                        (prec != PREC_INT8 || (j == 1 ? r->qscale_b : r->qscale) == v->qscale);

@@ -213,6 +213,28 @@ static int dgrad_as_conv(AdCtx *c, Node *n, Value *dy) {
   return acc(c, n->in[0], dx) ? -1 : 1;
 }
 
+/* Does the data gradient that stays conv2d_bwd_data (a strided one; one
+ * dgrad_as_conv does not take) read the weight transposed once a step,
+ * [ci, kh, kw, co] (Attrs.wtap)?  Its GEMM's K is tap-major (ir_dgrad_tap_k:
+ * more than one tap, output channels a multiple of 16), so its A(m, k) =
+ * w[co][m][tap] with k = tap O + co; transposed, a row m of A is
+ * contiguous, and the tiled kernel loads it as a forward convolution loads
+ * its weight: at fp16 and bf16 stored narrow by the copy and staged by
+ * cp.async 16 bytes at a time, not gathered an element at a time as float32
+ * and converted (ResNet-18's strided 3x3 data gradients at fp16: a K tile
+ * of 87 to 92 instructions where it took 105 to 115, 8 global loads and a
+ * cp.async where 16 loads).  Groups 1, 8 or more input channels (a GEMM,
+ * ir_grad_gemm), at fp16 and bf16, not with --cublas.  Not at tf32, where the
+ * copy stays float32: the K tile was 2 to 4 instructions shorter, and one of
+ * ResNet-18's three kernels took 88 registers where it took 80 and lost a
+ * block a SM. */
+static int dgrad_wtap(const AdCtx *c, const Node *n) {
+  const Attrs *f = &n->a;
+  const Value *w = n->in[1];
+  return (c->prec == PREC_FP16 || c->prec == PREC_BF16) && !c->cublas && f->groups == 1 && w->shape.d[1] >= 8 &&
+         f->kernel[0] * f->kernel[1] > 1 && w->shape.d[0] % IR_CONV_TAP_K == 0;
+}
+
 static int grad_conv2d(AdCtx *c, Node *n, Value *dy) {
   Value *x = n->in[0], *w = n->in[1];
   Attrs a = n->a;
@@ -224,7 +246,16 @@ static int grad_conv2d(AdCtx *c, Node *n, Value *dy) {
     Attrs ad = a;
     ad.nlist = 4;
     for (int i = 0; i < 4; i++) ad.list[i] = x->shape.d[i];
-    if (acc(c, x, mk2(c, OP_CONV2D_BWD_DATA, dy, w, &ad))) return -1;
+    ad.wtap = dgrad_wtap(c, n);
+    Value *wd = w;
+    if (ad.wtap) {   /* [co, ci, kh, kw] -> [ci, kh, kw, co] */
+      Attrs t;
+      ir_attrs_init(&t);
+      t.nlist = 4;
+      t.list[0] = 1, t.list[1] = 2, t.list[2] = 3, t.list[3] = 0;
+      if (!(wd = mk1(c, OP_TRANSPOSE, w, &t))) return -1;
+    }
+    if (acc(c, x, mk2(c, OP_CONV2D_BWD_DATA, dy, wd, &ad))) return -1;
   }
   if (needs(c, w) && acc(c, w, mk2(c, OP_CONV2D_BWD_WEIGHT, dy, x, &a))) return -1;
   if (n->nin == 3 && needs(c, n->in[2]) && acc(c, n->in[2], sum_to(c, dy, &n->in[2]->shape, 1))) return -1;

@@ -54,6 +54,9 @@ static int reads_rounded(const Ctx *c, const Node *r, int j, int weight, float *
     /* ir_prologue_ok; not at int8, where a NaN would be quantized (to 0)
      * before the max, not after; never a weight */
     return !weight && r->op == OP_MAXPOOL2D && j == 0 && c->prec != PREC_INT8 ? 2 : 0;
+  /* a strided data gradient's weight transposed once a step (Attrs.wtap: autodiff), its A at fp16 and bf16 */
+  if (r->op == OP_CONV2D_BWD_DATA && r->a.wtap && weight && j == 1 && r->prec == c->prec && c->prec != PREC_INT8)
+    return ir_gemm_mma(r);
   if (!(ncc_ops[r->op].flags & OPF_GEMM_LIKE) || r->prec != c->prec) return 0;
   if (weight)   /* int8: a conv2d's or linear's weight; else either rounded operand (not a bias) */
     return c->prec == PREC_INT8 ? j == 1 && r->op != OP_MATMUL : j == 1 || (r->op == OP_MATMUL && j == 0);

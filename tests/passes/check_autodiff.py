@@ -185,7 +185,10 @@ def evaluate(nodes, env, masks, forward_only=False):
                 xin = env[prod["ins"][0]]
             y = vjp(lambda t: act(a["of"], t, a), xin, x[0])
         elif op == "conv2d_bwd_data":
-            y = torch.nn.grad.conv2d_input(sh, x[1], x[0], a["stride"], a["pad"], a["dilation"], a["groups"])
+            w = x[1]
+            if a.get("weight") == "in,kh,kw,out":   # transposed once a step: [in, kh, kw, out]
+                w = w.permute(3, 0, 1, 2)
+            y = torch.nn.grad.conv2d_input(sh, w, x[0], a["stride"], a["pad"], a["dilation"], a["groups"])
         elif op == "conv2d_bwd_weight":
             y = torch.nn.grad.conv2d_weight(x[1], sh, x[0], a["stride"], a["pad"], a["dilation"], a["groups"])
         elif op == "linear_bwd_weight":
