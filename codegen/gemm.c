@@ -228,24 +228,28 @@ static const char *row_of(char *buf, size_t n, int form, int J, int KS, const ch
  *   ROWS_QUADS (tf32): rows 4 apart, which the fragment order puts one word apart;
  * and its 32 stores meet 32 banks (half of them, one word each, where two lanes share a word).
  * Else a warp holds 32 columns at one row, kq = tid / BN. */
+/* b_warp16's two expressions (w16): the thread's column (rb) and its first row (kq) */
+static void warp16_exprs(char *rb, size_t rn, char *kq, size_t kn, int form, int BN, int J, int KS) {
+  NCC_ASSERT(BN % 16 == 0 && KS % 2 == 0 && (form != ROWS_QUADS || J % 4 == 0));   /* (J = 16 / KS: BN >= 32) */
+  int NC = BN / 16;   /* a block's warps: NC 16-column slices, then KS / 2 pairs of rows */
+  char q[48];   /* the warp's pair of rows (none where KS = 2) */
+  if (NC > 1) snprintf(rb, rn, "tid %% 16 + tid / 32 %% %d * 16", NC);
+  else snprintf(rb, rn, "tid %% 16");
+  snprintf(q, sizeof q, "tid / %d", 32 * NC);
+  if (KS == 2 && form == ROWS_QUADS) snprintf(kq, kn, "tid / 16 %% 2 * 4");
+  else if (KS == 2) snprintf(kq, kn, "tid / 16 %% 2");
+  else if (form == ROWS_PAIRS) snprintf(kq, kn, "tid / 16 %% 2 * %d + %s", KS / 2, q);
+  else if (form == ROWS_STRIDED) snprintf(kq, kn, "%s * 2 + tid / 16 %% 2", q);
+  else snprintf(kq, kn, "tid / 16 %% 2 * 4 + %s * %d", q, 2 * J);   /* ROWS_QUADS: the pair's fours 4 apart */
+}
 static void b_warp16(Buf *b, int w16, int form, int BN, int J, int KS, const char *cv, const char *tail) {
   if (!w16) {
     buf_printf(b, "  int %s = tid %% %d, kq = tid / %d%s;\n", cv, BN, BN, tail);
     return;
   }
-  NCC_ASSERT(BN % 16 == 0 && KS % 2 == 0 && (form != ROWS_QUADS || J % 4 == 0));   /* (J = 16 / KS: BN >= 32) */
-  int NC = BN / 16;   /* a block's warps: NC 16-column slices, then KS / 2 pairs of rows */
-  char rb[64], q[48];   /* the warp's column slice; q: its pair of rows (none where KS = 2) */
-  if (NC > 1) snprintf(rb, sizeof rb, "tid %% 16 + tid / 32 %% %d * 16", NC);
-  else snprintf(rb, sizeof rb, "tid %% 16");
-  snprintf(q, sizeof q, "tid / %d", 32 * NC);
-  buf_printf(b, "  int %s = %s, kq", cv, rb);
-  if (KS == 2 && form == ROWS_QUADS) buf_puts(b, " = tid / 16 % 2 * 4");
-  else if (KS == 2) buf_puts(b, " = tid / 16 % 2");
-  else if (form == ROWS_PAIRS) buf_printf(b, " = tid / 16 %% 2 * %d + %s", KS / 2, q);
-  else if (form == ROWS_STRIDED) buf_printf(b, " = %s * 2 + tid / 16 %% 2", q);
-  else buf_printf(b, " = tid / 16 %% 2 * 4 + %s * %d", q, 2 * J);   /* ROWS_QUADS: the pair's fours 4 apart */
-  buf_printf(b, "%s;   /* a warp: 16 columns, two rows (b_warp16) */\n", tail);
+  char rb[64], kq[96];
+  warp16_exprs(rb, sizeof rb, kq, sizeof kq, form, BN, J, KS);
+  buf_printf(b, "  int %s = %s, kq = %s%s;   /* a warp: 16 columns, two rows (b_warp16) */\n", cv, rb, kq, tail);
 }
 
 /* "if (m < M && k < K) {" for a tile's element (row `rowvar`, k) of a K tile
@@ -279,14 +283,11 @@ static void load_tile(Buf *b, const char *dst, int rows, int T, int kcontig, con
   else if (T / rows >= 2 && (w16 == MMA_F16 || (w16 == MMA_TF32 && P % 4 == 0))) {
     /* an MMA tile in padded slices: a warp 16 rows (columns) wide at two k (b_warp16's), its 32 stores in 32 banks */
     int form = w16 == MMA_TF32 ? ROWS_QUADS : ROWS_STRIDED;
-    Buf d = {0};
-    char kk[80];
-    b_warp16(&d, 1, form, rows, P, T / rows, "rr", "");
-    d.s[strcspn(d.s, ";")] = 0;   /* "  int rr = ..., kq = ..." */
-    buf_printf(b, "    for (int p = 0, %s, %s = %s + rr; p < %d; p++) {   /* %d elements a thread, one row (b_warp16) */\n"
-                  "      int kk = %s, k = k0 + kk;\n", d.s + 6, rowvar, rowbase, P, P,
+    char rr[64], kq[96], kk[80];
+    warp16_exprs(rr, sizeof rr, kq, sizeof kq, form, rows, P, T / rows);
+    buf_printf(b, "    for (int p = 0, rr = %s, kq = %s, %s = %s + rr; p < %d; p++) {   /* %d elements a thread, one row "
+                  "(b_warp16) */\n      int kk = %s, k = k0 + kk;\n", rr, kq, rowvar, rowbase, P, P,
                row_of(kk, sizeof kk, form, P, T / rows, "p"));
-    buf_free(&d);
   } else
     buf_printf(b, "    for (int p = 0, rr = tid %% %d, %s = %s + rr; p < %d; p++) {   /* %d elements a thread, one row */\n"
                   "      int kk = tid / %d + p * %d, k = k0 + kk;\n", rows, rowvar, rowbase, P, P, rows, T / rows);
@@ -2373,9 +2374,11 @@ static void wgrad_tile(GemmSpec *s, const WgradDims *d, const char *x, int BN, i
 /* The data gradient's B tile (B(k, n): dy at the output whose window puts
  * tap (kh, kw) of k on input pixel n) where K is tap-major
  * (ir_dgrad_tap_k: k = tap Og + co, each K tile one tap's channels).  A
- * thread loads along n as load_tile does: its column n0 + tid % BN is the
- * same in every K tile, its P k's P (tid / BN) + p, consecutive (at fp16
- * and bf16 a pair of them is one word of the tile: one store).  Before the
+ * thread loads along n as load_tile does: its column n0 + dc is the same in
+ * every K tile, its P k's consecutive (at fp16 and bf16 a pair of them is
+ * one word of the tile: one store), or at tf32 fours 8 apart; a warp holds
+ * 16 columns at two rows where the tile has two or more threads a column
+ * (b_warp16).  Before the
  * K loop it works out its pixel's (h + ph, w + pw) and its offset in dy
  * (image, group, first channel); a column past N gets a row no tap
  * reaches.  Each K tile
@@ -2506,30 +2509,28 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
       /* A: weight[z Og + co, m, t], t = kh KW + kw: k = co KH KW + t, or tap-major (ir_dgrad_tap_k) t Og + co */
       int taps = ir_dgrad_tap_k(n);
       s.b_gather = 1;   /* (load_tile, where not taps) */
-      char te[2][32];
-      if (taps) {
-        const char *tn[] = {"t", "co"};
-        const int64_t tr[] = {KH * KW, Og};
-        char tt[2][32];
-        digits(&la, "k", 2, tn, tr, tt);
-        snprintf(te[0], sizeof te[0], "%s", tt[1]);
-        snprintf(te[1], sizeof te[1], "%s", tt[0]);
-      } else {
-        const char *tn[] = {"co", "t"};
-        const int64_t tr[] = {Og, KH * KW};
-        digits(&la, "k", 2, tn, tr, te);
-      }
       if (a->wtap) {   /* the weight transposed a step, [C][KH][KW][O] (autodiff): A(m, k) = weight[m K + k] */
         NCC_ASSERT(taps && a->groups == 1 && n->in[1]->shape.d[0] == C && n->in[1]->shape.d[3] == O);
         char we[200], ld[240];
-        la.len = 0;
-        if (la.s) la.s[0] = 0;
         snprintf(we, sizeof we, "%s[m * %lld + k]", w, LL(s.K));
         buf_printf(&la, "v = %s;", cg_ld(ld, sizeof ld, n->in[1], we));
         if (n->in[1]->narrow) snprintf(s.a_bits, sizeof s.a_bits, "v = %s;", we);   /* stored narrow */
         if (vec_ok(n->in[1], s.K)) snprintf(s.a_vec, sizeof s.a_vec, "&%s", we);
         if (vec32_ok(n->in[1], s.K)) snprintf(s.a_f4, sizeof s.a_f4, "&%s", we);
       } else {
+        char te[2][32];   /* k's channel co and tap t */
+        if (taps) {
+          const char *tn[] = {"t", "co"};
+          const int64_t tr[] = {KH * KW, Og};
+          char tt[2][32];
+          digits(&la, "k", 2, tn, tr, tt);
+          snprintf(te[0], sizeof te[0], "%s", tt[1]);
+          snprintf(te[1], sizeof te[1], "%s", tt[0]);
+        } else {
+          const char *tn[] = {"co", "t"};
+          const int64_t tr[] = {Og, KH * KW};
+          digits(&la, "k", 2, tn, tr, te);
+        }
         const char *e[] = {z, te[0], "m", te[1]};
         const int64_t k[] = {Og * Cg * KH * KW, Cg * KH * KW, KH * KW, 1};
         buf_puts(&la, "v = "), gather(&la, w, 4, e, k), buf_puts(&la, ";");
