@@ -25,8 +25,9 @@
  * another scale.  Graph inputs and parameters keep their storage (M_load
  * fills the parameters' float32 buffers), and so does a training step (its
  * gradients read the forward's values in float32), but for its parameter
- * weights' casts (the precision pass: once a step, read by the forward's
- * GEMMs), stored in 16 bits when only those GEMMs read them.  A load-time value (a
+ * weights' copies made once a step (the precision pass's casts, read by the
+ * forward's GEMMs; autodiff's transposes, read by the data gradients'), stored
+ * in 16 bits when only those GEMMs read them.  A load-time value (a
  * folded weight; a parameter weight's cast, the precision pass converting
  * the GEMMs' weights at load; at int8 a quantize node's integers) is stored
  * narrow when only those GEMMs read it, as their weight: in 16 bits at
@@ -140,9 +141,9 @@ static void mark(Graph *g, Value *v, int t, float scale) {
   }
 }
 
-/* A training step: the parameter weights' copies (made once a step by the precision pass: a cast,
- * or a convolution's weight reordered tap-major) that only the forward's rounding GEMMs read, in 16
- * bits; every other value as its type */
+/* A training step: the parameter weights' copies made once a step (by the precision pass: a cast, or a
+ * convolution's weight reordered tap-major; by autodiff: a data gradient's transposed weight) that only
+ * rounding GEMMs read, in 16 bits; every other value as its type */
 static int train_weights(Graph *g, PassCtx *pc, Ctx *c, int t) {
   int n = 0;
   int64_t bytes = 0;
