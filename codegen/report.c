@@ -288,11 +288,10 @@ static Cost cost_none(const Node *n, int train) { return flops_only(0); }
 static Cost cost_conv2d_bwd(const Node *n, int train) {
   /* bwd_data: in = (dy, weight); bwd_weight: in = (dy, x), out = weight */
   const Shape *w = n->op == OP_CONV2D_BWD_DATA ? &n->in[1]->shape : &n->out->shape;
-  /* in/groups x kh x kw; bwd_data's weight transposed (wtap: [in, kh, kw, out], groups 1): in x kh x kw */
-  int64_t cg = n->op == OP_CONV2D_BWD_DATA && n->a.wtap ? w->d[0] : w->d[1];
-  int64_t kh = n->op == OP_CONV2D_BWD_DATA && n->a.wtap ? w->d[1] : w->d[2];
-  int64_t kw = n->op == OP_CONV2D_BWD_DATA && n->a.wtap ? w->d[2] : w->d[3];
-  int64_t macs = mul(mul(mul(shape_numel(&n->in[0]->shape), cg), kh), kw);
+  /* in/groups x kh x kw: [out, in/groups, kh, kw]'s axes 1..3, or bwd_data's weight transposed (wtap: [in, kh,
+   * kw, out], groups 1) axes 0..2 */
+  int t = n->op == OP_CONV2D_BWD_DATA && n->a.wtap;
+  int64_t macs = mul(mul(mul(shape_numel(&n->in[0]->shape), w->d[t ? 0 : 1]), w->d[t ? 1 : 2]), w->d[t ? 2 : 3]);
   Cost c = {mul(2, macs), macs};
   return c;
 }
