@@ -75,6 +75,10 @@ typedef struct GemmSpec {
                           weight gradient's tap-major tile (wgrad_tile_taps), whose few K tiles ptxas would
                           unroll whole, hoist their loads and spill (ResNet-18 at tf32, sm_80: 144 bytes) */
   int uses_z;
+  char k_pre[1024];    /* statements after z is known, before the K loop and split-K's range, or "": a strided data
+                          gradient's phase (ir_dgrad_phases), which declares its K, kc (k_var) */
+  int k_var;           /* the block's K is kc (k_pre's), at most K: the K loop, split-K's range and the copies ahead
+                          end there, the first ones tested (none may be due) */
   int S;               /* split-K: ranges of K (ir_gemm_split_k), 1: none */
   int64_t span;        /* split-K: the K extent of a range (ir_gemm_split_span) */
   Value *bias_v;       /* split-K: the bias the sum kernel adds (bias[(o / bias_inner) % bias_n]), or NULL */
@@ -145,17 +149,32 @@ static void z_and_range(Buf *b, const GemmSpec *s) {
   if (s->S > 1) {
     if (s->uses_z) buf_printf(b, "  int z = %s / %d, sk = %s %% %d;\n", D_BID_Z, s->S, D_BID_Z, s->S);
     else buf_printf(b, "  int sk = %s;\n", D_BID_Z);
-    buf_printf(b, "  int kb = sk * %lld, ke = kb + %lld < %lld ? kb + %lld : %lld;   /* this block's range of K (split-K) */\n",
-               (long long)s->span, (long long)s->span, (long long)s->K, (long long)s->span, (long long)s->K);
-  } else if (s->uses_z) {
-    buf_printf(b, "  int z = %s;\n", D_BID_Z);
+    buf_puts(b, s->k_pre);
+    char ke[24];
+    if (s->k_var) snprintf(ke, sizeof ke, "kc");
+    else snprintf(ke, sizeof ke, "%lld", (long long)s->K);
+    buf_printf(b, "  int kb = sk * %lld, ke = kb + %lld < %s ? kb + %lld : %s;   /* this block's range of K (split-K) */\n",
+               (long long)s->span, (long long)s->span, ke, (long long)s->span, ke);
+  } else {
+    if (s->uses_z) buf_printf(b, "  int z = %s;\n", D_BID_Z);
+    buf_puts(b, s->k_pre);
   }
+}
+
+/* The end of the block's K: split-K's range ke, the block's kc (k_var), else K */
+static const char *k_end(const GemmSpec *s, char *buf, size_t n) {
+  if (s->S > 1) snprintf(buf, n, "ke");
+  else if (s->k_var) snprintf(buf, n, "kc");
+  else snprintf(buf, n, "%lld", (long long)s->K);
+  return buf;
 }
 
 /* The loop over K tiles of BK */
 static void k_loop(Buf *b, const GemmSpec *s, int bk) {
+  char ke[32];
+  k_end(s, ke, sizeof ke);
   if (s->S > 1) buf_printf(b, "  for (int k0 = kb; k0 < ke; k0 += %d) {\n", bk);
-  else buf_printf(b, "%s  for (int k0 = 0; k0 < %lld; k0 += %d) {\n", s->rolled ? "  NCC_ROLLED\n" : "", (long long)s->K, bk);
+  else buf_printf(b, "%s  for (int k0 = 0; k0 < %s; k0 += %d) {\n", s->rolled ? "  NCC_ROLLED\n" : "", ke, bk);
 }
 
 /* Split-K: the block's partial sum of output element o into range sk of the
@@ -878,8 +897,11 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_printf(&b, "  %s acc[%d][%d][4];\n", kind == MMA_S8 ? "int" : "float", MI, NJ);
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++)\n"
                  "      for (int r = 0; r < 4; r++) acc[i][j][r] = %s;\n", MI, NJ, kind == MMA_S8 ? "0" : "0.0f");
-  char kend[32] = "ke";   /* the end of this block's K: split-K's range, else K */
-  if (s->S <= 1) snprintf(kend, sizeof kend, "%lld", LL(s->K));
+  char kend[32];   /* the end of this block's K: split-K's range, the block's (k_var), else K */
+  k_end(s, kend, sizeof kend);
+  /* the first K tile, and whether the copies ahead test theirs at run time (a block's K may be shorter) */
+  const char *k1 = s->S > 1 ? "kb" : "0";
+  int rt = s->S > 1 || s->k_var;
   if (f4ma)   /* x4.trans: lanes 0..7 name rows k 0..7 of rows m wr.., 8..15 the same k of m + 8, 16..31 k 8..15 */
     buf_printf(&b, "  int la = (lane %% 8 + 8 * (lane / 16)) * %d + wr + 8 * (lane / 8 %% 2);   /* this lane's ldmatrix row of A (a k) */\n",
                bnp(BM));
@@ -906,30 +928,33 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
       buf_printf(&b, "  int lb = (wc + lane %% 8) * %d + %d * (lane / 8 %% 2);   /* this lane's ldmatrix row of B */\n", ap2, h);
     else if (pipe_bv)   /* x4: lane l names column l of four 8-column blocks; x2: column l %% 16 of two */
       buf_printf(&b, "  int lb = (wc + lane%s) * %d;   /* this lane's ldmatrix row of B */\n", NJ % 4 ? " % 16" : "", AP8);
-    buf_puts(&b, "  {\n");
-    if (pipe) async_tile(&b, "As", TT, "m", "m0", BM, T, s->M, s->K, s->S > 1 ? "kb" : "0", "0", avec, "    ");
-    if (pipe_bv) async_tile(&b, "Bs", TT, "n", "n0", BN, T, s->N, s->K, s->S > 1 ? "kb" : "0", "0", bvec, "    ");
-    if (pipe_bt) async_tile_kn(&b, BN, T, s->N, s->K, s->S > 1 ? "kb" : "0", "0", s->b_nvec, "    ", s->b_piece);
-    buf_puts(&b, "    ncc_cp_async_commit();\n  }\n");
+    if (s->k_var) buf_printf(&b, "  if (%s < %s) {\n", k1, kend);
+    else buf_puts(&b, "  {\n");
+    if (pipe) async_tile(&b, "As", TT, "m", "m0", BM, T, s->M, s->K, k1, "0", avec, "    ");
+    if (pipe_bv) async_tile(&b, "Bs", TT, "n", "n0", BN, T, s->N, s->K, k1, "0", bvec, "    ");
+    if (pipe_bt) async_tile_kn(&b, BN, T, s->N, s->K, k1, "0", s->b_nvec, "    ", s->b_piece);
+    if (s->k_var) buf_puts(&b, "  }\n  ncc_cp_async_commit();\n");
+    else buf_puts(&b, "    ncc_cp_async_commit();\n  }\n");
     for (int q = 1; q < S - 1; q++) {   /* and the next ones' (a group each, empty past the end) */
       char kx[32], stg[16];
       if (s->S > 1) snprintf(kx, sizeof kx, "kb + %d", q * BK);
       else snprintf(kx, sizeof kx, "%d", q * BK);
       snprintf(stg, sizeof stg, "%d", q);
-      if (s->S > 1) buf_printf(&b, "  if (%s < %s) {\n", kx, kend);
+      if (rt) buf_printf(&b, "  if (%s < %s) {\n", kx, kend);
       else if (q * BK < s->K) buf_puts(&b, "  {\n");
-      if (s->S > 1 || q * BK < s->K) {
+      if (rt || q * BK < s->K) {
         if (pipe) async_tile(&b, "As", TT, "m", "m0", BM, T, s->M, s->K, kx, stg, avec, "    ");
         if (pipe_bv) async_tile(&b, "Bs", TT, "n", "n0", BN, T, s->N, s->K, kx, stg, bvec, "    ");
         if (pipe_bt) async_tile_kn(&b, BN, T, s->N, s->K, kx, stg, s->b_nvec, "    ", s->b_piece);
         buf_puts(&b, "  }\n");
       }
-      buf_printf(&b, "  ncc_cp_async_commit();%s\n", s->S > 1 || q * BK < s->K ? "" : "   /* (empty: K has no such tile) */");
+      buf_printf(&b, "  ncc_cp_async_commit();%s\n", rt || q * BK < s->K ? "" : "   /* (empty: K has no such tile) */");
     }
   }
   /* B through registers (--gemm-pipeline, a convolution's B tile): the next K tile's elements are
    * loaded while this one's MMAs run, and stored into the tile at the top of the next iteration */
   if (pipe_b) {
+    NCC_ASSERT(!s->k_var);   /* (b_first fetches K tile 0 untested: the forward convolutions' tiles only) */
     buf_printf(&b, "  %s\n", s->b_regs);
     buf_puts(&b, s->b_first);
   }
@@ -940,10 +965,14 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   int f4ap = f4a && gr->main->pipe && gr->main->pipe_r, f4bp = f4b && gr->main->pipe && gr->main->pipe_r;
   if (f4a) buf_printf(&b, "  float a4[%d][4];   /* this thread's A pieces of a K tile */\n", vec32_np(BM, T));
   if (f4b) buf_printf(&b, "  float b4[%d][4];   /* this thread's B pieces of a K tile */\n", vec32_np(BN, T));
-  if (f4ap) vec32_fetch(&b, 'A', BM, T, kind, "m", "m0", s->M, s->K, s->a_f4, s->S > 1 ? "kb" : "0", "  ");
-  if (f4bp) vec32_fetch(&b, 'B', BN, T, kind, "n", "n0", s->N, s->K, s->b_f4, s->S > 1 ? "kb" : "0", "  ");
-  if (f4ma && gr->main->pipe) vec32n_fetch(&b, 'A', BM, T, s->M, s->K, s->S > 1 ? "kb" : "0", s->a_f4m, "  ");
-  if (f4nb && gr->main->pipe) vec32n_fetch(&b, 'B', BN, T, s->N, s->K, s->S > 1 ? "kb" : "0", s->b_f4n, "  ");
+  int f1 = f4ap || f4bp || ((f4ma || f4nb) && gr->main->pipe);   /* pieces fetched before the loop */
+  if (f1 && s->k_var) buf_printf(&b, "  if (%s < %s) {   /* (the block may have no K tile) */\n", k1, kend);
+  const char *ind1 = f1 && s->k_var ? "    " : "  ";
+  if (f4ap) vec32_fetch(&b, 'A', BM, T, kind, "m", "m0", s->M, s->K, s->a_f4, k1, ind1);
+  if (f4bp) vec32_fetch(&b, 'B', BN, T, kind, "n", "n0", s->N, s->K, s->b_f4, k1, ind1);
+  if (f4ma && gr->main->pipe) vec32n_fetch(&b, 'A', BM, T, s->M, s->K, k1, s->a_f4m, ind1);
+  if (f4nb && gr->main->pipe) vec32n_fetch(&b, 'B', BN, T, s->N, s->K, k1, s->b_f4n, ind1);
+  if (f1 && s->k_var) buf_puts(&b, "  }\n");
   k_loop(&b, s, BK);
   char dst[160];
   char ra[64], rb[64], sa[96], sb[96];
@@ -2384,11 +2413,85 @@ static void wgrad_tile(GemmSpec *s, const WgradDims *d, const char *x, int BN, i
  * reaches.  Each K tile
  * takes the tap from k0, finds the output under it (stride 1: the row and
  * column; else their divisibility too) and tests it once; an element is
- * then its load, p channel planes on, and its store. */
+ * then its load, p channel planes on, and its store.
+ *
+ * By phases (ir_dgrad_phases, d->P): the column is pixel (a, b) of the
+ * block's phase (rh, rw), dx's (sh a + rh, sw b + rw); its row of dy under
+ * the phase's first tap is a + qh, its column b + qw (phase_pre), and a K
+ * tile's tap (i, j) of the phase moves them back by i and j: the test of a
+ * stride-1 gradient, no divisibility. */
 typedef struct DgradDims {
   int64_t O, Og, OH, OW, H, W, KH, KW;
   int sh, sw, ph, pw, dh, dw;
+  int P;   /* the phases (ir_dgrad_phases), 0: none */
 } DgradDims;
+
+/* A phase's taps (ir_dgrad_phases): the most a phase takes, ceil(KH / sh) x ceil(KW / sw), and which of
+ * them is 1 (its taps a column or a row of the kernel's: no division by nw) */
+static int64_t phase_taps(const DgradDims *d, int *nh1, int *nw1) {
+  int64_t th = (d->KH + d->sh - 1) / d->sh, tw = (d->KW + d->sw - 1) / d->sw;
+  *nh1 = th == 1, *nw1 = tw == 1;
+  return th * tw;
+}
+
+/* One axis of phase_pre ("h": rh of stride st, padding p, a kernel of K taps): its first tap f, its
+ * dy offset q and its taps n, the constants folded (no "+ 0", no "% 1") */
+static void phase_axis(Buf *b, const char *ax, int st, int p, int64_t K) {
+  if (st == 1) {   /* every tap, each pixel its own */
+    buf_printf(b, "  int f%s = 0, q%s = %d, n%s = %lld;\n", ax, ax, p, ax, LL(K));
+    return;
+  }
+  int pm = p % st, pq = p / st;
+  char f[48], q[64], n[96];
+  if (pm) {
+    snprintf(f, sizeof f, "(r%s + %d) %% %d", ax, pm, st);
+    if (pq) snprintf(q, sizeof q, "(r%s + %d) / %d + %d", ax, pm, st, pq);
+    else snprintf(q, sizeof q, "(r%s + %d) / %d", ax, pm, st);
+  } else {   /* (r + p) % st = r */
+    snprintf(f, sizeof f, "r%s", ax);
+    snprintf(q, sizeof q, "%d", pq);
+  }
+  if (K == 1) snprintf(n, sizeof n, "f%s == 0", ax);
+  else if (K <= st) snprintf(n, sizeof n, "f%s < %lld", ax, LL(K));
+  else snprintf(n, sizeof n, "f%s < %lld ? (%lld - f%s) / %d + 1 : 0", ax, LL(K), LL(K - 1), ax, st);
+  buf_printf(b, "  int f%s = %s, q%s = %s, n%s = %s;\n", ax, f, ax, q, ax, n);
+}
+
+/* The statements before the K loop that give the block its phase z (ir_dgrad_phases): dx's rows sh a + rh,
+ * columns sw b + rw; the taps that reach them, kh = fh + sh i (i < nh) and kw = fw + sw j (j < nw), under
+ * pixel (a, b) dy's output (a + qh - i, b + qw - j); the phase's K, kc = nh nw Og, its local tap tl = i nw +
+ * j; for the weight (phase_tap): tb, the first tap's index kh KW + kw, tq, its step from i to i + 1 less
+ * nw of j's, and tm, 65536 / nw rounded up (i = tl tm >> 16, exact for tl nw < 65536) */
+static void phase_pre(GemmSpec *s, const DgradDims *d) {
+  int nh1, nw1;
+  int64_t kt = phase_taps(d, &nh1, &nw1);
+  Buf b = {0};
+  buf_printf(&b, "  /* the block's phase z: dx's rows %d a + rh, columns %d b + rw; the taps that reach them, kh = fh + "
+                 "%d i (i < nh)\n   * and kw = fw + %d j (j < nw); under its pixel (a, b) dy's (a + qh - i, b + qw - j); "
+                 "its K kc, tap tl = i nw + j its k / %lld */\n",
+             d->sh, d->sw, d->sh, d->sw, LL(d->Og));
+  if (d->sh == 1) buf_puts(&b, "  int rh = 0, rw = z;\n");
+  else if (d->sw == 1) buf_puts(&b, "  int rh = z, rw = 0;\n");
+  else buf_printf(&b, "  int rh = z / %d, rw = z %% %d;\n", d->sw, d->sw);
+  phase_axis(&b, "h", d->sh, d->ph, d->KH);
+  phase_axis(&b, "w", d->sw, d->pw, d->KW);
+  if (d->KW > 1) buf_printf(&b, "  int kc = nh * nw * %lld, tb = fh * %lld + fw;\n", LL(d->Og), LL(d->KW));
+  else buf_printf(&b, "  int kc = nh * nw * %lld, tb = fh + fw;\n", LL(d->Og));
+  if (kt > 1 && !nh1 && !nw1)
+    buf_printf(&b, "  int tq = %lld - %d * nw, tm = nw ? (65535 + nw) / nw : 1;\n", LL(d->sh * d->KW), d->sw);
+  buf_take(&b, s->k_pre, sizeof s->k_pre);
+  s->k_var = 1;
+}
+
+/* The weight's tap index (kh KW + kw) of a phase's local tap tl (phase_pre's names) */
+static void phase_tap(char *out, size_t n, const char *tl, const DgradDims *d) {
+  int nh1, nw1;
+  int64_t kt = phase_taps(d, &nh1, &nw1);
+  if (kt == 1) snprintf(out, n, "tb");
+  else if (nw1) snprintf(out, n, "tb + %s * %lld", tl, LL(d->sh * d->KW));   /* i = tl */
+  else if (nh1) snprintf(out, n, "tb + %s * %d", tl, d->sw);                  /* j = tl */
+  else snprintf(out, n, "tb + (%s * tm >> 16) * tq + %s * %d", tl, tl, d->sw);
+}
 
 static void dgrad_tile_taps(GemmSpec *s, const DgradDims *d, const char *dy, int BN, int T, const char *dst,
                             const char *rv, int kind) {
@@ -2404,10 +2507,16 @@ static void dgrad_tile_taps(GemmSpec *s, const DgradDims *d, const char *dy, int
   Buf b = {0};
   buf_printf(&b, "  /* this thread's column (n0 + dc) in each K tile; its k %s */\n", kk);
   b_warp16(&b, w16, form, BN, P, KS, "dc", "");
-  buf_puts(&b, "  int dyo, dth, dtw;   /* the column's offset in dy (image, group, the thread's first channel); "
-               "its pixel's h + ph, w + pw */\n");
+  if (d->P) {   /* a phase's pixels: (H / sh) x (W / sw) an image */
+    HW = d->H / d->sh * (d->W / d->sw);
+    buf_puts(&b, "  int dyo, dth, dtw;   /* the column's offset in dy (image, the thread's first channel); its row and "
+                 "column in dy under the phase's first tap */\n");
+  } else {
+    buf_puts(&b, "  int dyo, dth, dtw;   /* the column's offset in dy (image, group, the thread's first channel); "
+                 "its pixel's h + ph, w + pw */\n");
+  }
   buf_printf(&b, "  {\n    int n = n0 + dc, img = n / %lld, pix = n %% %lld;\n", LL(HW), LL(HW));
-  if (s->uses_z)
+  if (s->uses_z && !d->P)
     buf_printf(&b, "    dyo = img * %lld + z * %lld + kq * %lld;\n", LL(d->O * OHW), LL(d->Og * OHW),
                LL((form == ROWS_PAIRS ? P : 1) * OHW));
   else
@@ -2415,23 +2524,36 @@ static void dgrad_tile_taps(GemmSpec *s, const DgradDims *d, const char *dy, int
   char ph[24] = "", pw[24] = "";
   if (d->ph) snprintf(ph, sizeof ph, " + %d", d->ph);
   if (d->pw) snprintf(pw, sizeof pw, " + %d", d->pw);
-  buf_printf(&b, "    dth = pix / %lld%s, dtw = pix %% %lld%s;\n", LL(d->W), ph, LL(d->W), pw);
+  if (d->P) buf_printf(&b, "    dth = pix / %lld + qh, dtw = pix %% %lld + qw;\n", LL(d->W / d->sw), LL(d->W / d->sw));
+  else buf_printf(&b, "    dth = pix / %lld%s, dtw = pix %% %lld%s;\n", LL(d->W), ph, LL(d->W), pw);
   if (s->N % BN) buf_printf(&b, "    if (n >= %lld) dth = -1048576;   /* past N: a row no tap reaches */\n", LL(s->N));
   buf_puts(&b, "  }\n");
   buf_take(&b, s->b_pre, sizeof s->b_pre);
   buf_puts(&b, "    {   /* this K tile's tap; the column's element of dy under it, tested once */\n");
-  if (KK > 1) buf_printf(&b, "      int tap = k0 / %lld, co0 = k0 %% %lld;\n", LL(d->Og), LL(d->Og));
+  if (d->P) {   /* the phase's tap (i, j): dy's row and column i and j back from the first tap's */
+    int nh1, nw1;
+    int64_t kt = phase_taps(d, &nh1, &nw1);
+    if (kt == 1) buf_puts(&b, "      int co0 = k0, th = dth, tw = dtw;\n");
+    else {
+      buf_printf(&b, "      int tl = k0 / %lld, co0 = k0 %% %lld;\n", LL(d->Og), LL(d->Og));
+      if (nw1) buf_puts(&b, "      int th = dth - tl, tw = dtw;\n");
+      else if (nh1) buf_puts(&b, "      int th = dth, tw = dtw - tl;\n");
+      else buf_puts(&b, "      int ti = tl * tm >> 16, th = dth - ti, tw = dtw - (tl - ti * nw);\n");
+    }
+  } else if (KK > 1) buf_printf(&b, "      int tap = k0 / %lld, co0 = k0 %% %lld;\n", LL(d->Og), LL(d->Og));
   else buf_puts(&b, "      int co0 = k0;\n");
   char kh[48] = "0", kw[48] = "0";
-  if (d->KH > 1 && d->KW > 1) buf_printf(&b, "      int kh = tap / %lld, kw = tap %% %lld;\n", LL(d->KW), LL(d->KW));
+  if (d->P)
+    ;
+  else if (d->KH > 1 && d->KW > 1) buf_printf(&b, "      int kh = tap / %lld, kw = tap %% %lld;\n", LL(d->KW), LL(d->KW));
   else if (d->KH > 1) buf_puts(&b, "      int kh = tap;\n");
   else if (d->KW > 1) buf_puts(&b, "      int kw = tap;\n");
   if (d->KH > 1) snprintf(kh, sizeof kh, d->dh > 1 ? " - kh * %d" : " - kh", d->dh);
   else kh[0] = 0;
   if (d->KW > 1) snprintf(kw, sizeof kw, d->dw > 1 ? " - kw * %d" : " - kw", d->dw);
   else kw[0] = 0;
-  buf_printf(&b, "      int th = dth%s, tw = dtw%s;\n", kh, kw);
-  if (!st) {
+  if (!d->P) buf_printf(&b, "      int th = dth%s, tw = dtw%s;\n", kh, kw);
+  if (!st || d->P) {
     buf_printf(&b, "      int in = (unsigned)th < %lldu && (unsigned)tw < %lldu;\n", LL(d->OH), LL(d->OW));
     buf_printf(&b, "      int yo = dyo + co0 * %lld + th * %lld + tw;\n", LL(OHW), LL(d->OW));
   } else {
@@ -2505,21 +2627,39 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
       const char *dy = kp_value(c, &p, n->in[0], 0, "dy"), *w = kp_value(c, &p, n->in[1], 0, "weight");
       const char *nn[] = {"img", "h", "w"};
       const int64_t nr[] = {xs->d[0], H, W};
+      DgradDims dd = {O, Og, OH, OW, H, W, KH, KW, sh, sw, ph, pw, dh, dw, ir_dgrad_phases(n)};
+      if (dd.P) {   /* grid axis z: the phase (groups 1); its taps and K */
+        z = "0";
+        phase_pre(&s, &dd);
+      }
+      /* by phases: k's tap (the weight's kh KW + kw) and k as the weight's tap-major k, tap Og + k % Og */
+      char pk[320] = "k", ptap[200] = "";
+      if (dd.P) {
+        char tl[48];
+        snprintf(tl, sizeof tl, "(k / %lld)", LL(Og));
+        phase_tap(ptap, sizeof ptap, tl, &dd);
+        if (ir_dgrad_phase_taps(n) == 1) snprintf(pk, sizeof pk, "(k + tb * %lld)", LL(Og));   /* k < Og */
+        else snprintf(pk, sizeof pk, "((%s) * %lld + k %% %lld)", ptap, LL(Og), LL(Og));
+      }
       s.a_kcontig = 1, s.b_kcontig = 0;
       /* A: weight[z Og + co, m, t], t = kh KW + kw: k = co KH KW + t, or tap-major (ir_dgrad_tap_k) t Og + co */
       int taps = ir_dgrad_tap_k(n);
       s.b_gather = 1;   /* (load_tile, where not taps) */
       if (a->wtap) {   /* the weight transposed a step, [C][KH][KW][O] (autodiff): A(m, k) = weight[m K + k] */
         NCC_ASSERT(taps && a->groups == 1 && n->in[1]->shape.d[0] == C && n->in[1]->shape.d[3] == O);
-        char we[200], ld[240];
-        snprintf(we, sizeof we, "%s[m * %lld + k]", w, LL(s.K));
+        char we[420], ld[460];
+        snprintf(we, sizeof we, "%s[m * %lld + %s]", w, LL(O * KH * KW), pk);
         buf_printf(&la, "v = %s;", cg_ld(ld, sizeof ld, n->in[1], we));
         if (n->in[1]->narrow) snprintf(s.a_bits, sizeof s.a_bits, "v = %s;", we);   /* stored narrow */
-        if (vec_ok(n->in[1], s.K)) snprintf(s.a_vec, sizeof s.a_vec, "&%s", we);
-        if (vec32_ok(n->in[1], s.K)) snprintf(s.a_f4, sizeof s.a_f4, "&%s", we);
+        if (vec_ok(n->in[1], O * KH * KW)) snprintf(s.a_vec, sizeof s.a_vec, "&%s", we);   /* (a phase's k: 8 of */
+        if (vec32_ok(n->in[1], O * KH * KW)) snprintf(s.a_f4, sizeof s.a_f4, "&%s", we);   /* one tap, contiguous) */
       } else {
         char te[2][32];   /* k's channel co and tap t */
-        if (taps) {
+        if (dd.P) {   /* the phase's tap */
+          buf_printf(&la, "int co = k %% %lld, t = %s; ", LL(Og), ptap);
+          snprintf(te[0], sizeof te[0], "co");
+          snprintf(te[1], sizeof te[1], "t");
+        } else if (taps) {
           const char *tn[] = {"t", "co"};
           const int64_t tr[] = {KH * KW, Og};
           char tt[2][32];
@@ -2554,7 +2694,6 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
         buf_printf(&lb, "if (%s) v = ", cond), gather(&lb, dy, 5, e, k), buf_puts(&lb, ";");
       }
       if (taps) {   /* the tiled kernels: a K tile's tap and the column's element of dy once a tile */
-        DgradDims dd = {O, Og, OH, OW, H, W, KH, KW, sh, sw, ph, pw, dh, dw};
         char ra[64], rb[64], dst[160], sb[96];
         spec_rv(c, &p, n, &s, ra, rb);
         if (ir_gemm_mma(n)) {
@@ -2566,8 +2705,13 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
           dgrad_tile_taps(&s, &dd, dy, 16 * tile_of(s.N), 256, "Bs[kk][rr]", rb, -1);
         }
       }
-      /* C: dx[img, z Cg + m, h, w], n = img H W + (h W + w) */
-      {
+      /* C: dx[img, z Cg + m, h, w], n = img H W + (h W + w); by phases dx[img, m, sh a + rh, sw b + rw], n = img
+       * (H / sh) (W / sw) + a (W / sw) + b */
+      if (dd.P) {
+        int64_t Wp = W / sw, HWp = H / sh * Wp;
+        buf_printf(&lo, "n / %lld * %lld + m * %lld + (n %% %lld / %lld * %d + rh) * %lld + n %% %lld * %d + rw", LL(HWp),
+                   LL(C * H * W), LL(H * W), LL(HWp), LL(Wp), sh, LL(W), LL(Wp), sw);
+      } else {
         char di[64], dr[64];
         const char *e[] = {cg_digit(di, sizeof di, "n", H * W, 0), z, "m", cg_digit(dr, sizeof dr, "n", 1, H * W)};
         const int64_t k[] = {C * H * W, Cg * H * W, H * W, 1};

@@ -6,7 +6,8 @@
  * CUDA-core tiled GEMM, "[per-window]" where a max pooling's gradient runs a
  * thread a window (ir_pool_tiles), "[per-band]" where it runs a block a band
  * of rows (ir_pool_band_rows), "taps" where a convolution's gradient takes
- * one tap a tile (ir_wgrad_tap_cols, ir_dgrad_tap_k), and "split-K S" where
+ * one tap a tile (ir_wgrad_tap_cols, ir_dgrad_tap_k), "phases P" where a
+ * strided data gradient runs by phases (ir_dgrad_phases), and "split-K S" where
  * its K is cut into S ranges (ir_gemm_split_k: a second kernel adds them, a second launch in the
  * total; a split reduction's ranges too, ir_reduce_split; a comment line
  * before the table explains the marks present: marks_legend), the
@@ -187,10 +188,11 @@ static const char *kernel_form(const Node *n) {
   if (ir_gemm_mma(n)) return "mma";
   return NULL;
 }
-/* " [form, taps, split-K S]" after a group's ops, the parts that apply (""
- * for none): which kernel its GEMM-like main node got, "taps" for a
- * convolution's gradient whose tiles each take one tap (ir_wgrad_tap_cols,
- * ir_dgrad_tap_k), and its split-K */
+/* " [form, taps, phases P, split-K S]" after a group's ops, the parts that
+ * apply ("" for none): which kernel its GEMM-like main node got, "taps" for
+ * a convolution's gradient whose tiles each take one tap (ir_wgrad_tap_cols,
+ * ir_dgrad_tap_k), "phases P" for a strided data gradient by phases
+ * (ir_dgrad_phases), and its split-K */
 /* The split-K of a group's main node (ir_gemm_split_k), 1 for none: the
  * cuBLAS path (--cublas) does not split; a split reduction's ranges
  * (ir_reduce_split: its sum's K split alike, the same two kernels) */
@@ -208,12 +210,14 @@ static const char *kernel_marks(const Node *n, int cublas, char *buf, size_t len
     snprintf(ft, sizeof ft, "mma %dx%d", t.BM, t.BN);
     form = ft;
   }
-  char sks[24];
-  const char *parts[3];
+  char sks[24], phs[24];
+  const char *parts[4];
   int np = 0;
   snprintf(sks, sizeof sks, "split-K %d", sk);
+  snprintf(phs, sizeof phs, "phases %d", ir_dgrad_phases(n));
   if (form) parts[np++] = form;
   if (ir_wgrad_tap_cols(n) || ir_dgrad_tap_k(n)) parts[np++] = "taps";
+  if (ir_dgrad_phases(n)) parts[np++] = phs;
   if (sk > 1) parts[np++] = sks;
   size_t l = 0;
   buf[0] = 0;
@@ -233,6 +237,8 @@ static void marks_legend(FILE *f, const GroupList *gl, int cublas) {
       {"per-band", "[per-band] a max pooling's gradient a block a band of rows (each window's argmax found once)"},
       {"taps", "[taps] a convolution's gradient whose tiles each take one tap's channels (weight gradient: a tile's "
                "columns; data gradient: a K tile), its window test once a K tile"},
+      {"phases", "[phases P] a strided data gradient in P phases of dx's pixels (h and w modulo the stride), each a "
+                 "GEMM over the taps that reach it"},
       {NULL, "[split-K S] the GEMM's K (a reduction's length) in S ranges, a second kernel adds them"},
   };
   int any = 0;
@@ -243,6 +249,7 @@ static void marks_legend(FILE *f, const GroupList *gl, int cublas) {
       const char *form = kernel_form(n);
       if (!marks[i].form) seen = split_k(n, cublas) > 1;
       else if (!strcmp(marks[i].form, "taps")) seen = ir_wgrad_tap_cols(n) || ir_dgrad_tap_k(n);
+      else if (!strcmp(marks[i].form, "phases")) seen = ir_dgrad_phases(n) > 0;
       else seen = form && !strcmp(form, marks[i].form);
     }
     if (seen) fprintf(f, "%s%s", any++ ? "; " : "# marks: ", marks[i].says);

@@ -514,12 +514,47 @@ static inline int ir_gemm_mma(const Node *n) {
  * taps, Z groups; linear: M rows, N outputs, K inputs; matmul: the last two
  * axes, Z the broadcast batch matrices; the gradient ops of ir_grad_gemm as
  * it says. */
+/* A strided data gradient by phases (docs/gpu.md, "The strided data
+ * gradient by phases"): dx's pixels fall into sh x sw phases by (h % sh,
+ * w % sw), and the taps whose window reaches a phase's pixels are fixed:
+ * kh = fh + sh i, fh = (h % sh + ph) % sh, kw alike, and under pixel
+ * (sh a + rh, sw b + rw) of phase (rh, rw) tap (i, j) finds dy's output
+ * (a + qh - i, b + qw - j), qh = (rh + ph) / sh.  So each phase is a GEMM
+ * over its own taps only, its columns its pixels: K up to
+ * ceil(KH / sh) ceil(KW / sw) taps of Og channels, not KH KW taps of which
+ * each column's element of dy is zero under all but those.  A 3 x 3 at
+ * stride 2 multiplies 9 taps where it multiplied 36 (4 phases of 9); a
+ * 1 x 1 one phase's, the other three phases' blocks write zeros.  Grid axis
+ * z runs the phases (ir_gemm_dims' Z), each block its phase's K.  Where:
+ * stride above 1, groups 1, dilation 1, H and W multiples of the stride (the
+ * phases' pixels alike), and Og a multiple of 16 (each K tile one tap's
+ * channels: ir_dgrad_tap_k).  Returns the phases sh sw, or 0. */
+static inline int ir_dgrad_phases(const Node *n) {
+  const Attrs *a = &n->a;
+  if (n->op != OP_CONV2D_BWD_DATA || a->groups != 1 || (a->stride[0] == 1 && a->stride[1] == 1) ||
+      a->dilation[0] != 1 || a->dilation[1] != 1)
+    return 0;
+  const Shape *o = &n->out->shape, *dy = &n->in[0]->shape;
+  if (o->d[1] < 8 || o->d[2] % a->stride[0] || o->d[3] % a->stride[1] || dy->d[1] % 16) return 0;
+  return a->stride[0] * a->stride[1];
+}
+/* The most taps a phase of ir_dgrad_phases takes: ceil(KH / sh) ceil(KW / sw) */
+static inline int64_t ir_dgrad_phase_taps(const Node *n) {
+  const Attrs *a = &n->a;
+  return (int64_t)((a->kernel[0] + a->stride[0] - 1) / a->stride[0]) * ((a->kernel[1] + a->stride[1] - 1) / a->stride[1]);
+}
+
 static inline void ir_gemm_dims(const Node *n, int64_t *M, int64_t *N, int64_t *K, int64_t *Z) {
   const Shape *o = &n->out->shape;
   if (n->op == OP_CONV2D_BWD_DATA) {   /* dy, weight -> dx */
     const Shape *w = &n->in[1]->shape;   /* [out, in/groups, kh, kw], or with wtap [in, kh, kw, out] */
     *Z = n->a.groups, *M = o->d[1] / n->a.groups, *N = o->d[0] * o->d[2] * o->d[3];
     *K = n->a.wtap ? w->d[1] * w->d[2] * w->d[3] : w->d[0] / n->a.groups * w->d[2] * w->d[3];
+    int P = ir_dgrad_phases(n);
+    if (P) {   /* Z phases, N a phase's pixels, K its most taps' channels */
+      *Z = P, *N = o->d[0] * (o->d[2] / n->a.stride[0]) * (o->d[3] / n->a.stride[1]);
+      *K = n->in[0]->shape.d[1] * ir_dgrad_phase_taps(n);
+    }
   } else if (n->op == OP_CONV2D_BWD_WEIGHT) {   /* dy, x -> dweight */
     const Shape *dy = &n->in[0]->shape;
     *Z = n->a.groups, *M = o->d[0] / n->a.groups, *N = o->d[1] * o->d[2] * o->d[3], *K = dy->d[0] * dy->d[2] * dy->d[3];
@@ -749,7 +784,9 @@ int ir_wgrad_tap_cols(const Node *n);
 /* A convolution's data gradient (conv2d_bwd_data's GEMM) with its K
  * tap-major: k is (tap, co) = (k / Og, k % Og), not (co, tap), where the
  * kernel has more than one tap and the group's Og output channels are a
- * multiple of the K tile (16), so that every K tile is one tap's channels.
+ * multiple of the K tile (16), so that every K tile is one tap's channels;
+ * always where it runs by phases (ir_dgrad_phases: k a phase's tap and
+ * channel, a 1x1's too).
  * Its B tile (codegen/gemm.c, dgrad_tile_taps) then finds a thread's
  * element of dy (the stride's divisibility, the bounds) once a K tile for
  * all of its k, which lie a constant stride apart (a channel's plane of

@@ -107,7 +107,9 @@ int ir_wgrad_tap_cols(const Node *n) {
 }
 
 int ir_dgrad_tap_k(const Node *n) {
-  if (n->op != OP_CONV2D_BWD_DATA || !ir_grad_gemm(n) || n->a.kernel[0] * n->a.kernel[1] == 1) return 0;
+  if (n->op != OP_CONV2D_BWD_DATA || !ir_grad_gemm(n)) return 0;
+  if (ir_dgrad_phases(n)) return 1;
+  if (n->a.kernel[0] * n->a.kernel[1] == 1) return 0;
   return n->in[0]->shape.d[1] / n->a.groups % 16 == 0;   /* dy [N, O, OH, OW]: Og */
 }
 

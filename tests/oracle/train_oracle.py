@@ -990,18 +990,40 @@ TAP_CONVS = {
     "taps_c32":        ((2, 32, 6, 6, 16, 3, 1, 1, 1, 1, True), 1, 1),
     "taps_c128":       ((2, 128, 5, 5, 16, 3, 1, 1, 1, 1, False), 2, 1),
     # a strided 1x1: its weight gradients a tap a tile, its data gradient
-    # not (ir_dgrad_tap_k: one tap)
-    "taps_k1_s2":      ((2, 32, 8, 8, 16, 1, 2, 0, 1, 1, False), 2, 0),
+    # by phases (ir_dgrad_phases: 8 x 8, 16 output channels), one of 4 with
+    # a tap, a K tile a tap's channels
+    "taps_k1_s2":      ((2, 32, 8, 8, 16, 1, 2, 0, 1, 1, False), 2, 1),
     # a strided 3x3 of 64 channels to 32: at fp16 and bf16 its data
     # gradient reads the weight transposed once a step (Attrs.wtap), a
     # transpose row more in the report (PREC_CASES); at tf32 it does not
     "taps_s2_c64":     ((2, 64, 9, 9, 32, 3, 2, 1, 1, 1, False), 2, 1),
+}
+# Strided data gradients by phases (ir_dgrad_phases: H and W multiples of
+# the stride, groups 1, dilation 1, output channels a multiple of 16): grid
+# axis z runs dx's phases (h % sh, w % sw), each block a GEMM over the taps
+# that reach its phase.  A 3x3 at stride 2 (phases of 1, 2, 2 and 4 taps);
+# a 2x2 (one tap each, each another); a 5x5 (up to 3 x 3 taps, a phase's
+# tap from its index by the multiply-shift); a (3, 1) kernel at stride
+# (2, 1) and a (1, 3) at (1, 2) (2 phases, taps in a column, in a row); K
+# long enough to split (4 taps of 1024 channels: 64 ranges of 64, those
+# past a phase's K empty, their partial sums zeros).  The 9 x 9 taps_s2_c64
+# stays as it was (9 is odd).  (spec, weight gradients' [taps] rows, data
+# gradients' [taps] rows, data gradients' [phases] rows)
+PHASE_CONVS = {
+    "phases_s2_c64":   ((2, 64, 8, 8, 32, 3, 2, 1, 1, 1, False), 2, 1, 1),
+    "phases_k2_s2":    ((2, 16, 8, 8, 16, 2, 2, 0, 1, 1, True), 1, 1, 1),
+    "phases_k5_s2":    ((2, 16, 8, 8, 16, 5, 2, 2, 1, 1, True), 1, 1, 1),
+    "phases_k31_s21":  ((2, 16, 8, 6, 16, (3, 1), (2, 1), (1, 0), 1, 1, True), 1, 1, 1),
+    "phases_k13_s12":  ((2, 16, 6, 8, 16, (1, 3), (1, 2), (0, 1), 1, 1, False), 1, 1, 1),
+    "phases_split":    ((2, 16, 4, 4, 1024, 3, 2, 1, 1, 1, False), 1, 1, 1),
 }
 
 
 def conv_spec(v, seed=2, gap=False):
     if v in TAP_CONVS:
         N, C, H, W, out, k, s, p, d, g, bias = TAP_CONVS[v][0]
+    elif v in PHASE_CONVS:
+        N, C, H, W, out, k, s, p, d, g, bias = PHASE_CONVS[v][0]
     else:
         N, C, H, W, out, k, s, p, d, g, bias = CONVS[v] if v in CONVS else DGRAD_CONVS[v]
     net = Net(N, (C, H, W), seed=seed)
@@ -1011,6 +1033,10 @@ def conv_spec(v, seed=2, gap=False):
     spec = spec_of("grad_conv_" + v, net)
     if v in TAP_CONVS:
         spec.marks = (("conv2d_bwd_weight", "taps", TAP_CONVS[v][1]), ("conv2d_bwd_data", "taps", TAP_CONVS[v][2]))
+    if v in PHASE_CONVS:
+        _, nw, nd, npd = PHASE_CONVS[v]
+        spec.marks = (("conv2d_bwd_weight", "taps", nw), ("conv2d_bwd_data", "taps", nd),
+                      ("conv2d_bwd_data", "phases", npd))
     return spec
 
 
@@ -1023,6 +1049,14 @@ def wtap_at(spec, n):
     return spec
 
 
+def phases_at(spec, nw):
+    """spec (PHASE_CONVS) with nw weight gradients' [taps] rows (at another
+    precision than fp32's), its data gradient's [taps] and [phases] rows as
+    they were"""
+    spec.marks = (("conv2d_bwd_weight", "taps", nw),) + spec.marks[1:]
+    return spec
+
+
 def taps_at(spec, nw, nd):
     """spec's [taps] rows: nw weight gradients', nd data gradients' (at
     another precision or tile than fp32's default)"""
@@ -1030,7 +1064,7 @@ def taps_at(spec, nw, nd):
     return spec
 
 
-for _v in list(CONVS) + list(TAP_CONVS):
+for _v in list(CONVS) + list(TAP_CONVS) + list(PHASE_CONVS):
     grad_case("grad_conv_" + _v, ["conv"])(lambda v=_v: conv_spec(v))
 
 
@@ -1763,7 +1797,7 @@ PREC_CASES = {   # name: (spec builder, precision, K, labels)
     "bf16_grad_conv_taps_g2_s2_dil2": (lambda: taps_at(conv_spec("taps_g2_s2_dil2", 23), 2, 1), "bf16", 1,
                                        ["grad", "conv"]),
     "tf32_grad_conv_taps_k31_p0": (lambda: taps_at(conv_spec("taps_k31_p0", 41), 2, 0), "tf32", 1, ["grad", "conv"]),
-    "fp16_grad_conv_taps_k1_s2": (lambda: taps_at(conv_spec("taps_k1_s2", 1, gap=True), 2, 0), "fp16", 1,
+    "fp16_grad_conv_taps_k1_s2": (lambda: taps_at(conv_spec("taps_k1_s2", 1, gap=True), 2, 1), "fp16", 1,
                                   ["grad", "conv"]),
     "fp16_grad_conv_taps_c128_tile128x128": (lambda: taps_at(tiled(conv_spec("taps_c128", 1, gap=True), "128x128"), 2, 0),
                                              "fp16", 1, ["grad", "conv", "tile"]),
@@ -1774,6 +1808,22 @@ PREC_CASES = {   # name: (spec builder, precision, K, labels)
                                    ["grad", "conv"]),
     "bf16_grad_conv_taps_s2_c64": (lambda: wtap_at(conv_spec("taps_s2_c64", 1, gap=True), 2), "bf16", 1, ["grad", "conv"]),
     "tf32_grad_conv_taps_s2_c64": (lambda: wtap_at(conv_spec("taps_s2_c64", 1, gap=True), 0), "tf32", 1, ["grad", "conv"]),
+    # strided data gradients by phases (PHASE_CONVS): at fp16 and bf16 the
+    # weight transposed a step, read a phase's tap at a time by cp.async;
+    # at tf32 gathered
+    # at tf32 gathered; the others' 16 input channels take no tap-major
+    # weight gradient on the tensor cores (phases_at)
+    "fp16_grad_conv_phases_s2_c64": (lambda: wtap_at(conv_spec("phases_s2_c64", 2, gap=True), 2), "fp16", 1,
+                                     ["grad", "conv"]),
+    "bf16_grad_conv_phases_s2_c64": (lambda: wtap_at(conv_spec("phases_s2_c64", 1, gap=True), 2), "bf16", 1,
+                                     ["grad", "conv"]),
+    "tf32_grad_conv_phases_s2_c64": (lambda: wtap_at(conv_spec("phases_s2_c64", 2, gap=True), 0), "tf32", 1,
+                                     ["grad", "conv"]),
+    "fp16_grad_conv_phases_k5_s2": (lambda: phases_at(conv_spec("phases_k5_s2", 1, gap=True), 0), "fp16", 1,
+                                    ["grad", "conv"]),
+    "tf32_grad_conv_phases_k31_s21": (lambda: phases_at(conv_spec("phases_k31_s21", 1), 0), "tf32", 1, ["grad", "conv"]),
+    "fp16_grad_conv_phases_split": (lambda: phases_at(conv_spec("phases_split", 5, gap=True), 0), "fp16", 1,
+                                    ["grad", "conv"]),
     "bf16_opt_sgd_momentum": (lambda: small_cnn("bf16_opt_sgd_momentum", OPTS["opt_sgd_momentum"][0]), "bf16", 8,
                               ["optim"]),
     "bf16_opt_adamw": (lambda: small_cnn("bf16_opt_adamw", OPTS["opt_adamw"][0]), "bf16", 8, ["optim"]),
