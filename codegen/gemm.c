@@ -2466,13 +2466,33 @@ static void phase_pre(GemmSpec *s, const DgradDims *d) {
   int nh1, nw1;
   int64_t kt = phase_taps(d, &nh1, &nw1);
   Buf b = {0};
-  buf_printf(&b, "  /* the block's phase z: dx's rows %d a + rh, columns %d b + rw; the taps that reach them, kh = fh + "
+  buf_printf(&b, "  /* the block's phase (rh, rw): dx's rows %d a + rh, columns %d b + rw; the taps that reach them, kh = fh + "
                  "%d i (i < nh)\n   * and kw = fw + %d j (j < nw); under its pixel (a, b) dy's (a + qh - i, b + qw - j); "
                  "its K kc, tap tl = i nw + j its k / %lld */\n",
              d->sh, d->sw, d->sh, d->sw, LL(d->Og));
-  if (d->sh == 1) buf_puts(&b, "  int rh = 0, rw = z;\n");
-  else if (d->sw == 1) buf_puts(&b, "  int rh = z, rw = 0;\n");
-  else buf_printf(&b, "  int rh = z / %d, rw = z %% %d;\n", d->sw, d->sw);
+  /* the phases the longest first (blocks start in z's order: the short ones fill in behind), as a table of
+   * 4 bits a phase where it fits 64 bits; ties and the rest in order */
+  int P = d->P, ord[16], nt[16];
+  const char *ph = "z";
+  if (P <= 16) {
+    for (int q = 0; q < P; q++) {
+      int rh = q / d->sw, rw = q % d->sw, fh = (rh + d->ph) % d->sh, fw = (rw + d->pw) % d->sw;
+      nt[q] = (int)((fh < d->KH ? (d->KH - 1 - fh) / d->sh + 1 : 0) * (fw < d->KW ? (d->KW - 1 - fw) / d->sw + 1 : 0));
+      int i = q;
+      for (; i > 0 && nt[ord[i - 1]] < nt[q]; i--) ord[i] = ord[i - 1];
+      ord[i] = q;
+    }
+    int same = 1;
+    unsigned long long tab = 0;
+    for (int q = 0; q < P; q++) same &= ord[q] == q, tab |= (unsigned long long)ord[q] << 4 * q;
+    if (!same) {
+      buf_printf(&b, "  int zp = (int)(0x%llxull >> 4 * z & 15);   /* the phase: the one of most taps first */\n", tab);
+      ph = "zp";
+    }
+  }
+  if (d->sh == 1) buf_printf(&b, "  int rh = 0, rw = %s;\n", ph);
+  else if (d->sw == 1) buf_printf(&b, "  int rh = %s, rw = 0;\n", ph);
+  else buf_printf(&b, "  int rh = %s / %d, rw = %s %% %d;\n", ph, d->sw, ph, d->sw);
   phase_axis(&b, "h", d->sh, d->ph, d->KH);
   phase_axis(&b, "w", d->sw, d->pw, d->KW);
   if (d->KW > 1) buf_printf(&b, "  int kc = nh * nw * %lld, tb = fh * %lld + fw;\n", LL(d->Og), LL(d->KW));

@@ -144,8 +144,15 @@ double ir_tile_model(const Node *n, int t, IrTileEst *e) {
   double warps = (double)conc * c->threads / 32, eff = warps >= IR_TILE_HIDE_WARPS ? 1 : warps / IR_TILE_HIDE_WARPS;
   /* MMAs a K tile of 16: m16n8k8 at tf32 (two a K tile), m16n8k16 otherwise */
   double mmas = (double)c->BM * c->BN / 128 * (n->prec == PREC_TF32 ? 2 : 1);
-  double cost = (double)((K + 15) / 16) * (IR_TILE_STAGE * (c->BM + c->BN) * 16 / 32 + IR_TILE_MMA * mmas);
+  double tile = IR_TILE_STAGE * (c->BM + c->BN) * 16 / 32 + IR_TILE_MMA * mmas, cost = (double)((K + 15) / 16) * tile;
   x.cycles = o.per_sm > 0 ? (double)x.per_sm * cost / (4 * eff) : 1e300;
+  int P = ir_dgrad_phases(n);
+  if (P && o.per_sm > 0) {   /* by phases: K is the longest phase's; the phases' K tiles average KH KW Og / 16 / P, and
+                                the longest phase's block bounds the time however few the blocks */
+    double avg = (double)n->a.kernel[0] * n->a.kernel[1] * n->in[0]->shape.d[1] / 16 / P;
+    double thru = (double)x.per_sm * avg * tile, crit = cost;
+    x.cycles = (thru > crit ? thru : crit) / (4 * eff);
+  }
   if (e) *e = x;
   return x.cycles;
 }
