@@ -14,8 +14,10 @@
 #   sass.tensor_cores  ResNet-18 and the MLP at --precision=tf32 (and ResNet-18
 #                 at fp16, the MLP at bf16): every tiled
 #                 GEMM is a tensor-core kernel whose main loop has MMAs, at
-#                 most 2 shared loads per MMA, no spills, no stack frame, >= 2 blocks per SM
-#                 (tools as sass.report; skipped without them)
+#                 most 2 shared loads per MMA, no spills, no stack frame, >= 2 blocks per SM;
+#                 so too a training step's two strided data gradients by phases
+#                 (a 3x3 and a 1x1 at stride 2, fp16), the 3x3's transposed weight
+#                 staged by cp.async (tools as sass.report; skipped without them)
 add_test(NAME sass.parse COMMAND ${NCC_PYTEST} ${CMAKE_CURRENT_SOURCE_DIR}/cg/check_sass_report.py --parse)
 if(NCC_NVCC)
   add_test(NAME sass.report

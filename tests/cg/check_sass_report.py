@@ -20,7 +20,8 @@
       int8 with 128 x 64, --gemm-tile, and at fp16 with --gemm-stages (the digits network at 128 x 128 with
       four asked, three given, and the MLP with three; cp.async copies in every main loop where the source
       stages by cp.async), those at sm_90 only), and the digits network's fp16 training step at sm_90 (the
-      gradients' GEMMs, the data gradient's convolution staged by cp.async): ResNet-18 and
+      gradients' GEMMs, the data gradient's convolution staged by cp.async), and a training step's strided
+      data gradients by phases (PHASES_NET, fp16, sm_90): ResNet-18 and
       the MLP (batch 64) at -O3, sm_80 and sm_90.  Every convolution and
       linear layer that is not a GEMV or a direct convolution is an "_mma"
       kernel, and every "_mma" kernel has tensor-core instructions in its
@@ -274,6 +275,25 @@ def mma_rules(n, k):
           f"{n}: occupancy {k['occupancy']}")
 
 
+# A training step with two strided data gradients by phases: a 3x3 at stride 2 (phases of 1, 2, 2 and 4
+# taps) and a 1x1 downsample (one phase of four with a tap)
+PHASES_NET = """model phases
+const N = 8
+input x: f32[N, 16, 16, 16]
+input y: i32[N]
+h = relu(conv2d(x, 64, kernel=3, pad=1, bias=false, name="c0"))
+m = relu(conv2d(h, 128, kernel=3, stride=2, pad=1, bias=false, name="c1"))
+d = conv2d(h, 128, kernel=1, stride=2, bias=false, name="down")
+logits = linear(flatten(global_avgpool2d(m + d)), 10, name="fc")
+output logits
+loss = cross_entropy(logits, y)
+train {
+  optimizer sgd(lr=0.1)
+  minimize loss
+}
+"""
+
+
 def tensor_core_tests(ncc, nvcc, examples, work):
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
@@ -365,6 +385,33 @@ def tensor_core_tests(ncc, nvcc, examples, work):
                       f"{n}: the data gradient's convolution should stage its weight by cp.async: {lp}")
             print(f"{n}: regs {k['regs']}, {k['occupancy']['blocks']} blocks/SM, main loop {lp and lp['mma']} MMA")
     check(ntrain >= 5, f"only {ntrain} tensor-core kernels in the digits training step")
+    # strided data gradients by phases (ir_dgrad_phases), a 3x3 and a 1x1 at stride 2, fp16 training, sm_90:
+    # the same rules, and the 3x3's transposed weight staged by cp.async
+    pnet, pcu = os.path.join(work, "phases.net"), os.path.join(work, "phases_fp16_train.cu")
+    with open(pnet, "w") as f:
+        f.write(PHASES_NET)
+    subprocess.run([ncc, pnet, "--train", "--precision=fp16", "-o", pcu], check=True)
+    prn = report_json([sys.executable, os.path.join(HERE, "sass_report.py"), "--nvcc", nvcc, "--use", "train",
+                       "--json", "--arch", "sm_90", pcu])
+    if not isinstance(prn, dict):
+        return prn
+    phased = {}   # kernel: its phases reordered (zp: the 3x3's)
+    for body in open(pcu).read().split("NCC_KERNEL void ")[1:]:
+        name = re.match(r"(?:__launch_bounds__\([\d, ]+\) )?(\w+)\(", body).group(1)
+        if "the block's phase" in body.split("\n}\n", 1)[0]:
+            phased[name] = " zp = " in body.split("\n}\n", 1)[0]
+    check(len(phased) == 2, f"two data gradients by phases in {pcu}: {sorted(phased)}")
+    for rep in prn["reports"]:
+        for k in rep["kernels"]:
+            if k["name"] not in phased:
+                continue
+            n, lp = f"phases {k['name']}", k["loop"]
+            mma_rules(n, k)
+            if phased[k["name"]]:   # the 3x3: its phases ordered (zp), its weight transposed
+                check(k["name"] in async_kernels(pcu) and bool(lp) and lp["ldgsts"] > 0,
+                      f"{n}: the 3x3's transposed weight should be staged by cp.async: {lp}")
+            print(f"{n}: regs {k['regs']}, {k['occupancy']['blocks']} blocks/SM, main loop {lp and lp['mma']} MMA, "
+                  f"{lp and lp['ins']} instructions")
     if not fails and os.environ.get("NCC_KEEP_WORK", "0") != "1":
         shutil.rmtree(work, ignore_errors=True)
     return 0
