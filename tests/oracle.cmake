@@ -86,7 +86,8 @@ else()
     # checked mode (guarded buffers) in reverse fiber order (label matrix)
     if("grad" IN_LIST _labels)
       set(_variants cublas checked)
-      if("tile" IN_LIST _labels)   # a forced tensor-core tile (--gemm-tile) has no cuBLAS path
+      if("tile" IN_LIST _labels OR "gemm" IN_LIST _labels)   # a forced tensor-core tile (--gemm-tile), or
+                                                              # --gemm-stages, --gemm-pipeline: no cuBLAS path
         set(_variants checked)
       endif()
       foreach(_v ${_variants})

@@ -413,6 +413,7 @@ class Spec:
         self.prec = None         # ncc train --precision=tf32|fp16|bf16: the GEMMs' operands rounded (rounding())
         self.loss_scale = None   # fp16: --loss-scale (the scaler's initial scale; None: GradScaler's 65536)
         self.tile = None         # --gemm-tile: every tensor-core GEMM of the step at that tile (None: the model's)
+        self.gemm = []           # more --gemm-* flags (--gemm-stages=N, --gemm-pipeline=off)
         self.opt_level = None    # -O0 ... -O3 (None: ncc's default)
 
     @property
@@ -796,6 +797,7 @@ def finish(bad):
 def prec_flags(spec):
     f = ["--precision=" + spec.prec] if spec.prec else []
     f += ["--gemm-tile=" + spec.tile] if spec.tile else []
+    f += spec.gemm
     f += ["-O%d" % spec.opt_level] if spec.opt_level is not None else []
     return f + (["--loss-scale=%r" % float(spec.loss_scale)] if spec.loss_scale else [])
 
@@ -1819,6 +1821,13 @@ PREC_CASES = {   # name: (spec builder, precision, K, labels)
                                      ["grad", "conv"]),
     "tf32_grad_conv_phases_s2_c64": (lambda: wtap_at(conv_spec("phases_s2_c64", 2, gap=True), 0), "tf32", 1,
                                      ["grad", "conv"]),
+    # ... the copies ahead of a phase's K (which may be none) at 4 stages,
+    # and with no pipeline
+    "fp16_grad_conv_phases_s2_c64_stages4": (lambda: gemm_flags(wtap_at(conv_spec("phases_s2_c64", 2, gap=True), 2),
+                                                                "--gemm-stages=4"), "fp16", 1, ["grad", "conv", "gemm"]),
+    "bf16_grad_conv_phases_s2_c64_nopipe": (lambda: gemm_flags(wtap_at(conv_spec("phases_s2_c64", 1, gap=True), 2),
+                                                               "--gemm-pipeline=off"), "bf16", 1,
+                                            ["grad", "conv", "gemm"]),
     "fp16_grad_conv_phases_k5_s2": (lambda: phases_at(conv_spec("phases_k5_s2", 1, gap=True), 0), "fp16", 1,
                                     ["grad", "conv"]),
     "tf32_grad_conv_phases_k31_s21": (lambda: phases_at(conv_spec("phases_k31_s21", 1), 0), "tf32", 1, ["grad", "conv"]),
@@ -1894,6 +1903,11 @@ def require_marks(ctx, spec, net):
 
 def tiled(spec, t):
     spec.tile = t
+    return spec
+
+
+def gemm_flags(spec, *flags):
+    spec.gemm = list(flags)
     return spec
 
 
