@@ -50,6 +50,9 @@ typedef struct GemmSpec {
                           or "" */
   char a_f4m[512];     /* the same for A(z, m, k), m-contiguous (4 floats of m a load; the linear weight gradient's dy) */
   char out_idx[512];   /* expression: linear index of C(z, m, n) in the main output */
+  char store_if[256];  /* a condition on (m, n) for C(z, m, n) to be stored, or "" for every one in M x N: a phase's
+                          column past the input's last row or column (ir_dgrad_phases, sides the stride does not
+                          divide) */
   char bias[256];      /* expression added to the accumulator, or "" */
   char b_pre[1024];    /* statements before the K loop that b_tile's per-thread state needs, or "" */
   char b_tile[4096];   /* statements that store the whole B tile Bs for K tile k0 (b_load unused), or "" */
@@ -192,16 +195,22 @@ static int split_sum(Cg *c, const KGroup *gr, const GemmSpec *s);
  * spaces each), for the tiled GEMM and the GEMV alike: the bias, the output
  * index o, the fused epilogue, the store. */
 static int store_tail(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Buf *b, int ind) {
+  if (s->store_if[0]) {   /* a column that stands for no output element stores nothing */
+    buf_printf(b, "%*sif (%s) {\n", 2 * ind, "", s->store_if);
+    ind++;
+  }
   int sp = 2 * ind;
   if (s->S > 1) {
     store_partial(c, p, s, b, ind);
-    return 0;
+  } else {
+    if (s->bias[0]) buf_printf(b, "%*sv = v + %s;\n", sp, "", s->bias);
+    buf_printf(b, "%*sint o = %s;\n", sp, "", s->out_idx);
+    if (cg_epilogue(c, gr, p, b, "v", "o", ind)) return -1;
+    char st[64];
+    buf_printf(b, "%*s%s[o] = %s;\n", sp, "", kp_value(c, p, group_out(gr), 1, "y"),
+               cg_st(st, sizeof st, group_out(gr), "v"));
   }
-  if (s->bias[0]) buf_printf(b, "%*sv = v + %s;\n", sp, "", s->bias);
-  buf_printf(b, "%*sint o = %s;\n", sp, "", s->out_idx);
-  if (cg_epilogue(c, gr, p, b, "v", "o", ind)) return -1;
-  char st[64];
-  buf_printf(b, "%*s%s[o] = %s;\n", sp, "", kp_value(c, p, group_out(gr), 1, "y"), cg_st(st, sizeof st, group_out(gr), "v"));
+  if (s->store_if[0]) buf_printf(b, "%*s}\n", 2 * (ind - 1), "");
   return 0;
 }
 
@@ -2426,6 +2435,11 @@ typedef struct DgradDims {
   int P;   /* the phases (ir_dgrad_phases), 0: none */
 } DgradDims;
 
+/* A phase's rows and columns of pixels (ir_dgrad_phases), the first phase's: ceil(H / sh), ceil(W / sw); where the
+ * stride does not divide a side, the later phases have one fewer, their last column past it (store_if) */
+static int64_t phase_rows(const DgradDims *d) { return (d->H + d->sh - 1) / d->sh; }
+static int64_t phase_cols(const DgradDims *d) { return (d->W + d->sw - 1) / d->sw; }
+
 /* A phase's taps (ir_dgrad_phases): the most a phase takes, ceil(KH / sh) x ceil(KW / sw), and which of
  * them is 1 (its taps a column or a row of the kernel's: no division by nw) */
 static int64_t phase_taps(const DgradDims *d, int *nh1, int *nw1) {
@@ -2527,8 +2541,8 @@ static void dgrad_tile_taps(GemmSpec *s, const DgradDims *d, const char *dy, int
   Buf b = {0};
   buf_printf(&b, "  /* this thread's column (n0 + dc) in each K tile; its k %s */\n", kk);
   b_warp16(&b, w16, form, BN, P, KS, "dc", "");
-  if (d->P) {   /* a phase's pixels: (H / sh) x (W / sw) an image */
-    HW = d->H / d->sh * (d->W / d->sw);
+  if (d->P) {   /* a phase's pixels: ceil(H / sh) x ceil(W / sw) an image (phase_rows) */
+    HW = phase_rows(d) * phase_cols(d);
     buf_puts(&b, "  int dyo, dth, dtw;   /* the column's offset in dy (image, the thread's first channel); its row and "
                  "column in dy under the phase's first tap */\n");
   } else {
@@ -2544,7 +2558,8 @@ static void dgrad_tile_taps(GemmSpec *s, const DgradDims *d, const char *dy, int
   char ph[24] = "", pw[24] = "";
   if (d->ph) snprintf(ph, sizeof ph, " + %d", d->ph);
   if (d->pw) snprintf(pw, sizeof pw, " + %d", d->pw);
-  if (d->P) buf_printf(&b, "    dth = pix / %lld + qh, dtw = pix %% %lld + qw;\n", LL(d->W / d->sw), LL(d->W / d->sw));
+  /* (by phases, a column past the input's last row or column loads in bounds, and stores nothing: store_if) */
+  if (d->P) buf_printf(&b, "    dth = pix / %lld + qh, dtw = pix %% %lld + qw;\n", LL(phase_cols(d)), LL(phase_cols(d)));
   else buf_printf(&b, "    dth = pix / %lld%s, dtw = pix %% %lld%s;\n", LL(d->W), ph, LL(d->W), pw);
   if (s->N % BN) buf_printf(&b, "    if (n >= %lld) dth = -1048576;   /* past N: a row no tap reaches */\n", LL(s->N));
   buf_puts(&b, "  }\n");
@@ -2728,9 +2743,16 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
       /* C: dx[img, z Cg + m, h, w], n = img H W + (h W + w); by phases dx[img, m, sh a + rh, sw b + rw], n = img
        * (H / sh) (W / sw) + a (W / sw) + b */
       if (dd.P) {
-        int64_t Wp = W / sw, HWp = H / sh * Wp;
+        int64_t Wp = phase_cols(&dd), HWp = phase_rows(&dd) * Wp;
         buf_printf(&lo, "n / %lld * %lld + m * %lld + (n %% %lld / %lld * %d + rh) * %lld + n %% %lld * %d + rw", LL(HWp),
                    LL(C * H * W), LL(H * W), LL(HWp), LL(Wp), sh, LL(W), LL(Wp), sw);
+        size_t l = 0;
+        if (H % sh)
+          l += (size_t)snprintf(s.store_if + l, sizeof s.store_if - l, "n %% %lld / %lld * %d + rh < %lld", LL(HWp), LL(Wp),
+                                sh, LL(H));
+        if (W % sw)
+          snprintf(s.store_if + l, sizeof s.store_if - l, "%sn %% %lld * %d + rw < %lld", l ? " && " : "", LL(Wp), sw,
+                   LL(W));
       } else {
         char di[64], dr[64];
         const char *e[] = {cg_digit(di, sizeof di, "n", H * W, 0), z, "m", cg_digit(dr, sizeof dr, "n", 1, H * W)};

@@ -1008,9 +1008,9 @@ TAP_CONVS = {
 # tap from its index by the multiply-shift); a (3, 1) kernel at stride
 # (2, 1) and a (1, 3) at (1, 2) (2 phases, taps in a column, in a row); K
 # long enough to split (4 taps of 1024 channels: 64 ranges of 64, those
-# past a phase's K empty, their partial sums zeros).  The 9 x 9 taps_s2_c64
-# stays as it was (9 is odd).  (spec, weight gradients' [taps] rows, data
-# gradients' [taps] rows, data gradients' [phases] rows)
+# past a phase's K empty, their partial sums zeros); odd sides.  (spec,
+# weight gradients' [taps] rows, data gradients' [taps] rows, data
+# gradients' [phases] rows)
 PHASE_CONVS = {
     "phases_s2_c64":   ((2, 64, 8, 8, 32, 3, 2, 1, 1, 1, False), 2, 1, 1),
     "phases_k2_s2":    ((2, 16, 8, 8, 16, 2, 2, 0, 1, 1, True), 1, 1, 1),
@@ -1018,6 +1018,10 @@ PHASE_CONVS = {
     "phases_k31_s21":  ((2, 16, 8, 6, 16, (3, 1), (2, 1), (1, 0), 1, 1, True), 1, 1, 1),
     "phases_k13_s12":  ((2, 16, 6, 8, 16, (1, 3), (1, 2), (0, 1), 1, 1, False), 1, 1, 1),
     "phases_split":    ((2, 16, 4, 4, 1024, 3, 2, 1, 1, 1, False), 1, 1, 1),
+    # sides the stride does not divide: the later phases' last row or
+    # column stands for no pixel (stores nothing); 7 x 9, and a 1x1 on 7 x 8
+    "phases_odd":      ((2, 16, 7, 9, 16, 3, 2, 1, 1, 1, True), 1, 1, 1),
+    "phases_k1_odd":   ((2, 32, 7, 8, 16, 1, 2, 0, 1, 1, False), 2, 1, 1),
 }
 
 
@@ -1828,6 +1832,7 @@ PREC_CASES = {   # name: (spec builder, precision, K, labels)
     "bf16_grad_conv_phases_s2_c64_nopipe": (lambda: gemm_flags(wtap_at(conv_spec("phases_s2_c64", 1, gap=True), 2),
                                                                "--gemm-pipeline=off"), "bf16", 1,
                                             ["grad", "conv", "gemm"]),
+    "fp16_grad_conv_phases_odd": (lambda: phases_at(conv_spec("phases_odd", 2), 0), "fp16", 1, ["grad", "conv"]),
     "fp16_grad_conv_phases_k5_s2": (lambda: phases_at(conv_spec("phases_k5_s2", 1, gap=True), 0), "fp16", 1,
                                     ["grad", "conv"]),
     "tf32_grad_conv_phases_k31_s21": (lambda: phases_at(conv_spec("phases_k31_s21", 1), 0), "tf32", 1, ["grad", "conv"]),
