@@ -2487,7 +2487,12 @@ static void phase_pre(GemmSpec *s, const DgradDims *d) {
   /* the phases the longest first (blocks start in z's order: the short ones fill in behind), as a table of
    * 4 bits a phase where it fits 64 bits; ties and the rest in order */
   int P = d->P, ord[16], nt[16];
-  const char *ph = "z";
+  char pz[16] = "z";   /* the phase's index: z, or with groups z % P (the group zg = z / P) */
+  if (s->Z > P) {
+    buf_printf(&b, "  int zg = z / %d, zq = z %% %d;   /* the group, the phase's index */\n", P, P);
+    snprintf(pz, sizeof pz, "zq");
+  }
+  const char *ph = pz;
   if (P <= 16) {
     for (int q = 0; q < P; q++) {
       int rh = q / d->sw, rw = q % d->sw, fh = (rh + d->ph) % d->sh, fw = (rw + d->pw) % d->sw;
@@ -2500,7 +2505,7 @@ static void phase_pre(GemmSpec *s, const DgradDims *d) {
     unsigned long long tab = 0;
     for (int q = 0; q < P; q++) same &= ord[q] == q, tab |= (unsigned long long)ord[q] << 4 * q;
     if (!same) {
-      buf_printf(&b, "  int zp = (int)(0x%llxull >> 4 * z & 15);   /* the phase: the one of most taps first */\n", tab);
+      buf_printf(&b, "  int zp = (int)(0x%llxull >> 4 * %s & 15);   /* the phase: the one of most taps first */\n", tab, pz);
       ph = "zp";
     }
   }
@@ -2550,8 +2555,8 @@ static void dgrad_tile_taps(GemmSpec *s, const DgradDims *d, const char *dy, int
                  "its pixel's h + ph, w + pw */\n");
   }
   buf_printf(&b, "  {\n    int n = n0 + dc, img = n / %lld, pix = n %% %lld;\n", LL(HW), LL(HW));
-  if (s->uses_z && !d->P)
-    buf_printf(&b, "    dyo = img * %lld + z * %lld + kq * %lld;\n", LL(d->O * OHW), LL(d->Og * OHW),
+  if (s->uses_z && (!d->P || s->Z > d->P))   /* (by phases: z the group's phase, zg the group) */
+    buf_printf(&b, "    dyo = img * %lld + %s * %lld + kq * %lld;\n", LL(d->O * OHW), d->P ? "zg" : "z", LL(d->Og * OHW),
                LL((form == ROWS_PAIRS ? P : 1) * OHW));
   else
     buf_printf(&b, "    dyo = img * %lld + kq * %lld;\n", LL(d->O * OHW), LL((form == ROWS_PAIRS ? P : 1) * OHW));
@@ -2663,8 +2668,8 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
       const char *nn[] = {"img", "h", "w"};
       const int64_t nr[] = {xs->d[0], H, W};
       DgradDims dd = {O, Og, OH, OW, H, W, KH, KW, sh, sw, ph, pw, dh, dw, ir_dgrad_phases(n)};
-      if (dd.P) {   /* grid axis z: the phase (groups 1); its taps and K */
-        z = "0";
+      if (dd.P) {   /* grid axis z: the groups' phases (the group zg); the phase's taps and K */
+        z = a->groups > 1 ? "zg" : "0";
         phase_pre(&s, &dd);
       }
       /* by phases: k's tap (the weight's kh KW + kw) and k as the weight's tap-major k, tap Og + k % Og */
@@ -2744,8 +2749,10 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
        * (H / sh) (W / sw) + a (W / sw) + b */
       if (dd.P) {
         int64_t Wp = phase_cols(&dd), HWp = phase_rows(&dd) * Wp;
-        buf_printf(&lo, "n / %lld * %lld + m * %lld + (n %% %lld / %lld * %d + rh) * %lld + n %% %lld * %d + rw", LL(HWp),
-                   LL(C * H * W), LL(H * W), LL(HWp), LL(Wp), sh, LL(W), LL(Wp), sw);
+        char zt[48] = "";
+        if (a->groups > 1) snprintf(zt, sizeof zt, " + zg * %lld", LL(Cg * H * W));
+        buf_printf(&lo, "n / %lld * %lld%s + m * %lld + (n %% %lld / %lld * %d + rh) * %lld + n %% %lld * %d + rw",
+                   LL(HWp), LL(C * H * W), zt, LL(H * W), LL(HWp), LL(Wp), sh, LL(W), LL(Wp), sw);
         size_t l = 0;
         if (H % sh)
           l += (size_t)snprintf(s.store_if + l, sizeof s.store_if - l, "n %% %lld / %lld * %d + rh < %lld", LL(HWp), LL(Wp),

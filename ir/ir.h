@@ -525,18 +525,19 @@ static inline int ir_gemm_mma(const Node *n) {
  * each column's element of dy is zero under all but those.  A 3 x 3 at
  * stride 2 multiplies 9 taps where it multiplied 36 (4 phases of 9); a
  * 1 x 1 one phase's, the other three phases' blocks write zeros.  Grid axis
- * z runs the phases (ir_gemm_dims' Z), each block its phase's K; each
- * phase has the first's ceil(H / sh) x ceil(W / sw) columns, those past a
- * side the stride does not divide storing nothing.  Where: stride above 1,
- * groups 1, dilation 1, and Og a multiple of 16 (each K tile one tap's
+ * z runs the groups' phases (ir_gemm_dims' Z: group z / P, phase z % P),
+ * each block its phase's K; each phase has the first's ceil(H / sh) x
+ * ceil(W / sw) columns, those past a side the stride does not divide
+ * storing nothing.  Where: stride above 1, dilation 1, 8 or more input
+ * channels a group and Og a multiple of 16 (each K tile one tap's
  * channels: ir_dgrad_tap_k).  Returns the phases sh sw, or 0. */
 static inline int ir_dgrad_phases(const Node *n) {
   const Attrs *a = &n->a;
-  if (n->op != OP_CONV2D_BWD_DATA || a->groups != 1 || (a->stride[0] == 1 && a->stride[1] == 1) ||
-      a->dilation[0] != 1 || a->dilation[1] != 1)
+  if (n->op != OP_CONV2D_BWD_DATA || (a->stride[0] == 1 && a->stride[1] == 1) || a->dilation[0] != 1 ||
+      a->dilation[1] != 1)
     return 0;
   const Shape *o = &n->out->shape, *dy = &n->in[0]->shape;
-  if (o->d[1] < 8 || dy->d[1] % 16) return 0;
+  if (o->d[1] / a->groups < 8 || dy->d[1] / a->groups % 16) return 0;
   return a->stride[0] * a->stride[1];
 }
 /* The most taps a phase of ir_dgrad_phases takes: ceil(KH / sh) ceil(KW / sw) */
@@ -552,10 +553,10 @@ static inline void ir_gemm_dims(const Node *n, int64_t *M, int64_t *N, int64_t *
     *Z = n->a.groups, *M = o->d[1] / n->a.groups, *N = o->d[0] * o->d[2] * o->d[3];
     *K = n->a.wtap ? w->d[1] * w->d[2] * w->d[3] : w->d[0] / n->a.groups * w->d[2] * w->d[3];
     int P = ir_dgrad_phases(n);
-    if (P) {   /* Z phases, N a phase's pixels, K its most taps' channels */
+    if (P) {   /* Z the groups' phases, N a phase's pixels, K its most taps' channels */
       int sh = n->a.stride[0], sw = n->a.stride[1];
-      *Z = P, *N = o->d[0] * ((o->d[2] + sh - 1) / sh) * ((o->d[3] + sw - 1) / sw);
-      *K = n->in[0]->shape.d[1] * ir_dgrad_phase_taps(n);
+      *Z = n->a.groups * P, *N = o->d[0] * ((o->d[2] + sh - 1) / sh) * ((o->d[3] + sw - 1) / sw);
+      *K = n->in[0]->shape.d[1] / n->a.groups * ir_dgrad_phase_taps(n);
     }
   } else if (n->op == OP_CONV2D_BWD_WEIGHT) {   /* dy, x -> dweight */
     const Shape *dy = &n->in[0]->shape;

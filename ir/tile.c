@@ -149,7 +149,7 @@ double ir_tile_model(const Node *n, int t, IrTileEst *e) {
   int P = ir_dgrad_phases(n);
   if (P && o.per_sm > 0) {   /* by phases: K is the longest phase's; the phases' K tiles average KH KW Og / 16 / P, and
                                 the longest phase's block bounds the time however few the blocks */
-    double avg = (double)n->a.kernel[0] * n->a.kernel[1] * n->in[0]->shape.d[1] / 16 / P;
+    double avg = (double)n->a.kernel[0] * n->a.kernel[1] * (n->in[0]->shape.d[1] / n->a.groups) / 16 / P;
     double thru = (double)x.per_sm * avg * tile, crit = cost;
     x.cycles = (thru > crit ? thru : crit) / (4 * eff);
   }

@@ -1008,7 +1008,7 @@ TAP_CONVS = {
 # tap from its index by the multiply-shift); a (3, 1) kernel at stride
 # (2, 1) and a (1, 3) at (1, 2) (2 phases, taps in a column, in a row); K
 # long enough to split (4 taps of 1024 channels: 64 ranges of 64, those
-# past a phase's K empty, their partial sums zeros); odd sides.  (spec,
+# past a phase's K empty, their partial sums zeros); odd sides; groups.  (spec,
 # weight gradients' [taps] rows, data gradients' [taps] rows, data
 # gradients' [phases] rows)
 PHASE_CONVS = {
@@ -1022,6 +1022,8 @@ PHASE_CONVS = {
     # column stands for no pixel (stores nothing); 7 x 9, and a 1x1 on 7 x 8
     "phases_odd":      ((2, 16, 7, 9, 16, 3, 2, 1, 1, 1, True), 1, 1, 1),
     "phases_k1_odd":   ((2, 32, 7, 8, 16, 1, 2, 0, 1, 1, False), 2, 1, 1),
+    # two groups of 16 channels to 16: grid axis z the groups' phases
+    "phases_g2":       ((2, 32, 8, 7, 32, 3, 2, 1, 1, 2, True), 1, 1, 1),
 }
 
 
@@ -1832,6 +1834,7 @@ PREC_CASES = {   # name: (spec builder, precision, K, labels)
     "bf16_grad_conv_phases_s2_c64_nopipe": (lambda: gemm_flags(wtap_at(conv_spec("phases_s2_c64", 1, gap=True), 2),
                                                                "--gemm-pipeline=off"), "bf16", 1,
                                             ["grad", "conv", "gemm"]),
+    "bf16_grad_conv_phases_g2": (lambda: phases_at(conv_spec("phases_g2", 1), 1), "bf16", 1, ["grad", "conv"]),
     "fp16_grad_conv_phases_odd": (lambda: phases_at(conv_spec("phases_odd", 2), 0), "fp16", 1, ["grad", "conv"]),
     "fp16_grad_conv_phases_k5_s2": (lambda: phases_at(conv_spec("phases_k5_s2", 1, gap=True), 0), "fp16", 1,
                                     ["grad", "conv"]),
