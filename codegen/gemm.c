@@ -2471,7 +2471,8 @@ static void phase_axis(Buf *b, const char *ax, int st, int p, int64_t K) {
   buf_printf(b, "  int f%s = %s, q%s = %s, n%s = %s;\n", ax, f, ax, q, ax, n);
 }
 
-/* The statements before the K loop that give the block its phase z (ir_dgrad_phases): dx's rows sh a + rh,
+/* The statements before the K loop that give the block its phase z (ir_dgrad_phases; grouped, zq = z % P, its
+ * group zg = z / P; the phases of most taps first, zp): dx's rows sh a + rh,
  * columns sw b + rw; the taps that reach them, kh = fh + sh i (i < nh) and kw = fw + sw j (j < nw), under
  * pixel (a, b) dy's output (a + qh - i, b + qw - j); the phase's K, kc = nh nw Og, its local tap tl = i nw +
  * j; for the weight (phase_tap): tb, the first tap's index kh KW + kw, tq, its step from i to i + 1 less
@@ -2482,7 +2483,7 @@ static void phase_pre(GemmSpec *s, const DgradDims *d) {
   Buf b = {0};
   buf_printf(&b, "  /* the block's phase (rh, rw): dx's rows %d a + rh, columns %d b + rw; the taps that reach them, kh = fh + "
                  "%d i (i < nh)\n   * and kw = fw + %d j (j < nw); under its pixel (a, b) dy's (a + qh - i, b + qw - j); "
-                 "its K kc, tap tl = i nw + j its k / %lld */\n",
+                 "its K kc, k / %lld its tap tl = i nw + j */\n",
              d->sh, d->sw, d->sh, d->sw, LL(d->Og));
   /* the phases the longest first (blocks start in z's order: the short ones fill in behind), as a table of
    * 4 bits a phase where it fits 64 bits; ties and the rest in order */
