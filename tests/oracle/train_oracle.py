@@ -1024,6 +1024,10 @@ PHASE_CONVS = {
     "phases_k1_odd":   ((2, 32, 7, 8, 16, 1, 2, 0, 1, 1, False), 2, 1, 1),
     # two groups of 16 channels to 16: grid axis z the groups' phases
     "phases_g2":       ((2, 32, 8, 7, 32, 3, 2, 1, 1, 2, True), 1, 1, 1),
+    # stride 3 (9 phases, a 5x5's of 1 to 4 taps), and strides (2, 3) on a
+    # (3, 2) kernel (6 phases, two of them with no tap)
+    "phases_s3":       ((2, 16, 5, 9, 48, 5, 3, (2, 0), 1, 1, True), 1, 1, 1),
+    "phases_s23":      ((2, 16, 5, 10, 32, (3, 2), (2, 3), (2, 0), 1, 1, True), 1, 1, 1),
 }
 
 
