@@ -1840,6 +1840,13 @@ PREC_CASES = {   # name: (spec builder, precision, K, labels)
                                             ["grad", "conv", "gemm"]),
     "bf16_grad_conv_phases_g2": (lambda: phases_at(conv_spec("phases_g2", 1), 1), "bf16", 1, ["grad", "conv"]),
     "fp16_grad_conv_phases_odd": (lambda: phases_at(conv_spec("phases_odd", 2), 0), "fp16", 1, ["grad", "conv"]),
+    # ... at a forced tile: 256 threads of 128 x 128 (the weight gradients'
+    # 128 columns hold two taps of 64 channels: none tap-major), 32 x 32
+    "fp16_grad_conv_phases_s2_c64_tile128x128": (lambda: tiled(phases_at(wtap_at(conv_spec("phases_s2_c64", 2, gap=True),
+                                                                                  2), 0), "128x128"), "fp16", 1,
+                                                 ["grad", "conv", "tile"]),
+    "tf32_grad_conv_phases_s2_c64_tile32x32": (lambda: tiled(wtap_at(conv_spec("phases_s2_c64", 2, gap=True), 0), "32x32"),
+                                               "tf32", 1, ["grad", "conv", "tile"]),
     "fp16_grad_conv_phases_k5_s2": (lambda: phases_at(conv_spec("phases_k5_s2", 1, gap=True), 0), "fp16", 1,
                                     ["grad", "conv"]),
     "tf32_grad_conv_phases_k31_s21": (lambda: phases_at(conv_spec("phases_k31_s21", 1), 0), "tf32", 1, ["grad", "conv"]),
