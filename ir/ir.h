@@ -508,12 +508,6 @@ static inline int ir_gemm_mma(const Node *n) {
   return (n->op == OP_LINEAR || n->op == OP_MATMUL) && !ir_gemm_gemv(n);
 }
 
-/* The GEMM a GEMM-like op is on ncc's own path (codegen/gemm.c): C[z][m][n]
- * = sum over k of A(z, m, k) B(z, k, n), z < Z.  conv2d: M output channels of
- * a group, N images x output pixels, K input channels of a group x kernel
- * taps, Z groups; linear: M rows, N outputs, K inputs; matmul: the last two
- * axes, Z the broadcast batch matrices; the gradient ops of ir_grad_gemm as
- * it says. */
 /* A strided data gradient by phases (docs/gpu.md, "The strided data
  * gradient by phases"): dx's pixels fall into sh x sw phases by (h % sh,
  * w % sw), and the taps whose window reaches a phase's pixels are fixed:
@@ -546,6 +540,13 @@ static inline int64_t ir_dgrad_phase_taps(const Node *n) {
   return (int64_t)((a->kernel[0] + a->stride[0] - 1) / a->stride[0]) * ((a->kernel[1] + a->stride[1] - 1) / a->stride[1]);
 }
 
+/* The GEMM a GEMM-like op is on ncc's own path (codegen/gemm.c): C[z][m][n]
+ * = sum over k of A(z, m, k) B(z, k, n), z < Z.  conv2d: M output channels of
+ * a group, N images x output pixels, K input channels of a group x kernel
+ * taps, Z groups; linear: M rows, N outputs, K inputs; matmul: the last two
+ * axes, Z the broadcast batch matrices; the gradient ops of ir_grad_gemm as
+ * it says (a data gradient by phases, ir_dgrad_phases: Z the groups'
+ * phases, N a phase's pixels, K its longest phase's). */
 static inline void ir_gemm_dims(const Node *n, int64_t *M, int64_t *N, int64_t *K, int64_t *Z) {
   const Shape *o = &n->out->shape;
   if (n->op == OP_CONV2D_BWD_DATA) {   /* dy, weight -> dx */
