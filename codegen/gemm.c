@@ -2746,8 +2746,8 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
           dgrad_tile_taps(&s, &dd, dy, 16 * tile_of(s.N), 256, "Bs[kk][rr]", rb, -1);
         }
       }
-      /* C: dx[img, z Cg + m, h, w], n = img H W + (h W + w); by phases dx[img, m, sh a + rh, sw b + rw], n = img
-       * (H / sh) (W / sw) + a (W / sw) + b */
+      /* C: dx[img, z Cg + m, h, w], n = img H W + (h W + w); by phases dx[img, zg Cg + m, sh a + rh, sw b + rw],
+       * n = img Hp Wp + a Wp + b (Hp, Wp: phase_rows, phase_cols), stored where that pixel is dx's (store_if) */
       if (dd.P) {
         int64_t Wp = phase_cols(&dd), HWp = phase_rows(&dd) * Wp;
         char zt[48] = "";
