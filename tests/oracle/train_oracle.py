@@ -1000,10 +1000,10 @@ TAP_CONVS = {
     # transpose row more in the report (PREC_CASES); at tf32 it does not
     "taps_s2_c64":     ((2, 64, 9, 9, 32, 3, 2, 1, 1, 1, False), 2, 1),
 }
-# Strided data gradients by phases (ir_dgrad_phases: H and W multiples of
-# the stride, groups 1, dilation 1, output channels a multiple of 16): grid
-# axis z runs dx's phases (h % sh, w % sw), each block a GEMM over the taps
-# that reach its phase.  A 3x3 at stride 2 (phases of 1, 2, 2 and 4 taps);
+# Strided data gradients by phases (ir_dgrad_phases: dilation 1, output
+# channels a group a multiple of 16, 8 or more input channels a group):
+# grid axis z runs dx's phases (h % sh, w % sw), each block a GEMM over the
+# taps that reach its phase.  A 3x3 at stride 2 (phases of 1, 2, 2 and 4 taps);
 # a 2x2 (one tap each, each another); a 5x5 (up to 3 x 3 taps, a phase's
 # tap from its index by the multiply-shift); a (3, 1) kernel at stride
 # (2, 1) and a (1, 3) at (1, 2) (2 phases, taps in a column, in a row); K
@@ -1822,7 +1822,6 @@ PREC_CASES = {   # name: (spec builder, precision, K, labels)
     "tf32_grad_conv_taps_s2_c64": (lambda: wtap_at(conv_spec("taps_s2_c64", 1, gap=True), 0), "tf32", 1, ["grad", "conv"]),
     # strided data gradients by phases (PHASE_CONVS): at fp16 and bf16 the
     # weight transposed a step, read a phase's tap at a time by cp.async;
-    # at tf32 gathered
     # at tf32 gathered; the others' 16 input channels take no tap-major
     # weight gradient on the tensor cores (phases_at)
     "fp16_grad_conv_phases_s2_c64": (lambda: wtap_at(conv_spec("phases_s2_c64", 2, gap=True), 2), "fp16", 1,
