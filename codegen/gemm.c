@@ -2448,8 +2448,12 @@ static int64_t phase_taps(const DgradDims *d, int *nh1, int *nw1) {
   return th * tw;
 }
 
+/* The taps of one axis that reach a phase whose first tap is f (stride st, a kernel of K taps): f, f + st, ...
+ * below K; phase_axis emits the same in the kernel, for the block's phase */
+static int axis_taps(int f, int st, int64_t K) { return f < K ? (int)((K - 1 - f) / st + 1) : 0; }
+
 /* One axis of phase_pre ("h": rh of stride st, padding p, a kernel of K taps): its first tap f, its
- * dy offset q and its taps n, the constants folded (no "+ 0", no "% 1") */
+ * dy offset q and its taps n (axis_taps), the constants folded (no "+ 0", no "% 1") */
 static void phase_axis(Buf *b, const char *ax, int st, int p, int64_t K) {
   if (st == 1) {   /* every tap, each pixel its own */
     buf_printf(b, "  int f%s = 0, q%s = %d, n%s = %lld;\n", ax, ax, p, ax, LL(K));
@@ -2497,7 +2501,7 @@ static void phase_pre(GemmSpec *s, const DgradDims *d) {
   if (P <= 16) {
     for (int q = 0; q < P; q++) {
       int rh = q / d->sw, rw = q % d->sw, fh = (rh + d->ph) % d->sh, fw = (rw + d->pw) % d->sw;
-      nt[q] = (int)((fh < d->KH ? (d->KH - 1 - fh) / d->sh + 1 : 0) * (fw < d->KW ? (d->KW - 1 - fw) / d->sw + 1 : 0));
+      nt[q] = axis_taps(fh, d->sh, d->KH) * axis_taps(fw, d->sw, d->KW);
       int i = q;
       for (; i > 0 && nt[ord[i - 1]] < nt[q]; i--) ord[i] = ord[i - 1];
       ord[i] = q;
