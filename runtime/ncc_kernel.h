@@ -235,6 +235,13 @@ static __device__ __forceinline__ float ncc_bf16(float x) {
  * ncc_ldg128f(f, p): the 4 floats at p (global, aligned to 16) into f[0..3],
  * one 128-bit load;
  * ncc_sts32(s, v): v into the 4 bytes at s (shared, aligned to 4), STS.32.
+ * ncc_st2f(p, a, b), ncc_st2h(p, a, b), ncc_st2b(p, a, b): a into p[0] and b
+ * into p[1] (global; two floats, two 16-bit values or two int8, p aligned to
+ * their 8, 4 or 2 bytes), one store (STG.E.64, STG.E, STG.E.U16): a GEMM's
+ * epilogue stores an accumulator fragment's two columns so (out_pair in
+ * codegen/gemm.c); ncc_ld2f(d, p), ncc_ld2h(d, p), ncc_ld2b(d, p): p[0], p[1]
+ * into d[0], d[1], one load (LDG.E.64, ...) through the read-only path, the
+ * epilogue's operands of the output's shape.
  * ncc_ldmatrix_x4/_x2[_trans](d, p): ldmatrix.sync.aligned.m8n8.x4/.x2
  * [.trans].shared.b16, p this lane's row address (16-byte aligned); lanes
  * 8i..8i+7 name the rows of matrix i, and lane 4g+t gets in d[i] matrix i's
@@ -301,6 +308,30 @@ static __inline__ unsigned ncc_lds_s8x4(const signed char *s) {
 static __inline__ unsigned ncc_pack_f16x2(float lo, float hi) {
   return (unsigned)ncc_f32_to_f16_bits(lo) | (unsigned)ncc_f32_to_f16_bits(hi) << 16;
 }
+static __inline__ void ncc_st2f(float *p, float a, float b) {
+  NCC_EMU_VEC_ALIGNED(p, 8);
+  p[0] = a, p[1] = b;
+}
+static __inline__ void ncc_st2h(unsigned short *p, unsigned short a, unsigned short b) {
+  NCC_EMU_VEC_ALIGNED(p, 4);
+  p[0] = a, p[1] = b;
+}
+static __inline__ void ncc_st2b(signed char *p, signed char a, signed char b) {
+  NCC_EMU_VEC_ALIGNED(p, 2);
+  p[0] = a, p[1] = b;
+}
+static __inline__ void ncc_ld2f(float *d, const float *p) {
+  NCC_EMU_VEC_ALIGNED(p, 8);
+  d[0] = p[0], d[1] = p[1];
+}
+static __inline__ void ncc_ld2h(unsigned short *d, const unsigned short *p) {
+  NCC_EMU_VEC_ALIGNED(p, 4);
+  d[0] = p[0], d[1] = p[1];
+}
+static __inline__ void ncc_ld2b(signed char *d, const signed char *p) {
+  NCC_EMU_VEC_ALIGNED(p, 2);
+  d[0] = p[0], d[1] = p[1];
+}
 #else
 static __device__ __forceinline__ void ncc_lds4(float *d, const float *s) {
   float4 v = *(const float4 *)s;
@@ -336,6 +367,25 @@ static __device__ __forceinline__ void ncc_ldg128f(float *f, const float *p) {
   f[0] = v.x, f[1] = v.y, f[2] = v.z, f[3] = v.w;
 }
 static __device__ __forceinline__ void ncc_sts32(void *s, unsigned v) { *(unsigned *)s = v; }
+static __device__ __forceinline__ void ncc_st2f(float *__restrict__ p, float a, float b) { *(float2 *)p = make_float2(a, b); }
+static __device__ __forceinline__ void ncc_st2h(unsigned short *__restrict__ p, unsigned short a, unsigned short b) {
+  *(unsigned *)p = (unsigned)a | (unsigned)b << 16;   /* little-endian: p[0] in the low half */
+}
+static __device__ __forceinline__ void ncc_st2b(signed char *__restrict__ p, signed char a, signed char b) {
+  *(unsigned short *)p = (unsigned short)((unsigned char)a | (unsigned)(unsigned char)b << 8);
+}
+static __device__ __forceinline__ void ncc_ld2f(float *d, const float *__restrict__ p) {
+  float2 v = __ldg((const float2 *)p);
+  d[0] = v.x, d[1] = v.y;
+}
+static __device__ __forceinline__ void ncc_ld2h(unsigned short *d, const unsigned short *__restrict__ p) {
+  unsigned v = __ldg((const unsigned *)p);
+  d[0] = (unsigned short)v, d[1] = (unsigned short)(v >> 16);
+}
+static __device__ __forceinline__ void ncc_ld2b(signed char *d, const signed char *__restrict__ p) {
+  unsigned short v = __ldg((const unsigned short *)p);
+  d[0] = (signed char)(v & 0xffu), d[1] = (signed char)(v >> 8);
+}
 static __device__ __forceinline__ unsigned ncc_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 static __device__ __forceinline__ void ncc_ldmatrix_x4(unsigned *d, const void *p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"

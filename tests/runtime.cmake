@@ -75,6 +75,10 @@ add_executable(rt_test_nvrtc ${NCC_RT_TESTS}/test_nvrtc.c)
 target_link_libraries(rt_test_nvrtc PRIVATE nccrt)
 add_test(NAME rt.nvrtc COMMAND rt_test_nvrtc ${NCC_RT_TESTS}/kernels.cu)
 set_tests_properties(rt.nvrtc PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE})   # NVRTC does not load
+# the prelude NVRTC gets defines what ncc_kernel.h defines (no NVRTC needed)
+add_test(NAME rt.nvrtc_prelude
+         COMMAND ${NCC_PYTHON} ${NCC_RT_TESTS}/prelude_check.py ${NCC_RT_INC}/ncc_kernel.h
+                 ${CMAKE_CURRENT_SOURCE_DIR}/../runtime/dev_cuda.c)
 
 # devices, sgemm, safetensors, npy
 add_executable(rt_test_dev_io ${NCC_RT_TESTS}/test_dev_io.c)

@@ -127,6 +127,25 @@ NCC_KERNEL void k_ldg128(const unsigned char *__restrict__ src, unsigned *__rest
   for (int i = 0; i < 4; i++) dst[4 * t + i] = q[i];
 }
 
+/* the pair loads and stores of a GEMM epilogue (ncc_ld2f/h/b, ncc_st2f/h/b):
+ * thread t reads the pair at element 2 t + off of each source and writes it
+ * to the same place of each destination; an odd off is the misalignment a
+ * GPU faults on */
+NCC_KERNEL void k_pairs(const float *__restrict__ f, const unsigned short *__restrict__ h,
+                        const signed char *__restrict__ b, float *__restrict__ fo, unsigned short *__restrict__ ho,
+                        signed char *__restrict__ bo, int off) {
+  int i = 2 * (int)threadIdx.x + off;
+  float fv[2];
+  unsigned short hv[2];
+  signed char bv[2];
+  ncc_ld2f(fv, &f[i]);
+  ncc_ld2h(hv, &h[i]);
+  ncc_ld2b(bv, &b[i]);
+  ncc_st2f(&fo[i], fv[0], fv[1]);
+  ncc_st2h(&ho[i], hv[0], hv[1]);
+  ncc_st2b(&bo[i], bv[0], bv[1]);
+}
+
 /* shared-memory vector loads (ncc_lds_u32x4, ncc_lds_u32x2, ncc_lds4): src's
  * 64 16-bit values staged in shared memory, then thread t loads the 16 bytes
  * at value 8 t + off (x4; its first 8 by x2; ncc_lds4 the same bytes as
@@ -415,6 +434,9 @@ NCC_KERNEL_DESC(k_handshake, 0, (NCC_ARG(volatile int *, 0), NCC_ARG(int *, 1), 
 NCC_KERNEL_DESC(k_unflagged_barrier, 0, (NCC_ARG(float *, 0)))
 NCC_KERNEL_DESC(k_coords, 0, (NCC_ARG(int *, 0)))
 NCC_KERNEL_DESC(k_ldg128, 0, (NCC_ARG(const unsigned char *, 0), NCC_ARG(unsigned *, 1), NCC_ARG(int, 2)))
+NCC_KERNEL_DESC(k_pairs, 0,
+                (NCC_ARG(const float *, 0), NCC_ARG(const unsigned short *, 1), NCC_ARG(const signed char *, 2),
+                 NCC_ARG(float *, 3), NCC_ARG(unsigned short *, 4), NCC_ARG(signed char *, 5), NCC_ARG(int, 6)))
 NCC_KERNEL_DESC(k_lds_vec, NCC_KF_BARRIER, (NCC_ARG(const unsigned short *, 0), NCC_ARG(unsigned *, 1), NCC_ARG(int, 2)))
 NCC_KERNEL_DESC(k_ldmatrix, NCC_KF_BARRIER_WARP, (NCC_ARG(const unsigned short *, 0), NCC_ARG(unsigned *, 1), NCC_ARG(int, 2)))
 NCC_KERNEL_DESC(k_cp_async, NCC_KF_BARRIER, (NCC_ARG(const float *, 0), NCC_ARG(float *, 1), NCC_ARG(int, 2)))

@@ -414,6 +414,33 @@ static void test_ldg128(ncc_dev *d) {
         "a misaligned 128-bit load not reported: rc %d, %s", rc, ncc_dev_error(d));
 }
 
+/* the epilogue's pairs: two floats, 16-bit values or int8 a load and a
+ * store, each element where it was; from an odd element (an address the
+ * pair's size does not divide) the launch fails naming the kernel */
+static void test_pairs(ncc_dev *d) {
+  static float f[18] __attribute__((aligned(16))), fo[18] __attribute__((aligned(16)));
+  static unsigned short h[18] __attribute__((aligned(16))), ho[18] __attribute__((aligned(16)));
+  static signed char b[18] __attribute__((aligned(16))), bo[18] __attribute__((aligned(16)));
+  const float *fa = f;
+  const unsigned short *ha = h;
+  const signed char *ba = b;
+  float *foa = fo;
+  unsigned short *hoa = ho;
+  signed char *boa = bo;
+  int off = 0, rc, i;
+  void *args[7] = {&fa, &ha, &ba, &foa, &hoa, &boa, &off};
+  for (i = 0; i < 18; i++) f[i] = (float)i + 0.5f, h[i] = (unsigned short)(1000 + 7 * i), b[i] = (signed char)(i - 9);
+  rc = ncc_launch(d, &k_pairs_desc, d3(1, 1, 1), d3(8, 1, 1), 0, args);
+  CHECK(rc == 0, "pairs: rc %d, %s", rc, ncc_dev_error(d));
+  for (i = 0; i < 16; i++)
+    CHECK(fo[i] == f[i] && ho[i] == h[i] && bo[i] == b[i], "pairs: element %d is %g %u %d, want %g %u %d", i, fo[i],
+          ho[i], bo[i], f[i], h[i], b[i]);
+  off = 1;
+  rc = ncc_launch(d, &k_pairs_desc, d3(1, 1, 1), d3(8, 1, 1), 0, args);
+  CHECK(rc == NCC_EINTERNAL && strstr(ncc_dev_error(d), "k_pairs") && strstr(ncc_dev_error(d), "ncc_st2f: 8"),
+        "a misaligned pair not reported: rc %d, %s", rc, ncc_dev_error(d));
+}
+
 /* the shared-memory vector loads: 16 (8) bytes, the lowest address in the
  * low bits of the first word; from an address 16 (8) does not divide, the
  * launch fails naming the kernel */
@@ -1044,6 +1071,7 @@ int main(void) {
   test_early_return(d);
   test_unflagged(d);
   test_ldg128(d);
+  test_pairs(d);
   test_lds_vec(d);
   test_ldmatrix(d);
   test_cp_async(d);
