@@ -317,6 +317,11 @@ void cg_bcast_index(Buf *b, const Shape *out, const Shape *in, const char *idx);
  * `idx` (linear, C expression) of the main output; adds the extra inputs
  * as kernel params. Appends statements indented by `ind`. */
 int cg_epilogue(Cg *c, const KGroup *gr, KParams *p, Buf *body, const char *var, const char *idx, int ind);
+/* cg_epilogue for a GEMM epilogue that stores two columns at once (out_pair
+ * in gemm.c): var is element e (0, 1) of a pair, idx (o) its index, op + e.
+ * An operand of the output's own shape is read two elements a load, before
+ * the loop over e: pre gets its array and the load, at op. */
+int cg_epilogue_pair(Cg *c, const KGroup *gr, KParams *p, Buf *body, Buf *pre, const char *var, const char *idx, int ind);
 /* The common kernel shapes.  One thread per output element: the head
  * ("int i = ...; if (i < total) {"), and the end after the body computed
  * `float v` for element i: the epilogue chain, the store of the group's

@@ -98,8 +98,36 @@ static void operand(Cg *c, KParams *p, Value *v, const char *role, const Shape *
   buf_free(&b);
 }
 
-int cg_epilogue(Cg *c, const KGroup *gr, KParams *p, Buf *body, const char *var, const char *idx, int ind) {
+/* operand's paired form (cg_epilogue_pair): where v has the output's shape
+ * (its index is idx itself), its elements op and op + 1 read by one load
+ * into the array ep<k>, declared and loaded in pre (before the loop over
+ * e), and dst its element e; 0 where not so (the caller reads it as
+ * operand does) */
+static int operand_pair(Cg *c, KParams *p, Value *v, const char *role, const Shape *out, const char *idx, Buf *pre,
+                        int *k, char *dst, size_t n) {
+  if (v->def->op == OP_CONST) return 0;
+  Buf b = {0};
+  cg_bcast_index(&b, out, &v->shape, idx);
+  int same = !strcmp(b.s, idx);
+  buf_free(&b);
+  const char *t = cg_elem_type(v);
+  const char *fn = !strcmp(t, "float") ? "ncc_ld2f" : !strcmp(t, "unsigned short") ? "ncc_ld2h"
+                   : !strcmp(t, "signed char") ? "ncc_ld2b" : NULL;
+  if (!same || !fn) return 0;
+  const char *name = kp_value(c, p, v, 0, role);
+  char arr[16], e[48];
+  snprintf(arr, sizeof arr, "ep%d", (*k)++);
+  buf_printf(pre, "          %s %s[2];   /* %s[op], [op + 1]: one load of two */\n", t, arr, name);
+  buf_printf(pre, "          %s(%s, &%s[op]);\n", fn, arr, name);
+  snprintf(e, sizeof e, "%s[e]", arr);
+  cg_ld(dst, n, v, e);
+  return 1;
+}
+
+static int epilogue(Cg *c, const KGroup *gr, KParams *p, Buf *body, Buf *decl, const char *var, const char *idx,
+                    int ind) {
   Value *cur = gr->main->out;
+  int k = 0;
   for (int i = 0; i < gr->nepi; i++) {
     Node *n = gr->epi[i];
     /* same elements in the same order as the main output: broadcast against n's own shape */
@@ -131,12 +159,21 @@ int cg_epilogue(Cg *c, const KGroup *gr, KParams *p, Buf *body, const char *var,
       char arg[32], role[48];
       snprintf(role, sizeof role, "%s_%s", ncc_ops[n->op].name, cg_arg_role(n, j, arg));
       if (n->in[j] == cur) snprintf(x[j], sizeof x[j], "%s", var);
-      else operand(c, p, n->in[j], role, os, idx, x[j], sizeof x[j]);
+      else if (!decl || !operand_pair(c, p, n->in[j], role, os, idx, decl, &k, x[j], sizeof x[j]))
+        operand(c, p, n->in[j], role, os, idx, x[j], sizeof x[j]);
     }
     if (cg_elem_stmt(c, body, n, var, x[0], n->nin > 1 ? x[1] : NULL, ind)) return -1;
     cur = n->out;
   }
   return 0;
+}
+
+int cg_epilogue(Cg *c, const KGroup *gr, KParams *p, Buf *body, const char *var, const char *idx, int ind) {
+  return epilogue(c, gr, p, body, NULL, var, idx, ind);
+}
+
+int cg_epilogue_pair(Cg *c, const KGroup *gr, KParams *p, Buf *body, Buf *pre, const char *var, const char *idx, int ind) {
+  return epilogue(c, gr, p, body, pre, var, idx, ind);
 }
 
 int emit_elemwise(Cg *c, const KGroup *gr) {

@@ -12,6 +12,7 @@
  * along its contiguous axis (k or m/n) so consecutive threads read
  * consecutive addresses.  The epilogue (bias, then the group's elementwise
  * chain) runs on the accumulator just before the single store. */
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -50,6 +51,9 @@ typedef struct GemmSpec {
                           or "" */
   char a_f4m[512];     /* the same for A(z, m, k), m-contiguous (4 floats of m a load; the linear weight gradient's dy) */
   char out_idx[512];   /* expression: linear index of C(z, m, n) in the main output */
+  int out_pair;        /* C(z, m, n + 1) is stored at out_idx + 1 for every even n, and N is even: n and n + 1
+                          (an MMA fragment's two columns c0, c1) one store of two (ncc_st2f/h/b), the
+                          index even, so aligned to the pair (every buffer starts 256-aligned) */
   char store_if[256];  /* a condition on (m, n) for C(z, m, n) to be stored, or "" for every one in M x N: a phase's
                           column past the input's last row or column (ir_dgrad_phases, sides the stride does not
                           divide) */
@@ -219,6 +223,75 @@ static int tile_of(int64_t d) { return d >= 64 ? 4 : d >= 32 ? 2 : 1; }
 /* The op's MMA: MMA_TF32 m16n8k8; MMA_F16 m16n8k16 with FP16/BF16 operands;
  * MMA_S8 m16n8k16 with int8 operands and int32 sums */
 enum { MMA_TF32, MMA_F16, MMA_S8 };
+
+/* Does text name the identifier id (not as part of a longer name)? */
+static int names_ident(const char *text, const char *id) {
+  size_t l = strlen(id);
+  for (const char *q = strstr(text, id); q; q = strstr(q + 1, id)) {
+    int before = q > text && (isalnum((unsigned char)q[-1]) || q[-1] == '_');
+    int after = isalnum((unsigned char)q[l]) || q[l] == '_';
+    if (!before && !after) return 1;
+  }
+  return 0;
+}
+
+/* The MMA kernel's epilogue where the output takes a fragment's two columns
+ * at once (GemmSpec.out_pair): for each of the fragment's rows (h: gid and
+ * gid + 8), columns n and n + 1 (c0, c1; c2, c3) are finished one after the
+ * other (e: bias, index op + e, the fused epilogue, whose operands of the
+ * output's shape are read a pair a load, cg_epilogue_pair) and stored by
+ * one store of two at op, an even index.  N is even, so n < N holds for
+ * n + 1 too.  Split-K's partial sums go to the workspace the same way. */
+static int mma_epilogue_pairs(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Buf *b, int MI, int NJ, int BM,
+                              int BN, int kind) {
+  NCC_ASSERT(s->N % 2 == 0 && !s->store_if[0]);
+  buf_printf(b, "  NCC_UNROLL\n  for (int i = 0; i < %d; i++)\n    NCC_UNROLL\n    for (int j = 0; j < %d; j++)\n"
+                "      NCC_UNROLL\n      for (int h = 0; h < 2; h++) {   /* rows gid, gid + 8: columns n, n + 1 one store */\n",
+             MI, NJ);
+  buf_puts(b, "        int m = m0 + wr + 16 * i + gid + 8 * h, n = n0 + wc + 8 * j + 2 * tig;\n");
+  char c1[48], c2[48];
+  snprintf(c1, sizeof c1, "m < %lld", LL(s->M));
+  snprintf(c2, sizeof c2, "n < %lld", LL(s->N));
+  guard_open(b, "        ", s->M % BM ? c1 : NULL, s->N % BN ? c2 : NULL);
+  buf_printf(b, "          int op = %s;   /* column n's index; n + 1's is op + 1 */\n", s->out_idx);
+  const char *cast = kind == MMA_S8 ? "(float)" : "";
+  if (s->S > 1) {
+    buf_printf(b, "          ncc_st2f(&%s[sk * %lld + op], %sacc[i][j][2 * h], %sacc[i][j][2 * h + 1]);\n",
+               kp_work(c, p, "partial"), (long long)shape_numel(&group_out(c->group)->shape), cast, cast);
+    buf_puts(b, "        }\n      }\n");
+    return 0;
+  }
+  Buf pre = {0}, body = {0}, epi = {0};
+  if (cg_epilogue_pair(c, gr, p, &epi, &pre, "v", "o", 6)) {
+    buf_free(&pre), buf_free(&body), buf_free(&epi);
+    return -1;
+  }
+  buf_puts(&body, "          NCC_UNROLL\n          for (int e = 0; e < 2; e++) {   /* column n + e */\n");
+  buf_printf(&body, "            float v = %sacc[i][j][2 * h + e];\n", cast);
+  if (s->bias[0]) {   /* a bias of the row (m), or of the column: [n] is column n + e's */
+    char bias[300], rest[300];
+    const char *q = strstr(s->bias, "[n]");
+    if (q) snprintf(bias, sizeof bias, "%.*s[n + e]%s", (int)(q - s->bias), s->bias, q + 3);
+    else snprintf(bias, sizeof bias, "%s", s->bias);
+    snprintf(rest, sizeof rest, "%.*s%s", q ? (int)(q - s->bias) : (int)strlen(s->bias), s->bias, q ? q + 3 : "");
+    NCC_ASSERT(!names_ident(rest, "n"));   /* no other use of the column */
+    buf_printf(&body, "            v = v + %s;\n", bias);
+  }
+  if (epi.len && names_ident(epi.s, "o")) buf_puts(&body, "            int o = op + e;\n");
+  if (epi.len) buf_puts(&body, epi.s);
+  char st[64];
+  const char *t = cg_elem_type(group_out(gr));
+  const char *fn = !strcmp(t, "float") ? "ncc_st2f" : !strcmp(t, "unsigned short") ? "ncc_st2h" : "ncc_st2b";
+  NCC_ASSERT(strcmp(t, "int") != 0);
+  buf_printf(&body, "            yv[e] = %s;\n          }\n", cg_st(st, sizeof st, group_out(gr), "v"));
+  buf_printf(b, "          %s yv[2];   /* the two columns' values as stored */\n", t);
+  if (pre.len) buf_puts(b, pre.s);
+  buf_puts(b, body.s);
+  buf_printf(b, "          %s(&%s[op], yv[0], yv[1]);\n        }\n      }\n", fn, kp_value(c, p, group_out(gr), 1, "y"));
+  buf_free(&pre), buf_free(&body), buf_free(&epi);
+  return 0;
+}
+
 /* The rows of the B tile that a thread of im2col_tile holds, J of them
  * (KS = T / BN threads a column), as its first row and the j-th's distance
  * from it:
@@ -1133,20 +1206,28 @@ static int tiled_mma(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
                MI, NJ);
     buf_printf(&b, "    }\n    %s\n%s  }\n", D_BARRIER, adv);
   }
-  /* the epilogue unrolled whole: with a loop left, nvcc keeps acc in local memory (a stack frame) */
-  buf_printf(&b, "  NCC_UNROLL\n  for (int i = 0; i < %d; i++)\n    NCC_UNROLL\n    for (int j = 0; j < %d; j++)\n"
-             "      NCC_UNROLL\n      for (int r = 0; r < 4; r++) {\n", MI, NJ);
-  buf_puts(&b, "        int m = m0 + wr + 16 * i + gid + 8 * (r / 2), n = n0 + wc + 8 * j + 2 * tig + r % 2;\n");
-  char c1[48], c2[48];
-  snprintf(c1, sizeof c1, "m < %lld", LL(s->M));
-  snprintf(c2, sizeof c2, "n < %lld", LL(s->N));
-  guard_open(&b, "        ", s->M % BM ? c1 : NULL, s->N % BN ? c2 : NULL);
-  buf_printf(&b, "          float v = %sacc[i][j][r];\n", kind == MMA_S8 ? "(float)" : "");
-  if (store_tail(c, gr, p, s, &b, 5)) {
-    buf_free(&b);
-    return -1;
+  /* the epilogue unrolled whole: with a loop left, nvcc keeps acc in local memory (a stack frame); a fragment's
+   * columns n, n + 1 one store where the output allows (out_pair; not a phase's, whose pixels are sw apart) */
+  if (s->out_pair && !s->store_if[0]) {
+    if (mma_epilogue_pairs(c, gr, p, s, &b, MI, NJ, BM, BN, kind)) {
+      buf_free(&b);
+      return -1;
+    }
+  } else {
+    buf_printf(&b, "  NCC_UNROLL\n  for (int i = 0; i < %d; i++)\n    NCC_UNROLL\n    for (int j = 0; j < %d; j++)\n"
+               "      NCC_UNROLL\n      for (int r = 0; r < 4; r++) {\n", MI, NJ);
+    buf_puts(&b, "        int m = m0 + wr + 16 * i + gid + 8 * (r / 2), n = n0 + wc + 8 * j + 2 * tig + r % 2;\n");
+    char c1[48], c2[48];
+    snprintf(c1, sizeof c1, "m < %lld", LL(s->M));
+    snprintf(c2, sizeof c2, "n < %lld", LL(s->N));
+    guard_open(&b, "        ", s->M % BM ? c1 : NULL, s->N % BN ? c2 : NULL);
+    buf_printf(&b, "          float v = %sacc[i][j][r];\n", kind == MMA_S8 ? "(float)" : "");
+    if (store_tail(c, gr, p, s, &b, 5)) {
+      buf_free(&b);
+      return -1;
+    }
+    buf_puts(&b, "        }\n      }\n");
   }
-  buf_puts(&b, "        }\n      }\n");
   char opn[96];
   const char *name = cg_finish_bounds(c, form_name(gr, "mma", opn), NCC_KF_BARRIER_, p, &b, T, g.minb);
   tiled_launch(c, gr, p, s, name, BM, BN, T, 1);
@@ -1860,6 +1941,7 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
     snprintf(s.out_idx, sizeof s.out_idx, "(%s) * %lld + n", ch, LL(OHW));
   else
     snprintf(s.out_idx, sizeof s.out_idx, "m * %lld + n", LL(OHW));
+  s.out_pair = OHW % 2 == 0;   /* an even pixel's next one: in its image, at o + 1 */
   if (bias) {
     if (s.uses_z) snprintf(s.bias, sizeof s.bias, "%s[z * %lld + m]", bias, LL(d->Mg));
     else snprintf(s.bias, sizeof s.bias, "%s[m]", bias);
@@ -2053,6 +2135,7 @@ static int emit_linear(Cg *c, const KGroup *gr) {
   cg_term(&la, &na, "m", in), cg_term(&la, &na, "k", 1);
   cg_term(&lb, &nb, "n", in), cg_term(&lb, &nb, "k", 1);
   cg_term(&lo, &no, "m", out), cg_term(&lo, &no, "n", 1);
+  s.out_pair = out % 2 == 0;
   if (pool) {
     /* feature k of row m is the pooled element (channel, ph, pw) of image m */
     const Shape *ps = &pool->out->shape;
@@ -2145,6 +2228,7 @@ static int emit_matmul(Cg *c, const KGroup *gr) {
   cg_term(&la, &na, s.uses_z ? ia.s : "0", M * K), cg_term(&la, &na, "m", K), cg_term(&la, &na, "k", 1);
   cg_term(&lb, &nb, s.uses_z ? ib.s : "0", K * N), cg_term(&lb, &nb, "k", N), cg_term(&lb, &nb, "n", 1);
   cg_term(&lo, &no, s.uses_z ? "z" : "0", M * N), cg_term(&lo, &no, "m", N), cg_term(&lo, &no, "n", 1);
+  s.out_pair = N % 2 == 0;
   {
     char e[2][400], ld[2][440];
     snprintf(e[0], sizeof e[0], "%s[%s]", a, na ? la.s : "0");
@@ -2658,6 +2742,7 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
       buf_free(&ad);
     }
     for (int i = 0, t = 0; i < 2; i++) cg_term(&lo, &t, eo[i], ko[i]);
+    s.out_pair = s.N % 2 == 0;
   } else {
     int64_t KH = a->kernel[0], KW = a->kernel[1];
     const Shape *dys = &n->in[0]->shape;
@@ -2770,6 +2855,7 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
         const char *e[] = {cg_digit(di, sizeof di, "n", H * W, 0), z, "m", cg_digit(dr, sizeof dr, "n", 1, H * W)};
         const int64_t k[] = {C * H * W, Cg * H * W, H * W, 1};
         for (int i = 0, t = 0; i < 4; i++) cg_term(&lo, &t, e[i], k[i]);
+        s.out_pair = H * W % 2 == 0;   /* an even pixel's next one: in its image, at o + 1 */
       }
     } else {
       /* dweight[z Og + m, ci, kh, kw] = sum over k = (img, oh, ow) of dy[img, z Og + m, oh, ow]
@@ -2830,6 +2916,7 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
         const char *e[] = {z, "m", ci, tp[0] ? tp : "0"};
         const int64_t k[] = {Og * s.N, s.N, 1, tp[0] ? 1 : 0};
         for (int i = 0, t = 0; i < 4; i++) cg_term(&lo, &t, e[i], k[i]);
+        s.out_pair = !tp[0] && s.N % 2 == 0;   /* (tap-major columns lie KH KW apart) */
       }
     }
   }

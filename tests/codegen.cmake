@@ -107,6 +107,12 @@ endif()
 set_tests_properties(codegen.run.tiled codegen.run.cublas codegen.run.fuse codegen.run.fuse_cublas
                      PROPERTIES ENVIRONMENT "${cg_env}")
 
+# generated models through the runtime's NVRTC prelude (--emit=ptx, as --jit loads them); no GPU needed
+add_test(NAME codegen.emit_ptx
+         COMMAND sh ${NCC_CG_DIR}/emit_ptx.sh $<TARGET_FILE:ncc> ${CMAKE_CURRENT_SOURCE_DIR}/../examples
+                 ${NCC_CG_OUT}/emit_ptx)
+set_tests_properties(codegen.emit_ptx PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE} LABELS "codegen;compilers")
+
 if(NCC_NVCC)
   add_test(NAME codegen.ptxas
            COMMAND sh -c "d=\"$3\" && rm -rf \"$d\" && mkdir -p \"$d\" && \"$1\" \"$d\" && \"$4\" \"$2\"/ptxas_report.py --check --nvcc \"$5\" -I \"$6\" -I \"$d\" \"$d\"/*.cu && rm -rf \"$d\""

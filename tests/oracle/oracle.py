@@ -862,6 +862,57 @@ def fusion_case(ctx, which, opt):
                     {k: v.numpy() for k, v in refs.items()}, flags=["-O%d" % opt])
 
 
+def pair_epilogue_case(ctx, prec, opt, cin, env=None):
+    """A tensor-core convolution whose output takes two columns a store
+    (out_pair in codegen/gemm.c).  With 8 input channels (K 72, no split)
+    the fused epilogue does so: an operand of the output's shape (r, read a
+    pair a load), one that varies along the columns alone (the per-pixel
+    gate g, at each column's own index), and a bias.  With 16 (K 144: split-K
+    in 2 ranges) the partial sums go to the workspace a pair a store, the
+    epilogue in the sum kernel.  The values are multiples of 1/16 in [-1, 1],
+    exact at tf32 and fp16, so every product is exact and the float32 sums
+    meet the tolerance; a pair stored swapped, or a column read at its
+    neighbour's index, does not."""
+    import torch
+    import torch.nn.functional as F
+    seed(51)
+    q = lambda t: torch.round(t * 16.0) / 16.0
+    x, w, b = as64(q(rand(2, cin, 6, 6))), as64(q(rand(16, cin, 3, 3))), as64(q(rand(16)))
+    g, r = as64(q(rand(2, 1, 6, 6))), as64(q(rand(2, 16, 6, 6)))
+    net = ("model %s\ninput x: f32[2, %d, 6, 6]\ninput g: f32[2, 1, 6, 6]\ninput r: f32[2, 16, 6, 6]\n"
+           "y = relu(conv2d(x, 16, kernel=3, pad=1, name=\"c\") * g + r)\noutput y\n" % (ctx.name, cin))
+    flags = ["-O%d" % opt, "--precision=%s" % prec]
+    run_and_compare(ctx, net, {"c.weight": w, "c.bias": b}, {"x": f32np(x), "g": f32np(g), "r": f32np(r)},
+                    {"y": F.relu(F.conv2d(x, w, b, padding=1) * g + r).numpy()}, flags=flags, env=env)
+    # the kernel is the tensor-core one and stores pairs: its source says so
+    src = ctx.path(ctx.name + ".cu")
+    p = subprocess.run([ctx.ncc, ctx.path(ctx.name + ".net"), "-o", src] + flags,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    if p.returncode != 0:
+        raise Failure("ncc could not write %s: %s" % (src, p.stderr))
+    text = open(src).read()
+    wants = ["conv2d_mma"]
+    if cin == 8:
+        wants += ["ncc_st2f(&y[op], yv[0], yv[1])", "ncc_ld2f(ep0, &add_b[op])", "int o = op + e;"]
+    else:
+        wants += ["ncc_st2f(&partial[sk * 1152 + op], acc[i][j][2 * h], acc[i][j][2 * h + 1])"]
+    for want in wants:
+        if want not in text:
+            raise Failure("%s: no %r in the generated code" % (src, want))
+
+
+for _p in ("tf32", "fp16"):
+    for _o in (2, 3):
+        case("fuse_pair_epilogue_%s_O%d" % (_p, _o), ["op", "fusion", _p])(
+            lambda ctx, p=_p, o=_o: pair_epilogue_case(ctx, p, o, 8))
+    case("fuse_pair_splitk_%s" % _p, ["op", "fusion", _p])(lambda ctx, p=_p: pair_epilogue_case(ctx, p, 1, 16))
+# checked mode (each buffer ends at a guard page: a pair read or written past the output faults) in reverse fiber order
+case("fuse_pair_epilogue_fp16_O2_checked_reverse", ["op", "fusion", "fp16", "check", "fiber"])(
+    lambda ctx: pair_epilogue_case(ctx, "fp16", 2, 8, env={"NCC_CHECK": "1", "NCC_FIBER_ORDER": "reverse"}))
+case("fuse_pair_splitk_tf32_checked_reverse", ["op", "fusion", "tf32", "check", "fiber"])(
+    lambda ctx: pair_epilogue_case(ctx, "tf32", 1, 16, env={"NCC_CHECK": "1", "NCC_FIBER_ORDER": "reverse"}))
+
+
 for _w in ("conv_bn_relu_add", "fanout", "affine_bcast", "gated_linear", "attention", "residual_layernorm",
            "concat_branches", "recompute"):
     for _o in (0, 1, 3):
