@@ -124,7 +124,8 @@ static int operand_pair(Cg *c, KParams *p, Value *v, const char *role, const Sha
   return 1;
 }
 
-static int epilogue(Cg *c, const KGroup *gr, KParams *p, Buf *body, Buf *decl, const char *var, const char *idx,
+/* cg_epilogue, and with pre (not NULL) cg_epilogue_pair */
+static int epilogue(Cg *c, const KGroup *gr, KParams *p, Buf *body, Buf *pre, const char *var, const char *idx,
                     int ind) {
   Value *cur = gr->main->out;
   int k = 0;
@@ -159,7 +160,7 @@ static int epilogue(Cg *c, const KGroup *gr, KParams *p, Buf *body, Buf *decl, c
       char arg[32], role[48];
       snprintf(role, sizeof role, "%s_%s", ncc_ops[n->op].name, cg_arg_role(n, j, arg));
       if (n->in[j] == cur) snprintf(x[j], sizeof x[j], "%s", var);
-      else if (!decl || !operand_pair(c, p, n->in[j], role, os, idx, decl, &k, x[j], sizeof x[j]))
+      else if (!pre || !operand_pair(c, p, n->in[j], role, os, idx, pre, &k, x[j], sizeof x[j]))
         operand(c, p, n->in[j], role, os, idx, x[j], sizeof x[j]);
     }
     if (cg_elem_stmt(c, body, n, var, x[0], n->nin > 1 ? x[1] : NULL, ind)) return -1;
