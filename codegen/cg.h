@@ -297,6 +297,10 @@ void kp_decl(const KParams *p, Buf *b);
 const char *cg_elem_type(const Value *v);
 const char *cg_ld(char *dst, size_t n, const Value *v, const char *elem);
 const char *cg_st(char *dst, size_t n, const Value *v, const char *f);
+/* The letter of ncc_kernel.h's pair helpers (ncc_st2X, ncc_ld2X: two elements
+ * one store or load) for v's stored type: 'f' float32, 'h' 16 bits, 'b'
+ * int8; 0 for one they do not take (int32) */
+char cg_pair_letter(const Value *v);
 
 int cg_buf_of(Cg *c, Value *v);
 /* The enum constant host code names buffer b by: "BUF_conv1_weight". */

@@ -470,6 +470,11 @@ const char *cg_st(char *dst, size_t n, const Value *v, const char *f) {
   return dst;
 }
 
+char cg_pair_letter(const Value *v) {
+  DType t = ir_store_type(v);
+  return t == DT_F32 ? 'f' : t == DT_F16 || t == DT_BF16 ? 'h' : t == DT_I8 ? 'b' : 0;
+}
+
 const char *cg_arg_role(const Node *n, int j, char out[32]) {
   if (n->op == OP_ACT_GRAD && n->a.act_at_out && j == 1) return strcpy(out, "y");   /* the derivative from the output */
   const char *s = ncc_ops[n->op].args;

@@ -110,15 +110,13 @@ static int operand_pair(Cg *c, KParams *p, Value *v, const char *role, const Sha
   cg_bcast_index(&b, out, &v->shape, idx);
   int same = !strcmp(b.s, idx);
   buf_free(&b);
-  const char *t = cg_elem_type(v);
-  const char *fn = !strcmp(t, "float") ? "ncc_ld2f" : !strcmp(t, "unsigned short") ? "ncc_ld2h"
-                   : !strcmp(t, "signed char") ? "ncc_ld2b" : NULL;
-  if (!same || !fn) return 0;
+  char l = cg_pair_letter(v);
+  if (!same || !l) return 0;
   const char *name = kp_value(c, p, v, 0, role);
   char arr[16], e[48];
   snprintf(arr, sizeof arr, "ep%d", (*k)++);
-  buf_printf(pre, "          %s %s[2];   /* %s[op], [op + 1]: one load of two */\n", t, arr, name);
-  buf_printf(pre, "          %s(%s, &%s[op]);\n", fn, arr, name);
+  buf_printf(pre, "          %s %s[2];   /* %s[op], [op + 1]: one load of two */\n", cg_elem_type(v), arr, name);
+  buf_printf(pre, "          ncc_ld2%c(%s, &%s[op]);\n", l, arr, name);
   snprintf(e, sizeof e, "%s[e]", arr);
   cg_ld(dst, n, v, e);
   return 1;

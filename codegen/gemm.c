@@ -279,15 +279,13 @@ static int mma_epilogue_pairs(Cg *c, const KGroup *gr, KParams *p, const GemmSpe
   }
   if (epi.len && names_ident(epi.s, "o")) buf_puts(&body, "            int o = op + e;\n");
   if (epi.len) buf_puts(&body, epi.s);
-  char st[64];
-  const char *t = cg_elem_type(group_out(gr));
-  const char *fn = !strcmp(t, "float") ? "ncc_st2f" : !strcmp(t, "unsigned short") ? "ncc_st2h" : "ncc_st2b";
-  NCC_ASSERT(strcmp(t, "int") != 0);
+  char st[64], l = cg_pair_letter(group_out(gr));
+  NCC_ASSERT(l);
   buf_printf(&body, "            yv[e] = %s;\n          }\n", cg_st(st, sizeof st, group_out(gr), "v"));
-  buf_printf(b, "          %s yv[2];   /* the two columns' values as stored */\n", t);
+  buf_printf(b, "          %s yv[2];   /* the two columns' values as stored */\n", cg_elem_type(group_out(gr)));
   if (pre.len) buf_puts(b, pre.s);
   buf_puts(b, body.s);
-  buf_printf(b, "          %s(&%s[op], yv[0], yv[1]);\n        }\n      }\n", fn, kp_value(c, p, group_out(gr), 1, "y"));
+  buf_printf(b, "          ncc_st2%c(&%s[op], yv[0], yv[1]);\n        }\n      }\n", l, kp_value(c, p, group_out(gr), 1, "y"));
   buf_free(&pre), buf_free(&body), buf_free(&epi);
   return 0;
 }
