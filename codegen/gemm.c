@@ -57,7 +57,9 @@ typedef struct GemmSpec {
   char store_if[256];  /* a condition on (m, n) for C(z, m, n) to be stored, or "" for every one in M x N: a phase's
                           column past the input's last row or column (ir_dgrad_phases, sides the stride does not
                           divide) */
-  char bias[256];      /* expression added to the accumulator, or "" */
+  char bias[256];      /* the bias the accumulator gets (its array), or "": at bias_at, or at the column */
+  char bias_at[96];    /* the bias's index where it is a row's (m; z * Mg + m grouped), "" where it is the
+                          column's: n, or n + e in the paired epilogue (bias_term) */
   char b_pre[1024];    /* statements before the K loop that b_tile's per-thread state needs, or "" */
   char b_tile[4096];   /* statements that store the whole B tile Bs for K tile k0 (b_load unused), or "" */
   char b_regs[160];    /* with b_tile, for --gemm-pipeline (Node.pipe): the declaration of the registers
@@ -195,6 +197,12 @@ static void store_partial(Cg *c, KParams *p, const GemmSpec *s, Buf *b, int ind)
 
 static int split_sum(Cg *c, const KGroup *gr, const GemmSpec *s);
 
+/* The bias term of column col (n; n + e in mma_epilogue_pairs) */
+static const char *bias_term(char *dst, size_t cap, const GemmSpec *s, const char *col) {
+  snprintf(dst, cap, "%s[%s]", s->bias, s->bias_at[0] ? s->bias_at : col);
+  return dst;
+}
+
 /* The end of an output element `v` (a sum of products) at depth ind (2
  * spaces each), for the tiled GEMM and the GEMV alike: the bias, the output
  * index o, the fused epilogue, the store. */
@@ -207,7 +215,8 @@ static int store_tail(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Bu
   if (s->S > 1) {
     store_partial(c, p, s, b, ind);
   } else {
-    if (s->bias[0]) buf_printf(b, "%*sv = v + %s;\n", sp, "", s->bias);
+    char bt[384];
+    if (s->bias[0]) buf_printf(b, "%*sv = v + %s;\n", sp, "", bias_term(bt, sizeof bt, s, "n"));
     buf_printf(b, "%*sint o = %s;\n", sp, "", s->out_idx);
     if (cg_epilogue(c, gr, p, b, "v", "o", ind)) return -1;
     char st[64];
@@ -268,15 +277,8 @@ static int mma_epilogue_pairs(Cg *c, const KGroup *gr, KParams *p, const GemmSpe
   }
   buf_puts(&body, "          NCC_UNROLL\n          for (int e = 0; e < 2; e++) {   /* column n + e */\n");
   buf_printf(&body, "            float v = %sacc[i][j][2 * h + e];\n", cast);
-  if (s->bias[0]) {   /* a bias of the row (m), or of the column: [n] is column n + e's */
-    char bias[300], rest[300];
-    const char *q = strstr(s->bias, "[n]");
-    if (q) snprintf(bias, sizeof bias, "%.*s[n + e]%s", (int)(q - s->bias), s->bias, q + 3);
-    else snprintf(bias, sizeof bias, "%s", s->bias);
-    snprintf(rest, sizeof rest, "%.*s%s", q ? (int)(q - s->bias) : (int)strlen(s->bias), s->bias, q ? q + 3 : "");
-    NCC_ASSERT(!names_ident(rest, "n"));   /* no other use of the column */
-    buf_printf(&body, "            v = v + %s;\n", bias);
-  }
+  char bt[384];
+  if (s->bias[0]) buf_printf(&body, "            v = v + %s;\n", bias_term(bt, sizeof bt, s, "n + e"));
   if (epi.len && names_ident(epi.s, "o")) buf_puts(&body, "            int o = op + e;\n");
   if (epi.len) buf_puts(&body, epi.s);
   char st[64], l = cg_pair_letter(group_out(gr));
@@ -1941,8 +1943,8 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
     snprintf(s.out_idx, sizeof s.out_idx, "m * %lld + n", LL(OHW));
   s.out_pair = OHW % 2 == 0;   /* an even pixel's next one: in its image, at o + 1 */
   if (bias) {
-    if (s.uses_z) snprintf(s.bias, sizeof s.bias, "%s[z * %lld + m]", bias, LL(d->Mg));
-    else snprintf(s.bias, sizeof s.bias, "%s[m]", bias);
+    snprintf(s.bias, sizeof s.bias, "%s", bias);
+    snprintf(s.bias_at, sizeof s.bias_at, "%s", ch);   /* the output channel's */
   }
   return gemm_kernel(c, gr, &p, &s);
 }
@@ -2164,7 +2166,7 @@ static int emit_linear(Cg *c, const KGroup *gr) {
   buf_free(&la);
   buf_free(&lb);
   buf_free(&lo);
-  if (bias) snprintf(s.bias, sizeof s.bias, "%s[n]", bias);
+  if (bias) snprintf(s.bias, sizeof s.bias, "%s", bias);   /* the column's: bias_at "" */
   return gemm_kernel(c, gr, &p, &s);
 }
 
