@@ -1196,15 +1196,20 @@ def int8_close(fp32_ref):
 
 
 def model_case(ctx, kind, batch, size, sets=(), flags=(), env=None, in_ch=3, net_file=None, poison=None,
-               compare=None, quantize=False):
+               compare=None, quantize=False, calibrate=0):
     """poison: a function that plants NaN/inf in the input (after the last
     layer's scale is chosen on the clean input); the outputs are then compared
-    with check_nonfinite."""
+    with check_nonfinite.  calibrate: that many rows of the input's
+    distribution, drawn after it, to --calibrate (--precision=int8)."""
     import torch
     seed(20)
     m = build_module(kind, size=size).eval()
     randomize_bn(m)
     x = as64(rand(batch, in_ch, size, size))
+    if calibrate:
+        cal = ctx.path("cal.npy")
+        save_npy(cal, f32np(rand(calibrate, in_ch, size, size)))
+        flags = list(flags) + ["--calibrate=" + cal, "--calibration-cache=" + ctx.path("cal.txt")]
     # With default init the logits are small (|logit| << 1), where the
     # tolerance 1e-4 * max(1, max|ref|) would be loose relative to them:
     # scale the last linear layer so that max|logit| is about 4.
@@ -1239,6 +1244,13 @@ def model_case(ctx, kind, batch, size, sets=(), flags=(), env=None, in_ch=3, net
     run_and_compare(ctx, None, params, {"x": f32np(x)}, {"logits": ref.numpy()},
                     flags=setflags + list(flags), env=env, net_path=net,
                     compare=check_nonfinite if poison else compare)
+    if calibrate:   # the cache's layers: int8 where the error alone is within the default bound
+        with open(ctx.path("cal.txt")) as f:
+            errs = [float(ln.split()[-1]) for ln in f if ln.startswith("layer ")]
+        n8 = sum(e <= 0.05 for e in errs)
+        print("int8: %d of %d layers (the others above --int8-max-error 0.05: fp32)" % (n8, len(errs)))
+        if n8 * 2 < len(errs):
+            raise Failure("only %d of %d layers at int8" % (n8, len(errs)))
 
 
 # Consts of the example models (see examples/*.net): batch N, spatial size S.
@@ -1501,21 +1513,49 @@ def low_close(prec, rel, min_cos):
 tf32_close = low_close("tf32", 1e-2, 0.9999)
 
 
-for _k, _b, _s, _sets, _ch in (("digits", 2, 8, ["N=2"], 1), ("resnet18", 1, 32, ["N=1", "S=32"], 3),
-                               ("vgg11", 1, 32, ["N=1", "S=32"], 3)):
-    for _o in (2, 3):
+# Every example model at every precision, at the matrix's sizes (_MATRIX):
+# tf32 at -O3 (and -O2 for the digits network, ResNet-18 and VGG-11) within
+# 1% of the largest logit and cosine >= 0.9999 against fp32; fp16 and bf16
+# (docs/precision.md): cosine >= 0.999 (fp16) and >= 0.995 (bf16);
+# max|err| within 1e-2 (fp16: TF32's mantissa) and 5e-2 (bf16: 3 bits
+# fewer) of the largest logit; int8 below (int8_model_close)
+for _k, (_b, _s, _sets, _ch) in _MATRIX.items():
+    for _o in ((2, 3) if _k in ("digits", "resnet18", "vgg11") else (3,)):
         case("tf32_model_%s_O%d" % (_k, _o), ["model", "tf32"])(
             lambda ctx, k=_k, b=_b, sz=_s, st=_sets, ch=_ch, o=_o: model_case(
                 ctx, k, b, sz, st, flags=["--precision=tf32", "-O%d" % o], in_ch=ch, compare=tf32_close))
-# fp16 and bf16 (docs/precision.md): cosine >= 0.999 (fp16) and >= 0.995
-# (bf16) against fp32; max|err| within 1e-2 (fp16: TF32's mantissa) and 5e-2
-# (bf16: 3 bits fewer) of the largest logit
-for _k, _b, _s, _sets, _ch in (("digits", 2, 8, ["N=2"], 1), ("resnet18", 1, 32, ["N=1", "S=32"], 3),
-                               ("vgg11", 1, 32, ["N=1", "S=32"], 3), ("mobilenet_v2", 1, 32, ["N=1", "S=32"], 3)):
     for _p, _rel, _cos in (("fp16", 1e-2, 0.999), ("bf16", 5e-2, 0.995)):
         case("%s_model_%s" % (_p, _k), ["model", _p])(
             lambda ctx, k=_k, b=_b, sz=_s, st=_sets, ch=_ch, p=_p, r=_rel, c=_cos: model_case(
                 ctx, k, b, sz, st, flags=["--precision=" + p, "-O3"], in_ch=ch, compare=low_close(p, r, c)))
+
+
+def int8_model_close(rel, min_cos):
+    """int8 logits against PyTorch's fp32 (fp64): low_close's bounds, and
+    further from fp32 than fp32's own tolerance (RTOL), or nothing was
+    quantized"""
+    near = low_close("int8", rel, min_cos)
+
+    def close(name, got, ref):
+        import numpy as np
+        near(name, got, ref)
+        ref = np.asarray(ref, dtype=np.float64)
+        err = float(np.abs(got.astype(np.float64) - ref).max())
+        if err <= RTOL * max(1.0, float(np.abs(ref).max())):
+            raise Failure("output %s at int8 is within fp32's tolerance of fp32: was anything quantized?" % name)
+    return close
+
+
+# --precision=int8, calibrated (entropy, the default) on 8 other rows of the
+# input's distribution; every layer whose error alone is above
+# --int8-max-error (0.05) stays fp32.  int8's 127 levels a sign are about
+# bf16's 8 bits of mantissa: bf16's bound on max|err| (5e-2 of the largest
+# logit), and onnx.int8's cosine (0.999)
+for _k, (_b, _s, _sets, _ch) in _MATRIX.items():
+    case("int8_model_%s" % _k, ["model", "int8"])(
+        lambda ctx, k=_k, b=_b, sz=_s, st=_sets, ch=_ch: model_case(
+            ctx, k, b, sz, st, flags=["--precision=int8", "-O3"], in_ch=ch, calibrate=8,
+            compare=int8_model_close(5e-2, 0.999)))
 # a whole model through cuBLAS at each rounded precision (ncc_gemm_ex)
 for _p, _rel, _cos in (("tf32", 1e-2, 0.9999), ("fp16", 1e-2, 0.999), ("bf16", 5e-2, 0.995)):
     case("%s_model_resnet18_cublas" % _p, ["model", _p, "cublas"])(
