@@ -328,6 +328,10 @@ void cg_launch_b(Cg *c, const char *name, const KParams *p, long long gx, long l
     if (ir_gemm_mma(gr->main)) {   /* the tensor-core GEMM's tile and why (the precision pass's choice) */
       char why[256];
       buf_printf(b, ": tile %s", ir_tile_why(gr->main, why, sizeof why));
+    } else if (ir_fp32_wide(gr->main)) {   /* the float32 GEMM's wide tile: the rule's reason, or forced */
+      char why[256];
+      if (!ir_fp32_tile_choose(gr->main, -1, why, sizeof why)) ir_fp32_tile_choose(gr->main, 1, why, sizeof why);
+      buf_printf(b, ": fp32 tile %s", why);
     }
     buf_puts(b, " */\n");
   }

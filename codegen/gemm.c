@@ -429,17 +429,28 @@ static const char *form_name(const KGroup *gr, const char *form, char opn[96]) {
   return cg_opname(gr, base, opn);
 }
 
+/* The float32 tiled GEMM: 256 threads (16 x 16: tx, ty) a BM x BN tile, K tiles of BK between two
+ * barriers.  The default tile (16 TM x 16 TN, at most 64 x 64): a thread's TM x TN outputs (ty + 16 i,
+ * tx + 16 j), a float a shared load.  The wide tile (ir_fp32_wide: 128 x 128): a thread's 8 x 8
+ * outputs, rows 4 ty + i % 4 + 64 (i / 4) and columns 4 tx + j % 4 + 64 (j / 4), each four of them one
+ * 128-bit shared load (ncc_lds4): 4 loads for 64 FMAs a k, where the default takes 8 for 16.  A warp's
+ * loads of A are two addresses (broadcasts), of B 16 consecutive float4 (two wavefronts). */
 static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
-  int TM = tile_of(s->M), TN = tile_of(s->N), BM = 16 * TM, BN = 16 * TN;
+  int wide = ir_fp32_wide(gr->main);
+  int TM = wide ? 8 : tile_of(s->M), TN = wide ? 8 : tile_of(s->N), BM = wide ? 128 : 16 * TM, BN = wide ? 128 : 16 * TN;
   if (!grid_fits(c, gr, s, BM)) return -1;
   NCC_ASSERT(gr->main->prec != PREC_INT8);   /* int8's tiled GEMMs are tensor-core ones (ir_gemm_mma) */
   Buf b = {0};
   /* The rows' padding, for the stores (the FMA loop's loads are at one kk a warp: a broadcast and 16
    * consecutive words).  A warp of a k-contiguous operand stores 16 k of two rows: with rows of
    * BM + 2 words (2 mod 4) they meet 32 banks; of BM + 1, 2 to a bank.  One stored a row at a time
-   * stores 32 consecutive columns of one k, or 16 of two k, which rows of BM words keep in 32 banks. */
-  int pa = s->a_kcontig ? 2 : 0, pb = (s->b_tile[0] ? s->b_kfast : s->b_kcontig) ? 2 : 0;
-  buf_printf(&b, "  %s float As[%d][%d];\n  %s float Bs[%d][%d];\n", D_SHARED, BK, BM + pa, D_SHARED, BK, BN + pb);
+   * stores 32 consecutive columns of one k, or 16 of two k, which rows of BM words keep in 32 banks.
+   * The wide tile's rows are 16-byte aligned for its float4 loads: BM + 4 (2 to a bank for those
+   * stores, 8 of them a thread a K tile against 64 loads). */
+  int pad = wide ? 4 : 2;
+  int pa = s->a_kcontig ? pad : 0, pb = (s->b_tile[0] ? s->b_kfast : s->b_kcontig) ? pad : 0;
+  buf_printf(&b, "  %s%s float As[%d][%d];\n  %s%s float Bs[%d][%d];\n", D_SHARED, wide ? " __align__(16)" : "", BK,
+             BM + pa, D_SHARED, wide ? " __align__(16)" : "", BK, BN + pb);
   buf_printf(&b, "  int tx = %s, ty = %s, tid = ty * 16 + tx;\n", D_TID_X, D_TID_Y);
   buf_printf(&b, "  int m0 = %s * %d, n0 = %s * %d;\n", D_BID_Y, BM, D_BID_X, BN);
   z_and_range(&b, s);
@@ -455,13 +466,22 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_printf(&b, "    %s\n", D_BARRIER);
   /* af/bf, not a/b: matmul's parameters are a and b */
   buf_printf(&b, "    for (int kk = 0; kk < %d; kk++) {\n      float af[%d], bf[%d];\n", BK, TM, TN);
-  buf_printf(&b, "      for (int i = 0; i < %d; i++) af[i] = As[kk][ty + 16 * i];\n", TM);
-  buf_printf(&b, "      for (int j = 0; j < %d; j++) bf[j] = Bs[kk][tx + 16 * j];\n", TN);
+  if (wide) {
+    buf_puts(&b, "      ncc_lds4(af, &As[kk][4 * ty]);   /* rows 4 ty .. 4 ty + 3, and 64 on: 128 bits a load */\n"
+                 "      ncc_lds4(af + 4, &As[kk][64 + 4 * ty]);\n"
+                 "      ncc_lds4(bf, &Bs[kk][4 * tx]);\n"
+                 "      ncc_lds4(bf + 4, &Bs[kk][64 + 4 * tx]);\n");
+  } else {
+    buf_printf(&b, "      for (int i = 0; i < %d; i++) af[i] = As[kk][ty + 16 * i];\n", TM);
+    buf_printf(&b, "      for (int j = 0; j < %d; j++) bf[j] = Bs[kk][tx + 16 * j];\n", TN);
+  }
   buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) acc[i][j] = fmaf(af[i], bf[j], acc[i][j]);\n",
              TM, TN);
   buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
-  buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) {\n", TM, TN);
-  buf_printf(&b, "      int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;\n");
+  if (wide) buf_printf(&b, "  NCC_UNROLL\n  for (int i = 0; i < %d; i++)\n    NCC_UNROLL\n    for (int j = 0; j < %d; j++) {\n", TM, TN);
+  else buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) {\n", TM, TN);
+  if (wide) buf_printf(&b, "      int m = m0 + 4 * ty + i %% 4 + 64 * (i / 4), n = n0 + 4 * tx + j %% 4 + 64 * (j / 4);\n");
+  else buf_printf(&b, "      int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;\n");
   buf_printf(&b, "      if (m < %lld && n < %lld) {\n", LL(s->M), LL(s->N));
   buf_printf(&b, "        float v = acc[i][j];\n");
   if (store_tail(c, gr, p, s, &b, 4)) {
@@ -1929,7 +1949,8 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
                 mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_kind(nd), s.b_pad, g.NJ), bits, nd->a.wtap,
                 nd->pipe ? mma_type(nd) : NULL, mma_kind(nd));
   } else {
-    im2col_tile(&s, d, x, xin, cb, pool, rb, 16 * tile_of(s.N), 256, "Bs[kk][rb]", NULL, nd->a.wtap, NULL, -1);
+    im2col_tile(&s, d, x, xin, cb, pool, rb, ir_fp32_wide(nd) ? 128 : 16 * tile_of(s.N), 256, "Bs[kk][rb]", NULL,
+                nd->a.wtap, NULL, -1);
   }
   /* output channel of row m */
   if (s.uses_z) snprintf(ch, sizeof ch, "z * %lld + m", LL(d->Mg));

@@ -135,7 +135,7 @@ int report_blocks_per_sm(const char *arch, int threads, int regs, size_t smem_st
  * ptxas's counts for the generated kernels (nvcc 13, sm_80 and sm_90; docs/gpu.md
  * has the table they come from) rounded up to a multiple of 8.  A kind not
  * listed gets the tiled GEMM's figure. */
-enum { REGS_TILED = 56, REGS_GEMV = 32, REGS_DIRECT = 24, REGS_OTHER = 32 };
+enum { REGS_TILED = 56, REGS_WIDE = 120, REGS_GEMV = 32, REGS_DIRECT = 24, REGS_OTHER = 32 };
 static int regs_estimate(const KGroup *gr, int cublas);
 
 /* The fraction of the machine a launch of `blocks` blocks, `per_sm` resident
@@ -186,6 +186,7 @@ static const char *kernel_form(const Node *n) {
   if (ir_pool_tiles(n)) return "per-window";   /* a max pooling's gradient, a thread a window */
   if (ir_pool_band_rows(n)) return "per-band";  /* a block a band of rows, each window's argmax once */
   if (ir_gemm_mma(n)) return "mma";
+  if (ir_fp32_wide(n)) return "128x128";   /* the float32 tiled GEMM's wide tile */
   return NULL;
 }
 /* " [form, taps, phases P, split-K S]" after a group's ops, the parts that
@@ -231,6 +232,7 @@ static void marks_legend(FILE *f, const GroupList *gl, int cublas) {
   /* form NULL: split-K; "taps": ir_wgrad_tap_cols or ir_dgrad_tap_k */
   static const struct { const char *form, *says; } marks[] = {
       {"mma", "[mma BMxBN] tensor cores, a BM x BN tile"},
+      {"128x128", "[128x128] the float32 GEMM's wide tile (8 x 8 outputs a thread)"},
       {"gemv", "[gemv] the GEMV kernel (few rows)"},
       {"direct", "[direct] the direct convolution (few output channels a group)"},
       {"per-window", "[per-window] a max pooling's gradient a thread a window (the windows tile the input)"},
@@ -378,6 +380,7 @@ void report_print(Graph *g, FILE *f, int train, const char *arch_name) { report_
 static int regs_estimate(const KGroup *gr, int cublas) {
   static const struct { const char *form; int regs; } gemm_kinds[] = {
     {NULL, REGS_TILED},       /* the tiled GEMM and implicit-GEMM convolution */
+    {"128x128", REGS_WIDE},   /* its wide tile (ptxas: 96 to 116, sm_80 and sm_90, sass.fp32_wide and VGG-16) */
     {"gemv", REGS_GEMV},
     {"direct", REGS_DIRECT},
   };

@@ -727,7 +727,7 @@ static inline int64_t ir_bn_split_span(const Node *n) {
  * defaults by shape (ir_tile_default); those after it the larger tiles the
  * model may choose. */
 typedef struct IrTile { int BM, BN, WM, WN, threads, minb, regs_conv, regs_gemm; } IrTile;
-enum { IR_TILE_64x64 = 5, IR_NTILES = 9 };
+enum { IR_TILE_64x64 = 5, IR_TILE_128x128 = 8, IR_NTILES = 9 };
 extern const IrTile ir_mma_tiles[IR_NTILES];
 /* The occupancy rules (cuda_occupancy.h's, as the report applies them):
  * resident blocks an SM, and which limit binds ('t' threads, 'b' blocks,
@@ -769,6 +769,20 @@ int ir_gemm_key(const Node *n, char *buf, size_t len);
 typedef struct TuneEntry { char key[256]; int tile; char why[256]; } TuneEntry;
 typedef struct TuneTable { TuneEntry *e; int n; } TuneTable;
 int ir_tile_regs(const Node *n, const IrTile *t);
+/* The float32 (CUDA-core) tiled GEMM's wide tile: 128 x 128 outputs a block
+ * of 256 threads, 8 x 8 a thread, read from shared memory four floats a load
+ * (codegen/gemm.c, tiled; docs/gpu.md, "The float32 GEMM's wide tile"), in
+ * place of the 64 x 64 default (4 x 4 a thread, a float a load).  For a
+ * forward conv2d, linear or matmul on the tiled path (not a GEMV, a direct
+ * convolution, cuBLAS or split-K) of M and N at least 128 whose 128 x 128
+ * tiles fill every SM of ir_tile_machine twice (IR_FP32_WIDE_BLOCKS), or
+ * forced by --gemm-tile=128x128 (forced 1; 0 keeps the default, -1 the
+ * rule).  The precision pass records it (Node.tile = 1 + IR_TILE_128x128);
+ * why: one line.  Returns 1 for the wide tile. */
+#define IR_FP32_WIDE_BLOCKS (2 * 132)
+int ir_fp32_tile_choose(const Node *n, int forced, char *why, size_t nwhy);
+int ir_fp32_tiled(const Node *n);   /* a float32 GEMM the tiled kernel runs (the wide tile's candidates) */
+static inline int ir_fp32_wide(const Node *n) { return n->prec == PREC_FP32 && n->tile == 1 + IR_TILE_128x128; }
 /* The blocks an SM the kernel's __launch_bounds__ asks for (0: none): the
  * tile's minb, and 2 for a convolution's weight gradient at 256 threads,
  * whose B columns' registers (codegen/gemm.c, wgrad_tile) would pass the

@@ -257,3 +257,32 @@ const char *ir_tile_why(const Node *n, char *why, size_t nwhy) {
   if (ir_tile_choose(n, -1, why, nwhy) != t && t >= 0) ir_tile_choose(n, t, why, nwhy);
   return why;
 }
+
+int ir_fp32_tiled(const Node *n) {
+  if (n->prec != PREC_FP32 || n->load_time) return 0;
+  if (n->op == OP_CONV2D) return !ir_conv_direct(n);
+  return (n->op == OP_LINEAR || n->op == OP_MATMUL) && !ir_gemm_gemv(n);
+}
+
+int ir_fp32_tile_choose(const Node *n, int forced, char *why, size_t nwhy) {
+  int64_t M, N, K, Z;
+  ir_gemm_dims(n, &M, &N, &K, &Z);
+  int64_t blocks = (M + 127) / 128 * ((N + 127) / 128) * Z;
+  int sk = ir_gemm_split_k(n), wide;
+  if (forced >= 0) wide = forced;
+  else wide = sk == 1 && M >= 128 && N >= 128 && blocks >= IR_FP32_WIDE_BLOCKS;
+  if (why) {
+    if (forced >= 0)
+      snprintf(why, nwhy, "%s, forced (--gemm-tile); %lld blocks of 128x128", wide ? "128x128" : "64x64",
+               (long long)blocks);
+    else if (sk > 1)
+      snprintf(why, nwhy, "64x64, the default: split-K into %d ranges", sk);
+    else if (M < 128 || N < 128)
+      snprintf(why, nwhy, "64x64, the default: a %lld x %lld GEMM (the 128x128 tile needs M and N >= 128)",
+               (long long)M, (long long)N);
+    else
+      snprintf(why, nwhy, "%s: %lld blocks of 128x128, %s %d (two a SM on %d SMs)", wide ? "128x128" : "64x64, the default",
+               (long long)blocks, wide ? "at least" : "fewer than", IR_FP32_WIDE_BLOCKS, ir_tile_machine.sms);
+  }
+  return wide;
+}

@@ -40,6 +40,7 @@ int pass_fuse(Graph *g, PassCtx *c);    /* kernel groups by named rules (fuse.c)
 int pass_plan(Graph *g, PassCtx *c);    /* memory plan: offsets of stored values (plan.c) */
 int pass_batch(Graph *g, PassCtx *c);   /* inference: values whose rows follow the batch; Graph.max_batch (batch.c) */
 int pass_precision(Graph *g, PassCtx *c);  /* the math precision of each op from --precision (precision.c) */
+void passes_fp32_tiles(Graph *g, const PassCtx *c);   /* float32 tiled GEMMs' tiles, after any pipeline (precision.c) */
 int pass_storage(Graph *g, PassCtx *c);    /* fp16/bf16/int8: values only rounding (quantizing) GEMMs read stored narrow (storage.c) */
 
 /* Graph edits the passes share (fold.c): every reader of `old` (nodes,

@@ -171,6 +171,7 @@ int passes_run(Graph *g, PassCtx *c, const char *list) {
       if (*p == ',') p++;
     }
   }
+  passes_fp32_tiles(g, c);
   if (c->verbose) {
     fprintf(stderr, "passes: %s", *list ? list : "(none)");
     if (from_level) fprintf(stderr, " (-O%d)", o);

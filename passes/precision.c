@@ -142,6 +142,27 @@ static void choose_tiles(Graph *g, const PassCtx *c) {
   }
 }
 
+/* Each float32 tiled GEMM's tile (Node.tile: 1 + IR_TILE_128x128, the wide
+ * one, or 0): --gemm-tile's (64x64 or 128x128), else ir_fp32_tile_choose's
+ * rule; -v prints each choice and its reason.  passes_run calls it after any
+ * pipeline: at fp32 no precision pass runs, and at the other precisions the
+ * layers int8 leaves in float32 take it too. */
+void passes_fp32_tiles(Graph *g, const PassCtx *c) {
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *nd = g->nodes[i];
+    if (nd->dead || ir_gemm_mma(nd) || !ir_fp32_tiled(nd)) continue;
+    nd->tile = 0;
+    if (c->cublas) continue;
+    char why[256];
+    int forced = c->gemm_tile ? c->gemm_tile - 1 == IR_TILE_128x128 : -1;
+    nd->tile = ir_fp32_tile_choose(nd, forced, why, sizeof why) ? 1 + IR_TILE_128x128 : 0;
+    nd->tile_why = NULL;
+    if (c->verbose)
+      fprintf(stderr, "tiles: %s %s: fp32 tile %s\n", ncc_ops[nd->op].name, nd->name ? nd->name : nd->layer ? nd->layer : "",
+              why);
+  }
+}
+
 static int pass_int8(Graph *g, PassCtx *c) {
   const QuantTable *qt = c->quant;
   if (!qt) {

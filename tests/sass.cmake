@@ -18,6 +18,9 @@
 #                 so too a training step's two strided data gradients by phases
 #                 (a 3x3 and a 1x1 at stride 2, fp16), the 3x3's transposed weight
 #                 staged by cp.async (tools as sass.report; skipped without them)
+#   sass.fp32_wide  the float32 GEMM's wide tile (128 x 128, 8 x 8 a thread) at sm_80 and
+#                 sm_90: its main loops at least 80% FFMA, their shared loads 128-bit, one
+#                 for 16 FFMAs at most, no spills, two blocks per SM (tools as sass.report)
 add_test(NAME sass.parse COMMAND ${NCC_PYTEST} ${CMAKE_CURRENT_SOURCE_DIR}/cg/check_sass_report.py --parse)
 if(NCC_NVCC)
   add_test(NAME sass.report
@@ -26,11 +29,15 @@ if(NCC_NVCC)
   add_test(NAME sass.tensor_cores
            COMMAND ${NCC_PYTEST} ${CMAKE_CURRENT_SOURCE_DIR}/cg/check_sass_report.py --tensor-cores $<TARGET_FILE:ncc>
                    ${NCC_NVCC} ${CMAKE_CURRENT_SOURCE_DIR}/../examples ${CMAKE_CURRENT_BINARY_DIR}/cg/sass_tc)
-  set_tests_properties(sass.report sass.tensor_cores PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE})
+  add_test(NAME sass.fp32_wide
+           COMMAND ${NCC_PYTEST} ${CMAKE_CURRENT_SOURCE_DIR}/cg/check_sass_report.py --fp32-wide $<TARGET_FILE:ncc>
+                   ${NCC_NVCC} ${CMAKE_CURRENT_BINARY_DIR}/cg/sass_wide)
+  set_tests_properties(sass.report sass.tensor_cores sass.fp32_wide PROPERTIES SKIP_RETURN_CODE ${NCC_SKIP_CODE})
 else()
   ncc_skipped_test(sass.report "nvcc not found (CUDA_HOME=${NCC_CUDA_HOME}, PATH)")
   ncc_skipped_test(sass.tensor_cores "nvcc not found (CUDA_HOME=${NCC_CUDA_HOME}, PATH)")
+  ncc_skipped_test(sass.fp32_wide "nvcc not found (CUDA_HOME=${NCC_CUDA_HOME}, PATH)")
 endif()
-set_tests_properties(sass.parse sass.report PROPERTIES LABELS "sass;codegen")
+set_tests_properties(sass.parse sass.report sass.fp32_wide PROPERTIES LABELS "sass;codegen")
 # slow: a minute of nvcc and disassembly; the sanitizer stage leaves it out
 set_tests_properties(sass.tensor_cores PROPERTIES LABELS "sass;codegen;slow")

@@ -28,6 +28,12 @@
       main loop, at most 2 shared loads per MMA, no spills and at least two
       resident blocks per SM (or one block of at least 8 warps: the 128 x 128
       tile's).  Exits 77 as --report does.
+  check_sass_report.py --fp32-wide NCC NVCC WORKDIR
+      the float32 GEMM's wide tile (ir_fp32_wide) at sm_80 and sm_90: a
+      convolution the tile rule gives it, a linear layer and a matmul forced
+      (--gemm-tile=128x128).  Every wide kernel's main loop is at least 80%
+      FFMA, its shared loads all 128-bit and at most one for 16 FFMAs; no
+      spill, no stack frame, two blocks an SM.  Exits 77 as --report does.
 """
 import json
 import os
@@ -417,6 +423,72 @@ def tensor_core_tests(ncc, nvcc, examples, work):
     return 0
 
 
+# The float32 GEMM's wide tile (ir_fp32_wide): a convolution the tile rule gives it (128 channels at 56 x 56,
+# 16 images: 392 blocks of 128 x 128), and a linear layer and a matmul with it forced (--gemm-tile=128x128)
+WIDE_NET = """model wide
+input x: f32[16, 128, 56, 56]
+input a: f32[256, 300]
+input b: f32[4, 200, 136]
+input c: f32[4, 136, 130]
+y = relu(conv2d(x, 128, kernel=3, pad=1, name="conv"))
+z = relu(linear(a, 260, name="fc"))
+w = matmul(b, c)
+output y
+output z
+output w
+"""
+
+
+def fp32_wide_tests(ncc, nvcc, work):
+    """Every wide kernel's main loop: FFMAs at least 80% of its instructions, its shared loads all 128-bit
+    and at most one for 16 FFMAs (4 a k for 64), no spill, no stack frame, two blocks an SM; at sm_80 and
+    sm_90.  The default tile's kernels beside them read a float a load (0.5 a FFMA)."""
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    net = os.path.join(work, "wide.net")
+    with open(net, "w") as f:
+        f.write(WIDE_NET)
+    cus = []
+    for tag, flags in (("auto", []), ("forced", ["--gemm-tile=128x128"])):
+        cu = os.path.join(work, "wide_%s.cu" % tag)
+        subprocess.run([ncc, net, "-o", cu] + flags, check=True)
+        cus.append(cu)
+    src = {cu: open(cu).read() for cu in cus}
+    data = report_json([sys.executable, os.path.join(HERE, "sass_report.py"), "--nvcc", nvcc, "--json",
+                        "--arch", "sm_80,sm_90"] + cus)
+    if not isinstance(data, dict):
+        return data
+    nwide = ndefault = 0
+    for rep in data["reports"]:
+        text = src[rep["file"]]
+        for k in rep["kernels"]:
+            if not re.search(r"_(conv2d|linear|matmul)(_|$)", k["name"]) or "splitk_sum" in k["name"]:
+                continue
+            body = text.split("void " + k["name"] + "(", 1)[1].split("\n}\n", 1)[0]
+            n, lp = f"{os.path.basename(rep['file'])} {rep['arch']} {k['name']}", k["loop"]
+            if "ncc_lds4(af" not in body:
+                ndefault += 1
+                if lp and lp["ffma"]:
+                    print(f"{n}: default tile, main loop {lp['ffma']} FFMA, {lp['lds']} LDS")
+                continue
+            nwide += 1
+            check(bool(lp) and lp["ffma"] >= 0.8 * lp["ins"], f"{n}: FFMAs under 80% of the main loop: {lp}")
+            check(bool(lp) and lp["lds"] == lp["l128"] and 16 * lp["lds"] <= lp["ffma"],
+                  f"{n}: shared loads not all 128-bit, or more than one for 16 FFMAs: {lp}")
+            check(k["spill_st"] == 0 and k["spill_ld"] == 0 and k["stack"] == 0,
+                  f"{n}: spills {k['spill_st']}/{k['spill_ld']}, stack {k['stack']}")
+            check(k["occupancy"] and k["occupancy"]["blocks"] >= 2, f"{n}: occupancy {k['occupancy']}")
+            print(f"{n}: regs {k['regs']}, {k['occupancy']['blocks']} blocks/SM, main loop {lp['ins']} instructions, "
+                  f"{lp['ffma']} FFMA, {lp['lds']} LDS ({lp['l128']} of 128 bits)")
+    # the convolution by the rule (both files), the linear layer and the matmul forced: at two architectures
+    check(nwide == 2 * 4, f"{nwide} wide kernels, expected 8 (the conv twice, the linear and the matmul forced, "
+                          f"at sm_80 and sm_90)")
+    check(ndefault >= 2 * 2, f"{ndefault} default-tile kernels, expected the linear and the matmul by the rule")
+    if not fails and os.environ.get("NCC_KEEP_WORK", "0") != "1":
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
 def main(argv):
     if argv[:1] == ["--parse"]:
         parse_tests()
@@ -427,6 +499,10 @@ def main(argv):
             return rc
     elif argv[:1] == ["--tensor-cores"] and len(argv) == 5:
         rc = tensor_core_tests(*argv[1:])
+        if rc == sr.SKIP and not fails:
+            return rc
+    elif argv[:1] == ["--fp32-wide"] and len(argv) == 4:
+        rc = fp32_wide_tests(*argv[1:])
         if rc == sr.SKIP and not fails:
             return rc
     else:

@@ -557,6 +557,25 @@ def _gemm_tile(ctx):
     src = open(out).read() if p.returncode == 0 else ""
     if "__launch_bounds__(128, 3)" not in src:
         raise Failure("--gemm-tile=128x64 should ask ptxas for three blocks an SM")
+    # fp32 (ir_fp32_wide): the small linear keeps the 64 x 64 kernel; forced, 8 x 8 outputs a thread, said at
+    # its launch; VGG-16 at batch 32 takes it by the rule where 128 x 128 tiles fill the SMs twice
+    p = ctx.ncc_cmd([net, "-o", out])
+    src = open(out).read() if p.returncode == 0 else ""
+    if p.returncode != 0 or "float acc[2][1];" not in src or "ncc_lds4(af" in src:
+        raise Failure("at fp32 the linear of 40 x 20 should keep the default tile (2 x 1 outputs a thread)")
+    p = ctx.ncc_cmd([net, "--gemm-tile=128x128", "-o", out])
+    src = open(out).read() if p.returncode == 0 else ""
+    if (p.returncode != 0 or "float acc[8][8];" not in src or "ncc_lds4(af, &As[kk][4 * ty]);" not in src
+            or "/* fc: fp32 tile 128x128, forced (--gemm-tile)" not in src):
+        raise Failure("--gemm-tile=128x128 at fp32 should give the wide kernel (8 x 8 a thread), said at its launch")
+    p = ctx.ncc_cmd([vgg, "--set", "N=32", "--emit=report", "-v", "-o", rep])
+    text = open(rep).read() if p.returncode == 0 else ""
+    wide = re.findall(r"conv2d\+relu \[128x128\]\s+(\S+)", text)
+    said = re.findall(r"tiles: conv2d (\S+): fp32 tile 128x128: (\d+) blocks", p.stderr)
+    print("fp32 wide: %s; -v: %s" % (wide, said))
+    if wide != ["features.%d" % i for i in (5, 7, 10, 12, 14, 17, 19, 21)] or [w for w, _ in said[:8]] != wide:
+        raise Failure("VGG-16 at fp32, batch 32: the wide tile for features.5 to .21 (M and N >= 128, 264 blocks of "
+                      "128 x 128 or more), in the report and -v: %s, %s" % (wide, said))
     os.unlink(out)
     expect_refused(ctx, [
         ([net, "--precision=fp16", "--gemm-tile=100x64", "-o", out], ["--gemm-tile=100x64: expected one of"]),
@@ -569,8 +588,11 @@ def _gemm_tile(ctx):
          ["--gemm-stages=3", "--gemm-pipeline=off"]),
         ([net, "--gemm-stages=4", "-o", out], ["--gemm-stages=4", "fp32"]),
         ([net, "--precision=bf16", "--cublas", "--gemm-stages=2", "-o", out], ["--gemm-stages=2", "--cublas"]),
-        ([net, "--gemm-tile=64x64", "-o", out], ["--gemm-tile picks the tile of ncc's tensor-core GEMMs"]),
-        ([net, "--precision=tf32", "--cublas", "--gemm-tile=64x64", "-o", out], ["without --cublas"]),
+        # at fp32 the CUDA-core tiles alone: 64x64 and 128x128 (ir_fp32_wide)
+        ([net, "--gemm-tile=32x32", "-o", out], ["--gemm-tile=32x32: at fp32", "64x64 (the default) or 128x128"]),
+        ([net, "--gemm-tile=128x64", "-o", out], ["--gemm-tile=128x64: at fp32"]),
+        ([net, "--precision=tf32", "--cublas", "--gemm-tile=64x64", "-o", out], ["does not go with --cublas"]),
+        ([net, "--cublas", "--gemm-tile=128x128", "-o", out], ["does not go with --cublas"]),
     ], out)
 
 

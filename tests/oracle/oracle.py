@@ -338,7 +338,7 @@ def gemm_path_check(ctx, net_path, cublas, must_gemm):
     print("generated code %s ncc_sgemm" % ("calls" if uses else "does not call"))
 
 
-def conv_case(ctx, variant, cublas=False, env=None):
+def conv_case(ctx, variant, cublas=False, env=None, flags=()):
     import torch.nn.functional as F
     N, C, H, W, O, k, s, p, d, g, bias = {**CONV_VARIANTS, **CONV_VARIANTS_CUBLAS_ONLY}[variant]
     kh, kw = k if isinstance(k, tuple) else (k, k)
@@ -355,7 +355,7 @@ def conv_case(ctx, variant, cublas=False, env=None):
     if bias:
         params["conv.bias"] = b
     run_and_compare(ctx, net, params, {"x": f32np(x)}, {"y": ref.numpy()},
-                    flags=["--cublas"] if cublas else [], env=env)
+                    flags=(["--cublas"] if cublas else []) + list(flags), env=env)
     gemm_path_check(ctx, ctx.path(ctx.name + ".net"), cublas, O // g >= 16)
 
 
@@ -376,7 +376,7 @@ case("conv_tap_s2_d2_checked_reverse", ["op", "conv", "check", "fiber"])(
     lambda ctx: conv_case(ctx, "tap_s2_d2", env=CHECKED_REVERSE))
 
 
-def linear_case(ctx, n, i, o, bias, cublas=False):
+def linear_case(ctx, n, i, o, bias, cublas=False, env=None, flags=()):
     import torch.nn.functional as F
     seed(2)
     x = as64(rand(n, i))
@@ -388,7 +388,7 @@ def linear_case(ctx, n, i, o, bias, cublas=False):
     if bias:
         params["fc.bias"] = b
     run_and_compare(ctx, net, params, {"x": f32np(x)}, {"y": F.linear(x, w, b).numpy()},
-                    flags=["--cublas"] if cublas else [])
+                    flags=(["--cublas"] if cublas else []) + list(flags), env=env)
     gemm_path_check(ctx, ctx.path(ctx.name + ".net"), cublas, True)
 
 
@@ -488,14 +488,14 @@ case("gemv_linear_r9_tiled", ["op", "gemv"])(lambda ctx: gemv_linear_case(ctx, 9
 case("gemv_matmul_r20_tiled", ["op", "gemv"])(lambda ctx: gemv_matmul_case(ctx, (20, 33), (33, 70), "tanh"))
 
 
-def matmul_case(ctx, sa, sb, cublas=False):
+def matmul_case(ctx, sa, sb, cublas=False, env=None, flags=()):
     import torch
     seed(3)
     a, b = as64(rand(*sa)), as64(rand(*sb))
     net = ("model %s\ninput a: f32[%s]\ninput b: f32[%s]\ny = matmul(a, b)\noutput y\n"
            % (ctx.name, dims(sa), dims(sb)))
     run_and_compare(ctx, net, None, {"a": f32np(a), "b": f32np(b)}, {"y": torch.matmul(a, b).numpy()},
-                    flags=["--cublas"] if cublas else [])
+                    flags=(["--cublas"] if cublas else []) + list(flags), env=env)
     gemm_path_check(ctx, ctx.path(ctx.name + ".net"), cublas, cublas)
 
 
@@ -1990,6 +1990,59 @@ case("tc_bits_bf16_tile128x128_conv_k1_nvec_stages3_checked_reverse",
      ["op", "conv", "bf16", "mma", "tile", "check", "fiber"])(
     lambda ctx: tc_conv_case(ctx, "k1_nvec_big", env=CHECKED_REVERSE, prec="bf16", tile="128x128", pipe=True,
                              pre=True, stages=3, src_has="Bs[3][2176]"))
+
+
+# ---------------------------------------------------------------- float32: the wide tile
+# --gemm-tile=128x128 at fp32 (ir_fp32_wide; docs/gpu.md, "The float32 GEMM's
+# wide tile"): 8 x 8 outputs a thread, read from shared memory four floats a
+# load.  Each case runs the GEMM with the default 64 x 64 tile, then with the
+# wide one in checked mode in reverse fiber order: both within the float32
+# tolerance of PyTorch, and equal bit for bit (a thread sums its outputs over
+# k in the same order either way, split-K's ranges too); the generated
+# kernel must read its tiles four floats a load.
+WIDE = ["--gemm-tile=128x128"]
+WIDE_SRC = "ncc_lds4(bf + 4, &Bs[kk][64 + 4 * tx]);"
+
+
+def fp32_wide_case(ctx, run):
+    """run(env, flags): one of conv_case, linear_case, matmul_case with its shape"""
+    import numpy as np
+    out = ctx.path("out_y.npy")
+    run(None, [])
+    base = np.load(out)
+    run(CHECKED_REVERSE, WIDE)
+    wide = np.load(out)
+    if not np.array_equal(base, wide):
+        d = np.abs(base.astype(np.float64) - wide)
+        raise Failure("the 128x128 tile's output differs from the 64x64 tile's: %d elements, max %.3g"
+                      % (int(np.sum(d > 0)), float(d.max())))
+    print("128x128 tile: the 64x64 tile's bits")
+    src_check(ctx, WIDE, WIDE_SRC)
+
+
+# channels and columns past the tile, groups, tap-major weights, split-K, index digits, a 1 x 1, strides,
+# asymmetric windows, dilation
+for _v in ("tile_big", "tile_big_g2", "tap_big", "splitk", "splitk_digits", "odd", "k1", "k3_s2_p1", "asym_all",
+           "dil2"):
+    case("fp32_wide_conv_" + _v, ["op", "conv", "tile", "check", "fiber"])(
+        lambda ctx, v=_v: fp32_wide_case(ctx, lambda env, fl: conv_case(ctx, v, env=env, flags=fl)))
+case("fp32_wide_linear", ["op", "tile", "check", "fiber"])(
+    lambda ctx: fp32_wide_case(ctx, lambda env, fl: linear_case(ctx, 150, 70, 140, True, env=env, flags=fl)))
+case("fp32_wide_linear_nobias", ["op", "tile", "check", "fiber"])(
+    lambda ctx: fp32_wide_case(ctx, lambda env, fl: linear_case(ctx, 130, 33, 129, False, env=env, flags=fl)))
+case("fp32_wide_matmul_batched", ["op", "tile", "check", "fiber"])(
+    lambda ctx: fp32_wide_case(ctx, lambda env, fl: matmul_case(ctx, (2, 3, 130, 20), (2, 3, 20, 135), env=env,
+                                                                flags=fl)))
+case("fp32_wide_matmul_broadcast", ["op", "tile", "check", "fiber"])(
+    lambda ctx: fp32_wide_case(ctx, lambda env, fl: matmul_case(ctx, (2, 1, 129, 40), (3, 40, 131), env=env,
+                                                                flags=fl)))
+# whole models at the wide tile, checked, reverse fiber order: their epilogues (bias, batchnorm folded,
+# residual adds, relu), a pooling prologue (VGG-11 at -O3)
+for _k, _o in (("resnet18", 2), ("vgg11", 3), ("mobilenet_v2", 2)):
+    _b, _s, _sets, _ch = _MATRIX[_k]
+    case("fp32_wide_model_%s_O%d" % (_k, _o), ["model", "tile", "check", "fiber"])(
+        lambda ctx, k=_k, b=_b, sz=_s, st=_sets, ch=_ch, o=_o: model_case(
+            ctx, k, b, sz, st, flags=WIDE + ["-O%d" % o, "--check"], env={"NCC_FIBER_ORDER": "reverse"}, in_ch=ch))
 
 
 # ---------------------------------------------------------------- int8 weights (`ncc quantize`)
