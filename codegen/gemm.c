@@ -353,6 +353,9 @@ static void b_warp16(Buf *b, int w16, int form, int BN, int J, int KS, const cha
   buf_printf(b, "  int %s = %s, kq = %s%s;   /* a warp: 16 columns, two rows (b_warp16) */\n", cv, rb, kq, tail);
 }
 
+/* load_tile's w16 for a k-contiguous float32 operand of tiled's float4 tiles: a warp 8 k of 4 rows */
+enum { K_EIGHTS = -2 };
+
 /* "if (m < M && k < K) {" for a tile's element (row `rowvar`, k) of a K tile
  * of `rows` rows, without the tests that always hold (M, K multiples of the
  * tile), or "{" */
@@ -374,7 +377,15 @@ static void load_tile(Buf *b, const char *dst, int rows, int T, int kcontig, con
   int P = BK * rows / T;
   NCC_ASSERT(BK * rows % T == 0 && T % BK == 0 && T % rows == 0);
   if (P == 1) buf_puts(b, "    {   /* one element a thread */\n");
-  if (kcontig && P == 1)
+  if (kcontig && w16 == K_EIGHTS) {
+    /* a float32 tile read four rows a load (tiled's float4 tiles), its rows BM + 4 words: a warp stores 8 k
+     * of 4 rows, (k mod 8) 4 + row in 32 banks, where 16 k of 2 rows would meet 2 to a bank; its global
+     * loads one 32-byte sector a row */
+    NCC_ASSERT(P % 2 == 0 && T % 8 == 0);
+    buf_printf(b, "    for (int p = 0; p < %d; p++) {   /* %d elements a thread: 8 k of 4 rows a warp */\n"
+                  "      int kk = tid %% 8 + p %% 2 * 8, rr = tid / 8 + p / 2 * %d, %s = %s + rr, k = k0 + kk;\n",
+               P, P, T / 8, rowvar, rowbase);
+  } else if (kcontig && P == 1)
     buf_printf(b, "      int kk = tid %% %d, rr = tid / %d;\n      int %s = %s + rr, k = k0 + kk;\n", BK, BK, rowvar, rowbase);
   else if (kcontig)
     buf_printf(b, "    for (int p = 0, kk = tid %% %d, k = k0 + kk; p < %d; p++) {   /* %d elements a thread, one k */\n"
@@ -430,14 +441,20 @@ static const char *form_name(const KGroup *gr, const char *form, char opn[96]) {
 }
 
 /* The float32 tiled GEMM: 256 threads (16 x 16: tx, ty) a BM x BN tile, K tiles of BK between two
- * barriers.  The default tile (16 TM x 16 TN, at most 64 x 64): a thread's TM x TN outputs (ty + 16 i,
- * tx + 16 j), a float a shared load.  The wide tile (ir_fp32_wide: 128 x 128): a thread's 8 x 8
- * outputs, rows 4 ty + i % 4 + 64 (i / 4) and columns 4 tx + j % 4 + 64 (j / 4), each four of them one
- * 128-bit shared load (ncc_lds4): 4 loads for 64 FMAs a k, where the default takes 8 for 16.  A warp's
- * loads of A are two addresses (broadcasts), of B 16 consecutive float4 (two wavefronts). */
+ * barriers; a thread's TM x TN outputs.  Where TM and TN are multiples of 4 (the 64 x 64 tile, 4 x 4 a
+ * thread, and the wide one, ir_fp32_wide: 128 x 128, 8 x 8) each four of a thread's rows (columns) are
+ * consecutive, rows 4 ty + i % 4 + 64 (i / 4) and columns 4 tx + j % 4 + 64 (j / 4), and a k's four are
+ * one 128-bit shared load (ncc_lds4): a warp's loads of A are two addresses (broadcasts), of B 16
+ * consecutive float4 (two wavefronts).  The 64 x 64 tile takes 2 loads for 16 FMAs a k, the wide 4 for
+ * 64.  Smaller tiles (16 TM x 16 TN, TM or TN 1 or 2) keep a float a load, rows ty + 16 i and columns
+ * tx + 16 j. */
 static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   int wide = ir_fp32_wide(gr->main);
-  int TM = wide ? 8 : tile_of(s->M), TN = wide ? 8 : tile_of(s->N), BM = wide ? 128 : 16 * TM, BN = wide ? 128 : 16 * TN;
+  int TM = wide ? 8 : tile_of(s->M), TN = wide ? 8 : tile_of(s->N), BM = 16 * TM, BN = 16 * TN;
+  /* not a weight gradient's tile (b_kfast: wgrad_tile's threads take consecutive k, 16 of them a warp, whose
+   * stores into rows of BN + 4 words would meet 2 to a bank) */
+  int vec = TM % 4 == 0 && TN % 4 == 0 && !(s->b_tile[0] && s->b_kfast);
+  NCC_ASSERT(vec || !wide);
   if (!grid_fits(c, gr, s, BM)) return -1;
   NCC_ASSERT(gr->main->prec != PREC_INT8);   /* int8's tiled GEMMs are tensor-core ones (ir_gemm_mma) */
   Buf b = {0};
@@ -445,12 +462,13 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
    * consecutive words).  A warp of a k-contiguous operand stores 16 k of two rows: with rows of
    * BM + 2 words (2 mod 4) they meet 32 banks; of BM + 1, 2 to a bank.  One stored a row at a time
    * stores 32 consecutive columns of one k, or 16 of two k, which rows of BM words keep in 32 banks.
-   * The wide tile's rows are 16-byte aligned for its float4 loads: BM + 4 (2 to a bank for those
-   * stores, 8 of them a thread a K tile against 64 loads). */
-  int pad = wide ? 4 : 2;
+   * With float4 loads the rows stay 16-byte aligned: BM + 4, and a warp of a k-contiguous operand stores
+   * 8 k of 4 rows (load_tile's K_EIGHTS), which meet 32 banks. */
+  int pad = vec ? 4 : 2;
   int pa = s->a_kcontig ? pad : 0, pb = (s->b_tile[0] ? s->b_kfast : s->b_kcontig) ? pad : 0;
-  buf_printf(&b, "  %s%s float As[%d][%d];\n  %s%s float Bs[%d][%d];\n", D_SHARED, wide ? " __align__(16)" : "", BK,
-             BM + pa, D_SHARED, wide ? " __align__(16)" : "", BK, BN + pb);
+  const char *al = vec ? " __align__(16)" : "";
+  buf_printf(&b, "  %s%s float As[%d][%d];\n  %s%s float Bs[%d][%d];\n", D_SHARED, al, BK, BM + pa, D_SHARED, al, BK,
+             BN + pb);
   buf_printf(&b, "  int tx = %s, ty = %s, tid = ty * 16 + tx;\n", D_TID_X, D_TID_Y);
   buf_printf(&b, "  int m0 = %s * %d, n0 = %s * %d;\n", D_BID_Y, BM, D_BID_X, BN);
   z_and_range(&b, s);
@@ -460,17 +478,18 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   k_loop(&b, s, BK);
   char ra[64], rb[64];
   spec_rv(c, p, gr->main, s, ra, rb);
-  load_tile(&b, "As[kk][rr]", BM, 256, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, ra, NULL, -1);
+  load_tile(&b, "As[kk][rr]", BM, 256, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, ra, NULL, vec ? K_EIGHTS : -1);
   if (s->b_tile[0]) buf_puts(&b, s->b_tile);
-  else load_tile(&b, "Bs[kk][rr]", BN, 256, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, rb, NULL, -1);
+  else load_tile(&b, "Bs[kk][rr]", BN, 256, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, rb, NULL, vec ? K_EIGHTS : -1);
   buf_printf(&b, "    %s\n", D_BARRIER);
   /* af/bf, not a/b: matmul's parameters are a and b */
   buf_printf(&b, "    for (int kk = 0; kk < %d; kk++) {\n      float af[%d], bf[%d];\n", BK, TM, TN);
-  if (wide) {
-    buf_puts(&b, "      ncc_lds4(af, &As[kk][4 * ty]);   /* rows 4 ty .. 4 ty + 3, and 64 on: 128 bits a load */\n"
-                 "      ncc_lds4(af + 4, &As[kk][64 + 4 * ty]);\n"
-                 "      ncc_lds4(bf, &Bs[kk][4 * tx]);\n"
-                 "      ncc_lds4(bf + 4, &Bs[kk][64 + 4 * tx]);\n");
+  if (vec) {
+    for (int q = 0; q < TM / 4; q++)
+      buf_printf(&b, "      ncc_lds4(af%s, &As[kk][%s4 * ty]);%s\n", q ? " + 4" : "", q ? "64 + " : "",
+                 q ? "" : "   /* rows 4 ty .. 4 ty + 3 (and 64 on): 128 bits a load */");
+    for (int q = 0; q < TN / 4; q++)
+      buf_printf(&b, "      ncc_lds4(bf%s, &Bs[kk][%s4 * tx]);\n", q ? " + 4" : "", q ? "64 + " : "");
   } else {
     buf_printf(&b, "      for (int i = 0; i < %d; i++) af[i] = As[kk][ty + 16 * i];\n", TM);
     buf_printf(&b, "      for (int j = 0; j < %d; j++) bf[j] = Bs[kk][tx + 16 * j];\n", TN);
@@ -478,10 +497,14 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) acc[i][j] = fmaf(af[i], bf[j], acc[i][j]);\n",
              TM, TN);
   buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
-  if (wide) buf_printf(&b, "  NCC_UNROLL\n  for (int i = 0; i < %d; i++)\n    NCC_UNROLL\n    for (int j = 0; j < %d; j++) {\n", TM, TN);
-  else buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) {\n", TM, TN);
-  if (wide) buf_printf(&b, "      int m = m0 + 4 * ty + i %% 4 + 64 * (i / 4), n = n0 + 4 * tx + j %% 4 + 64 * (j / 4);\n");
-  else buf_printf(&b, "      int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;\n");
+  if (vec) {
+    buf_printf(&b, "  NCC_UNROLL\n  for (int i = 0; i < %d; i++)\n    NCC_UNROLL\n    for (int j = 0; j < %d; j++) {\n", TM, TN);
+    buf_printf(&b, "      int m = m0 + 4 * ty + %s, n = n0 + 4 * tx + %s;\n", TM > 4 ? "i % 4 + 64 * (i / 4)" : "i",
+               TN > 4 ? "j % 4 + 64 * (j / 4)" : "j");
+  } else {
+    buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) {\n", TM, TN);
+    buf_printf(&b, "      int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;\n");
+  }
   buf_printf(&b, "      if (m < %lld && n < %lld) {\n", LL(s->M), LL(s->N));
   buf_printf(&b, "        float v = acc[i][j];\n");
   if (store_tail(c, gr, p, s, &b, 4)) {

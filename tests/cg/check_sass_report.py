@@ -29,11 +29,13 @@
       resident blocks per SM (or one block of at least 8 warps: the 128 x 128
       tile's).  Exits 77 as --report does.
   check_sass_report.py --fp32-wide NCC NVCC WORKDIR
-      the float32 GEMM's wide tile (ir_fp32_wide) at sm_80 and sm_90: a
-      convolution the tile rule gives it, a linear layer and a matmul forced
-      (--gemm-tile=128x128).  Every wide kernel's main loop is at least 80%
-      FFMA, its shared loads all 128-bit and at most one for 16 FFMAs; no
-      spill, no stack frame, two blocks an SM.  Exits 77 as --report does.
+      the float32 GEMM's float4 tiles at sm_80 and sm_90: a convolution the
+      tile rule makes wide (ir_fp32_wide), a linear layer and a matmul at
+      64 x 64, then forced wide (--gemm-tile=128x128).  Every wide kernel's
+      main loop is at least 80% FFMA, its shared loads all 128-bit and at most
+      one for 16 FFMAs; every 64 x 64 one's at least 70% FFMA, 128-bit loads,
+      one for 8 FFMAs at most; no spill, no stack frame, two blocks an SM.
+      Exits 77 as --report does.
 """
 import json
 import os
@@ -440,9 +442,10 @@ output w
 
 
 def fp32_wide_tests(ncc, nvcc, work):
-    """Every wide kernel's main loop: FFMAs at least 80% of its instructions, its shared loads all 128-bit
-    and at most one for 16 FFMAs (4 a k for 64), no spill, no stack frame, two blocks an SM; at sm_80 and
-    sm_90.  The default tile's kernels beside them read a float a load (0.5 a FFMA)."""
+    """The float32 tiled GEMM's float4 tiles, at sm_80 and sm_90: every wide kernel's main loop (128 x 128,
+    8 x 8 a thread) FFMAs at least 80% of its instructions, its shared loads all 128-bit and at most one for
+    16 FFMAs; every 64 x 64 one's (4 x 4 a thread) at least 70% FFMA, its shared loads all 128-bit, one for
+    8 FFMAs at most; no spill, no stack frame, two blocks an SM for both."""
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     net = os.path.join(work, "wide.net")
@@ -458,7 +461,7 @@ def fp32_wide_tests(ncc, nvcc, work):
                         "--arch", "sm_80,sm_90"] + cus)
     if not isinstance(data, dict):
         return data
-    nwide = ndefault = 0
+    seen = {"wide": 0, "64x64": 0}
     for rep in data["reports"]:
         text = src[rep["file"]]
         for k in rep["kernels"]:
@@ -466,24 +469,24 @@ def fp32_wide_tests(ncc, nvcc, work):
                 continue
             body = text.split("void " + k["name"] + "(", 1)[1].split("\n}\n", 1)[0]
             n, lp = f"{os.path.basename(rep['file'])} {rep['arch']} {k['name']}", k["loop"]
-            if "ncc_lds4(af" not in body:
-                ndefault += 1
-                if lp and lp["ffma"]:
-                    print(f"{n}: default tile, main loop {lp['ffma']} FFMA, {lp['lds']} LDS")
+            tile = "wide" if "float acc[8][8];" in body else "64x64" if "float acc[4][4];" in body else None
+            check(tile is not None and "ncc_lds4(af, &As[kk][4 * ty]);" in body,
+                  f"{n}: neither the wide nor the 64 x 64 tile, or a float a load")
+            if tile is None:
                 continue
-            nwide += 1
-            check(bool(lp) and lp["ffma"] >= 0.8 * lp["ins"], f"{n}: FFMAs under 80% of the main loop: {lp}")
-            check(bool(lp) and lp["lds"] == lp["l128"] and 16 * lp["lds"] <= lp["ffma"],
-                  f"{n}: shared loads not all 128-bit, or more than one for 16 FFMAs: {lp}")
+            seen[tile] += 1
+            share, per = (0.8, 16) if tile == "wide" else (0.7, 8)
+            check(bool(lp) and lp["ffma"] >= share * lp["ins"], f"{n}: FFMAs under {share:.0%} of the main loop: {lp}")
+            check(bool(lp) and lp["lds"] == lp["l128"] and per * lp["lds"] <= lp["ffma"],
+                  f"{n}: shared loads not all 128-bit, or more than one for {per} FFMAs: {lp}")
             check(k["spill_st"] == 0 and k["spill_ld"] == 0 and k["stack"] == 0,
                   f"{n}: spills {k['spill_st']}/{k['spill_ld']}, stack {k['stack']}")
             check(k["occupancy"] and k["occupancy"]["blocks"] >= 2, f"{n}: occupancy {k['occupancy']}")
-            print(f"{n}: regs {k['regs']}, {k['occupancy']['blocks']} blocks/SM, main loop {lp['ins']} instructions, "
-                  f"{lp['ffma']} FFMA, {lp['lds']} LDS ({lp['l128']} of 128 bits)")
-    # the convolution by the rule (both files), the linear layer and the matmul forced: at two architectures
-    check(nwide == 2 * 4, f"{nwide} wide kernels, expected 8 (the conv twice, the linear and the matmul forced, "
-                          f"at sm_80 and sm_90)")
-    check(ndefault >= 2 * 2, f"{ndefault} default-tile kernels, expected the linear and the matmul by the rule")
+            print(f"{n}: {tile}, regs {k['regs']}, {k['occupancy']['blocks']} blocks/SM, main loop {lp['ins']} "
+                  f"instructions, {lp['ffma']} FFMA, {lp['lds']} LDS ({lp['l128']} of 128 bits)")
+    # the convolution wide by the rule (both files), the linear layer and the matmul 64 x 64 by the rule and
+    # wide forced: at two architectures
+    check(seen == {"wide": 2 * 4, "64x64": 2 * 2}, f"kernels by tile {seen}, expected 8 wide and 4 of 64 x 64")
     if not fails and os.environ.get("NCC_KEEP_WORK", "0") != "1":
         shutil.rmtree(work, ignore_errors=True)
     return 0
