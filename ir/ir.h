@@ -772,13 +772,13 @@ int ir_tile_regs(const Node *n, const IrTile *t);
 /* The float32 (CUDA-core) tiled GEMM's wide tile: 128 x 128 outputs a block
  * of 256 threads, 8 x 8 a thread, read from shared memory four floats a load
  * (codegen/gemm.c, tiled; docs/gpu.md, "The float32 GEMM's wide tile"), in
- * place of the 64 x 64 default (4 x 4 a thread, a float a load).  For a
- * forward conv2d, linear or matmul on the tiled path (not a GEMV, a direct
- * convolution, cuBLAS or split-K) of M and N at least 128 whose 128 x 128
- * tiles fill every SM of ir_tile_machine twice (IR_FP32_WIDE_BLOCKS), or
- * forced by --gemm-tile=128x128 (forced 1; 0 keeps the default, -1 the
- * rule).  The precision pass records it (Node.tile = 1 + IR_TILE_128x128);
- * why: one line.  Returns 1 for the wide tile. */
+ * place of the 64 x 64 default (4 x 4 a thread).  For a forward conv2d,
+ * linear or matmul on the tiled path (not a GEMV, a direct convolution,
+ * cuBLAS or split-K) of M and N at least 128 whose 128 x 128 tiles fill
+ * every SM of ir_tile_machine twice (IR_FP32_WIDE_BLOCKS), or forced by
+ * --gemm-tile=128x128 (forced 1; 0 keeps the default, -1 the rule).
+ * passes_fp32_tiles records it (Node.tile = 1 + IR_TILE_128x128); why: one
+ * line.  Returns 1 for the wide tile. */
 #define IR_FP32_WIDE_BLOCKS (2 * 132)
 int ir_fp32_tile_choose(const Node *n, int forced, char *why, size_t nwhy);
 int ir_fp32_tiled(const Node *n);   /* a float32 GEMM the tiled kernel runs (the wide tile's candidates) */
