@@ -1391,7 +1391,7 @@ def bf16(t):
 ROUND = {"tf32": tf32, "fp16": fp16, "bf16": bf16}
 
 
-def tf32_case(ctx, net, params, inputs, rounded, plain, prec="tf32", cublas=False):
+def tf32_case(ctx, net, params, inputs, rounded, plain, prec="tf32", cublas=False, env=None):
     """rounded/plain: {output: reference} with and without the operands' rounding to prec.
     cublas: through ncc_gemm_ex (cuBLAS's reduced-precision compute type; the
     emulation rounds the operands before the CPU BLAS), which the generated
@@ -1414,7 +1414,7 @@ def tf32_case(ctx, net, params, inputs, rounded, plain, prec="tf32", cublas=Fals
             raise Failure("ncc %s failed: %s" % (" ".join(flags), p.stderr))
         if "ncc_gemm_ex(m->dev, NCC_GEMM_%s, " % prec.upper() not in open(cu).read():
             raise Failure("--cublas --precision=%s: the generated code does not call ncc_gemm_ex at %s" % (prec, prec))
-    run_and_compare(ctx, net, params, inputs, rounded, flags=flags, compare=keep)
+    run_and_compare(ctx, net, params, inputs, rounded, flags=flags, compare=keep, env=env)
     for k, ref in plain.items():
         d = float(np.abs(got[k].astype(np.float64) - np.asarray(ref)).max())
         tol = RTOL * max(1.0, float(np.abs(np.asarray(ref)).max()))
@@ -1423,7 +1423,7 @@ def tf32_case(ctx, net, params, inputs, rounded, plain, prec="tf32", cublas=Fals
             raise Failure("output %s is within tolerance of the fp32 result: were the operands rounded?" % k)
 
 
-def tf32_conv(ctx, variant, prec="tf32", cublas=False):
+def tf32_conv(ctx, variant, prec="tf32", cublas=False, env=None):
     import torch.nn.functional as F
     N, C, H, W, O, k, s, p, d, g, bias = CONV_VARIANTS[variant]
     kh, kw = k if isinstance(k, tuple) else (k, k)
@@ -1442,7 +1442,7 @@ def tf32_conv(ctx, variant, prec="tf32", cublas=False):
     def conv(xx, ww):
         return F.conv2d(xx, ww, b, stride=s, padding=p, dilation=d, groups=g).numpy()
     r = ROUND[prec]
-    tf32_case(ctx, net, params, {"x": f32np(x)}, {"y": conv(r(x), r(w))}, {"y": conv(x, w)}, prec, cublas)
+    tf32_case(ctx, net, params, {"x": f32np(x)}, {"y": conv(r(x), r(w))}, {"y": conv(x, w)}, prec, cublas, env)
 
 
 case("tf32_conv_k3", ["op", "tf32"])(lambda ctx: tf32_conv(ctx, "k3"))
@@ -1450,14 +1450,14 @@ case("tf32_conv_groups2", ["op", "tf32"])(lambda ctx: tf32_conv(ctx, "groups2"))
 case("tf32_conv_depthwise", ["op", "tf32"])(lambda ctx: tf32_conv(ctx, "depthwise"))   # the direct kernel
 
 
-def tf32_linear(ctx, prec, M=8, cublas=False):
+def tf32_linear(ctx, prec, M=8, cublas=False, env=None):
     import torch.nn.functional as F
     seed(2)
     x, w, b = as64(rand(M, 130)) * 8, as64(rand(70, 130)), as64(rand(70))
     net = "model %s\ninput x: f32[%d, 130]\ny = linear(x, 70, name=\"fc\")\noutput y\n" % (ctx.name, M)
     r = ROUND[prec]
     tf32_case(ctx, net, {"fc.weight": w, "fc.bias": b}, {"x": f32np(x)},
-              {"y": F.linear(r(x), r(w), b).numpy()}, {"y": F.linear(x, w, b).numpy()}, prec, cublas)
+              {"y": F.linear(r(x), r(w), b).numpy()}, {"y": F.linear(x, w, b).numpy()}, prec, cublas, env)
 
 
 def tf32_matmul(ctx, prec, cublas=False):
@@ -1482,6 +1482,12 @@ for _p in ("fp16", "bf16"):
     case("%s_linear_gemv" % _p, ["op", _p])(lambda ctx, p=_p: tf32_linear(ctx, p))
     case("%s_linear" % _p, ["op", _p])(lambda ctx, p=_p: tf32_linear(ctx, p, M=40))
     case("%s_matmul_batched" % _p, ["op", _p])(lambda ctx, p=_p: tf32_matmul(ctx, p))
+    # the direct (depthwise), GEMV and split-K kernels checked, in reverse fiber order
+    for _v in ("depthwise", "splitk"):
+        case("%s_conv_%s_checked_reverse" % (_p, _v), ["op", _p, "check", "fiber"])(
+            lambda ctx, v=_v, p=_p: tf32_conv(ctx, v, p, env=CHECKED_REVERSE))
+    case("%s_linear_gemv_checked_reverse" % _p, ["op", _p, "check", "fiber"])(
+        lambda ctx, p=_p: tf32_linear(ctx, p, env=CHECKED_REVERSE))
 # and through cuBLAS (--cublas): ncc_gemm_ex with the precision's compute type
 # (conv: im2col and one GEMM per image and group; 1x1: no im2col)
 for _p in ("tf32", "fp16", "bf16"):
@@ -1869,6 +1875,11 @@ for _p, _t in (("tf32", "128x64"), ("fp16", "64x128"), ("bf16", "128x128"), ("tf
         lambda ctx, p=_p, t=_t: tc_linear_case(ctx, 150, 77, 133, "relu", prec=p, tile=t))
     case("tc_bits_%s_tile%s_conv" % (_p, _t), ["op", "conv", _p, "mma", "tile"])(
         lambda ctx, p=_p, t=_t: tc_conv_case(ctx, "tile_big", prec=p, tile=t))
+    # the same checked, in reverse fiber order
+    case("tc_bits_%s_tile%s_linear_checked_reverse" % (_p, _t), ["op", _p, "mma", "tile", "check", "fiber"])(
+        lambda ctx, p=_p, t=_t: tc_linear_case(ctx, 150, 77, 133, "relu", env=CHECKED_REVERSE, prec=p, tile=t))
+    case("tc_bits_%s_tile%s_conv_checked_reverse" % (_p, _t), ["op", "conv", _p, "mma", "tile", "check", "fiber"])(
+        lambda ctx, p=_p, t=_t: tc_conv_case(ctx, "tile_big", env=CHECKED_REVERSE, prec=p, tile=t))
 # tap-major weights (the fold pass): the sums in (kh, kw, channel) order, bit for bit
 for _p, _v, _t in (("tf32", "tap_s2_d2", None), ("fp16", "tap_k3x1", None), ("bf16", "tap_k1x3", None),
                    ("tf32", "tap_nopad_g2", "128x64")):
@@ -2330,9 +2341,11 @@ class Q8:
         save_npy(self.xpath, f32np(self.x))
         save_npy(self.calpath, f32np(self.cal))
 
-    def run(self, flags, cache="calib.txt", tag="int8"):
+    def run(self, flags, cache="calib.txt", tag="int8", env=None):
         """`ncc run --precision=int8` (-v): the outputs, the cache, the int8 and
-        fallback counts of the precision pass's last line, the log."""
+        fallback counts of the precision pass's last line, the log.  env:
+        CHECKED_REVERSE runs the model (the calibration's builds too) in
+        checked mode, in reverse fiber order."""
         import numpy as np
         ctx = self.ctx
         dev = oracle_device()
@@ -2345,12 +2358,14 @@ class Q8:
             if os.path.exists(outs[k]):
                 os.unlink(outs[k])
             args += ["--output", "%s=%s" % (k, outs[k])]
-        p = ctx.run_ncc(args + list(flags))
+        p = ctx.run_ncc(args + list(flags), env=env)
         if p.returncode != 0:
             raise Failure("ncc run exited with status %d" % p.returncode)
         want = "device: emu" if dev == "emu" else "device: cuda"
         if want not in p.stdout:
             raise Failure("ncc run did not say '%s'" % want)
+        if env and dev == "emu" and "checked, reverse fiber order" not in p.stdout:
+            raise Failure("checked mode in reverse fiber order was asked for but not reported")
         log = p.stdout + p.stderr
         m = re.findall(r"pass precision: int8: (\d+) conv2d/linear/matmul ops? with int8 operands and int32 sums, "
                        r"(\d+) fell back", log)
@@ -2540,10 +2555,10 @@ Q8_CONV_TILED = [
 
 
 @case("int8_conv_tiled", ["op", "int8"])
-def _int8_conv_tiled(ctx):
+def _int8_conv_tiled(ctx, env=None):
     import numpy as np
     q = Q8(ctx, (4, 8, 10, 10), Q8_CONV_TILED)
-    got, c, counts, _ = q.run(["--calibration-method=minmax", "--int8-max-error=1e9"])
+    got, c, counts, _ = q.run(["--calibration-method=minmax", "--int8-max-error=1e9"], env=env)
     q8_expect_counts(counts, 3, 0)
     if c.get("method") != "minmax" or c.get("samples") != 64:
         raise Failure("the cache says method %s, %s samples; expected minmax, 64" % (c.get("method"), c.get("samples")))
@@ -2564,6 +2579,10 @@ def _int8_conv_tiled(ctx):
                       % ", ".join(ks))
 
 
+case("int8_conv_tiled_checked_reverse", ["op", "int8", "check", "fiber"])(
+    lambda ctx: _int8_conv_tiled(ctx, env=CHECKED_REVERSE))
+
+
 # int8_conv_direct: depthwise (groups = channels, stride 2) and a grouped
 # convolution of 2 outputs a group: the direct kernel (< 8 outputs a group),
 # percentile scales (99%: the largest activations clamp at 127).
@@ -2574,9 +2593,9 @@ Q8_CONV_DIRECT = [
 
 
 @case("int8_conv_direct", ["op", "int8"])
-def _int8_conv_direct(ctx):
+def _int8_conv_direct(ctx, env=None):
     q = Q8(ctx, (2, 8, 9, 9), Q8_CONV_DIRECT)
-    got, c, counts, _ = q.run(["--calibration-method=percentile", "--percentile=99", "--int8-max-error=1e9"])
+    got, c, counts, _ = q.run(["--calibration-method=percentile", "--percentile=99", "--int8-max-error=1e9"], env=env)
     q8_expect_counts(counts, 2, 0)
     q.check(got, c, 1e9)
     if not q.clamped:
@@ -2588,14 +2607,18 @@ def _int8_conv_direct(ctx):
         raise Failure("expected both convolutions on the direct kernel with int32 sums; kernels: %s" % ", ".join(ks))
 
 
+case("int8_conv_direct_checked_reverse", ["op", "int8", "check", "fiber"])(
+    lambda ctx: _int8_conv_direct(ctx, env=CHECKED_REVERSE))
+
+
 # int8_linear_gemv: 4 rows (the GEMV kernel); int8_linear_tiled: 32 rows (the
 # tiled GEMM on s8 tensor cores), percentile scales (99.5%: clamping).
-def q8_linear_case(ctx, rows, gemv):
+def q8_linear_case(ctx, rows, gemv, env=None):
     q = Q8(ctx, (rows, 130), [dict(kind="linear", name="fc1", out=70, relu=True),
                               dict(kind="linear", name="fc2", out=33)])
     flags = ["--int8-max-error=1e9"] + (["--calibration-method=minmax"] if gemv else
                                         ["--calibration-method=percentile", "--percentile=99.5"])
-    got, c, counts, _ = q.run(flags)
+    got, c, counts, _ = q.run(flags, env=env)
     q8_expect_counts(counts, 2, 0)
     q.check(got, c, 1e9)
     if not gemv and not q.clamped:
@@ -2612,9 +2635,9 @@ def q8_linear_case(ctx, rows, gemv):
 
 # the larger tensor-core tiles at int8 (--gemm-tile forces one): a convolution
 # of 130 outputs on 162 columns, a linear of 150 rows and 133 outputs
-def q8_tile_case(ctx, tile, in_shape, layers):
+def q8_tile_case(ctx, tile, in_shape, layers, env=None):
     q = Q8(ctx, in_shape, layers)
-    got, c, counts, log = q.run(["--calibration-method=minmax", "--int8-max-error=1e9", "--gemm-tile=" + tile])
+    got, c, counts, log = q.run(["--calibration-method=minmax", "--int8-max-error=1e9", "--gemm-tile=" + tile], env=env)
     q8_expect_counts(counts, len(layers), 0)
     q.check(got, c, 1e9)
     tiles = re.findall(r"pass precision: \S+ (\S+): tile (\d+x\d+), forced", log)
@@ -2629,6 +2652,13 @@ case("int8_tile128x128_conv", ["op", "int8", "tile"])(lambda ctx: q8_tile_case(
 case("int8_tile128x64_linear", ["op", "int8", "tile"])(lambda ctx: q8_tile_case(
     ctx, "128x64", (150, 77), [dict(kind="linear", name="fc1", out=133, relu=True),
                                dict(kind="linear", name="fc2", out=20)]))
+# the same checked, in reverse fiber order
+case("int8_tile128x128_conv_checked_reverse", ["op", "int8", "tile", "check", "fiber"])(lambda ctx: q8_tile_case(
+    ctx, "128x128", (2, 12, 9, 9), [dict(kind="conv", name="conv1", out=130, k=3, pad=1, relu=True),
+                                    dict(kind="linear", name="fc", out=10)], env=CHECKED_REVERSE))
+case("int8_tile128x64_linear_checked_reverse", ["op", "int8", "tile", "check", "fiber"])(lambda ctx: q8_tile_case(
+    ctx, "128x64", (150, 77), [dict(kind="linear", name="fc1", out=133, relu=True),
+                               dict(kind="linear", name="fc2", out=20)], env=CHECKED_REVERSE))
 # int8 with the pipelined tiles (the default) where an operand is stored int8
 # and k-contiguous with K a multiple of 16: a linear's weight (B), quantized at
 # load, and a convolution's (A) go by cp.async and ldmatrix; B by x4 (four
@@ -2759,6 +2789,10 @@ case("int8_matmul_gemv", ["op", "int8"])(lambda ctx: q8_matmul_case(ctx, 8, Fals
 case("int8_matmul_tiled", ["op", "int8"])(lambda ctx: q8_matmul_case(ctx, 40, True))
 case("int8_linear_gemv", ["op", "int8"])(lambda ctx: q8_linear_case(ctx, 4, True))
 case("int8_linear_tiled", ["op", "int8"])(lambda ctx: q8_linear_case(ctx, 32, False))
+case("int8_linear_gemv_checked_reverse", ["op", "int8", "check", "fiber"])(
+    lambda ctx: q8_linear_case(ctx, 4, True, env=CHECKED_REVERSE))
+case("int8_linear_tiled_checked_reverse", ["op", "int8", "check", "fiber"])(
+    lambda ctx: q8_linear_case(ctx, 32, False, env=CHECKED_REVERSE))
 
 
 # int8_pool_prologue_O3: conv -> relu -> maxpool -> conv at -O3, the pooling
