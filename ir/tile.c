@@ -269,20 +269,26 @@ int ir_fp32_tile_choose(const Node *n, int forced, char *why, size_t nwhy) {
   ir_gemm_dims(n, &M, &N, &K, &Z);
   int64_t blocks = (M + 127) / 128 * ((N + 127) / 128) * Z;
   int sk = ir_gemm_split_k(n), wide;
+  /* the default tile by shape (codegen/gemm.c, tile_of): 16, 32 or 64 rows and columns */
+  int dm = M >= 64 ? 64 : M >= 32 ? 32 : 16, dn = N >= 64 ? 64 : N >= 32 ? 32 : 16;
   if (forced >= 0) wide = forced;
   else wide = sk == 1 && M >= 128 && N >= 128 && blocks >= IR_FP32_WIDE_BLOCKS;
   if (why) {
-    if (forced >= 0)
-      snprintf(why, nwhy, "%s, forced (--gemm-tile); %lld blocks of 128x128", wide ? "128x128" : "64x64",
-               (long long)blocks);
+    if (forced >= 0 && wide)
+      snprintf(why, nwhy, "128x128, forced (--gemm-tile); %lld blocks of 128x128", (long long)blocks);
+    else if (forced >= 0)
+      snprintf(why, nwhy, "%dx%d, the default, forced (--gemm-tile)", dm, dn);
     else if (sk > 1)
-      snprintf(why, nwhy, "64x64, the default: split-K into %d ranges", sk);
+      snprintf(why, nwhy, "%dx%d, the default: split-K into %d ranges", dm, dn, sk);
     else if (M < 128 || N < 128)
-      snprintf(why, nwhy, "64x64, the default: a %lld x %lld GEMM (the 128x128 tile needs M and N >= 128)",
+      snprintf(why, nwhy, "%dx%d, the default: a %lld x %lld GEMM (the 128x128 tile needs M and N >= 128)", dm, dn,
                (long long)M, (long long)N);
+    else if (wide)
+      snprintf(why, nwhy, "128x128: %lld blocks of 128x128, at least %d (two a SM on %d SMs)", (long long)blocks,
+               IR_FP32_WIDE_BLOCKS, ir_tile_machine.sms);
     else
-      snprintf(why, nwhy, "%s: %lld blocks of 128x128, %s %d (two a SM on %d SMs)", wide ? "128x128" : "64x64, the default",
-               (long long)blocks, wide ? "at least" : "fewer than", IR_FP32_WIDE_BLOCKS, ir_tile_machine.sms);
+      snprintf(why, nwhy, "%dx%d, the default: %lld blocks of 128x128, fewer than %d (two a SM on %d SMs)", dm, dn,
+               (long long)blocks, IR_FP32_WIDE_BLOCKS, ir_tile_machine.sms);
   }
   return wide;
 }

@@ -42,7 +42,7 @@ PEAK = {"sm_80": 19.5e12, "sm_90": 67.0e12}
 BW = {"sm_80": 1.555e12, "sm_90": 3.35e12}
 LAUNCH_US = 3.0
 # registers a thread by kernel kind (the documented estimates)
-REGS = {"tiled": 56, "gemv": 32, "direct": 24, "other": 32}
+REGS = {"tiled": 56, "wide": 120, "gemv": 32, "direct": 24, "other": 32}
 # the tensor-core GEMM's by its tile (docs/gpu.md, "Tile choice"): (convolution, other GEMMs)
 MMA_REGS = {"16x32": (64, 64), "16x64": (72, 64), "32x32": (72, 64), "32x64": (96, 64), "64x32": (96, 64),
             "64x64": (120, 64), "128x64": (160, 128), "64x128": (192, 128), "128x128": (160, 128)}
@@ -64,6 +64,7 @@ CASES = [
     ("resnet50", ["--set", "N=8"], "sm_90"),
     ("resnet18", ["--precision=tf32"], "sm_90"),   # tensor-core GEMMs and split-K
     ("resnet50", ["--precision=fp16", "--set", "N=32"], "sm_90"),   # the larger tiles (ir/tile.c)
+    ("resnet50", ["--set", "N=32"], "sm_90"),   # the float32 wide tile (ir_fp32_wide)
     ("mobilenet_v2", [], "sm_90"),
     ("vgg16", ["--set", "N=2", "--set", "S=64"], "sm_80"),
 ]
@@ -126,7 +127,10 @@ def launches(cu, model, nb):
         comment, gx, gy, gz, bx, by, kernel, dyn = m.groups()
         blocks = c_int(gx, nb) * c_int(gy, nb) * c_int(gz, nb)
         smem, text = static_smem(src, kernel)
-        kind = ("mma" if re.search(r"_mma(_|$)", kernel) else "tiled" if re.search(r"__shared__ float As\[", text)
+        # the float32 tiled GEMM, its wide tile (8 x 8 a thread, docs/gpu.md) apart
+        tiled = re.search(r"__shared__ (__align__\(16\) )?float As\[", text)
+        kind = ("mma" if re.search(r"_mma(_|$)", kernel) else
+                ("wide" if "float acc[8][8];" in text else "tiled") if tiled
                 else "gemv" if re.search(r"_gemv(_|$)", kernel) else "other")
         out.append((comment, kernel, blocks, int(bx) * int(by), smem, int(dyn), kind))
     if len(out) != body.count("ncc_launch("):
