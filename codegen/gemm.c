@@ -227,7 +227,7 @@ static int store_tail(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Bu
   return 0;
 }
 
-static int tile_of(int64_t d) { return d >= 64 ? 4 : d >= 32 ? 2 : 1; }
+static int tile_of(int64_t d) { return ir_fp32_tile_dim(d) / 16; }   /* a thread's outputs along d */
 
 /* The op's MMA: MMA_TF32 m16n8k8; MMA_F16 m16n8k16 with FP16/BF16 operands;
  * MMA_S8 m16n8k16 with int8 operands and int32 sums */

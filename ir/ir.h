@@ -780,6 +780,8 @@ int ir_tile_regs(const Node *n, const IrTile *t);
  * passes_fp32_tiles records it (Node.tile = 1 + IR_TILE_128x128); why: one
  * line.  Returns 1 for the wide tile. */
 #define IR_FP32_WIDE_BLOCKS (2 * 132)
+/* The float32 tiled GEMM's default tile along a dimension of d: 16, 32 or 64 rows (columns) */
+static inline int ir_fp32_tile_dim(int64_t d) { return d >= 64 ? 64 : d >= 32 ? 32 : 16; }
 int ir_fp32_tile_choose(const Node *n, int forced, char *why, size_t nwhy);
 int ir_fp32_tiled(const Node *n);   /* a float32 GEMM the tiled kernel runs (the wide tile's candidates) */
 static inline int ir_fp32_wide(const Node *n) { return n->prec == PREC_FP32 && n->tile == 1 + IR_TILE_128x128; }

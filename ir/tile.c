@@ -269,8 +269,7 @@ int ir_fp32_tile_choose(const Node *n, int forced, char *why, size_t nwhy) {
   ir_gemm_dims(n, &M, &N, &K, &Z);
   int64_t blocks = (M + 127) / 128 * ((N + 127) / 128) * Z;
   int sk = ir_gemm_split_k(n), wide;
-  /* the default tile by shape (codegen/gemm.c, tile_of): 16, 32 or 64 rows and columns */
-  int dm = M >= 64 ? 64 : M >= 32 ? 32 : 16, dn = N >= 64 ? 64 : N >= 32 ? 32 : 16;
+  int dm = ir_fp32_tile_dim(M), dn = ir_fp32_tile_dim(N);   /* the default tile by shape */
   if (forced >= 0) wide = forced;
   else wide = sk == 1 && M >= 128 && N >= 128 && blocks >= IR_FP32_WIDE_BLOCKS;
   if (why) {

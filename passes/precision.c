@@ -150,7 +150,7 @@ static void choose_tiles(Graph *g, const PassCtx *c) {
 void passes_fp32_tiles(Graph *g, const PassCtx *c) {
   for (int i = 0; i < g->nnodes; i++) {
     Node *nd = g->nodes[i];
-    if (nd->dead || ir_gemm_mma(nd) || !ir_fp32_tiled(nd)) continue;
+    if (nd->dead || !ir_fp32_tiled(nd)) continue;   /* (float32: not a tensor-core GEMM) */
     nd->tile = 0;
     if (c->cublas) continue;
     char why[256];
