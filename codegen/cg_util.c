@@ -328,10 +328,12 @@ void cg_launch_b(Cg *c, const char *name, const KParams *p, long long gx, long l
     if (ir_gemm_mma(gr->main)) {   /* the tensor-core GEMM's tile and why (the precision pass's choice) */
       char why[256];
       buf_printf(b, ": tile %s", ir_tile_why(gr->main, why, sizeof why));
-    } else if (ir_fp32_wide(gr->main)) {   /* the float32 GEMM's wide tile: the rule's reason, or forced */
+    } else if (ir_fp32_wide(gr->main) || (gr->main->prec == PREC_FP32 && gr->main->pipe)) {
+      /* the float32 GEMM's wide tile (the rule's reason, or forced), and its stages */
       char why[256];
-      if (!ir_fp32_tile_choose(gr->main, -1, why, sizeof why)) ir_fp32_tile_choose(gr->main, 1, why, sizeof why);
-      buf_printf(b, ": fp32 tile %s", why);
+      int wide = ir_fp32_wide(gr->main);
+      if (ir_fp32_tile_choose(gr->main, -1, why, sizeof why) != wide) ir_fp32_tile_choose(gr->main, wide, why, sizeof why);
+      buf_printf(b, ": fp32 tile %s%s", why, gr->main->pipe ? "; two stages" : "");
     }
     buf_puts(b, " */\n");
   }

@@ -146,6 +146,21 @@ static void buf_take(Buf *b, char *dst, size_t n) {
   b->s[0] = 0;
 }
 
+/* Copies src to dst (of n bytes) with `extra` more spaces before each line
+ * (extra < 0: that many fewer) */
+static void indent_into(char *dst, size_t n, const char *src, int extra) {
+  size_t o = 0;
+  for (const char *p = src; *p && o + (size_t)(extra > 0 ? extra : 0) + 1 < n; p++) {
+    if (p == src || p[-1] == '\n') {
+      for (int i = 0; i < extra && *p != '\n'; i++) dst[o++] = ' ';
+      for (int i = 0; i < -extra && *p == ' '; i++) p++;
+    }
+    dst[o++] = *p;
+  }
+  NCC_ASSERT(o + 1 < n);
+  dst[o] = 0;
+}
+
 /* "if (c1 && c2) {" with the conditions given (NULL: none), or "{" */
 static void guard_open(Buf *b, const char *ind, const char *c1, const char *c2) {
   if (c1 || c2) buf_printf(b, "%sif (%s%s%s) {\n", ind, c1 ? c1 : "", c1 && c2 ? " && " : "", c2 ? c2 : "");
@@ -366,6 +381,30 @@ static void tile_guard(Buf *b, int rows, const char *rowvar, int64_t RMAX, int64
   guard_open(b, "      ", RMAX % rows ? c1 : NULL, K % BK ? c2 : NULL);
 }
 
+/* The head of a loop over a thread's P = BK rows / T elements p of a BK x rows tile, declaring kk and rr
+ * (element (kk, rr)) and, with rowvar, rowvar = rowbase + rr and k = kb + kk: a k-contiguous operand 8 k of
+ * 4 rows a warp (K_EIGHTS: the float32 float4 tiles, rows BM + 4 words: (k mod 8) 4 + row in 32 banks,
+ * where 16 k of 2 rows would meet 2 to a bank; its global loads one 32-byte sector a row), the other a
+ * row a thread (32 consecutive rows a warp) */
+static void f32_head(Buf *b, int rows, int T, int kcontig, const char *rowvar, const char *rowbase, const char *kb) {
+  int P = BK * rows / T;
+  char row[64] = "", k[48] = "";
+  if (rowvar) {
+    snprintf(row, sizeof row, ", %s = %s + rr", rowvar, rowbase);
+    if (strcmp(kb, "0")) snprintf(k, sizeof k, ", k = %s + kk", kb);
+    else snprintf(k, sizeof k, ", k = kk");
+  }
+  if (kcontig) {
+    NCC_ASSERT(P % 2 == 0 && T % 8 == 0);
+    buf_printf(b, "    for (int p = 0; p < %d; p++) {   /* %d elements a thread: 8 k of 4 rows a warp */\n"
+                  "      int kk = tid %% 8 + p %% 2 * 8, rr = tid / 8 + p / 2 * %d%s%s;\n", P, P, T / 8, row, k);
+  } else {
+    NCC_ASSERT(T % rows == 0);
+    buf_printf(b, "    for (int p = 0, rr = tid %% %d%s; p < %d; p++) {   /* %d elements a thread, one row */\n"
+                  "      int kk = tid / %d + p * %d%s;\n", rows, row, P, P, rows, T / rows, k);
+  }
+}
+
 /* Statements that fill a shared tile of BK x rows elements (element (kk,
  * rr): row rowbase + rr, k = k0 + kk) with T threads, numbered tid; dst is
  * the element's place, an lvalue in kk and rr */
@@ -377,15 +416,9 @@ static void load_tile(Buf *b, const char *dst, int rows, int T, int kcontig, con
   int P = BK * rows / T;
   NCC_ASSERT(BK * rows % T == 0 && T % BK == 0 && T % rows == 0);
   if (P == 1) buf_puts(b, "    {   /* one element a thread */\n");
-  if (kcontig && w16 == K_EIGHTS) {
-    /* a float32 tile read four rows a load (tiled's float4 tiles), its rows BM + 4 words: a warp stores 8 k
-     * of 4 rows, (k mod 8) 4 + row in 32 banks, where 16 k of 2 rows would meet 2 to a bank; its global
-     * loads one 32-byte sector a row */
-    NCC_ASSERT(P % 2 == 0 && T % 8 == 0);
-    buf_printf(b, "    for (int p = 0; p < %d; p++) {   /* %d elements a thread: 8 k of 4 rows a warp */\n"
-                  "      int kk = tid %% 8 + p %% 2 * 8, rr = tid / 8 + p / 2 * %d, %s = %s + rr, k = k0 + kk;\n",
-               P, P, T / 8, rowvar, rowbase);
-  } else if (kcontig && P == 1)
+  if (kcontig && w16 == K_EIGHTS)
+    f32_head(b, rows, T, kcontig, rowvar, rowbase, "k0");
+  else if (kcontig && P == 1)
     buf_printf(b, "      int kk = tid %% %d, rr = tid / %d;\n      int %s = %s + rr, k = k0 + kk;\n", BK, BK, rowvar, rowbase);
   else if (kcontig)
     buf_printf(b, "    for (int p = 0, kk = tid %% %d, k = k0 + kk; p < %d; p++) {   /* %d elements a thread, one k */\n"
@@ -401,13 +434,38 @@ static void load_tile(Buf *b, const char *dst, int rows, int T, int kcontig, con
                   "(b_warp16) */\n      int kk = %s, k = k0 + kk;\n", rr, kq, rowvar, rowbase, P, P,
                row_of(kk, sizeof kk, form, P, T / rows, "p"));
   } else
-    buf_printf(b, "    for (int p = 0, rr = tid %% %d, %s = %s + rr; p < %d; p++) {   /* %d elements a thread, one row */\n"
-                  "      int kk = tid / %d + p * %d, k = k0 + kk;\n", rows, rowvar, rowbase, P, P, rows, T / rows);
+    f32_head(b, rows, T, 0, rowvar, rowbase, "k0");
   buf_printf(b, "      %s\n", bits ? bits : "float v = 0.0f;");
   tile_guard(b, rows, rowvar, RMAX, K);
   buf_printf(b, "        %s\n      }\n", stmt);
   /* --precision=tf32|fp16|bf16: the operand rounded as it enters shared memory (int8: quantized) */
   buf_printf(b, "      %s = %s;\n    }\n", dst, rv);
+}
+
+/* A double-buffered float32 tile's loads (tiled, Node.pipe): a thread's elements of K tile kb into
+ * registers reg[p] (f32_fetch, rounded as rv), and the registers into the tile at dst, an lvalue in kk and
+ * rr (f32_put); each `extra` spaces deeper than load_tile's statements (less where negative) */
+static void f32_fetch(Buf *b, const char *reg, int rows, int T, int kcontig, const char *rowvar, const char *rowbase,
+                      int64_t RMAX, int64_t K, const char *stmt, const char *rv, const char *kb, int extra) {
+  Buf t = {0};
+  f32_head(&t, rows, T, kcontig, rowvar, rowbase, kb);
+  buf_puts(&t, "      float v = 0.0f;\n");
+  tile_guard(&t, rows, rowvar, RMAX, K);
+  buf_printf(&t, "        %s\n      }\n      %s[p] = %s;\n    }\n", stmt, reg, rv);
+  char out[4096];
+  indent_into(out, sizeof out, t.s, extra);
+  buf_puts(b, out);
+  buf_free(&t);
+}
+
+static void f32_put(Buf *b, const char *dst, const char *reg, int rows, int T, int kcontig, int extra) {
+  Buf t = {0};
+  f32_head(&t, rows, T, kcontig, NULL, NULL, NULL);
+  buf_printf(&t, "      %s = %s[p];\n    }\n", dst, reg);
+  char out[1024];
+  indent_into(out, sizeof out, t.s, extra);
+  buf_puts(b, out);
+  buf_free(&t);
 }
 
 /* The grid of a tiled kernel fits (row tiles of BM on y, batches on z) */
@@ -455,6 +513,10 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
    * stores into rows of BN + 4 words would meet 2 to a bank) */
   int vec = TM % 4 == 0 && TN % 4 == 0 && !(s->b_tile[0] && s->b_kfast);
   NCC_ASSERT(vec || !wide);
+  /* double-buffered (Node.pipe, ir_fp32_pipe): two stages of both tiles, the next K tile's elements loaded
+   * into registers while this one's FMAs run, stored into the other stage after them; one barrier a K tile */
+  int dbl = gr->main->pipe != 0;
+  NCC_ASSERT(!dbl || (vec && !s->k_var && (!s->b_tile[0] || s->b_fetch[0])));
   if (!grid_fits(c, gr, s, BM)) return -1;
   NCC_ASSERT(gr->main->prec != PREC_INT8);   /* int8's tiled GEMMs are tensor-core ones (ir_gemm_mma) */
   Buf b = {0};
@@ -466,37 +528,76 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
    * 8 k of 4 rows (load_tile's K_EIGHTS), which meet 32 banks. */
   int pad = vec ? 4 : 2;
   int pa = s->a_kcontig ? pad : 0, pb = (s->b_tile[0] ? s->b_kfast : s->b_kcontig) ? pad : 0;
-  const char *al = vec ? " __align__(16)" : "";
-  buf_printf(&b, "  %s%s float As[%d][%d];\n  %s%s float Bs[%d][%d];\n", D_SHARED, al, BK, BM + pa, D_SHARED, al, BK,
-             BN + pb);
+  const char *al = vec ? " __align__(16)" : "", *stage = dbl ? "[2]" : "", *st = dbl ? "[st]" : "";
+  buf_printf(&b, "  %s%s float As%s[%d][%d];\n  %s%s float Bs%s[%d][%d];\n", D_SHARED, al, stage, BK, BM + pa, D_SHARED,
+             al, stage, BK, BN + pb);
   buf_printf(&b, "  int tx = %s, ty = %s, tid = ty * 16 + tx;\n", D_TID_X, D_TID_Y);
   buf_printf(&b, "  int m0 = %s * %d, n0 = %s * %d;\n", D_BID_Y, BM, D_BID_X, BN);
   z_and_range(&b, s);
   if (s->b_tile[0]) buf_puts(&b, s->b_pre);
   buf_printf(&b, "  float acc[%d][%d];\n", TM, TN);
   buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n", TM, TN);
-  k_loop(&b, s, BK);
-  char ra[64], rb[64];
+  char ra[64], rb[64], ke[32];
   spec_rv(c, p, gr->main, s, ra, rb);
-  load_tile(&b, "As[kk][rr]", BM, 256, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, ra, NULL, vec ? K_EIGHTS : -1);
-  if (s->b_tile[0]) buf_puts(&b, s->b_tile);
-  else load_tile(&b, "Bs[kk][rr]", BN, 256, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, rb, NULL, vec ? K_EIGHTS : -1);
-  buf_printf(&b, "    %s\n", D_BARRIER);
+  k_end(s, ke, sizeof ke);
+  int ga = vec ? K_EIGHTS : -1;
+  if (dbl) {   /* the first K tile, into registers and stage 0 */
+    const char *k1 = s->S > 1 ? "kb" : "0";
+    buf_printf(&b, "  float aq[%d];   /* this thread's A elements of the next K tile */\n", BK * BM / 256);
+    if (s->b_tile[0]) buf_printf(&b, "  %s\n", s->b_regs);
+    else buf_printf(&b, "  float bq[%d];   /* this thread's B elements of the next K tile */\n", BK * BN / 256);
+    f32_fetch(&b, "aq", BM, 256, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, ra, k1, -2);
+    if (s->b_tile[0]) buf_puts(&b, s->b_first);
+    else f32_fetch(&b, "bq", BN, 256, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, rb, k1, -2);
+    buf_puts(&b, "  {\n    int nx = 0;\n");
+    f32_put(&b, "As[nx][kk][rr]", "aq", BM, 256, s->a_kcontig, 0);
+    if (s->b_tile[0]) buf_puts(&b, s->b_put);
+    else f32_put(&b, "Bs[nx][kk][rr]", "bq", BN, 256, s->b_kcontig, 0);
+    buf_printf(&b, "  }\n  %s\n  int st = 0;   /* the stage the FMAs read; the loads fill the other, nx */\n", D_BARRIER);
+  }
+  k_loop(&b, s, BK);
+  if (dbl) {
+    char kx[32];
+    snprintf(kx, sizeof kx, "k0 + %d", BK);
+    buf_printf(&b, "    int nx = st ^ 1;\n    if (k0 + %d < %s) {   /* the next K tile's elements, in flight during the FMAs */\n",
+               BK, ke);
+    f32_fetch(&b, "aq", BM, 256, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, ra, kx, 2);
+    if (s->b_tile[0]) buf_puts(&b, s->b_fetch);
+    else f32_fetch(&b, "bq", BN, 256, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, rb, kx, 2);
+    buf_puts(&b, "    }\n");
+  } else {
+    load_tile(&b, "As[kk][rr]", BM, 256, s->a_kcontig, "m", "m0", s->M, s->K, s->a_load, ra, NULL, ga);
+    if (s->b_tile[0]) buf_puts(&b, s->b_tile);
+    else load_tile(&b, "Bs[kk][rr]", BN, 256, s->b_kcontig, "n", "n0", s->N, s->K, s->b_load, rb, NULL, ga);
+    buf_printf(&b, "    %s\n", D_BARRIER);
+  }
   /* af/bf, not a/b: matmul's parameters are a and b */
   buf_printf(&b, "    for (int kk = 0; kk < %d; kk++) {\n      float af[%d], bf[%d];\n", BK, TM, TN);
   if (vec) {
     for (int q = 0; q < TM / 4; q++)
-      buf_printf(&b, "      ncc_lds4(af%s, &As[kk][%s4 * ty]);%s\n", q ? " + 4" : "", q ? "64 + " : "",
+      buf_printf(&b, "      ncc_lds4(af%s, &As%s[kk][%s4 * ty]);%s\n", q ? " + 4" : "", st, q ? "64 + " : "",
                  q ? "" : "   /* rows 4 ty .. 4 ty + 3 (and 64 on): 128 bits a load */");
     for (int q = 0; q < TN / 4; q++)
-      buf_printf(&b, "      ncc_lds4(bf%s, &Bs[kk][%s4 * tx]);\n", q ? " + 4" : "", q ? "64 + " : "");
+      buf_printf(&b, "      ncc_lds4(bf%s, &Bs%s[kk][%s4 * tx]);\n", q ? " + 4" : "", st, q ? "64 + " : "");
   } else {
     buf_printf(&b, "      for (int i = 0; i < %d; i++) af[i] = As[kk][ty + 16 * i];\n", TM);
     buf_printf(&b, "      for (int j = 0; j < %d; j++) bf[j] = Bs[kk][tx + 16 * j];\n", TN);
   }
   buf_printf(&b, "      for (int i = 0; i < %d; i++)\n        for (int j = 0; j < %d; j++) acc[i][j] = fmaf(af[i], bf[j], acc[i][j]);\n",
              TM, TN);
-  buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
+  if (dbl) {
+    buf_printf(&b, "    }\n    if (k0 + %d < %s) {   /* into stage nx (the last K tile's FMAs read it before the last barrier) */\n",
+               BK, ke);
+    f32_put(&b, "As[nx][kk][rr]", "aq", BM, 256, s->a_kcontig, 2);
+    if (s->b_tile[0]) {
+      char put[sizeof s->b_put + 256];
+      indent_into(put, sizeof put, s->b_put, 2);
+      buf_puts(&b, put);
+    } else
+      f32_put(&b, "Bs[nx][kk][rr]", "bq", BN, 256, s->b_kcontig, 2);
+    buf_printf(&b, "    }\n    %s\n    st = nx;\n  }\n", D_BARRIER);
+  } else
+    buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
   if (vec) {
     buf_printf(&b, "  NCC_UNROLL\n  for (int i = 0; i < %d; i++)\n    NCC_UNROLL\n    for (int j = 0; j < %d; j++) {\n", TM, TN);
     buf_printf(&b, "      int m = m0 + 4 * ty + %s, n = n0 + 4 * tx + %s;\n", TM > 4 ? "i % 4 + 64 * (i / 4)" : "i",
@@ -1636,21 +1737,6 @@ static char *b_mode(GemmSpec *s, int mode, char *kx, size_t n) {
   return mode == 0 ? s->b_tile : mode == 1 ? s->b_first : s->b_fetch;
 }
 
-/* Copies src to dst (of n bytes) with `extra` more spaces before each line
- * (extra < 0: that many fewer) */
-static void indent_into(char *dst, size_t n, const char *src, int extra) {
-  size_t o = 0;
-  for (const char *p = src; *p && o + (size_t)(extra > 0 ? extra : 0) + 1 < n; p++) {
-    if (p == src || p[-1] == '\n') {
-      for (int i = 0; i < extra && *p != '\n'; i++) dst[o++] = ' ';
-      for (int i = 0; i < -extra && *p == ' '; i++) p++;
-    }
-    dst[o++] = *p;
-  }
-  NCC_ASSERT(o + 1 < n);
-  dst[o] = 0;
-}
-
 /* im2col_tile's K loop for a tap-major weight (Attrs.wtap: the fold pass
  * reordered it [out][kh][kw][in/groups] at load): row k is tap k / Cig,
  * channel k % Cig, and Cig is a multiple of BK (ir_conv_tap_major_ok), so a
@@ -1972,8 +2058,9 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
                 mma_dst(dst, sizeof dst, 'B', BN, "rb", mma_kind(nd), s.b_pad, g.NJ), bits, nd->a.wtap,
                 nd->pipe ? mma_type(nd) : NULL, mma_kind(nd));
   } else {
-    im2col_tile(&s, d, x, xin, cb, pool, rb, ir_fp32_wide(nd) ? 128 : 16 * tile_of(s.N), 256, "Bs[kk][rb]", NULL,
-                nd->a.wtap, NULL, -1);
+    /* double-buffered (tiled): the elements fetched into registers, stored into stage nx */
+    im2col_tile(&s, d, x, xin, cb, pool, rb, ir_fp32_wide(nd) ? 128 : 16 * tile_of(s.N), 256,
+                nd->pipe ? "Bs[nx][kk][rb]" : "Bs[kk][rb]", NULL, nd->a.wtap, nd->pipe ? "float" : NULL, -1);
   }
   /* output channel of row m */
   if (s.uses_z) snprintf(ch, sizeof ch, "z * %lld + m", LL(d->Mg));

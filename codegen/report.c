@@ -136,6 +136,9 @@ int report_blocks_per_sm(const char *arch, int threads, int regs, size_t smem_st
  * has the table they come from) rounded up to a multiple of 8.  A kind not
  * listed gets the tiled GEMM's figure. */
 enum { REGS_TILED = 56, REGS_WIDE = 120, REGS_GEMV = 32, REGS_DIRECT = 24, REGS_OTHER = 32 };
+/* the float32 tiles double-buffered (Node.pipe, ir_fp32_pipe_ok): ptxas 55 to 64 (64 x 64) and 122 to 127 (wide),
+ * sm_80 and sm_90, ResNet-50 and VGG-16 at batch 32 and sass.fp32_wide */
+enum { REGS_TILED_2ST = 64, REGS_WIDE_2ST = 128 };
 static int regs_estimate(const KGroup *gr, int cublas);
 
 /* The fraction of the machine a launch of `blocks` blocks, `per_sm` resident
@@ -391,6 +394,7 @@ static int regs_estimate(const KGroup *gr, int cublas) {
     IrTile t = ir_gemm_tile(n);
     return ir_tile_regs(n, &t);
   }
+  if (n->prec == PREC_FP32 && n->pipe) return ir_fp32_wide(n) ? REGS_WIDE_2ST : REGS_TILED_2ST;
   for (size_t i = 0; i < sizeof gemm_kinds / sizeof gemm_kinds[0]; i++)
     if (form == gemm_kinds[i].form || (form && gemm_kinds[i].form && !strcmp(form, gemm_kinds[i].form)))
       return gemm_kinds[i].regs;

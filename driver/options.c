@@ -141,13 +141,14 @@ static const OptSpec opts[] = {
   {O_GEMM_PIPE, "--gemm-pipeline", NULL, "=on|off", CMD_ALL, 0,
    "on (the default): tensor-core GEMMs stage the operands they can (fp16/bf16/int8 ones stored narrow, tf32 "
    "float32 ones, in 16-byte pieces) with cp.async in two stages and load their fragments with ldmatrix, and load "
-   "the next K tile's other B elements into registers during the MMAs; off: each K tile loaded, then multiplied, "
-   "as before (docs/gpu.md, \"Pipelined tiles\")"},
+   "the next K tile's other B elements into registers during the MMAs; the float32 GEMMs' wide tiles are "
+   "double-buffered; off: each K tile loaded, then multiplied, as before (docs/gpu.md, \"Pipelined tiles\")"},
   {O_GEMM_STAGES, "--gemm-stages", NULL, "=2|3|4", CMD_ALL, 0,
-   "with --gemm-pipeline=on at tf32, fp16, bf16 or int8 (refused elsewhere): the shared-memory stages of the operands "
+   "with --gemm-pipeline=on at tf32, fp16, bf16 or int8: the shared-memory stages of the operands "
    "copied by cp.async, so that the copies of "
    "that many K tiles less one are in flight while a tile's MMAs run (default 2; a tile whose stages would pass "
-   "40 KiB of shared memory takes fewer; the same bits at every count; docs/gpu.md, \"Pipelined tiles\")"},
+   "40 KiB of shared memory takes fewer; the same bits at every count; docs/gpu.md, \"Pipelined tiles\"); at fp32 "
+   "only 2: the 64x64 tiles double-buffered too, not the wide ones alone (\"The float32 GEMM double-buffered\")"},
   {O_AUTOTUNE, "--autotune", NULL, "=SECONDS", CMD_COMPILE | CMD_RUN | CMD_BENCH, 0,
    "tensor-core GEMMs (tf32, fp16, bf16): try each shape's candidate tiles on the device within SECONDS, "
    "check each gives the default tile's bits, and keep the fastest on a GPU (under emulation the tile model's "
@@ -660,9 +661,10 @@ static int check(Options *o) {
                 "inference; it does not go with %s", o->precision == PREC_FP32 ? "fp32 (no tensor cores)"
                 : o->precision == PREC_INT8 ? "int8 (its GEMMs take the tile model's choice)"
                 : o->cublas ? "--cublas" : o->gemm_tile ? "--gemm-tile (a tile forced)" : "--train");
-  if (o->gemm_stages && (!o->gemm_pipe || o->precision == PREC_FP32 || o->cublas))
-    return oerr("--gemm-stages=%d: the stages of the cp.async copies of tf32, fp16, bf16 and int8 tensor-core GEMMs; "
-                "it does not go with %s", o->gemm_stages, !o->gemm_pipe ? "--gemm-pipeline=off (no copies staged)"
+  if (o->gemm_stages && (!o->gemm_pipe || (o->precision == PREC_FP32 && o->gemm_stages != 2) || o->cublas))
+    return oerr("--gemm-stages=%d: the stages of the cp.async copies of tf32, fp16, bf16 and int8 tensor-core GEMMs "
+                "(at fp32: 2, every float32 tile that reads four floats a load double-buffered); it does not go with "
+                "%s", o->gemm_stages, !o->gemm_pipe ? "--gemm-pipeline=off (no copies staged)"
                 : o->cublas ? "--cublas" : "fp32 (no tensor cores; --precision=tf32, fp16, bf16 or int8)");
   if (o->gemm_tile && o->cublas)
     return oerr("--gemm-tile picks the tile of ncc's own GEMMs: it does not go with --cublas");

@@ -177,7 +177,8 @@ struct Node {
                               default tile of its shape */
   const char *tile_why;    /* with --autotune: why the tile (the autotuner's line); NULL: the
                               model's or --gemm-tile's reason (ir_tile_why) */
-  int pipe;                /* set by the precision pass on a tensor-core GEMM (--gemm-pipeline=on):
+  int pipe;                /* set by the precision pass on a tensor-core GEMM (--gemm-pipeline=on), and by
+                              passes_fp32_tiles on a float32 one (2: two stages, ir_fp32_pipe_ok):
                               0 off, else the stages (2..4, ir_pipe_stages) in which fp16/bf16/int8
                               operands stored narrow (tf32: float32 ones) and contiguous in 16-byte pieces are copied
                               with cp.async and their fragments loaded with ldmatrix (codegen checks
@@ -785,6 +786,12 @@ static inline int ir_fp32_tile_dim(int64_t d) { return d >= 64 ? 64 : d >= 32 ? 
 int ir_fp32_tile_choose(const Node *n, int forced, char *why, size_t nwhy);
 int ir_fp32_tiled(const Node *n);   /* a float32 GEMM the tiled kernel runs (the wide tile's candidates) */
 static inline int ir_fp32_wide(const Node *n) { return n->prec == PREC_FP32 && n->tile == 1 + IR_TILE_128x128; }
+/* The float32 tiled GEMMs that can be double-buffered (Node.pipe = 2; codegen/gemm.c, tiled; docs/gpu.md,
+ * "The float32 GEMM double-buffered"): a forward conv2d, linear or matmul on the tiled path whose tile
+ * reads four floats a load (the wide one, or the default where M and N are at least 64).  With
+ * --gemm-pipeline=on passes_fp32_tiles gives the wide ones two stages, every one with --gemm-stages=2 at
+ * fp32, or --autotune's choice.  The smaller tiles (16 or 32 rows or columns) keep one stage. */
+int ir_fp32_pipe_ok(const Node *n);
 /* The blocks an SM the kernel's __launch_bounds__ asks for (0: none): the
  * tile's minb, and 2 for a convolution's weight gradient at 256 threads,
  * whose B columns' registers (codegen/gemm.c, wgrad_tile) would pass the

@@ -291,3 +291,10 @@ int ir_fp32_tile_choose(const Node *n, int forced, char *why, size_t nwhy) {
   }
   return wide;
 }
+
+int ir_fp32_pipe_ok(const Node *n) {
+  if (!ir_fp32_tiled(n)) return 0;
+  int64_t M, N, K, Z;
+  ir_gemm_dims(n, &M, &N, &K, &Z);
+  return ir_fp32_wide(n) || (ir_fp32_tile_dim(M) == 64 && ir_fp32_tile_dim(N) == 64);
+}

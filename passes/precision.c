@@ -144,22 +144,27 @@ static void choose_tiles(Graph *g, const PassCtx *c) {
 
 /* Each float32 tiled GEMM's tile (Node.tile: 1 + IR_TILE_128x128, the wide
  * one, or 0): --gemm-tile's (64x64 or 128x128), else ir_fp32_tile_choose's
- * rule; -v prints each choice and its reason.  passes_run calls it after any
+ * rule; with --gemm-pipeline=on, two stages (Node.pipe = 2) for the wide
+ * tile, and for the 64 x 64 ones too with --gemm-stages=2 (ir_fp32_pipe_ok);
+ * -v prints each choice and its reason.  passes_run calls it after any
  * pipeline: at fp32 no precision pass runs, and at the other precisions the
  * layers int8 leaves in float32 take it too. */
 void passes_fp32_tiles(Graph *g, const PassCtx *c) {
   for (int i = 0; i < g->nnodes; i++) {
     Node *nd = g->nodes[i];
     if (nd->dead || !ir_fp32_tiled(nd)) continue;   /* (float32: not a tensor-core GEMM) */
-    nd->tile = 0;
+    nd->tile = nd->pipe = 0;
     if (c->cublas) continue;
     char why[256];
     int forced = c->gemm_tile ? c->gemm_tile - 1 == IR_TILE_128x128 : -1;
     nd->tile = ir_fp32_tile_choose(nd, forced, why, sizeof why) ? 1 + IR_TILE_128x128 : 0;
     nd->tile_why = NULL;
+    /* two stages: the wide tile's, every float4 tile's with --gemm-stages=2 at fp32 */
+    nd->pipe = c->gemm_pipe && ir_fp32_pipe_ok(nd) &&
+               (ir_fp32_wide(nd) || (c->precision == PREC_FP32 && c->gemm_stages == 2)) ? 2 : 0;
     if (c->verbose)
-      fprintf(stderr, "tiles: %s %s: fp32 tile %s\n", ncc_ops[nd->op].name, nd->name ? nd->name : nd->layer ? nd->layer : "",
-              why);
+      fprintf(stderr, "tiles: %s %s: fp32 tile %s%s\n", ncc_ops[nd->op].name,
+              nd->name ? nd->name : nd->layer ? nd->layer : "", why, nd->pipe ? "; two stages" : "");
   }
 }
 

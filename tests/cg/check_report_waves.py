@@ -42,7 +42,8 @@ PEAK = {"sm_80": 19.5e12, "sm_90": 67.0e12}
 BW = {"sm_80": 1.555e12, "sm_90": 3.35e12}
 LAUNCH_US = 3.0
 # registers a thread by kernel kind (the documented estimates)
-REGS = {"tiled": 56, "wide": 120, "gemv": 32, "direct": 24, "other": 32}
+REGS = {"tiled": 56, "wide": 120, "gemv": 32, "direct": 24, "other": 32,
+        "tiled2": 64, "wide2": 128}   # the float32 tiles double-buffered (two stages: "int nx = st ^ 1;")
 # the tensor-core GEMM's by its tile (docs/gpu.md, "Tile choice"): (convolution, other GEMMs)
 MMA_REGS = {"16x32": (64, 64), "16x64": (72, 64), "32x32": (72, 64), "32x64": (96, 64), "64x32": (96, 64),
             "64x64": (120, 64), "128x64": (160, 128), "64x128": (192, 128), "128x128": (160, 128)}
@@ -130,7 +131,8 @@ def launches(cu, model, nb):
         # the float32 tiled GEMM, its wide tile (8 x 8 a thread, docs/gpu.md) apart
         tiled = re.search(r"__shared__ (__align__\(16\) )?float As\[", text)
         kind = ("mma" if re.search(r"_mma(_|$)", kernel) else
-                ("wide" if "float acc[8][8];" in text else "tiled") if tiled
+                ("wide" if "float acc[8][8];" in text else "tiled") + ("2" if "int nx = st ^ 1;" in text else "")
+                if tiled
                 else "gemv" if re.search(r"_gemv(_|$)", kernel) else "other")
         out.append((comment, kernel, blocks, int(bx) * int(by), smem, int(dyn), kind))
     if len(out) != body.count("ncc_launch("):
@@ -239,9 +241,9 @@ def check_small(nccbin, work, problems):
         flops = 2 * C * H * H * Ci * K * K + 2 * C * H * H   # multiply-adds, the bias, the relu
         byts = 4 * (Ci * H * H + C * Ci * K * K + C + C * H * H)
         roof = max(flops / PEAK[arch], byts / BW[arch]) * 1e6
-        # the tiled GEMM: 64 output channels by 784 pixels in 64x64 tiles
+        # the tiled GEMM: 64 output channels by 784 pixels in 64x64 tiles, two stages of As[16][68] and Bs[16][64]
         nblocks = math.ceil(H * H / 64) * math.ceil(C / 64)
-        per_sm, _ = occupancy(arch, 256, REGS["tiled"], 4 * 2 * 16 * 65, 0)
+        per_sm, _ = occupancy(arch, 256, REGS["tiled2"], 2 * 4 * 16 * (68 + 64), 0)
         sh, w = share(arch, nblocks, per_sm)
         want = roof / sh + LAUNCH_US
         print("small conv %s: %s blocks, %s per SM, %s waves, %.1f us (the roofline: %.1f us)"

@@ -34,7 +34,10 @@
       64 x 64, then forced wide (--gemm-tile=128x128).  Every wide kernel's
       main loop is at least 80% FFMA, its shared loads all 128-bit and at most
       one for 16 FFMAs; every 64 x 64 one's at least 70% FFMA, 128-bit loads,
-      one for 8 FFMAs at most; no spill, no stack frame, two blocks an SM.
+      one for 8 FFMAs at most; no spill, no stack frame, two blocks an SM;
+      the wide ones double-buffered (one barrier in the loop over K tiles,
+      with the next tile's global loads and shared stores), the 64 x 64 ones
+      too with --gemm-stages=2, else with two barriers.
       Exits 77 as --report does.
 """
 import json
@@ -445,14 +448,16 @@ def fp32_wide_tests(ncc, nvcc, work):
     """The float32 tiled GEMM's float4 tiles, at sm_80 and sm_90: every wide kernel's main loop (128 x 128,
     8 x 8 a thread) FFMAs at least 80% of its instructions, its shared loads all 128-bit and at most one for
     16 FFMAs; every 64 x 64 one's (4 x 4 a thread) at least 70% FFMA, its shared loads all 128-bit, one for
-    8 FFMAs at most; no spill, no stack frame, two blocks an SM for both."""
+    8 FFMAs at most; no spill, no stack frame, two blocks an SM for both.  The wide tile double-buffered
+    (Node.pipe: one barrier a K tile, the next tile's global loads and stores in the loop), the 64 x 64 one
+    with --gemm-stages=2 (the third file), else one stage (two barriers a K tile)."""
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     net = os.path.join(work, "wide.net")
     with open(net, "w") as f:
         f.write(WIDE_NET)
     cus = []
-    for tag, flags in (("auto", []), ("forced", ["--gemm-tile=128x128"])):
+    for tag, flags in (("auto", []), ("forced", ["--gemm-tile=128x128"]), ("stages2", ["--gemm-stages=2"])):
         cu = os.path.join(work, "wide_%s.cu" % tag)
         subprocess.run([ncc, net, "-o", cu] + flags, check=True)
         cus.append(cu)
@@ -470,8 +475,10 @@ def fp32_wide_tests(ncc, nvcc, work):
             body = text.split("void " + k["name"] + "(", 1)[1].split("\n}\n", 1)[0]
             n, lp = f"{os.path.basename(rep['file'])} {rep['arch']} {k['name']}", k["loop"]
             tile = "wide" if "float acc[8][8];" in body else "64x64" if "float acc[4][4];" in body else None
-            check(tile is not None and "ncc_lds4(af, &As[kk][4 * ty]);" in body,
-                  f"{n}: neither the wide nor the 64 x 64 tile, or a float a load")
+            two = tile == "wide" or rep["file"].endswith("_stages2.cu")   # two stages expected
+            check(tile is not None and ("ncc_lds4(af, &As[st][kk][4 * ty]);" if two else
+                                        "ncc_lds4(af, &As[kk][4 * ty]);") in body,
+                  f"{n}: neither the wide nor the 64 x 64 tile, or a float a load, or not {1 + two} stage(s)")
             if tile is None:
                 continue
             seen[tile] += 1
@@ -482,11 +489,17 @@ def fp32_wide_tests(ncc, nvcc, work):
             check(k["spill_st"] == 0 and k["spill_ld"] == 0 and k["stack"] == 0,
                   f"{n}: spills {k['spill_st']}/{k['spill_ld']}, stack {k['stack']}")
             check(k["occupancy"] and k["occupancy"]["blocks"] >= 2, f"{n}: occupancy {k['occupancy']}")
+            # double-buffered: the loop over K tiles (the main loop, or the one around it where ptxas kept the
+            # loop over k) one barrier, the next tile's global loads and shared stores in it
+            kl = lp if lp and lp["bar"] else k.get("outer_loop") or {}
+            check(kl.get("bar") == 2 - two and kl.get("ldg", 0) > 0 and kl.get("sts", 0) > 0 and kl.get("ffma", 0) > 0,
+                  f"{n}: the loop over K tiles should hold {2 - two} barrier(s), the global loads and the stores: {kl}")
             print(f"{n}: {tile}, regs {k['regs']}, {k['occupancy']['blocks']} blocks/SM, main loop {lp['ins']} "
-                  f"instructions, {lp['ffma']} FFMA, {lp['lds']} LDS ({lp['l128']} of 128 bits)")
-    # the convolution wide by the rule (both files), the linear layer and the matmul 64 x 64 by the rule and
-    # wide forced: at two architectures
-    check(seen == {"wide": 2 * 4, "64x64": 2 * 2}, f"kernels by tile {seen}, expected 8 wide and 4 of 64 x 64")
+                  f"instructions, {lp['ffma']} FFMA, {lp['lds']} LDS ({lp['l128']} of 128 bits); K tile loop "
+                  f"{kl['bar']} barrier, {kl['ldg']} LDG, {kl['sts']} STS")
+    # the convolution wide by the rule (the three files), the linear layer and the matmul 64 x 64 by the rule
+    # (one stage, then two) and wide forced: at two architectures
+    check(seen == {"wide": 2 * 5, "64x64": 2 * 4}, f"kernels by tile {seen}, expected 10 wide and 8 of 64 x 64")
     if not fails and os.environ.get("NCC_KEEP_WORK", "0") != "1":
         shutil.rmtree(work, ignore_errors=True)
     return 0

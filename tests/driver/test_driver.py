@@ -565,9 +565,28 @@ def _gemm_tile(ctx):
         raise Failure("at fp32 the linear of 40 x 20 should keep the default tile (2 x 1 outputs a thread)")
     p = ctx.ncc_cmd([net, "--gemm-tile=128x128", "-o", out])
     src = open(out).read() if p.returncode == 0 else ""
-    if (p.returncode != 0 or "float acc[8][8];" not in src or "ncc_lds4(af, &As[kk][4 * ty]);" not in src
-            or "/* fc: fp32 tile 128x128, forced (--gemm-tile)" not in src):
-        raise Failure("--gemm-tile=128x128 at fp32 should give the wide kernel (8 x 8 a thread), said at its launch")
+    if (p.returncode != 0 or "float acc[8][8];" not in src or "ncc_lds4(af, &As[st][kk][4 * ty]);" not in src
+            or "/* fc: fp32 tile 128x128, forced (--gemm-tile)" not in src or "; two stages */" not in src):
+        raise Failure("--gemm-tile=128x128 at fp32 should give the wide kernel (8 x 8 a thread), double-buffered, "
+                      "said at its launch")
+    # two stages (docs/gpu.md, "The float32 GEMM double-buffered"): the wide tile's by default, one with
+    # --gemm-pipeline=off; the 64 x 64 tile's with --gemm-stages=2
+    p = ctx.ncc_cmd([net, "--gemm-tile=128x128", "--gemm-pipeline=off", "-o", out])
+    src = open(out).read() if p.returncode == 0 else ""
+    if p.returncode != 0 or "float acc[8][8];" not in src or "As[2]" in src or "two stages" in src:
+        raise Failure("--gemm-pipeline=off at fp32 should keep the wide tile in one stage")
+    big = os.path.join(ctx.work, "big.net")
+    with open(big, "w") as f:
+        f.write("model big\ninput x: f32[96, 80]\ny = linear(x, 72, name=\"fc\")\noutput y\n")
+    p = ctx.ncc_cmd([big, "-o", out])
+    one = open(out).read() if p.returncode == 0 else ""
+    p = ctx.ncc_cmd([big, "--gemm-stages=2", "-v", "-o", out])
+    two = open(out).read() if p.returncode == 0 else ""
+    if ("float acc[4][4];" not in one or "As[2]" in one or "float As[2][16][68];" not in two
+            or "tiles: linear fc: fp32 tile 64x64, the default: a 96 x 72 GEMM" not in p.stderr
+            or "; two stages" not in p.stderr):
+        raise Failure("a 96 x 72 linear at fp32: one stage of the 64 x 64 tile by default, two with --gemm-stages=2 "
+                      "(said by -v): %s" % p.stderr)
     p = ctx.ncc_cmd([vgg, "--set", "N=32", "--emit=report", "-v", "-o", rep])
     text = open(rep).read() if p.returncode == 0 else ""
     wide = re.findall(r"conv2d\+relu \[128x128\]\s+(\S+)", text)
@@ -587,6 +606,7 @@ def _gemm_tile(ctx):
         ([net, "--precision=fp16", "--gemm-pipeline=off", "--gemm-stages=3", "-o", out],
          ["--gemm-stages=3", "--gemm-pipeline=off"]),
         ([net, "--gemm-stages=4", "-o", out], ["--gemm-stages=4", "fp32"]),
+        ([net, "--gemm-pipeline=off", "--gemm-stages=2", "-o", out], ["--gemm-stages=2", "--gemm-pipeline=off"]),
         ([net, "--precision=bf16", "--cublas", "--gemm-stages=2", "-o", out], ["--gemm-stages=2", "--cublas"]),
         # at fp32 the CUDA-core tiles alone: 64x64 and 128x128 (ir_fp32_wide)
         ([net, "--gemm-tile=32x32", "-o", out], ["--gemm-tile=32x32: at fp32", "64x64 (the default) or 128x128"]),

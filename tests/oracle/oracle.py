@@ -305,6 +305,13 @@ CONV_VARIANTS = {
     "tap_big":    (2, 32, 9, 9, 130, 3, 1, 1, 1, 1, True),
     # split-K with index digits (in/groups not a multiple of 16; K 216, no whole number of K tiles)
     "splitk_digits": (1, 24, 9, 9, 48, 3, 1, 1, 1, 1, True),
+    # 64 or more output channels and columns: the float32 tiles double-buffered (ir_fp32_pipe_ok), their B
+    # fetched a K tile ahead from the rows' table (a 7 x 7 stem), by index digits (K past the table, split-K),
+    # a 1 x 1's channels (K 20, no whole K tile), tap-major channels with split-K
+    "pipe_stem":   (2, 3, 12, 12, 64, 7, 2, 3, 1, 1, True),
+    "pipe_digits": (1, 60, 9, 9, 66, 3, 1, 1, 1, 1, True),
+    "pipe_k1":     (2, 20, 8, 8, 72, 1, 1, 0, 1, 1, True),
+    "pipe_tap_splitk": (1, 96, 9, 9, 64, 3, 1, 1, 1, 1, False),
 }
 # The tensor-core cases' own (tc_conv_case alone, not the float32 conv cases): 1x1, stride 1, no padding,
 # pixels a multiple of 8 (with a relu before it, the image stored narrow at fp16/bf16: B by cp.async and
@@ -2012,7 +2019,7 @@ case("tc_bits_bf16_tile128x128_conv_k1_nvec_stages3_checked_reverse",
 # k in the same order either way, split-K's ranges too); the generated
 # kernel must read its tiles four floats a load.
 WIDE = ["--gemm-tile=128x128"]
-WIDE_SRC = "ncc_lds4(bf + 4, &Bs[kk][64 + 4 * tx]);"
+WIDE_SRC = "ncc_lds4(bf + 4, &Bs[st][kk][64 + 4 * tx]);"
 
 
 def fp32_wide_case(ctx, run):
@@ -2054,6 +2061,60 @@ for _k, _o in (("resnet18", 2), ("vgg11", 3), ("mobilenet_v2", 2)):
     case("fp32_wide_model_%s_O%d" % (_k, _o), ["model", "tile", "check", "fiber"])(
         lambda ctx, k=_k, b=_b, sz=_s, st=_sets, ch=_ch, o=_o: model_case(
             ctx, k, b, sz, st, flags=WIDE + ["-O%d" % o, "--check"], env={"NCC_FIBER_ORDER": "reverse"}, in_ch=ch))
+
+
+# ---------------------------------------------------------------- float32: two stages
+# Double-buffered float32 tiles (ir_fp32_pipe_ok; docs/gpu.md, "The float32
+# GEMM double-buffered"): the wide tile's two stages (the default with
+# --gemm-pipeline=on), the 64 x 64 tile's with --gemm-stages=2; the next K
+# tile's elements loaded into registers during the FMAs.  Each case runs the
+# GEMM single-staged (--gemm-pipeline=off), then double-buffered in checked
+# mode in reverse fiber order: both within the float32 tolerance of PyTorch,
+# and equal bit for bit (the same sums in the same order); the generated
+# kernel must be the double-buffered one.
+PIPE_OFF = ["--gemm-pipeline=off"]
+PIPE_SRC = "int nx = st ^ 1;"
+STAGES2 = ["--gemm-stages=2"]
+
+
+def fp32_pipe_case(ctx, run, wide=False):
+    """run(env, flags): one of conv_case, linear_case, matmul_case with its shape; wide: the 128 x 128 tile"""
+    import numpy as np
+    out = ctx.path("out_y.npy")
+    tile, two = (WIDE, []) if wide else ([], STAGES2)
+    run(None, tile + PIPE_OFF)
+    base = np.load(out)
+    run(CHECKED_REVERSE, tile + two)
+    both = np.load(out)
+    if not np.array_equal(base, both):
+        d = np.abs(base.astype(np.float64) - both)
+        raise Failure("double-buffered, the output differs from one stage's: %d elements, max %.3g"
+                      % (int(np.sum(d > 0)), float(d.max())))
+    print("two stages: one stage's bits")
+    src_check(ctx, tile + two, PIPE_SRC)
+
+
+for _v in ("pipe_stem", "pipe_digits", "pipe_k1", "pipe_tap_splitk", "tile_big", "tile_big_g2", "tap_big", "wide"):
+    case("fp32_pipe_conv_" + _v, ["op", "conv", "tile", "check", "fiber"])(
+        lambda ctx, v=_v: fp32_pipe_case(ctx, lambda env, fl: conv_case(ctx, v, env=env, flags=fl)))
+for _v in ("pipe_digits", "tap_big", "tile_big_g2"):
+    case("fp32_pipe_wide_conv_" + _v, ["op", "conv", "tile", "check", "fiber"])(
+        lambda ctx, v=_v: fp32_pipe_case(ctx, lambda env, fl: conv_case(ctx, v, env=env, flags=fl), wide=True))
+case("fp32_pipe_linear", ["op", "tile", "check", "fiber"])(
+    lambda ctx: fp32_pipe_case(ctx, lambda env, fl: linear_case(ctx, 150, 70, 140, True, env=env, flags=fl)))
+case("fp32_pipe_wide_linear_nobias", ["op", "tile", "check", "fiber"])(
+    lambda ctx: fp32_pipe_case(ctx, lambda env, fl: linear_case(ctx, 130, 33, 129, False, env=env, flags=fl),
+                               wide=True))
+case("fp32_pipe_matmul_broadcast", ["op", "tile", "check", "fiber"])(
+    lambda ctx: fp32_pipe_case(ctx, lambda env, fl: matmul_case(ctx, (2, 1, 129, 40), (3, 40, 131), env=env,
+                                                                flags=fl)))
+# whole models with every float4 tile double-buffered, checked, reverse fiber order: their epilogues, a
+# pooling prologue (VGG-11 at -O3)
+for _k, _o in (("resnet18", 2), ("vgg11", 3)):
+    _b, _s, _sets, _ch = _MATRIX[_k]
+    case("fp32_pipe_model_%s_O%d" % (_k, _o), ["model", "tile", "check", "fiber"])(
+        lambda ctx, k=_k, b=_b, sz=_s, st=_sets, ch=_ch, o=_o: model_case(
+            ctx, k, b, sz, st, flags=STAGES2 + ["-O%d" % o, "--check"], env={"NCC_FIBER_ORDER": "reverse"}, in_ch=ch))
 
 
 # ---------------------------------------------------------------- int8 weights (`ncc quantize`)
