@@ -328,6 +328,8 @@ void cg_launch_b(Cg *c, const char *name, const KParams *p, long long gx, long l
     if (ir_gemm_mma(gr->main)) {   /* the tensor-core GEMM's tile and why (the precision pass's choice) */
       char why[256];
       buf_printf(b, ": tile %s", ir_tile_why(gr->main, why, sizeof why));
+    } else if (gr->main->prec == PREC_FP32 && gr->main->tile_why && ir_fp32_tiled(gr->main)) {
+      buf_printf(b, ": fp32 tile %s", gr->main->tile_why);   /* --autotune's tile and stages, and why */
     } else if (ir_fp32_wide(gr->main) || (gr->main->prec == PREC_FP32 && gr->main->pipe)) {
       /* the float32 GEMM's wide tile (the rule's reason, or forced), and its stages */
       char why[256];

@@ -1,12 +1,14 @@
-/* autotune.c — --autotune=SECONDS: each tensor-core GEMM shape's tile tried
- * on the device, within a time budget (docs/gpu.md, "Autotuning").
+/* autotune.c — --autotune=SECONDS: each GEMM shape's tile tried on the
+ * device, within a time budget (docs/gpu.md, "Autotuning").
  *
  * Before the model is built, the driver runs the passes once to find its
- * tensor-core GEMMs (ir_gemm_mma) and keys each by its shape (ir_gemm_key).
- * For each shape with more than one candidate tile (ir_tile_candidates: the
- * default, then the larger tiles the model may choose), while the budget
- * lasts, it builds a model of that one layer (random weights and input from
- * --seed) once per tile with --gemm-tile, runs it, and checks the output
+ * tensor-core GEMMs (ir_gemm_mma) and float32 tiled ones (ir_fp32_tiled),
+ * and keys each by its shape (ir_gemm_key).  For each shape with more than
+ * one candidate (ir_tile_candidates: the default tile, then the larger
+ * tiles the model may choose; at fp32 ir_fp32_candidates: the default tile
+ * and the wide one, each in one stage and two), while the budget lasts, it
+ * builds a model of that one layer (random weights and input from --seed)
+ * once per candidate with --gemm-tile (and the stages), runs it, and checks the output
  * against the default tile's: every tile adds each output's products in the
  * same k order, so the bits must be equal; a tile that differs is rejected
  * (an ncc bug, said so).  On a GPU each tile is also timed: the median of
@@ -19,7 +21,7 @@
  * comment).  They are kept in the compile cache's folder, autotune.txt, a
  * line per device and shape:
  *   DEVICE <tab> KEY <tab> TILE <tab> WHY
- * written atomically; a later build on the same device reads its shapes
+ * TILE BMxBN, at fp32 BMxBN/S with S the stages (1 or 2); written atomically; a later build on the same device reads its shapes
  * from there and runs nothing.  Shapes the budget did not reach keep the
  * model's tile and are not written. */
 #include <errno.h>
@@ -44,8 +46,20 @@ typedef struct Job {
   char key[256];
   char net[1024];     /* the .net text of the one layer */
   int cand[IR_NTILES], nc;
-  int model_pick;     /* the tile model's choice (an index in ir_mma_tiles) */
+  int stg[IR_NTILES];  /* a float32 GEMM's: each candidate's stages (1, 2); 0 for a tensor-core GEMM's */
+  int model_pick;     /* the tile model's choice (an index in ir_mma_tiles; at fp32 an index in cand) */
 } Job;
+
+/* "128x128" or, at fp32, "128x128/2" (words: "128x128, two stages"): a candidate's or a cache line's tile and
+ * stages */
+static const char *tile_str(char *buf, size_t n, int tile, int stages, int words) {
+  if (stages && words)
+    snprintf(buf, n, "%dx%d, %s stage%s", ir_mma_tiles[tile].BM, ir_mma_tiles[tile].BN, stages == 2 ? "two" : "one",
+             stages == 2 ? "s" : "");
+  else if (stages) snprintf(buf, n, "%dx%d/%d", ir_mma_tiles[tile].BM, ir_mma_tiles[tile].BN, stages);
+  else snprintf(buf, n, "%dx%d", ir_mma_tiles[tile].BM, ir_mma_tiles[tile].BN);
+  return buf;
+}
 
 static void dims_str(char *buf, size_t n, const Shape *s) {
   size_t l = 0;
@@ -80,7 +94,7 @@ static int one_layer(const Node *n, char *net, size_t len) {
   return w < 0 || (size_t)w >= len ? -1 : 0;
 }
 
-/* The distinct tensor-core GEMM shapes of the model's inference graph */
+/* The distinct tensor-core and float32 tiled GEMM shapes of the model's inference graph */
 static int collect(const Options *o, Job **jobs, int *nj) {
   Graph *g = frontend_load(o->model, o->sets, o->nsets);
   if (!g || diag_errors()) {
@@ -99,14 +113,21 @@ static int collect(const Options *o, Job **jobs, int *nj) {
   *nj = 0;
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
-    if (n->dead || !ir_gemm_mma(n)) continue;
+    int fp32 = !o->cublas && ir_fp32_tiled(n);
+    if (n->dead || !(ir_gemm_mma(n) || fp32)) continue;
     Job *j = &(*jobs)[*nj];
     if (ir_gemm_key(n, j->key, sizeof j->key) != 0 || one_layer(n, j->net, sizeof j->net) != 0) continue;
     int seen = 0;
     for (int k = 0; k < *nj && !seen; k++) seen = !strcmp((*jobs)[k].key, j->key);
     if (seen) continue;
-    j->nc = ir_tile_candidates(n, j->cand);
-    j->model_pick = ir_tile_choose(n, -1, NULL, 0);
+    if (fp32) {
+      j->nc = ir_fp32_candidates(n, o->gemm_pipe, o->precision == PREC_FP32 && o->gemm_stages == 2, j->cand, j->stg,
+                                 &j->model_pick);
+    } else {
+      j->nc = ir_tile_candidates(n, j->cand);
+      j->model_pick = ir_tile_choose(n, -1, NULL, 0);
+      memset(j->stg, 0, sizeof j->stg);
+    }
     (*nj)++;
   }
   ir_graph_free(g);
@@ -121,7 +142,7 @@ static int cache_path(char *out, size_t n) {
   return w < 0 || (size_t)w >= n ? -1 : 0;
 }
 
-typedef struct Line { char dev[320], key[256], why[256]; int tile; } Line;
+typedef struct Line { char dev[320], key[256], why[256]; int tile, stages; } Line;
 
 /* Every line of the cache (none when it does not exist); 1 on a corrupt file */
 static int cache_read(const char *path, Line **lines, int *nl) {
@@ -149,10 +170,18 @@ static int cache_read(const char *path, Line **lines, int *nl) {
       break;
     }
     *f2++ = 0, *f3++ = 0, *f4++ = 0;
+    char *sl = strchr(f3, '/');   /* a float32 GEMM's stages: /1 or /2 */
+    int stages = 0;
+    if (sl) {
+      stages = !strcmp(sl + 1, "1") ? 1 : !strcmp(sl + 1, "2") ? 2 : -1;
+      *sl = 0;
+    }
     int t = ir_tile_lookup(f3);
-    if (t < 0 || strlen(f1) >= sizeof(*lines)->dev || strlen(f2) >= sizeof(*lines)->key) {
-      rc = drv_error("%s:%d: '%.40s' is no tile of ncc's (or a field is too long; delete the file to start over)", path,
-                     ln, f3);
+    if (stages && t != IR_TILE_64x64 && t != IR_TILE_128x128) t = -1;   /* fp32: the default tile or the wide one */
+    if (sl) *sl = '/';
+    if (t < 0 || stages < 0 || strlen(f1) >= sizeof(*lines)->dev || strlen(f2) >= sizeof(*lines)->key) {
+      rc = drv_error("%s:%d: '%.40s' is no tile of ncc's (a float32 GEMM's: 64x64/S or 128x128/S, S 1 or 2), or a "
+                     "field is too long (delete the file to start over)", path, ln, f3);
       break;
     }
     if (*nl == cap) {
@@ -164,7 +193,7 @@ static int cache_read(const char *path, Line **lines, int *nl) {
     snprintf(l->dev, sizeof l->dev, "%s", f1);
     snprintf(l->key, sizeof l->key, "%s", f2);
     snprintf(l->why, sizeof l->why, "%s", f4);
-    l->tile = t;
+    l->tile = t, l->stages = stages;
   }
   fclose(f);
   return rc;
@@ -175,11 +204,13 @@ static int cache_write(const char *path, const Line *lines, int nl) {
   snprintf(tmp, sizeof tmp, "%s.ncc-tmp-%ld", path, (long)getpid());
   FILE *f = fopen(tmp, "w");
   if (!f) return drv_error("--autotune: cannot write %s: %s", path, strerror(errno));
-  fprintf(f, "%s\n# written by ncc --autotune: the tile of each tensor-core GEMM shape, by device "
+  fprintf(f, "%s\n# written by ncc --autotune: the tile of each GEMM shape, by device; at fp32 /S its stages "
              "(docs/gpu.md, \"Autotuning\")\n# DEVICE\tKEY\tTILE\tWHY\n", AUTOTUNE_MAGIC);
-  for (int i = 0; i < nl; i++)
-    fprintf(f, "%s\t%s\t%dx%d\t%s\n", lines[i].dev, lines[i].key, ir_mma_tiles[lines[i].tile].BM,
-            ir_mma_tiles[lines[i].tile].BN, lines[i].why);
+  for (int i = 0; i < nl; i++) {
+    char t[32];
+    fprintf(f, "%s\t%s\t%s\t%s\n", lines[i].dev, lines[i].key, tile_str(t, sizeof t, lines[i].tile, lines[i].stages, 0),
+            lines[i].why);
+  }
   int bad = ferror(f);
   if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
     int e = errno;
@@ -192,11 +223,15 @@ static int cache_write(const char *path, const Line *lines, int nl) {
 /* ---- one tile of one shape ---- */
 /* Builds the one-layer model at tile t, runs it: its output (malloc'd) and,
  * on a GPU, the median of its kernels' times; the device in dev */
-static int run_tile(const Options *base, const char *net, int t, void **outp, size_t *nbytes, double *ms, int *gpu,
-                    char *dev, size_t ndev) {
+static int run_tile(const Options *base, const char *net, int t, int stages, void **outp, size_t *nbytes, double *ms,
+                    int *gpu, char *dev, size_t ndev) {
   Options o = *base;
   o.model = net;
   o.gemm_tile = t + 1;
+  if (stages) {   /* fp32: one stage (no pipeline), or two (the 64x64 tile's by --gemm-stages=2, the wide one's by default) */
+    o.gemm_pipe = stages == 2;
+    o.gemm_stages = stages == 2 && t != IR_TILE_128x128 ? 2 : 0;
+  }
   o.autotune = 0;
   o.nsets = 0;
   o.weights = NULL, o.freeze = 0, o.train = 0, o.passes = NULL, o.print_after = NULL, o.max_memory = 0, o.verbose = 0;
@@ -259,7 +294,7 @@ static int tune_job(const Options *o, const Job *j, const char *dir, double dead
     if (ncc_now() > deadline) break;
     void *y = NULL;
     size_t ny = 0;
-    rc = run_tile(o, path, j->cand[c], &y, &ny, &ms[c], &gpu, dev, sizeof dev);
+    rc = run_tile(o, path, j->cand[c], j->stg[c], &y, &ny, &ms[c], &gpu, dev, sizeof dev);
     (*builds)++;
     if (rc) break;
     tried++;
@@ -268,38 +303,39 @@ static int tune_job(const Options *o, const Job *j, const char *dir, double dead
       continue;
     }
     ok[c] = ny == nref && memcmp(y, ref, ny) == 0;
+    char tc[32], t0[32];
     if (!ok[c])
-      drv_note("autotune: %s: tile %dx%d gives other bits than the default %dx%d: left out (an ncc bug; please "
-               "report it)", j->key, ir_mma_tiles[j->cand[c]].BM, ir_mma_tiles[j->cand[c]].BN,
-               ir_mma_tiles[j->cand[0]].BM, ir_mma_tiles[j->cand[0]].BN);
+      drv_note("autotune: %s: tile %s gives other bits than the default %s: left out (an ncc bug; please "
+               "report it)", j->key, tile_str(tc, sizeof tc, j->cand[c], j->stg[c], 0),
+               tile_str(t0, sizeof t0, j->cand[0], j->stg[0], 0));
     free(y);
   }
   free(ref);
   if (rc) return rc;
   if (tried < j->nc) return 2;   /* not every tile: the model's choice stands, unrecorded */
   snprintf(line->key, sizeof line->key, "%s", j->key);
+  int fp32 = j->stg[0] != 0, pick = 0;
+  char tp[32];
   if (gpu) {   /* the fastest that gave the default's bits */
-    int best = 0;
     for (int c = 1; c < j->nc; c++)
-      if (ok[c] && ms[c] < ms[best]) best = c;
-    line->tile = j->cand[best];
-    size_t l = (size_t)snprintf(line->why, sizeof line->why, "%dx%d, autotuned on %s:", ir_mma_tiles[line->tile].BM,
-                                ir_mma_tiles[line->tile].BN, dev);
+      if (ok[c] && ms[c] < ms[pick]) pick = c;
+    size_t l = (size_t)snprintf(line->why, sizeof line->why, "%s, autotuned on %s:",
+                                tile_str(tp, sizeof tp, j->cand[pick], j->stg[pick], 1), dev);
     for (int c = 0; c < j->nc && l < sizeof line->why; c++) {   /* each tile's median, or why it was left out */
-      char t[48];
+      char t[48], tc[32];
       if (ok[c]) snprintf(t, sizeof t, "%.4g ms", ms[c]);
       else snprintf(t, sizeof t, "other bits");
-      l += (size_t)snprintf(line->why + l, sizeof line->why - l, "%s %dx%d %s", c ? "," : "", ir_mma_tiles[j->cand[c]].BM,
-                            ir_mma_tiles[j->cand[c]].BN, t);
+      l += (size_t)snprintf(line->why + l, sizeof line->why - l, "%s %s %s", c ? "," : "",
+                            tile_str(tc, sizeof tc, j->cand[c], j->stg[c], 0), t);
     }
   } else {     /* under emulation: the model's choice, if it gave the default's bits */
-    int pick = 0;
     for (int c = 0; c < j->nc; c++)
-      if (j->cand[c] == j->model_pick && ok[c]) pick = c;
-    line->tile = j->cand[pick];
-    snprintf(line->why, sizeof line->why, "%dx%d, the tile model's choice: %d tiles gave equal bits under emulation "
-             "(no GPU to time them)", ir_mma_tiles[line->tile].BM, ir_mma_tiles[line->tile].BN, j->nc);
+      if ((fp32 ? c == j->model_pick : j->cand[c] == j->model_pick) && ok[c]) pick = c;
+    snprintf(line->why, sizeof line->why, "%s, the tile %s's choice: %d %s gave equal bits under emulation "
+             "(no GPU to time them)", tile_str(tp, sizeof tp, j->cand[pick], j->stg[pick], 1), fp32 ? "rule" : "model",
+             j->nc, fp32 ? "tiles and stages" : "tiles");
   }
+  line->tile = j->cand[pick], line->stages = j->stg[pick];
   return 0;
 }
 
@@ -350,10 +386,15 @@ int drv_autotune(const Options *o) {
       hit = &lines[nl - 1];
       tuned++, changed = 1;
     }
+    if ((hit->stages != 0) != (j->stg[0] != 0)) {   /* a tensor-core shape's line without stages, a float32 one's with */
+      rc = drv_error("%s: the line of '%s' %s stages (/1 or /2 after the tile): not ncc's (delete the file to start "
+                     "over)", cpath, j->key, j->stg[0] ? "lacks its" : "has");
+      break;
+    }
     TuneEntry *e = &g_tune.e[g_tune.n++];
     snprintf(e->key, sizeof e->key, "%s", hit->key);
     snprintf(e->why, sizeof e->why, "%s", hit->why);
-    e->tile = hit->tile;
+    e->tile = hit->tile, e->stages = hit->stages;
   }
   char tnet[128];   /* the one-layer model tune_job wrote */
   snprintf(tnet, sizeof tnet, "%s/tune.net", dir);
@@ -361,9 +402,9 @@ int drv_autotune(const Options *o) {
   rmdir(dir);
   if (!rc && changed) rc = cache_write(cpath, lines, nl);
   if (!rc) {
-    drv_note("autotune: %d tensor-core GEMM shape%s: %d from %s, %d tried now (%d builds, %.1f s of %g)%s%s", nj,
+    drv_note("autotune: %d GEMM shape%s: %d from %s, %d tried now (%d builds, %.1f s of %g)%s%s", nj,
              nj == 1 ? "" : "s", cached, cpath, tuned, builds, ncc_now() - t0, o->autotune,
-             left ? ", the rest over the budget (the tile model's choice)" : "",
+             left ? ", the rest over the budget (the tile model's or rule's choice)" : "",
              single ? ", some with one tile to choose from" : "");
     g_have = 1;
   }

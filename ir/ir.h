@@ -767,7 +767,12 @@ int ir_tile_candidates(const Node *n, int out[IR_NTILES]);
  * d=1x1 g=1"); 0, or -1 when it does not fit */
 int ir_gemm_key(const Node *n, char *buf, size_t len);
 /* --autotune's choices by ir_gemm_key (driver/autotune.c fills it) */
-typedef struct TuneEntry { char key[256]; int tile; char why[256]; } TuneEntry;
+typedef struct TuneEntry {
+  char key[256];
+  int tile;       /* an index in ir_mma_tiles (a float32 GEMM's: IR_TILE_64x64, the default by shape, or 128x128) */
+  int stages;     /* a float32 GEMM's stages (1, or 2: Node.pipe); 0 for a tensor-core GEMM's entry */
+  char why[256];
+} TuneEntry;
 typedef struct TuneTable { TuneEntry *e; int n; } TuneTable;
 int ir_tile_regs(const Node *n, const IrTile *t);
 /* The float32 (CUDA-core) tiled GEMM's wide tile: 128 x 128 outputs a block
@@ -792,6 +797,13 @@ static inline int ir_fp32_wide(const Node *n) { return n->prec == PREC_FP32 && n
  * --gemm-pipeline=on passes_fp32_tiles gives the wide ones two stages, every one with --gemm-stages=2 at
  * fp32, or --autotune's choice.  The smaller tiles (16 or 32 rows or columns) keep one stage. */
 int ir_fp32_pipe_ok(const Node *n);
+/* --autotune's configurations of a float32 tiled GEMM (ir_fp32_tiled): tile[i] (IR_TILE_64x64, the
+ * default by shape, or IR_TILE_128x128) with stages[i] (1 or 2); the first is the default tile in one
+ * stage (the reference bits); two stages only where pipe (--gemm-pipeline=on) and the tile reads four
+ * floats a load, the wide tile only where M and N are at least 128 and K is not split.  Returns the
+ * count (at most 4); *pick: the index passes_fp32_tiles would choose without a trial (stages2:
+ * --gemm-stages=2 at fp32). */
+int ir_fp32_candidates(const Node *n, int pipe, int stages2, int tile[4], int stages[4], int *pick);
 /* The blocks an SM the kernel's __launch_bounds__ asks for (0: none): the
  * tile's minb, and 2 for a convolution's weight gradient at 256 threads,
  * whose B columns' registers (codegen/gemm.c, wgrad_tile) would pass the

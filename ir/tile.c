@@ -298,3 +298,23 @@ int ir_fp32_pipe_ok(const Node *n) {
   ir_gemm_dims(n, &M, &N, &K, &Z);
   return ir_fp32_wide(n) || (ir_fp32_tile_dim(M) == 64 && ir_fp32_tile_dim(N) == 64);
 }
+
+int ir_fp32_candidates(const Node *n, int pipe, int stages2, int tile[4], int stages[4], int *pick) {
+  *pick = 0;
+  if (!ir_fp32_tiled(n)) return 0;
+  int64_t M, N, K, Z;
+  ir_gemm_dims(n, &M, &N, &K, &Z);
+  int c = 0, wide_ok = M >= 128 && N >= 128 && ir_gemm_split_k(n) == 1;
+  int four = ir_fp32_tile_dim(M) == 64 && ir_fp32_tile_dim(N) == 64;   /* the default tile reads float4s */
+  int rule_wide = ir_fp32_tile_choose(n, -1, NULL, 0);
+  for (int w = 0; w < 2; w++) {
+    if (w && !wide_ok) continue;
+    for (int st = 1; st <= 2; st++) {
+      if (st == 2 && !(pipe && (w || four))) continue;
+      /* the rule: the wide tile in two stages (with pipe), the default in two only with --gemm-stages=2 */
+      if (w == rule_wide && st == (pipe && (w || (four && stages2)) ? 2 : 1)) *pick = c;
+      tile[c] = w ? IR_TILE_128x128 : IR_TILE_64x64, stages[c] = st, c++;
+    }
+  }
+  return c;
+}

@@ -146,7 +146,9 @@ static void choose_tiles(Graph *g, const PassCtx *c) {
  * one, or 0): --gemm-tile's (64x64 or 128x128), else ir_fp32_tile_choose's
  * rule; with --gemm-pipeline=on, two stages (Node.pipe = 2) for the wide
  * tile, and for the 64 x 64 ones too with --gemm-stages=2 (ir_fp32_pipe_ok);
- * -v prints each choice and its reason.  passes_run calls it after any
+ * --autotune's tile and stages where it tried the shape (PassCtx.tune, an
+ * entry with stages; Node.tile_why its reason); -v prints each choice and
+ * its reason.  passes_run calls it after any
  * pipeline: at fp32 no precision pass runs, and at the other precisions the
  * layers int8 leaves in float32 take it too. */
 void passes_fp32_tiles(Graph *g, const PassCtx *c) {
@@ -155,6 +157,20 @@ void passes_fp32_tiles(Graph *g, const PassCtx *c) {
     if (nd->dead || !ir_fp32_tiled(nd)) continue;   /* (float32: not a tensor-core GEMM) */
     nd->tile = nd->pipe = 0;
     if (c->cublas) continue;
+    const TuneEntry *te = NULL;   /* --autotune's choice of tile and stages */
+    char key[256];
+    if (!c->gemm_tile && c->tune && ir_gemm_key(nd, key, sizeof key) == 0)
+      for (int k = 0; k < c->tune->n && !te; k++)
+        if (c->tune->e[k].stages && !strcmp(c->tune->e[k].key, key)) te = &c->tune->e[k];
+    if (te) {
+      nd->tile = te->tile == IR_TILE_128x128 ? 1 + IR_TILE_128x128 : 0;
+      nd->pipe = te->stages == 2 && c->gemm_pipe ? 2 : 0;
+      nd->tile_why = te->why;
+      if (c->verbose)
+        fprintf(stderr, "tiles: %s %s: fp32 tile %s\n", ncc_ops[nd->op].name,
+                nd->name ? nd->name : nd->layer ? nd->layer : "", te->why);
+      continue;
+    }
     char why[256];
     int forced = c->gemm_tile ? c->gemm_tile - 1 == IR_TILE_128x128 : -1;
     nd->tile = ir_fp32_tile_choose(nd, forced, why, sizeof why) ? 1 + IR_TILE_128x128 : 0;

@@ -880,7 +880,7 @@ def _autotune(ctx):
     show(p)
     if p.returncode != 0:
         raise Failure("--autotune=120 should compile")
-    m = re.search(r"autotune: (\d+) tensor-core GEMM shapes?: (\d+) from \S+, (\d+) tried now \((\d+) builds", p.stderr)
+    m = re.search(r"autotune: (\d+) GEMM shapes?: (\d+) from \S+, (\d+) tried now \((\d+) builds", p.stderr)
     if not m or m.groups() != ("2", "0", "2", "7"):
         raise Failure("expected 2 shapes, none cached, both tried in 7 builds (3 conv tiles, 4 linear): %s"
                       % (m.groups() if m else p.stderr))
@@ -898,7 +898,7 @@ def _autotune(ctx):
         raise Failure("both launches should carry the autotuner's reason")
     p = ctx.ncc_cmd([net, "--precision=fp16", "--autotune=120", "-o", out], env=env)
     show(p)
-    m = re.search(r"autotune: (\d+) tensor-core GEMM shapes?: (\d+) from \S+, (\d+) tried now \((\d+) builds", p.stderr)
+    m = re.search(r"autotune: (\d+) GEMM shapes?: (\d+) from \S+, (\d+) tried now \((\d+) builds", p.stderr)
     if p.returncode != 0 or not m or m.groups() != ("2", "2", "0", "0") or open(out).read() != src:
         raise Failure("a second compile should take both shapes from the cache, build nothing, and give the same source")
     # a budget too small for one build: the tile model's choice, nothing written
@@ -918,10 +918,66 @@ def _autotune(ctx):
     expect_refused(ctx, [
         ([net, "--precision=fp16", "--autotune=0", "-o", out2], ["--autotune=0: expected a time budget"]),
         ([net, "--precision=fp16", "--autotune=soon", "-o", out2], ["--autotune=soon: expected a time budget"]),
-        ([net, "--autotune=10", "-o", out2], ["--autotune", "fp32 (no tensor cores)"]),
+        ([net, "--precision=int8", "--calibrate=x.npy", "--autotune=10", "-o", out2], ["--autotune", "int8"]),
         ([net, "--precision=fp16", "--gemm-tile=64x64", "--autotune=10", "-o", out2], ["--gemm-tile (a tile forced)"]),
         ([net, "--precision=fp16", "--cublas", "--autotune=10", "-o", out2], ["--cublas"]),
     ], out2)
+
+
+@case("autotune_fp32")
+def _autotune_fp32(ctx):
+    """--autotune at fp32 (driver/autotune.c, ir_fp32_candidates): each float32 tiled GEMM shape tried in
+    the default tile and the wide one, each in one stage and two (4 builds a shape here), all giving the
+    default's bits; under emulation the tile rule's choice (one stage of 64 x 64 for these), written
+    BMxBN/S into autotune.txt and said at each launch; a second compile builds nothing.  A line naming
+    128x128/2 (as a GPU's timing would) gives that shape the wide tile in two stages; a stage count other
+    than 1 or 2, or a tensor-core tile, on a float32 line is refused with the file and line."""
+    net = ctx.write("tune.net", "model tune\ninput x: f32[4, 16, 24, 24]\ninput q: f32[200, 96]\n"
+                                "h = relu(conv2d(x, 128, kernel=3, pad=1, name=\"conv\"))\n"
+                                "z = linear(q, 160, name=\"fc\")\noutput h\noutput z\n")
+    cache = ctx.path("cache")
+    env = {"NCC_CACHE_DIR": cache}
+    out, out2 = ctx.path("tune.cu"), ctx.path("tune2.cu")
+    p = ctx.ncc_cmd([net, "--autotune=120", "-o", out], env=env)
+    show(p)
+    m = re.search(r"autotune: (\d+) GEMM shapes?: (\d+) from \S+, (\d+) tried now \((\d+) builds", p.stderr)
+    if p.returncode != 0 or not m or m.groups() != ("2", "0", "2", "8"):
+        raise Failure("expected 2 float32 shapes, both tried in 8 builds: %s" % (m.groups() if m else p.stderr))
+    path = os.path.join(cache, "autotune.txt")
+    lines = [l.split("\t") for l in open(path).read().split("\n")
+             if l and not l.startswith("#") and not l.startswith("ncc-autotune")]
+    print(lines)
+    if (sorted((l[1], l[2]) for l in lines) !=
+            [("fp32 conv2d x=4x16x24x24 w=128x16x3x3 s=1x1 p=1x1 d=1x1 g=1 tap-major", "64x64/1"),
+             ("fp32 linear m=200 k=96 n=160", "64x64/1")]
+            or any("4 tiles and stages gave equal bits under emulation" not in l[3] for l in lines)):
+        raise Failure("autotune.txt should hold both float32 shapes at 64x64/1, the rule's choice")
+    src = open(out).read()
+    if src.count(": fp32 tile 64x64, one stage, the tile rule's choice") != 2 or "As[2]" in src:
+        raise Failure("both launches should say the autotuner's choice, one stage")
+    p = ctx.ncc_cmd([net, "--autotune=120", "-o", out], env=env)
+    m = re.search(r"autotune: (\d+) GEMM shapes?: (\d+) from \S+, (\d+) tried now \((\d+) builds", p.stderr)
+    if p.returncode != 0 or not m or m.groups() != ("2", "2", "0", "0") or open(out).read() != src:
+        raise Failure("a second compile should take both shapes from the cache and give the same source")
+    # the line a GPU's timing would write: the linear wide, in two stages
+    text = open(path).read().replace("n=160\t64x64/1\t", "n=160\t128x128/2\t128x128, two stages, timed\t", 1)
+    text = text.replace("timed\t64x64, one stage, the tile rule's choice: 4 tiles and stages gave equal bits under "
+                        "emulation (no GPU to time them)", "timed")
+    with open(path, "w") as f:
+        f.write(text)
+    p = ctx.ncc_cmd([net, "--autotune=120", "-o", out], env=env)
+    src = open(out).read() if p.returncode == 0 else ""
+    fc = src.split("NCC_KERNEL void tune_k1_linear(", 1)[-1].split("\n}\n", 1)[0]
+    if ("/* fc: fp32 tile 128x128, two stages, timed */" not in src or "float acc[8][8];" not in fc
+            or "float As[2][16][132];" not in fc):
+        raise Failure("a cached 128x128/2 should give the linear the wide tile in two stages: %s" % p.stderr)
+    for bad, why in (("128x128/3", "no tile of ncc's"), ("32x64/1", "no tile of ncc's"), ("128x128", "lacks its stages")):
+        with open(path, "w") as f:
+            f.write(text.replace("n=160\t128x128/2\t", "n=160\t%s\t" % bad, 1))
+        p = ctx.ncc_cmd([net, "--autotune=120", "-o", out2], env=env)
+        show(p)
+        if p.returncode != 1 or "autotune.txt" not in p.stderr or why not in p.stderr or os.path.exists(out2):
+            raise Failure("a float32 line with %s should be refused (%s), no output" % (bad, why))
 
 
 @case("int8_inputs")

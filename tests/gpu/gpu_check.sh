@@ -29,7 +29,8 @@
 #     the old 64x64 tile forced and with --autotune (docs/gpu.md, "Tile
 #     choice"), and those two at fp16 without the storage pass (float32
 #     between kernels), with --gemm-pipeline=off (no cp.async, ldmatrix or B prefetch; on is the default;
-#     also at fp32 with the GEMM: one stage of the float32 tiles, not two)
+#     also at fp32 with the GEMM: the wide float32 tiles in one stage, not two; with --gemm-stages=2 the
+#     64x64 ones in two; and --autotune at fp32)
 #     and with --gemm-stages=3 (three cp.async stages; two the default; mlp4096 with four too).
 #     VGG-16's and ResNet-18's fp16 training steps and ResNet-50's and VGG-16's fp16 inference with --profile: each
 #     kernel timed alone beside the report's modeled time.  Each time is printed whole and for the kernels alone.
@@ -239,10 +240,14 @@ if want bench; then
       echo "examples/$m.net --set N=32 --precision=fp16 --gemm-pipeline=off"
       echo "examples/$m.net --set N=32 --precision=fp16 --gemm-stages=3"
       echo "examples/$m.net --set N=32 --precision=fp16 --autotune=300"
-      # fp32: one stage of the float32 tiles (docs/gpu.md, "The float32 GEMM double-buffered"), against two above
+      # fp32 (docs/gpu.md, "The float32 GEMM double-buffered"): the wide tiles in one stage, against two by
+      # default; the 64x64 tiles in two too; each shape's tile and stages timed (--autotune)
       echo "examples/$m.net --set N=32 --gemm-pipeline=off"
+      echo "examples/$m.net --set N=32 --gemm-stages=2"
+      echo "examples/$m.net --set N=32 --autotune=300"
     done
     echo "tests/gpu/gemm4096.net --gemm-pipeline=off"
+    echo "tests/gpu/gemm4096.net --gemm-stages=2"
     # -O3: VGG-16's pooling prologues (a pooling computed in the next convolution's tile loads, which
     # the SASS puts at about three times a K tile's instructions) against -O2's pooling kernels
     echo "examples/vgg16.net --set N=32 --precision=fp16 -O3"
