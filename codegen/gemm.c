@@ -51,6 +51,9 @@ typedef struct GemmSpec {
                           or "" */
   char a_f4m[512];     /* the same for A(z, m, k), m-contiguous (4 floats of m a load; the linear weight gradient's dy) */
   char out_idx[512];   /* expression: linear index of C(z, m, n) in the main output */
+  int out_quad;        /* C(z, m, n + e) is stored at out_idx + e (e < 4) for every n a multiple of 4, and N is one:
+                          the float32 float4 tiles' four consecutive columns one store (ncc_st4f), the index a
+                          multiple of 4, so aligned to 16 bytes (every buffer starts 256-aligned) */
   int out_pair;        /* C(z, m, n + 1) is stored at out_idx + 1 for every even n, and N is even: n and n + 1
                           (an MMA fragment's two columns c0, c1) one store of two (ncc_st2f/h/b), the
                           index even, so aligned to the pair (every buffer starts 256-aligned) */
@@ -506,6 +509,8 @@ static const char *form_name(const KGroup *gr, const char *form, char opn[96]) {
  * consecutive float4 (two wavefronts).  The 64 x 64 tile takes 2 loads for 16 FMAs a k, the wide 4 for
  * 64.  Smaller tiles (16 TM x 16 TN, TM or TN 1 or 2) keep a float a load, rows ty + 16 i and columns
  * tx + 16 j. */
+static int f32_epilogue(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Buf *b, int TM, int TN, int vec);
+static int f32_epilogue_quads(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Buf *b, int TM, int TN);
 static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   int wide = ir_fp32_wide(gr->main);
   int TM = wide ? 8 : tile_of(s->M), TN = wide ? 8 : tile_of(s->N), BM = 16 * TM, BN = 16 * TN;
@@ -513,7 +518,7 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
    * stores into rows of BN + 4 words would meet 2 to a bank) */
   int vec = TM % 4 == 0 && TN % 4 == 0 && !(s->b_tile[0] && s->b_kfast);
   NCC_ASSERT(vec || !wide);
-  /* double-buffered (Node.pipe, ir_fp32_pipe): two stages of both tiles, the next K tile's elements loaded
+  /* double-buffered (Node.pipe, ir_fp32_pipe_ok): two stages of both tiles, the next K tile's elements loaded
    * into registers while this one's FMAs run, stored into the other stage after them; one barrier a K tile */
   int dbl = gr->main->pipe != 0;
   NCC_ASSERT(!dbl || (vec && !s->k_var && (!s->b_tile[0] || s->b_fetch[0])));
@@ -598,26 +603,76 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     buf_printf(&b, "    }\n    %s\n    st = nx;\n  }\n", D_BARRIER);
   } else
     buf_printf(&b, "    }\n    %s\n  }\n", D_BARRIER);
-  if (vec) {
-    buf_printf(&b, "  NCC_UNROLL\n  for (int i = 0; i < %d; i++)\n    NCC_UNROLL\n    for (int j = 0; j < %d; j++) {\n", TM, TN);
-    buf_printf(&b, "      int m = m0 + 4 * ty + %s, n = n0 + 4 * tx + %s;\n", TM > 4 ? "i % 4 + 64 * (i / 4)" : "i",
-               TN > 4 ? "j % 4 + 64 * (j / 4)" : "j");
-  } else {
-    buf_printf(&b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) {\n", TM, TN);
-    buf_printf(&b, "      int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;\n");
-  }
-  buf_printf(&b, "      if (m < %lld && n < %lld) {\n", LL(s->M), LL(s->N));
-  buf_printf(&b, "        float v = acc[i][j];\n");
-  if (store_tail(c, gr, p, s, &b, 4)) {
+  /* the float4 tiles' four consecutive columns one store where the output (float32) takes them so */
+  int quads = vec && s->out_quad && !s->store_if[0] && !strcmp(cg_elem_type(group_out(gr)), "float");
+  if (quads ? f32_epilogue_quads(c, gr, p, s, &b, TM, TN) : f32_epilogue(c, gr, p, s, &b, TM, TN, vec)) {
     buf_free(&b);
     return -1;
   }
-  buf_puts(&b, "      }\n    }\n");
   char opn[96];
   const char *name = cg_finish(c, cg_opname(gr, NULL, opn), NCC_KF_BARRIER_, p, &b);
   tiled_launch(c, gr, p, s, name, BM, BN, 16, 16);
   buf_free(&b);
   return s->S > 1 ? split_sum(c, gr, s) : 0;
+}
+
+/* The float32 tiled GEMM's epilogue an element at a time: its rows and columns (the float4 tiles' fours, or
+ * strided by 16), each output finished and stored by store_tail */
+static int f32_epilogue(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Buf *b, int TM, int TN, int vec) {
+  if (vec) {
+    buf_printf(b, "  NCC_UNROLL\n  for (int i = 0; i < %d; i++)\n    NCC_UNROLL\n    for (int j = 0; j < %d; j++) {\n", TM, TN);
+    buf_printf(b, "      int m = m0 + 4 * ty + %s, n = n0 + 4 * tx + %s;\n", TM > 4 ? "i % 4 + 64 * (i / 4)" : "i",
+               TN > 4 ? "j % 4 + 64 * (j / 4)" : "j");
+  } else {
+    buf_printf(b, "  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < %d; j++) {\n", TM, TN);
+    buf_printf(b, "      int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;\n");
+  }
+  buf_printf(b, "      if (m < %lld && n < %lld) {\n", LL(s->M), LL(s->N));
+  buf_printf(b, "        float v = acc[i][j];\n");
+  if (store_tail(c, gr, p, s, b, 4)) return -1;
+  buf_puts(b, "      }\n    }\n");
+  return 0;
+}
+
+/* The float4 tiles' epilogue where the output takes four consecutive columns at once (GemmSpec.out_quad,
+ * a float32 output): a thread's columns n .. n + 3 of a row (4 tx, and 64 on) are finished one after the
+ * other (e: bias, index op + e, the fused epilogue) and stored by one 128-bit store at op, a multiple of 4:
+ * a warp's 16 threads of a row 256 consecutive bytes, where a float a store put them 16 bytes apart.  N is a
+ * multiple of 4, so n < N holds for n + 3 too.  Split-K's partial sums go to the workspace the same way. */
+static int f32_epilogue_quads(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Buf *b, int TM, int TN) {
+  NCC_ASSERT(s->N % 4 == 0 && TM % 4 == 0 && TN % 4 == 0);
+  buf_printf(b, "  NCC_UNROLL\n  for (int i = 0; i < %d; i++)\n", TM);
+  if (TN > 4) buf_printf(b, "    NCC_UNROLL\n    for (int q = 0; q < %d; q++) {   /* columns n .. n + 3: one store of four */\n",
+                         TN / 4);
+  else buf_puts(b, "    {   /* columns n .. n + 3: one store of four */\n");
+  buf_printf(b, "      int m = m0 + 4 * ty + %s, n = n0 + 4 * tx%s;\n", TM > 4 ? "i % 4 + 64 * (i / 4)" : "i",
+             TN > 4 ? " + 64 * q" : "");
+  char c1[48], c2[48];
+  snprintf(c1, sizeof c1, "m < %lld", LL(s->M));
+  snprintf(c2, sizeof c2, "n < %lld", LL(s->N));
+  guard_open(b, "      ", s->M % (16 * TM) ? c1 : NULL, s->N % (16 * TN) ? c2 : NULL);
+  buf_printf(b, "        int op = %s;   /* column n's index; n + e's is op + e */\n", s->out_idx);
+  if (s->S > 1) {
+    buf_printf(b, "        ncc_st4f(&%s[sk * %lld + op], acc[i]%s);\n      }\n    }\n", kp_work(c, p, "partial"),
+               (long long)shape_numel(&group_out(c->group)->shape), TN > 4 ? " + 4 * q" : "");
+    return 0;
+  }
+  Buf epi = {0};
+  if (cg_epilogue(c, gr, p, &epi, "v", "o", 5)) {
+    buf_free(&epi);
+    return -1;
+  }
+  buf_puts(b, "        float yv[4];   /* the four columns' values */\n");
+  buf_puts(b, "        NCC_UNROLL\n        for (int e = 0; e < 4; e++) {   /* column n + e */\n");
+  buf_printf(b, "          float v = acc[i][%se];\n", TN > 4 ? "4 * q + " : "");
+  char bt[384];
+  if (s->bias[0]) buf_printf(b, "          v = v + %s;\n", bias_term(bt, sizeof bt, s, "n + e"));
+  if (epi.len && names_ident(epi.s, "o")) buf_puts(b, "          int o = op + e;\n");
+  if (epi.len) buf_puts(b, epi.s);
+  buf_printf(b, "          yv[e] = v;\n        }\n        ncc_st4f(&%s[op], yv);\n      }\n    }\n",
+             kp_value(c, p, group_out(gr), 1, "y"));
+  buf_free(&epi);
+  return 0;
 }
 
 /* ---- tensor cores (ir_gemm_mma: --precision=tf32|fp16|bf16|int8) ----------
@@ -2073,6 +2128,7 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
   else
     snprintf(s.out_idx, sizeof s.out_idx, "m * %lld + n", LL(OHW));
   s.out_pair = OHW % 2 == 0;   /* an even pixel's next one: in its image, at o + 1 */
+  s.out_quad = OHW % 4 == 0;   /* the next three of a multiple of 4: in its image */
   if (bias) {
     snprintf(s.bias, sizeof s.bias, "%s", bias);
     snprintf(s.bias_at, sizeof s.bias_at, "%s", ch);   /* the output channel's */
@@ -2267,6 +2323,7 @@ static int emit_linear(Cg *c, const KGroup *gr) {
   cg_term(&lb, &nb, "n", in), cg_term(&lb, &nb, "k", 1);
   cg_term(&lo, &no, "m", out), cg_term(&lo, &no, "n", 1);
   s.out_pair = out % 2 == 0;
+  s.out_quad = out % 4 == 0;
   if (pool) {
     /* feature k of row m is the pooled element (channel, ph, pw) of image m */
     const Shape *ps = &pool->out->shape;
@@ -2360,6 +2417,7 @@ static int emit_matmul(Cg *c, const KGroup *gr) {
   cg_term(&lb, &nb, s.uses_z ? ib.s : "0", K * N), cg_term(&lb, &nb, "k", N), cg_term(&lb, &nb, "n", 1);
   cg_term(&lo, &no, s.uses_z ? "z" : "0", M * N), cg_term(&lo, &no, "m", N), cg_term(&lo, &no, "n", 1);
   s.out_pair = N % 2 == 0;
+  s.out_quad = N % 4 == 0;
   {
     char e[2][400], ld[2][440];
     snprintf(e[0], sizeof e[0], "%s[%s]", a, na ? la.s : "0");

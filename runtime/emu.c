@@ -1168,7 +1168,7 @@ static void run_job(job *j) {
       /* the first misuse by this order; bit 2 (a warp collective in an unflagged kernel) last */
       static const struct { int bit; const char *fmt; } why[] = {
         {4, "emulator: kernel %s makes a vector load or store at an address its size does not divide (ncc_ldg128, "
-            "ncc_ldg128f: not aligned to 16 bytes; ncc_lds4, ncc_lds_u32x4: 16; ncc_lds2, ncc_lds_u32x2, ncc_lds_i32x2, "
+            "ncc_ldg128f: not aligned to 16 bytes; ncc_lds4, ncc_lds_u32x4, ncc_st4f: 16; ncc_lds2, ncc_lds_u32x2, ncc_lds_i32x2, "
             "ncc_ld2f, ncc_st2f: 8; ncc_ld2h, ncc_st2h: 4; ncc_ld2b, ncc_st2b: 2; a GPU faults)"},
         {8, "emulator: kernel %s calls ldmatrix or cp.async at an address its size does not divide (ldmatrix: "
             "16-byte rows; cp.async: 4, 8 or 16 bytes, both addresses; a GPU faults)"},

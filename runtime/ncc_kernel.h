@@ -242,6 +242,8 @@ static __device__ __forceinline__ float ncc_bf16(float x) {
  * codegen/gemm.c); ncc_ld2f(d, p), ncc_ld2h(d, p), ncc_ld2b(d, p): p[0], p[1]
  * into d[0], d[1], one load (LDG.E.64, ...) through the read-only path, the
  * epilogue's operands of the output's shape.
+ * ncc_st4f(p, v): the 4 floats v[0..3] into p[0..3] (global, aligned to 16), one
+ * store (STG.E.128): the float32 tiles' four consecutive columns (out_quad).
  * ncc_ldmatrix_x4/_x2[_trans](d, p): ldmatrix.sync.aligned.m8n8.x4/.x2
  * [.trans].shared.b16, p this lane's row address (16-byte aligned); lanes
  * 8i..8i+7 name the rows of matrix i, and lane 4g+t gets in d[i] matrix i's
@@ -312,6 +314,10 @@ static __inline__ void ncc_st2f(float *p, float a, float b) {
   NCC_EMU_VEC_ALIGNED(p, 8);
   p[0] = a, p[1] = b;
 }
+static __inline__ void ncc_st4f(float *p, const float *v) {
+  NCC_EMU_VEC_ALIGNED(p, 16);
+  memcpy(p, v, 4 * sizeof(float));
+}
 static __inline__ void ncc_st2h(unsigned short *p, unsigned short a, unsigned short b) {
   NCC_EMU_VEC_ALIGNED(p, 4);
   p[0] = a, p[1] = b;
@@ -368,6 +374,9 @@ static __device__ __forceinline__ void ncc_ldg128f(float *f, const float *p) {
 }
 static __device__ __forceinline__ void ncc_sts32(void *s, unsigned v) { *(unsigned *)s = v; }
 static __device__ __forceinline__ void ncc_st2f(float *__restrict__ p, float a, float b) { *(float2 *)p = make_float2(a, b); }
+static __device__ __forceinline__ void ncc_st4f(float *__restrict__ p, const float *v) {
+  *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
+}
 static __device__ __forceinline__ void ncc_st2h(unsigned short *__restrict__ p, unsigned short a, unsigned short b) {
   *(unsigned *)p = (unsigned)a | (unsigned)b << 16;   /* little-endian: p[0] in the low half */
 }

@@ -22,7 +22,8 @@
 #                 8 x 8 a thread) at least 80% FFMA, one 128-bit shared load for 16 FFMAs at
 #                 most; the 64 x 64 one (4 x 4) 70%, one for 8; no spills, two blocks per SM;
 #                 the wide tile double-buffered (one barrier a K tile), 64x64 with
-#                 --gemm-stages=2 (tools as sass.report)
+#                 --gemm-stages=2; the epilogues four columns a 128-bit store where the
+#                 output allows (tools as sass.report)
 add_test(NAME sass.parse COMMAND ${NCC_PYTEST} ${CMAKE_CURRENT_SOURCE_DIR}/cg/check_sass_report.py --parse)
 if(NCC_NVCC)
   add_test(NAME sass.report

@@ -450,7 +450,8 @@ def fp32_wide_tests(ncc, nvcc, work):
     16 FFMAs; every 64 x 64 one's (4 x 4 a thread) at least 70% FFMA, its shared loads all 128-bit, one for
     8 FFMAs at most; no spill, no stack frame, two blocks an SM for both.  The wide tile double-buffered
     (Node.pipe: one barrier a K tile, the next tile's global loads and stores in the loop), the 64 x 64 one
-    with --gemm-stages=2 (the third file), else one stage (two barriers a K tile)."""
+    with --gemm-stages=2 (the third file), else one stage (two barriers a K tile).  The convolution's and
+    the linear layer's epilogues store four columns a 128-bit store."""
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     net = os.path.join(work, "wide.net")
@@ -494,9 +495,19 @@ def fp32_wide_tests(ncc, nvcc, work):
             kl = lp if lp and lp["bar"] else k.get("outer_loop") or {}
             check(kl.get("bar") == 2 - two and kl.get("ldg", 0) > 0 and kl.get("sts", 0) > 0 and kl.get("ffma", 0) > 0,
                   f"{n}: the loop over K tiles should hold {2 - two} barrier(s), the global loads and the stores: {kl}")
+            # the epilogue's stores four columns at once where the output takes them so (out_quad: the
+            # convolution's 3136 pixels, the linear layer's 260 outputs; not the matmul's 130 columns)
+            ops = (k.get("total") or {}).get("ops", {})
+            quads = "ncc_st4f(&" in body
+            check(quads == ("_matmul" not in k["name"]), f"{n}: four columns a store expected but for the matmul")
+            if quads:
+                check(ops.get("STG.E.128", 0) > 0 and ops.get("STG.E", 0) == 0,
+                      f"{n}: the epilogue should store 128 bits a store: {ops.get('STG.E.128', 0)} STG.E.128, "
+                      f"{ops.get('STG.E', 0)} STG.E")
             print(f"{n}: {tile}, regs {k['regs']}, {k['occupancy']['blocks']} blocks/SM, main loop {lp['ins']} "
                   f"instructions, {lp['ffma']} FFMA, {lp['lds']} LDS ({lp['l128']} of 128 bits); K tile loop "
-                  f"{kl['bar']} barrier, {kl['ldg']} LDG, {kl['sts']} STS")
+                  f"{kl['bar']} barrier, {kl['ldg']} LDG, {kl['sts']} STS; {ops.get('STG.E.128', 0)} STG.E.128, "
+                  f"{ops.get('STG.E', 0)} STG.E")
     # the convolution wide by the rule (the three files), the linear layer and the matmul 64 x 64 by the rule
     # (one stage, then two) and wide forced: at two architectures
     check(seen == {"wide": 2 * 5, "64x64": 2 * 4}, f"kernels by tile {seen}, expected 10 wide and 8 of 64 x 64")

@@ -2077,8 +2077,9 @@ PIPE_SRC = "int nx = st ^ 1;"
 STAGES2 = ["--gemm-stages=2"]
 
 
-def fp32_pipe_case(ctx, run, wide=False):
-    """run(env, flags): one of conv_case, linear_case, matmul_case with its shape; wide: the 128 x 128 tile"""
+def fp32_pipe_case(ctx, run, wide=False, quads=False):
+    """run(env, flags): one of conv_case, linear_case, matmul_case with its shape; wide: the 128 x 128 tile;
+    quads: the output's columns come in fours (out_quad), stored four a store (ncc_st4f)"""
     import numpy as np
     out = ctx.path("out_y.npy")
     tile, two = (WIDE, []) if wide else ([], STAGES2)
@@ -2092,16 +2093,25 @@ def fp32_pipe_case(ctx, run, wide=False):
                       % (int(np.sum(d > 0)), float(d.max())))
     print("two stages: one stage's bits")
     src_check(ctx, tile + two, PIPE_SRC)
+    if quads:
+        src_check(ctx, tile + two, "ncc_st4f(&")
+
+
+QUADS = ("pipe_stem", "pipe_k1", "wide")   # pixels a multiple of 4 (36, 64, 100); the stem split along K
 
 
 for _v in ("pipe_stem", "pipe_digits", "pipe_k1", "pipe_tap_splitk", "tile_big", "tile_big_g2", "tap_big", "wide"):
     case("fp32_pipe_conv_" + _v, ["op", "conv", "tile", "check", "fiber"])(
-        lambda ctx, v=_v: fp32_pipe_case(ctx, lambda env, fl: conv_case(ctx, v, env=env, flags=fl)))
+        lambda ctx, v=_v: fp32_pipe_case(ctx, lambda env, fl: conv_case(ctx, v, env=env, flags=fl), quads=v in QUADS))
 for _v in ("pipe_digits", "tap_big", "tile_big_g2"):
     case("fp32_pipe_wide_conv_" + _v, ["op", "conv", "tile", "check", "fiber"])(
         lambda ctx, v=_v: fp32_pipe_case(ctx, lambda env, fl: conv_case(ctx, v, env=env, flags=fl), wide=True))
 case("fp32_pipe_linear", ["op", "tile", "check", "fiber"])(
-    lambda ctx: fp32_pipe_case(ctx, lambda env, fl: linear_case(ctx, 150, 70, 140, True, env=env, flags=fl)))
+    lambda ctx: fp32_pipe_case(ctx, lambda env, fl: linear_case(ctx, 150, 70, 140, True, env=env, flags=fl),
+                               quads=True))
+case("fp32_pipe_wide_matmul_quads", ["op", "tile", "check", "fiber"])(
+    lambda ctx: fp32_pipe_case(ctx, lambda env, fl: matmul_case(ctx, (2, 130, 24), (2, 24, 132), env=env, flags=fl),
+                               wide=True, quads=True))
 case("fp32_pipe_wide_linear_nobias", ["op", "tile", "check", "fiber"])(
     lambda ctx: fp32_pipe_case(ctx, lambda env, fl: linear_case(ctx, 130, 33, 129, False, env=env, flags=fl),
                                wide=True))

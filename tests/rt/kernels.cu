@@ -146,6 +146,14 @@ NCC_KERNEL void k_pairs(const float *__restrict__ f, const unsigned short *__res
   ncc_st2b(&bo[i], bv[0], bv[1]);
 }
 
+/* the float32 epilogue's stores of four (ncc_st4f): thread t stores f[4 t + off ..] at fo[4 t + off]; off not a
+ * multiple of 4 is the misalignment a GPU faults on */
+NCC_KERNEL void k_quads(const float *__restrict__ f, float *__restrict__ fo, int off) {
+  int i = 4 * (int)threadIdx.x + off;
+  float v[4] = {f[i], f[i + 1], f[i + 2], f[i + 3]};
+  ncc_st4f(&fo[i], v);
+}
+
 /* shared-memory vector loads (ncc_lds_u32x4, ncc_lds_u32x2, ncc_lds4): src's
  * 64 16-bit values staged in shared memory, then thread t loads the 16 bytes
  * at value 8 t + off (x4; its first 8 by x2; ncc_lds4 the same bytes as
@@ -437,6 +445,7 @@ NCC_KERNEL_DESC(k_ldg128, 0, (NCC_ARG(const unsigned char *, 0), NCC_ARG(unsigne
 NCC_KERNEL_DESC(k_pairs, 0,
                 (NCC_ARG(const float *, 0), NCC_ARG(const unsigned short *, 1), NCC_ARG(const signed char *, 2),
                  NCC_ARG(float *, 3), NCC_ARG(unsigned short *, 4), NCC_ARG(signed char *, 5), NCC_ARG(int, 6)))
+NCC_KERNEL_DESC(k_quads, 0, (NCC_ARG(const float *, 0), NCC_ARG(float *, 1), NCC_ARG(int, 2)))
 NCC_KERNEL_DESC(k_lds_vec, NCC_KF_BARRIER, (NCC_ARG(const unsigned short *, 0), NCC_ARG(unsigned *, 1), NCC_ARG(int, 2)))
 NCC_KERNEL_DESC(k_ldmatrix, NCC_KF_BARRIER_WARP, (NCC_ARG(const unsigned short *, 0), NCC_ARG(unsigned *, 1), NCC_ARG(int, 2)))
 NCC_KERNEL_DESC(k_cp_async, NCC_KF_BARRIER, (NCC_ARG(const float *, 0), NCC_ARG(float *, 1), NCC_ARG(int, 2)))

@@ -441,6 +441,25 @@ static void test_pairs(ncc_dev *d) {
         "a misaligned pair not reported: rc %d, %s", rc, ncc_dev_error(d));
 }
 
+/* the float32 epilogue's stores of four: each float where it was; from an
+ * element 16 bytes do not divide the launch fails naming the kernel */
+static void test_quads(ncc_dev *d) {
+  static float f[20] __attribute__((aligned(16))), fo[20] __attribute__((aligned(16)));
+  const float *fa = f;
+  float *foa = fo;
+  int off = 0, rc, i;
+  void *args[3] = {&fa, &foa, &off};
+  for (i = 0; i < 20; i++) f[i] = (float)i * 1.25f - 3.0f, fo[i] = 0.0f;
+  rc = ncc_launch(d, &k_quads_desc, d3(1, 1, 1), d3(4, 1, 1), 0, args);
+  CHECK(rc == 0, "quads: rc %d, %s", rc, ncc_dev_error(d));
+  for (i = 0; i < 20; i++)
+    CHECK(fo[i] == (i < 16 ? f[i] : 0.0f), "quads: element %d is %g, want %g", i, fo[i], i < 16 ? f[i] : 0.0f);
+  off = 2;
+  rc = ncc_launch(d, &k_quads_desc, d3(1, 1, 1), d3(4, 1, 1), 0, args);
+  CHECK(rc == NCC_EINTERNAL && strstr(ncc_dev_error(d), "k_quads") && strstr(ncc_dev_error(d), "ncc_st4f: 16"),
+        "a misaligned store of four not reported: rc %d, %s", rc, ncc_dev_error(d));
+}
+
 /* the shared-memory vector loads: 16 (8) bytes, the lowest address in the
  * low bits of the first word; from an address 16 (8) does not divide, the
  * launch fails naming the kernel */
@@ -1072,6 +1091,7 @@ int main(void) {
   test_unflagged(d);
   test_ldg128(d);
   test_pairs(d);
+  test_quads(d);
   test_lds_vec(d);
   test_ldmatrix(d);
   test_cp_async(d);
