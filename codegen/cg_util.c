@@ -330,11 +330,11 @@ void cg_launch_b(Cg *c, const char *name, const KParams *p, long long gx, long l
       buf_printf(b, ": tile %s", ir_tile_why(gr->main, why, sizeof why));
     } else if (gr->main->prec == PREC_FP32 && gr->main->tile_why && ir_fp32_tiled(gr->main)) {
       buf_printf(b, ": fp32 tile %s", gr->main->tile_why);   /* --autotune's tile and stages, and why */
-    } else if (ir_fp32_wide(gr->main) || (gr->main->prec == PREC_FP32 && gr->main->pipe)) {
-      /* the float32 GEMM's wide tile (the rule's reason, or forced), and its stages */
+    } else if (ir_fp32_tile(gr->main) != IR_TILE_64x64 || (gr->main->prec == PREC_FP32 && gr->main->pipe)) {
+      /* the float32 GEMM's wider tile (the rule's reason, or forced), and its stages */
       char why[256];
-      int wide = ir_fp32_wide(gr->main);
-      if (ir_fp32_tile_choose(gr->main, -1, why, sizeof why) != wide) ir_fp32_tile_choose(gr->main, wide, why, sizeof why);
+      int t = ir_fp32_tile(gr->main);
+      if (ir_fp32_tile_choose(gr->main, -1, why, sizeof why) != t) ir_fp32_tile_choose(gr->main, t, why, sizeof why);
       buf_printf(b, ": fp32 tile %s%s", why, gr->main->pipe ? "; two stages" : "");
     }
     buf_puts(b, " */\n");

@@ -503,17 +503,18 @@ static const char *form_name(const KGroup *gr, const char *form, char opn[96]) {
 
 /* The float32 tiled GEMM: 256 threads (16 x 16: tx, ty) a BM x BN tile, K tiles of BK between two
  * barriers; a thread's TM x TN outputs.  Where TM and TN are multiples of 4 (the 64 x 64 tile, 4 x 4 a
- * thread, and the wide one, ir_fp32_wide: 128 x 128, 8 x 8) each four of a thread's rows (columns) are
- * consecutive, rows 4 ty + i % 4 + 64 (i / 4) and columns 4 tx + j % 4 + 64 (j / 4), and a k's four are
- * one 128-bit shared load (ncc_lds4): a warp's loads of A are two addresses (broadcasts), of B 16
- * consecutive float4 (two wavefronts).  The 64 x 64 tile takes 2 loads for 16 FMAs a k, the wide 4 for
- * 64.  Smaller tiles (16 TM x 16 TN, TM or TN 1 or 2) keep a float a load, rows ty + 16 i and columns
+ * thread, and the wider ones, ir_fp32_tile: 64 x 128, 4 x 8, and 128 x 128, 8 x 8) each four of a
+ * thread's rows (columns) are consecutive, rows 4 ty + i % 4 + 64 (i / 4) and columns 4 tx + j % 4 + 64
+ * (j / 4), and a k's four are one 128-bit shared load (ncc_lds4): a warp's loads of A are two addresses
+ * (broadcasts), of B 16 consecutive float4 (two wavefronts).  The 64 x 64 tile takes 2 loads for 16 FMAs
+ * a k, 64 x 128 3 for 32, 128 x 128 4 for 64.  Smaller tiles (16 TM x 16 TN, TM or TN 1 or 2) keep a float a load, rows ty + 16 i and columns
  * tx + 16 j. */
 static int f32_epilogue(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Buf *b, int TM, int TN, int vec);
 static int f32_epilogue_quads(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Buf *b, int TM, int TN);
 static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
-  int wide = ir_fp32_wide(gr->main);
-  int TM = wide ? 8 : tile_of(s->M), TN = wide ? 8 : tile_of(s->N), BM = 16 * TM, BN = 16 * TN;
+  int ft = ir_fp32_tile(gr->main), wide = ft != IR_TILE_64x64;   /* 128 x 128 or 64 x 128 (ir_fp32_tile_choose) */
+  int TM = ft == IR_TILE_128x128 ? 8 : ft == IR_TILE_64x128 ? 4 : tile_of(s->M), TN = wide ? 8 : tile_of(s->N);
+  int BM = 16 * TM, BN = 16 * TN;
   /* not a weight gradient's tile (b_kfast: wgrad_tile's threads take consecutive k, 16 of them a warp, whose
    * stores into rows of BN + 4 words would meet 2 to a bank) */
   int vec = TM % 4 == 0 && TN % 4 == 0 && !(s->b_tile[0] && s->b_kfast);
@@ -2114,7 +2115,7 @@ static int conv_tiled(Cg *c, const KGroup *gr, const ConvDims *d) {
                 nd->pipe ? mma_type(nd) : NULL, mma_kind(nd));
   } else {
     /* double-buffered (tiled): the elements fetched into registers, stored into stage nx */
-    im2col_tile(&s, d, x, xin, cb, pool, rb, ir_fp32_wide(nd) ? 128 : 16 * tile_of(s.N), 256,
+    im2col_tile(&s, d, x, xin, cb, pool, rb, ir_fp32_tile(nd) != IR_TILE_64x64 ? 128 : 16 * tile_of(s.N), 256,
                 nd->pipe ? "Bs[nx][kk][rb]" : "Bs[kk][rb]", NULL, nd->a.wtap, nd->pipe ? "float" : NULL, -1);
   }
   /* output channel of row m */

@@ -139,6 +139,9 @@ enum { REGS_TILED = 56, REGS_WIDE = 120, REGS_GEMV = 32, REGS_DIRECT = 24, REGS_
 /* the float32 tiles double-buffered (Node.pipe, ir_fp32_pipe_ok): ptxas 55 to 64 (64 x 64) and 122 to 127 (wide),
  * sm_80 and sm_90, ResNet-50 and VGG-16 at batch 32 and sass.fp32_wide */
 enum { REGS_TILED_2ST = 64, REGS_WIDE_2ST = 128 };
+/* the float32 64 x 128 tile: ptxas 64 to 72 (96 and 104 in VGG-16's first layer, whose K of 27 it unrolls), two
+ * stages 80 to 92 (114), sm_80 and sm_90, ResNet-50 and VGG-16 at batch 32 */
+enum { REGS_W64 = 72, REGS_W64_2ST = 96 };
 static int regs_estimate(const KGroup *gr, int cublas);
 
 /* The fraction of the machine a launch of `blocks` blocks, `per_sm` resident
@@ -189,7 +192,8 @@ static const char *kernel_form(const Node *n) {
   if (ir_pool_tiles(n)) return "per-window";   /* a max pooling's gradient, a thread a window */
   if (ir_pool_band_rows(n)) return "per-band";  /* a block a band of rows, each window's argmax once */
   if (ir_gemm_mma(n)) return "mma";
-  if (ir_fp32_wide(n)) return "128x128";   /* the float32 tiled GEMM's wide tile */
+  if (ir_fp32_wide(n)) return "128x128";   /* the float32 tiled GEMM's wider tiles */
+  if (ir_fp32_tile(n) == IR_TILE_64x128) return "64x128";
   return NULL;
 }
 /* " [form, taps, phases P, split-K S]" after a group's ops, the parts that
@@ -236,6 +240,7 @@ static void marks_legend(FILE *f, const GroupList *gl, int cublas) {
   static const struct { const char *form, *says; } marks[] = {
       {"mma", "[mma BMxBN] tensor cores, a BM x BN tile"},
       {"128x128", "[128x128] the float32 GEMM's wide tile (8 x 8 outputs a thread)"},
+      {"64x128", "[64x128] the float32 GEMM's 64 x 128 tile (4 x 8 outputs a thread)"},
       {"gemv", "[gemv] the GEMV kernel (few rows)"},
       {"direct", "[direct] the direct convolution (few output channels a group)"},
       {"per-window", "[per-window] a max pooling's gradient a thread a window (the windows tile the input)"},
@@ -384,6 +389,7 @@ static int regs_estimate(const KGroup *gr, int cublas) {
   static const struct { const char *form; int regs; } gemm_kinds[] = {
     {NULL, REGS_TILED},       /* the tiled GEMM and implicit-GEMM convolution */
     {"128x128", REGS_WIDE},   /* its wide tile (ptxas: 96 to 116, sm_80 and sm_90, sass.fp32_wide and VGG-16) */
+    {"64x128", REGS_W64},
     {"gemv", REGS_GEMV},
     {"direct", REGS_DIRECT},
   };
@@ -394,7 +400,8 @@ static int regs_estimate(const KGroup *gr, int cublas) {
     IrTile t = ir_gemm_tile(n);
     return ir_tile_regs(n, &t);
   }
-  if (n->prec == PREC_FP32 && n->pipe) return ir_fp32_wide(n) ? REGS_WIDE_2ST : REGS_TILED_2ST;
+  if (n->prec == PREC_FP32 && n->pipe)
+    return ir_fp32_wide(n) ? REGS_WIDE_2ST : ir_fp32_tile(n) == IR_TILE_64x128 ? REGS_W64_2ST : REGS_TILED_2ST;
   for (size_t i = 0; i < sizeof gemm_kinds / sizeof gemm_kinds[0]; i++)
     if (form == gemm_kinds[i].form || (form && gemm_kinds[i].form && !strcmp(form, gemm_kinds[i].form)))
       return gemm_kinds[i].regs;

@@ -6,7 +6,7 @@
  * and keys each by its shape (ir_gemm_key).  For each shape with more than
  * one candidate (ir_tile_candidates: the default tile, then the larger
  * tiles the model may choose; at fp32 ir_fp32_candidates: the default tile
- * and the wide one, each in one stage and two), while the budget lasts, it
+ * and the wider ones, each in one stage and two), while the budget lasts, it
  * builds a model of that one layer (random weights and input from --seed)
  * once per candidate with --gemm-tile (and the stages), runs it, and checks the output
  * against the default tile's: every tile adds each output's products in the
@@ -177,10 +177,10 @@ static int cache_read(const char *path, Line **lines, int *nl) {
       *sl = 0;
     }
     int t = ir_tile_lookup(f3);
-    if (stages && t != IR_TILE_64x64 && t != IR_TILE_128x128) t = -1;   /* fp32: the default tile or the wide one */
+    if (stages && t != IR_TILE_64x64 && t != IR_TILE_64x128 && t != IR_TILE_128x128) t = -1;   /* fp32's tiles */
     if (sl) *sl = '/';
     if (t < 0 || stages < 0 || strlen(f1) >= sizeof(*lines)->dev || strlen(f2) >= sizeof(*lines)->key) {
-      rc = drv_error("%s:%d: '%.40s' is no tile of ncc's (a float32 GEMM's: 64x64/S or 128x128/S, S 1 or 2), or a "
+      rc = drv_error("%s:%d: '%.40s' is no tile of ncc's (a float32 GEMM's: 64x64/S, 64x128/S or 128x128/S, S 1 or 2), or a "
                      "field is too long (delete the file to start over)", path, ln, f3);
       break;
     }
@@ -228,9 +228,9 @@ static int run_tile(const Options *base, const char *net, int t, int stages, voi
   Options o = *base;
   o.model = net;
   o.gemm_tile = t + 1;
-  if (stages) {   /* fp32: one stage (no pipeline), or two (the 64x64 tile's by --gemm-stages=2, the wide one's by default) */
+  if (stages) {   /* fp32: one stage (no pipeline), or two (--gemm-stages=2 where the tile has one by default) */
     o.gemm_pipe = stages == 2;
-    o.gemm_stages = stages == 2 && t != IR_TILE_128x128 ? 2 : 0;
+    o.gemm_stages = stages == 2 && !ir_fp32_two_stages(t, 0) ? 2 : 0;
   }
   o.autotune = 0;
   o.nsets = 0;

@@ -136,8 +136,8 @@ static const OptSpec opts[] = {
   {O_GEMM_TILE, "--gemm-tile", NULL, "=BMxBN", CMD_ALL, 0,
    "every tensor-core GEMM (tf32, fp16, bf16, int8) takes this tile instead of the tile model's choice: "
    "16x32, 16x64, 32x32, 32x64, 64x32, 64x64, 128x64, 64x128 or 128x128 (docs/gpu.md, \"Tile choice\"; "
-   "-v prints each GEMM's tile and why); at fp32 every tiled conv2d, linear and matmul takes 64x64 or 128x128 "
-   "(\"The float32 GEMM's wide tile\")"},
+   "-v prints each GEMM's tile and why); at fp32 every tiled conv2d, linear and matmul takes 64x64, 64x128 or "
+   "128x128 (\"The float32 GEMM's wide tile\")"},
   {O_GEMM_PIPE, "--gemm-pipeline", NULL, "=on|off", CMD_ALL, 0,
    "on (the default): tensor-core GEMMs stage the operands they can (fp16/bf16/int8 ones stored narrow, tf32 "
    "float32 ones, in 16-byte pieces) with cp.async in two stages and load their fragments with ldmatrix, and load "
@@ -670,9 +670,9 @@ static int check(Options *o) {
   if (o->gemm_tile && o->cublas)
     return oerr("--gemm-tile picks the tile of ncc's own GEMMs: it does not go with --cublas");
   if (o->gemm_tile && o->precision == PREC_FP32 && o->gemm_tile - 1 != IR_TILE_64x64 &&
-      o->gemm_tile - 1 != IR_TILE_128x128)
-    return oerr("--gemm-tile=%dx%d: at fp32 the tiled GEMMs (CUDA cores) take 64x64 (the default) or 128x128; the "
-                "other tiles are the tensor cores' (--precision=tf32, fp16, bf16 or int8)",
+      o->gemm_tile - 1 != IR_TILE_64x128 && o->gemm_tile - 1 != IR_TILE_128x128)
+    return oerr("--gemm-tile=%dx%d: at fp32 the tiled GEMMs (CUDA cores) take 64x64 (the default), 64x128 or 128x128; "
+                "the other tiles are the tensor cores' (--precision=tf32, fp16, bf16 or int8)",
                 ir_mma_tiles[o->gemm_tile - 1].BM, ir_mma_tiles[o->gemm_tile - 1].BN);
   if (o->precision == PREC_INT8) {
     if (o->cmd == CMD_TRAIN || o->train)

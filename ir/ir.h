@@ -728,7 +728,7 @@ static inline int64_t ir_bn_split_span(const Node *n) {
  * defaults by shape (ir_tile_default); those after it the larger tiles the
  * model may choose. */
 typedef struct IrTile { int BM, BN, WM, WN, threads, minb, regs_conv, regs_gemm; } IrTile;
-enum { IR_TILE_64x64 = 5, IR_TILE_128x128 = 8, IR_NTILES = 9 };
+enum { IR_TILE_64x64 = 5, IR_TILE_64x128 = 7, IR_TILE_128x128 = 8, IR_NTILES = 9 };
 extern const IrTile ir_mma_tiles[IR_NTILES];
 /* The occupancy rules (cuda_occupancy.h's, as the report applies them):
  * resident blocks an SM, and which limit binds ('t' threads, 'b' blocks,
@@ -769,41 +769,53 @@ int ir_gemm_key(const Node *n, char *buf, size_t len);
 /* --autotune's choices by ir_gemm_key (driver/autotune.c fills it) */
 typedef struct TuneEntry {
   char key[256];
-  int tile;       /* an index in ir_mma_tiles (a float32 GEMM's: IR_TILE_64x64, the default by shape, or 128x128) */
+  int tile;       /* an index in ir_mma_tiles (a float32 GEMM's: IR_TILE_64x64, the default by shape, 64x128 or
+                     128x128) */
   int stages;     /* a float32 GEMM's stages (1, or 2: Node.pipe); 0 for a tensor-core GEMM's entry */
   char why[256];
 } TuneEntry;
 typedef struct TuneTable { TuneEntry *e; int n; } TuneTable;
 int ir_tile_regs(const Node *n, const IrTile *t);
-/* The float32 (CUDA-core) tiled GEMM's wide tile: 128 x 128 outputs a block
- * of 256 threads, 8 x 8 a thread, read from shared memory four floats a load
- * (codegen/gemm.c, tiled; docs/gpu.md, "The float32 GEMM's wide tile"), in
- * place of the 64 x 64 default (4 x 4 a thread).  For a forward conv2d,
- * linear or matmul on the tiled path (not a GEMV, a direct convolution,
- * cuBLAS or split-K) of M and N at least 128 whose 128 x 128 tiles fill
- * every SM of ir_tile_machine twice (IR_FP32_WIDE_BLOCKS), or forced by
- * --gemm-tile=128x128 (forced 1; 0 keeps the default, -1 the rule).
- * passes_fp32_tiles records it (Node.tile = 1 + IR_TILE_128x128); why: one
- * line.  Returns 1 for the wide tile. */
+/* The float32 (CUDA-core) tiled GEMM's wider tiles, read from shared memory
+ * four floats a load (codegen/gemm.c, tiled; docs/gpu.md, "The float32
+ * GEMM's wide tile"): 128 x 128 outputs a block of 256 threads, 8 x 8 a
+ * thread, and 64 x 128, 4 x 8 a thread, in place of the 64 x 64 default (4
+ * x 4 a thread).  For a forward conv2d, linear or matmul on the tiled path
+ * (not a GEMV, a direct convolution, cuBLAS or split-K): 128 x 128 where M
+ * and N are at least 128 and its tiles fill every SM of ir_tile_machine
+ * twice (IR_FP32_WIDE_BLOCKS); else 64 x 128 where M is at least 64, N at
+ * least 128 and its tiles fill them twice; else the default by shape.
+ * forced: an index in ir_mma_tiles from --gemm-tile (IR_TILE_64x64 the
+ * default, IR_TILE_64x128, IR_TILE_128x128), -1 the rule.
+ * passes_fp32_tiles records it (Node.tile = 1 + the index; 0 the default);
+ * why: one line.  Returns the tile's index. */
 #define IR_FP32_WIDE_BLOCKS (2 * 132)
 /* The float32 tiled GEMM's default tile along a dimension of d: 16, 32 or 64 rows (columns) */
 static inline int ir_fp32_tile_dim(int64_t d) { return d >= 64 ? 64 : d >= 32 ? 32 : 16; }
 int ir_fp32_tile_choose(const Node *n, int forced, char *why, size_t nwhy);
 int ir_fp32_tiled(const Node *n);   /* a float32 GEMM the tiled kernel runs (the wide tile's candidates) */
 static inline int ir_fp32_wide(const Node *n) { return n->prec == PREC_FP32 && n->tile == 1 + IR_TILE_128x128; }
+/* A float32 tiled GEMM's tile: IR_TILE_128x128, IR_TILE_64x128, or IR_TILE_64x64 for the default by shape */
+static inline int ir_fp32_tile(const Node *n) {
+  return n->prec == PREC_FP32 && (n->tile == 1 + IR_TILE_128x128 || n->tile == 1 + IR_TILE_64x128) ? n->tile - 1
+                                                                                                    : IR_TILE_64x64;
+}
 /* The float32 tiled GEMMs that can be double-buffered (Node.pipe = 2; codegen/gemm.c, tiled; docs/gpu.md,
  * "The float32 GEMM double-buffered"): a forward conv2d, linear or matmul on the tiled path whose tile
- * reads four floats a load (the wide one, or the default where M and N are at least 64).  With
- * --gemm-pipeline=on passes_fp32_tiles gives the wide ones two stages, every one with --gemm-stages=2 at
+ * reads four floats a load (the wider ones, or the default where M and N are at least 64).  With
+ * --gemm-pipeline=on passes_fp32_tiles gives the wider ones two stages, every one with --gemm-stages=2 at
  * fp32, or --autotune's choice.  The smaller tiles (16 or 32 rows or columns) keep one stage. */
 int ir_fp32_pipe_ok(const Node *n);
 /* --autotune's configurations of a float32 tiled GEMM (ir_fp32_tiled): tile[i] (IR_TILE_64x64, the
- * default by shape, or IR_TILE_128x128) with stages[i] (1 or 2); the first is the default tile in one
- * stage (the reference bits); two stages only where pipe (--gemm-pipeline=on) and the tile reads four
- * floats a load, the wide tile only where M and N are at least 128 and K is not split.  Returns the
- * count (at most 4); *pick: the index passes_fp32_tiles would choose without a trial (stages2:
- * --gemm-stages=2 at fp32). */
-int ir_fp32_candidates(const Node *n, int pipe, int stages2, int tile[4], int stages[4], int *pick);
+ * default by shape, IR_TILE_64x128 or IR_TILE_128x128) with stages[i] (1 or 2); the first is the default
+ * tile in one stage (the reference bits); two stages only where pipe (--gemm-pipeline=on) and the tile
+ * reads four floats a load; 64 x 128 only where M is at least 64, N at least 128 and K is not split,
+ * 128 x 128 where M is at least 128 too.  Returns the count (at most 6); *pick: the index
+ * passes_fp32_tiles would choose without a trial (stages2: --gemm-stages=2 at fp32). */
+int ir_fp32_candidates(const Node *n, int pipe, int stages2, int tile[6], int stages[6], int *pick);
+/* Whether passes_fp32_tiles gives float32 tile t (an index in ir_mma_tiles) two stages by default
+ * (--gemm-pipeline=on; stages2: --gemm-stages=2 at fp32, every tile that reads four floats a load) */
+int ir_fp32_two_stages(int t, int stages2);
 /* The blocks an SM the kernel's __launch_bounds__ asks for (0: none): the
  * tile's minb, and 2 for a convolution's weight gradient at 256 threads,
  * whose B columns' registers (codegen/gemm.c, wgrad_tile) would pass the

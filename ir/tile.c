@@ -267,53 +267,66 @@ int ir_fp32_tiled(const Node *n) {
 int ir_fp32_tile_choose(const Node *n, int forced, char *why, size_t nwhy) {
   int64_t M, N, K, Z;
   ir_gemm_dims(n, &M, &N, &K, &Z);
-  int64_t blocks = (M + 127) / 128 * ((N + 127) / 128) * Z;
-  int sk = ir_gemm_split_k(n), wide;
+  int64_t blocks = (M + 127) / 128 * ((N + 127) / 128) * Z, b64 = (M + 63) / 64 * ((N + 127) / 128) * Z;
+  int sk = ir_gemm_split_k(n), t;
   int dm = ir_fp32_tile_dim(M), dn = ir_fp32_tile_dim(N);   /* the default tile by shape */
-  if (forced >= 0) wide = forced;
-  else wide = sk == 1 && M >= 128 && N >= 128 && blocks >= IR_FP32_WIDE_BLOCKS;
+  if (forced >= 0) t = forced;
+  else if (sk == 1 && M >= 128 && N >= 128 && blocks >= IR_FP32_WIDE_BLOCKS) t = IR_TILE_128x128;
+  else if (sk == 1 && M >= 64 && N >= 128 && b64 >= IR_FP32_WIDE_BLOCKS) t = IR_TILE_64x128;
+  else t = IR_TILE_64x64;
   if (why) {
-    if (forced >= 0 && wide)
+    long long w = M >= 128 ? blocks : b64;   /* the widest tile the shape takes, its blocks */
+    if (forced >= 0 && t == IR_TILE_128x128)
       snprintf(why, nwhy, "128x128, forced (--gemm-tile); %lld blocks of 128x128", (long long)blocks);
+    else if (forced >= 0 && t == IR_TILE_64x128)
+      snprintf(why, nwhy, "64x128, forced (--gemm-tile); %lld blocks of 64x128", (long long)b64);
     else if (forced >= 0)
       snprintf(why, nwhy, "%dx%d, the default, forced (--gemm-tile)", dm, dn);
     else if (sk > 1)
       snprintf(why, nwhy, "%dx%d, the default: split-K into %d ranges", dm, dn, sk);
-    else if (M < 128 || N < 128)
-      snprintf(why, nwhy, "%dx%d, the default: a %lld x %lld GEMM (the 128x128 tile needs M and N >= 128)", dm, dn,
-               (long long)M, (long long)N);
-    else if (wide)
+    else if (t == IR_TILE_128x128)
       snprintf(why, nwhy, "128x128: %lld blocks of 128x128, at least %d (two a SM on %d SMs)", (long long)blocks,
                IR_FP32_WIDE_BLOCKS, ir_tile_machine.sms);
+    else if (t == IR_TILE_64x128)
+      snprintf(why, nwhy, "64x128: %lld blocks of 64x128, at least %d (two a SM on %d SMs)%s", (long long)b64,
+               IR_FP32_WIDE_BLOCKS, ir_tile_machine.sms, M >= 128 ? "; too few of 128x128" : "");
+    else if (M < 64 || N < 128)
+      snprintf(why, nwhy, "%dx%d, the default: a %lld x %lld GEMM (the wider tiles need M >= 64 and N >= 128)", dm, dn,
+               (long long)M, (long long)N);
     else
-      snprintf(why, nwhy, "%dx%d, the default: %lld blocks of 128x128, fewer than %d (two a SM on %d SMs)", dm, dn,
-               (long long)blocks, IR_FP32_WIDE_BLOCKS, ir_tile_machine.sms);
+      snprintf(why, nwhy, "%dx%d, the default: %lld blocks of %s, fewer than %d (two a SM on %d SMs)", dm, dn, w,
+               M >= 128 ? "128x128" : "64x128", IR_FP32_WIDE_BLOCKS, ir_tile_machine.sms);
   }
-  return wide;
+  return t;
 }
 
 int ir_fp32_pipe_ok(const Node *n) {
   if (!ir_fp32_tiled(n)) return 0;
   int64_t M, N, K, Z;
   ir_gemm_dims(n, &M, &N, &K, &Z);
-  return ir_fp32_wide(n) || (ir_fp32_tile_dim(M) == 64 && ir_fp32_tile_dim(N) == 64);
+  return ir_fp32_tile(n) != IR_TILE_64x64 || (ir_fp32_tile_dim(M) == 64 && ir_fp32_tile_dim(N) == 64);
 }
 
-int ir_fp32_candidates(const Node *n, int pipe, int stages2, int tile[4], int stages[4], int *pick) {
+int ir_fp32_two_stages(int t, int stages2) { return t == IR_TILE_128x128 || stages2; }
+
+int ir_fp32_candidates(const Node *n, int pipe, int stages2, int tile[6], int stages[6], int *pick) {
   *pick = 0;
   if (!ir_fp32_tiled(n)) return 0;
   int64_t M, N, K, Z;
   ir_gemm_dims(n, &M, &N, &K, &Z);
-  int c = 0, wide_ok = M >= 128 && N >= 128 && ir_gemm_split_k(n) == 1;
+  int c = 0, sk1 = ir_gemm_split_k(n) == 1;
   int four = ir_fp32_tile_dim(M) == 64 && ir_fp32_tile_dim(N) == 64;   /* the default tile reads float4s */
-  int rule_wide = ir_fp32_tile_choose(n, -1, NULL, 0);
-  for (int w = 0; w < 2; w++) {
-    if (w && !wide_ok) continue;
+  int rule = ir_fp32_tile_choose(n, -1, NULL, 0);
+  static const int tiles[3] = {IR_TILE_64x64, IR_TILE_64x128, IR_TILE_128x128};
+  for (int w = 0; w < 3; w++) {
+    int t = tiles[w];
+    if ((t == IR_TILE_64x128 && !(sk1 && M >= 64 && N >= 128)) || (t == IR_TILE_128x128 && !(sk1 && M >= 128 && N >= 128)))
+      continue;
     for (int st = 1; st <= 2; st++) {
       if (st == 2 && !(pipe && (w || four))) continue;
-      /* the rule: the wide tile in two stages (with pipe), the default in two only with --gemm-stages=2 */
-      if (w == rule_wide && st == (pipe && (w || (four && stages2)) ? 2 : 1)) *pick = c;
-      tile[c] = w ? IR_TILE_128x128 : IR_TILE_64x64, stages[c] = st, c++;
+      /* the rule's tile, in the stages passes_fp32_tiles gives it */
+      if (t == rule && st == (pipe && (w || four) && ir_fp32_two_stages(t, stages2) ? 2 : 1)) *pick = c;
+      tile[c] = t, stages[c] = st, c++;
     }
   }
   return c;

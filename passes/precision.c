@@ -142,8 +142,9 @@ static void choose_tiles(Graph *g, const PassCtx *c) {
   }
 }
 
-/* Each float32 tiled GEMM's tile (Node.tile: 1 + IR_TILE_128x128, the wide
- * one, or 0): --gemm-tile's (64x64 or 128x128), else ir_fp32_tile_choose's
+/* Each float32 tiled GEMM's tile (Node.tile: 1 + IR_TILE_128x128 or
+ * IR_TILE_64x128, the wider ones, or 0): --gemm-tile's (64x64, 64x128 or
+ * 128x128), else ir_fp32_tile_choose's
  * rule; with --gemm-pipeline=on, two stages (Node.pipe = 2) for the wide
  * tile, and for the 64 x 64 ones too with --gemm-stages=2 (ir_fp32_pipe_ok);
  * --autotune's tile and stages where it tried the shape (PassCtx.tune, an
@@ -163,7 +164,7 @@ void passes_fp32_tiles(Graph *g, const PassCtx *c) {
       for (int k = 0; k < c->tune->n && !te; k++)
         if (c->tune->e[k].stages && !strcmp(c->tune->e[k].key, key)) te = &c->tune->e[k];
     if (te) {
-      nd->tile = te->tile == IR_TILE_128x128 ? 1 + IR_TILE_128x128 : 0;
+      nd->tile = te->tile == IR_TILE_64x64 ? 0 : 1 + te->tile;
       nd->pipe = te->stages == 2 && c->gemm_pipe ? 2 : 0;
       nd->tile_why = te->why;
       if (c->verbose)
@@ -172,12 +173,16 @@ void passes_fp32_tiles(Graph *g, const PassCtx *c) {
       continue;
     }
     char why[256];
-    int forced = c->gemm_tile ? c->gemm_tile - 1 == IR_TILE_128x128 : -1;
-    nd->tile = ir_fp32_tile_choose(nd, forced, why, sizeof why) ? 1 + IR_TILE_128x128 : 0;
+    /* --gemm-tile: 64x128 or 128x128, else the default (another tile is a tensor core's: an int8 model's fp32
+     * layers) */
+    int ft = c->gemm_tile - 1, forced = !c->gemm_tile ? -1 : ft == IR_TILE_64x128 || ft == IR_TILE_128x128 ? ft
+                                                                                                       : IR_TILE_64x64;
+    int t = ir_fp32_tile_choose(nd, forced, why, sizeof why);
+    nd->tile = t == IR_TILE_64x64 ? 0 : 1 + t;
     nd->tile_why = NULL;
-    /* two stages: the wide tile's, every float4 tile's with --gemm-stages=2 at fp32 */
+    /* two stages: the wide tile's, every float4 tile's with --gemm-stages=2 at fp32 (ir_fp32_two_stages) */
     nd->pipe = c->gemm_pipe && ir_fp32_pipe_ok(nd) &&
-               (ir_fp32_wide(nd) || (c->precision == PREC_FP32 && c->gemm_stages == 2)) ? 2 : 0;
+               ir_fp32_two_stages(t, c->precision == PREC_FP32 && c->gemm_stages == 2) ? 2 : 0;
     if (c->verbose)
       fprintf(stderr, "tiles: %s %s: fp32 tile %s%s\n", ncc_ops[nd->op].name,
               nd->name ? nd->name : nd->layer ? nd->layer : "", why, nd->pipe ? "; two stages" : "");

@@ -42,8 +42,8 @@ PEAK = {"sm_80": 19.5e12, "sm_90": 67.0e12}
 BW = {"sm_80": 1.555e12, "sm_90": 3.35e12}
 LAUNCH_US = 3.0
 # registers a thread by kernel kind (the documented estimates)
-REGS = {"tiled": 56, "wide": 120, "gemv": 32, "direct": 24, "other": 32,
-        "tiled2": 64, "wide2": 128}   # the float32 tiles double-buffered (two stages: "int nx = st ^ 1;")
+REGS = {"tiled": 56, "wide": 120, "w64": 72, "gemv": 32, "direct": 24, "other": 32,
+        "tiled2": 64, "wide2": 128, "w642": 96}   # the float32 tiles double-buffered (two stages: "int nx = st ^ 1;")
 # the tensor-core GEMM's by its tile (docs/gpu.md, "Tile choice"): (convolution, other GEMMs)
 MMA_REGS = {"16x32": (64, 64), "16x64": (72, 64), "32x32": (72, 64), "32x64": (96, 64), "64x32": (96, 64),
             "64x64": (120, 64), "128x64": (160, 128), "64x128": (192, 128), "128x128": (160, 128)}
@@ -131,7 +131,8 @@ def launches(cu, model, nb):
         # the float32 tiled GEMM, its wide tile (8 x 8 a thread, docs/gpu.md) apart
         tiled = re.search(r"__shared__ (__align__\(16\) )?float As\[", text)
         kind = ("mma" if re.search(r"_mma(_|$)", kernel) else
-                ("wide" if "float acc[8][8];" in text else "tiled") + ("2" if "int nx = st ^ 1;" in text else "")
+                ("wide" if "float acc[8][8];" in text else "w64" if "float acc[4][8];" in text else "tiled")
+                + ("2" if "int nx = st ^ 1;" in text else "")
                 if tiled
                 else "gemv" if re.search(r"_gemv(_|$)", kernel) else "other")
         out.append((comment, kernel, blocks, int(bx) * int(by), smem, int(dyn), kind))

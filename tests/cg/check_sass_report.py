@@ -458,7 +458,8 @@ def fp32_wide_tests(ncc, nvcc, work):
     with open(net, "w") as f:
         f.write(WIDE_NET)
     cus = []
-    for tag, flags in (("auto", []), ("forced", ["--gemm-tile=128x128"]), ("stages2", ["--gemm-stages=2"])):
+    for tag, flags in (("auto", []), ("forced", ["--gemm-tile=128x128"]), ("stages2", ["--gemm-stages=2"]),
+                       ("w64", ["--gemm-tile=64x128"])):
         cu = os.path.join(work, "wide_%s.cu" % tag)
         subprocess.run([ncc, net, "-o", cu] + flags, check=True)
         cus.append(cu)
@@ -467,7 +468,7 @@ def fp32_wide_tests(ncc, nvcc, work):
                         "--arch", "sm_80,sm_90"] + cus)
     if not isinstance(data, dict):
         return data
-    seen = {"wide": 0, "64x64": 0}
+    seen = {"wide": 0, "64x64": 0, "64x128": 0}
     for rep in data["reports"]:
         text = src[rep["file"]]
         for k in rep["kernels"]:
@@ -475,15 +476,16 @@ def fp32_wide_tests(ncc, nvcc, work):
                 continue
             body = text.split("void " + k["name"] + "(", 1)[1].split("\n}\n", 1)[0]
             n, lp = f"{os.path.basename(rep['file'])} {rep['arch']} {k['name']}", k["loop"]
-            tile = "wide" if "float acc[8][8];" in body else "64x64" if "float acc[4][4];" in body else None
+            tile = ("wide" if "float acc[8][8];" in body else "64x64" if "float acc[4][4];" in body
+                    else "64x128" if "float acc[4][8];" in body else None)
             two = tile == "wide" or rep["file"].endswith("_stages2.cu")   # two stages expected
             check(tile is not None and ("ncc_lds4(af, &As[st][kk][4 * ty]);" if two else
                                         "ncc_lds4(af, &As[kk][4 * ty]);") in body,
-                  f"{n}: neither the wide nor the 64 x 64 tile, or a float a load, or not {1 + two} stage(s)")
+                  f"{n}: not the 128 x 128, 64 x 128 or 64 x 64 tile, or a float a load, or not {1 + two} stage(s)")
             if tile is None:
                 continue
             seen[tile] += 1
-            share, per = (0.8, 16) if tile == "wide" else (0.7, 8)
+            share, per = {"wide": (0.8, 16), "64x128": (0.8, 10), "64x64": (0.7, 8)}[tile]
             check(bool(lp) and lp["ffma"] >= share * lp["ins"], f"{n}: FFMAs under {share:.0%} of the main loop: {lp}")
             check(bool(lp) and lp["lds"] == lp["l128"] and per * lp["lds"] <= lp["ffma"],
                   f"{n}: shared loads not all 128-bit, or more than one for {per} FFMAs: {lp}")
@@ -508,9 +510,10 @@ def fp32_wide_tests(ncc, nvcc, work):
                   f"instructions, {lp['ffma']} FFMA, {lp['lds']} LDS ({lp['l128']} of 128 bits); K tile loop "
                   f"{kl['bar']} barrier, {kl['ldg']} LDG, {kl['sts']} STS; {ops.get('STG.E.128', 0)} STG.E.128, "
                   f"{ops.get('STG.E', 0)} STG.E")
-    # the convolution wide by the rule (the three files), the linear layer and the matmul 64 x 64 by the rule
-    # (one stage, then two) and wide forced: at two architectures
-    check(seen == {"wide": 2 * 5, "64x64": 2 * 4}, f"kernels by tile {seen}, expected 10 wide and 8 of 64 x 64")
+    # the convolution wide by the rule (three files), the linear layer and the matmul 64 x 64 by the rule (one
+    # stage, then two), all three wide forced, then 64 x 128 forced: at two architectures
+    check(seen == {"wide": 2 * 5, "64x64": 2 * 4, "64x128": 2 * 3},
+          f"kernels by tile {seen}, expected 10 wide, 8 of 64 x 64 and 6 of 64 x 128")
     if not fails and os.environ.get("NCC_KEEP_WORK", "0") != "1":
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -2022,20 +2022,25 @@ WIDE = ["--gemm-tile=128x128"]
 WIDE_SRC = "ncc_lds4(bf + 4, &Bs[st][kk][64 + 4 * tx]);"
 
 
-def fp32_wide_case(ctx, run):
-    """run(env, flags): one of conv_case, linear_case, matmul_case with its shape"""
+W64 = ["--gemm-tile=64x128"]
+W64_SRC = "ncc_lds4(bf + 4, &Bs[kk][64 + 4 * tx]);"   # 4 x 8 a thread, one stage
+
+
+def fp32_wide_case(ctx, run, flags=WIDE, src=WIDE_SRC):
+    """run(env, flags): one of conv_case, linear_case, matmul_case with its shape; flags: the wider tile
+    (WIDE, W64) and src a line of its kernel"""
     import numpy as np
     out = ctx.path("out_y.npy")
     run(None, [])
     base = np.load(out)
-    run(CHECKED_REVERSE, WIDE)
+    run(CHECKED_REVERSE, flags)
     wide = np.load(out)
     if not np.array_equal(base, wide):
         d = np.abs(base.astype(np.float64) - wide)
-        raise Failure("the 128x128 tile's output differs from the 64x64 tile's: %d elements, max %.3g"
-                      % (int(np.sum(d > 0)), float(d.max())))
-    print("128x128 tile: the 64x64 tile's bits")
-    src_check(ctx, WIDE, WIDE_SRC)
+        raise Failure("the %s tile's output differs from the 64x64 tile's: %d elements, max %.3g"
+                      % (flags[0].split("=")[1], int(np.sum(d > 0)), float(d.max())))
+    print("%s tile: the 64x64 tile's bits" % flags[0].split("=")[1])
+    src_check(ctx, flags, src)
 
 
 # channels and columns past the tile, groups, tap-major weights, split-K, index digits, a 1 x 1, strides,
@@ -2054,8 +2059,24 @@ case("fp32_wide_matmul_batched", ["op", "tile", "check", "fiber"])(
 case("fp32_wide_matmul_broadcast", ["op", "tile", "check", "fiber"])(
     lambda ctx: fp32_wide_case(ctx, lambda env, fl: matmul_case(ctx, (2, 1, 129, 40), (3, 40, 131), env=env,
                                                                 flags=fl)))
+# the 64 x 128 tile (4 x 8 a thread) forced the same way: the stem's 64 rows, index digits with split-K, a 1 x 1,
+# tap-major channels, channels and pixels past the tile, groups; a linear layer, a broadcast matmul
+for _v in ("pipe_stem", "pipe_digits", "pipe_k1", "tap_big", "tile_big_g2", "asym_all"):
+    case("fp32_w64_conv_" + _v, ["op", "conv", "tile", "check", "fiber"])(
+        lambda ctx, v=_v: fp32_wide_case(ctx, lambda env, fl: conv_case(ctx, v, env=env, flags=fl), W64, W64_SRC))
+case("fp32_w64_linear", ["op", "tile", "check", "fiber"])(
+    lambda ctx: fp32_wide_case(ctx, lambda env, fl: linear_case(ctx, 150, 70, 140, True, env=env, flags=fl), W64,
+                               W64_SRC))
+case("fp32_w64_matmul_broadcast", ["op", "tile", "check", "fiber"])(
+    lambda ctx: fp32_wide_case(ctx, lambda env, fl: matmul_case(ctx, (2, 1, 129, 40), (3, 40, 131), env=env,
+                                                                flags=fl), W64, W64_SRC))
 # whole models at the wide tile, checked, reverse fiber order: their epilogues (bias, batchnorm folded,
 # residual adds, relu), a pooling prologue (VGG-11 at -O3)
+for _k, _o in (("resnet18", 2), ("vgg11", 3)):
+    _b, _s, _sets, _ch = _MATRIX[_k]
+    case("fp32_w64_model_%s_O%d" % (_k, _o), ["model", "tile", "check", "fiber"])(
+        lambda ctx, k=_k, b=_b, sz=_s, st=_sets, ch=_ch, o=_o: model_case(
+            ctx, k, b, sz, st, flags=W64 + ["-O%d" % o, "--check"], env={"NCC_FIBER_ORDER": "reverse"}, in_ch=ch))
 for _k, _o in (("resnet18", 2), ("vgg11", 3), ("mobilenet_v2", 2)):
     _b, _s, _sets, _ch = _MATRIX[_k]
     case("fp32_wide_model_%s_O%d" % (_k, _o), ["model", "tile", "check", "fiber"])(
@@ -2077,12 +2098,12 @@ PIPE_SRC = "int nx = st ^ 1;"
 STAGES2 = ["--gemm-stages=2"]
 
 
-def fp32_pipe_case(ctx, run, wide=False, quads=False):
-    """run(env, flags): one of conv_case, linear_case, matmul_case with its shape; wide: the 128 x 128 tile;
-    quads: the output's columns come in fours (out_quad), stored four a store (ncc_st4f)"""
+def fp32_pipe_case(ctx, run, wide=False, quads=False, w64=False):
+    """run(env, flags): one of conv_case, linear_case, matmul_case with its shape; wide: the 128 x 128 tile
+    (w64: 64 x 128); quads: the output's columns come in fours (out_quad), stored four a store (ncc_st4f)"""
     import numpy as np
     out = ctx.path("out_y.npy")
-    tile, two = (WIDE, []) if wide else ([], STAGES2)
+    tile, two = (WIDE, []) if wide else (W64, STAGES2) if w64 else ([], STAGES2)
     run(None, tile + PIPE_OFF)
     base = np.load(out)
     run(CHECKED_REVERSE, tile + two)
@@ -2106,6 +2127,10 @@ for _v in ("pipe_stem", "pipe_digits", "pipe_k1", "pipe_tap_splitk", "tile_big",
 for _v in ("pipe_digits", "tap_big", "tile_big_g2"):
     case("fp32_pipe_wide_conv_" + _v, ["op", "conv", "tile", "check", "fiber"])(
         lambda ctx, v=_v: fp32_pipe_case(ctx, lambda env, fl: conv_case(ctx, v, env=env, flags=fl), wide=True))
+for _v in ("pipe_stem", "pipe_digits", "tap_big"):
+    case("fp32_pipe_w64_conv_" + _v, ["op", "conv", "tile", "check", "fiber"])(
+        lambda ctx, v=_v: fp32_pipe_case(ctx, lambda env, fl: conv_case(ctx, v, env=env, flags=fl), w64=True,
+                                         quads=v in QUADS))
 case("fp32_pipe_linear", ["op", "tile", "check", "fiber"])(
     lambda ctx: fp32_pipe_case(ctx, lambda env, fl: linear_case(ctx, 150, 70, 140, True, env=env, flags=fl),
                                quads=True))
