@@ -870,6 +870,15 @@ def _int8_storage(ctx):
         print("%s: %s values stored as i8, outputs bit-equal to float32 storage" % (os.path.basename(net_), m[-1]))
 
 
+def tune_setup(ctx):
+    """The autotune cases' model (a convolution and a linear layer), cache folder, environment and outputs"""
+    net = ctx.write("tune.net", "model tune\ninput x: f32[4, 16, 24, 24]\ninput q: f32[200, 96]\n"
+                                "h = relu(conv2d(x, 128, kernel=3, pad=1, name=\"conv\"))\n"
+                                "z = linear(q, 160, name=\"fc\")\noutput h\noutput z\n")
+    cache = ctx.path("cache")
+    return net, cache, {"NCC_CACHE_DIR": cache}, ctx.path("tune.cu"), ctx.path("tune2.cu")
+
+
 @case("autotune")
 def _autotune(ctx):
     """--autotune=SECONDS (driver/autotune.c): each tensor-core GEMM shape with
@@ -880,12 +889,7 @@ def _autotune(ctx):
     reads the cache and runs nothing, and gives the same source; a budget too
     small tries nothing and writes nothing; a corrupt cache and bad flags are
     refused with status 1 and no output."""
-    net = ctx.write("tune.net", "model tune\ninput x: f32[4, 16, 24, 24]\ninput q: f32[200, 96]\n"
-                                "h = relu(conv2d(x, 128, kernel=3, pad=1, name=\"conv\"))\n"
-                                "z = linear(q, 160, name=\"fc\")\noutput h\noutput z\n")
-    cache = ctx.path("cache")
-    env = {"NCC_CACHE_DIR": cache}
-    out, out2 = ctx.path("tune.cu"), ctx.path("tune2.cu")
+    net, cache, env, out, out2 = tune_setup(ctx)
     p = ctx.ncc_cmd([net, "--precision=fp16", "--autotune=120", "-o", out], env=env)
     show(p)
     if p.returncode != 0:
@@ -942,12 +946,7 @@ def _autotune_fp32(ctx):
     BMxBN/S into autotune.txt and said at each launch; a second compile builds nothing.  A line naming
     128x128/2 (as a GPU's timing would) gives that shape the wide tile in two stages; a stage count other
     than 1 or 2, or a tensor-core tile, on a float32 line is refused with the file and line."""
-    net = ctx.write("tune.net", "model tune\ninput x: f32[4, 16, 24, 24]\ninput q: f32[200, 96]\n"
-                                "h = relu(conv2d(x, 128, kernel=3, pad=1, name=\"conv\"))\n"
-                                "z = linear(q, 160, name=\"fc\")\noutput h\noutput z\n")
-    cache = ctx.path("cache")
-    env = {"NCC_CACHE_DIR": cache}
-    out, out2 = ctx.path("tune.cu"), ctx.path("tune2.cu")
+    net, cache, env, out, out2 = tune_setup(ctx)
     p = ctx.ncc_cmd([net, "--autotune=120", "-o", out], env=env)
     show(p)
     m = re.search(r"autotune: (\d+) GEMM shapes?: (\d+) from \S+, (\d+) tried now \((\d+) builds", p.stderr)
