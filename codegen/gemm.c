@@ -2933,6 +2933,7 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
     }
     for (int i = 0, t = 0; i < 2; i++) cg_term(&lo, &t, eo[i], ko[i]);
     s.out_pair = s.N % 2 == 0;
+    s.out_quad = s.N % 4 == 0;
   } else {
     int64_t KH = a->kernel[0], KW = a->kernel[1];
     const Shape *dys = &n->in[0]->shape;
@@ -3046,6 +3047,7 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
         const int64_t k[] = {C * H * W, Cg * H * W, H * W, 1};
         for (int i = 0, t = 0; i < 4; i++) cg_term(&lo, &t, e[i], k[i]);
         s.out_pair = H * W % 2 == 0;   /* an even pixel's next one: in its image, at o + 1 */
+        s.out_quad = H * W % 4 == 0;
       }
     } else {
       /* dweight[z Og + m, ci, kh, kw] = sum over k = (img, oh, ow) of dy[img, z Og + m, oh, ow]
