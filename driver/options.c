@@ -153,7 +153,8 @@ static const OptSpec opts[] = {
    "GEMMs (tensor cores at tf32, fp16, bf16; at fp32 the CUDA-core tiles and their stages): try each shape's "
    "candidate tiles on the device within SECONDS, "
    "check each gives the default tile's bits, and keep the fastest on a GPU (under emulation the tile model's "
-   "choice); kept in the compile cache's autotune.txt (docs/gpu.md, \"Autotuning\")"},
+   "choice); with --train the training step's forward GEMMs take them too; kept in the compile cache's "
+   "autotune.txt (docs/gpu.md, \"Autotuning\")"},
   {O_LOSS_SCALE, "--loss-scale", NULL, "=S", CMD_COMPILE | CMD_BENCH | CMD_TRAIN, 0,
    "fp16 training: the initial loss scale (default 65536, GradScaler's; halved after an overflow, "
    "doubled after 2000 steps without one)"},
@@ -657,11 +658,11 @@ static int check(Options *o) {
   if (o->loss_scale > 0.0 && !(o->precision == PREC_FP16 && (o->cmd == CMD_TRAIN || o->train)))
     return oerr("--loss-scale goes with fp16 training (--precision=fp16 with ncc train, or --train): "
                 "only fp16 gradients need the loss scaled");
-  if (o->autotune > 0 && (o->precision == PREC_INT8 || o->cublas || o->gemm_tile || o->train))
+  if (o->autotune > 0 && (o->precision == PREC_INT8 || o->cublas || o->gemm_tile))
     return oerr("--autotune tries the tiles of ncc's GEMMs (tensor cores at --precision=tf32, fp16 or bf16; at fp32 "
-                "the tiles and stages of the CUDA-core ones), for inference; it does not go with %s",
+                "the tiles and stages of the CUDA-core ones); it does not go with %s",
                 o->precision == PREC_INT8 ? "int8 (its GEMMs take the tile model's choice)"
-                : o->cublas ? "--cublas" : o->gemm_tile ? "--gemm-tile (a tile forced)" : "--train");
+                : o->cublas ? "--cublas" : "--gemm-tile (a tile forced)");
   if (o->gemm_stages && (!o->gemm_pipe || (o->precision == PREC_FP32 && o->gemm_stages != 2) || o->cublas))
     return oerr("--gemm-stages=%d: the stages of the cp.async copies of tf32, fp16, bf16 and int8 tensor-core GEMMs "
                 "(at fp32: 2, every float32 tile that reads four floats a load double-buffered); it does not go with "

@@ -980,6 +980,20 @@ def _autotune_fp32(ctx):
     if ("/* fc: fp32 tile 128x128, two stages, timed */" not in src or "float acc[8][8];" not in fc
             or "float As[2][16][132];" not in fc):
         raise Failure("a cached 128x128/2 should give the linear the wide tile in two stages: %s" % p.stderr)
+    # with --train: the tiles tried on the inference graph's shapes, the training step's forward GEMMs take them
+    # too (MLP, batch 64: fc1 and fc2 in one stage and two, split along K so no wider tile; fc3's 10 columns
+    # have one candidate)
+    mlp = os.path.join(EXAMPLES, "mlp.net")
+    p = ctx.ncc_cmd([mlp, "--train", "--autotune=120", "-o", out2], env=env)
+    show(p)
+    src = open(out2).read() if p.returncode == 0 else ""
+    step = src.split("static int mlp_train_run(", 1)[-1].split("\n}\n", 1)[0]
+    m = re.search(r"autotune: (\d+) GEMM shapes?: (\d+) from \S+, (\d+) tried now \((\d+) builds", p.stderr)
+    if (not m or m.groups() != ("3", "0", "2", "4")
+            or step.count(": fp32 tile 64x64, one stage, the tile rule's choice: 2 tiles and stages") != 4):
+        raise Failure("--autotune with --train: 3 shapes, 2 tried in 4 builds, the training step's fc1 and fc2 "
+                      "launches (each split along K: the GEMM and its sum) with the autotuner's reason: %s" % p.stderr)
+    os.unlink(out2)
     for bad, why in (("128x128/3", "no tile of ncc's"), ("32x64/1", "no tile of ncc's"), ("128x128", "lacks its stages")):
         with open(path, "w") as f:
             f.write(text.replace("n=160\t128x128/2\t", "n=160\t%s\t" % bad, 1))
