@@ -48,6 +48,8 @@ typedef struct Job {
   int cand[IR_NTILES], nc;
   int stg[IR_NTILES];  /* a float32 GEMM's: each candidate's stages (1, 2); 0 for a tensor-core GEMM's */
   int model_pick;     /* the tile model's choice (an index in ir_mma_tiles; at fp32 an index in cand) */
+  int prec;           /* the GEMM's precision (Node.prec), the one-layer model's */
+  float qscale, qscale_b;   /* int8: its activation scales (a matmul's second operand's too) */
 } Job;
 
 /* "128x128" or, at fp32, "128x128/2" (words: "128x128, two stages"): a candidate's or a cache line's tile and
@@ -87,7 +89,8 @@ static int one_layer(const Node *n, char *net, size_t len) {
   } else if (n->op == OP_MATMUL) {
     dims_str(a, sizeof a, &n->in[0]->shape);
     dims_str(b, sizeof b, &n->in[1]->shape);
-    w = snprintf(net, len, "model tune\ninput a: f32[%s]\ninput b: f32[%s]\ny = matmul(a, b)\noutput y\n", a, b);
+    w = snprintf(net, len, "model tune\ninput a: f32[%s]\ninput b: f32[%s]\ny = matmul(a, b, name=\"gemm\")\noutput y\n",
+                 a, b);
   } else {
     return -1;
   }
@@ -120,6 +123,7 @@ static int collect(const Options *o, Job **jobs, int *nj) {
     int seen = 0;
     for (int k = 0; k < *nj && !seen; k++) seen = !strcmp((*jobs)[k].key, j->key);
     if (seen) continue;
+    j->prec = n->prec, j->qscale = n->qscale, j->qscale_b = n->qscale_b;
     if (fp32) {
       j->nc = ir_fp32_candidates(n, o->gemm_pipe, o->precision == PREC_FP32 && o->gemm_stages == 2, j->cand, j->stg,
                                  &j->model_pick);
@@ -223,11 +227,22 @@ static int cache_write(const char *path, const Line *lines, int nl) {
 /* ---- one tile of one shape ---- */
 /* Builds the one-layer model at tile t, runs it: its output (malloc'd) and,
  * on a GPU, the median of its kernels' times; the device in dev */
-static int run_tile(const Options *base, const char *net, int t, int stages, void **outp, size_t *nbytes, double *ms,
-                    int *gpu, char *dev, size_t ndev) {
+static int run_tile(const Options *base, const Job *j, const char *net, int t, int stages, void **outp, size_t *nbytes,
+                    double *ms, int *gpu, char *dev, size_t ndev) {
   Options o = *base;
   o.model = net;
   o.gemm_tile = t + 1;
+  o.precision = j->prec;   /* the GEMM's own: an int8 model's layers left at fp32 (fp16, bf16) are built so */
+  /* int8: the layer ("gemm") quantizes its input at the model's scale, from a table of its own, not a calibration */
+  QuantLayer ql[2] = {{.scale = j->qscale, .error = -1, .prec = PREC_INT8},
+                      {.scale = j->qscale_b, .error = -1, .prec = PREC_INT8}};
+  snprintf(ql[0].key, sizeof ql[0].key, "gemm");
+  snprintf(ql[1].key, sizeof ql[1].key, "gemm%s", IR_INT8_TAP_B);
+  QuantTable qt = {.l = ql, .n = 2, .fallback = PREC_FP32};
+  snprintf(qt.source, sizeof qt.source, "the model's scales (--autotune)");
+  const QuantTable *saved = NULL;
+  o.calibrate = NULL, o.cal_cache = NULL;
+  if (j->prec == PREC_INT8) saved = drv_quant_swap(&qt);
   if (stages) {   /* fp32: one stage (no pipeline), or two (--gemm-stages=2 where the tile has one by default) */
     o.gemm_pipe = stages == 2;
     o.gemm_stages = stages == 2 && !ir_fp32_two_stages(t, 0) ? 2 : 0;
@@ -275,6 +290,7 @@ static int run_tile(const Options *base, const char *net, int t, int stages, voi
   if (in) free_tensors(in, M.inf->ninputs);
   if (out) free_tensors(out, M.inf->noutputs);
   model_close(&M);
+  if (j->prec == PREC_INT8) drv_quant_swap(saved);
   return rc;
 }
 
@@ -294,7 +310,7 @@ static int tune_job(const Options *o, const Job *j, const char *dir, double dead
     if (ncc_now() > deadline) break;
     void *y = NULL;
     size_t ny = 0;
-    rc = run_tile(o, path, j->cand[c], j->stg[c], &y, &ny, &ms[c], &gpu, dev, sizeof dev);
+    rc = run_tile(o, j, path, j->cand[c], j->stg[c], &y, &ny, &ms[c], &gpu, dev, sizeof dev);
     (*builds)++;
     if (rc) break;
     tried++;

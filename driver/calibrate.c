@@ -48,6 +48,12 @@ static void (*g_hook)(Graph *, void *);   /* the extra outputs of a calibration 
 
 const QuantTable *drv_quant(void) { return g_build ? g_build : g_have ? &g_table : NULL; }
 
+const QuantTable *drv_quant_swap(const QuantTable *t) {
+  const QuantTable *old = g_build;
+  g_build = t;
+  return old;
+}
+
 void drv_build_hook(Graph *g) {
   if (g_hook) g_hook(g, NULL);
 }
@@ -184,6 +190,7 @@ static int run_build(const Options *base, int prec, void (*hook)(Graph *, void *
   Options o = *base;
   o.precision = prec;
   o.cublas = 0, o.max_memory = 0, o.freeze = 0, o.train = 0, o.passes = NULL, o.print_after = NULL;
+  o.autotune = 0;   /* (--autotune tries the calibrated model's tiles, after the calibration) */
   Model M;
   g_hook = hook;
   int rc = model_build(&o, &M);
@@ -263,9 +270,12 @@ static int out_index(const Model *M, const char *name) {
   ncc_die("calibration: the build has no output %s", name);
 }
 
+/* The elements of output i that `rows` rows of the batch give: its rows, or where its first dimension is not
+ * the batch (a matmul's transposed operand, [96, 256] of a [256, 96] input) at most the whole tensor */
 static int64_t out_numel(const Model *M, int i, int rows) {
   const ncc_tensor_info *t = &M->inf->outputs[i];
-  return t->rank > 0 ? numel(t->rank - 1, t->shape + 1) * rows : 1;
+  int64_t n = t->rank > 0 ? numel(t->rank - 1, t->shape + 1) * rows : 1, all = numel(t->rank, t->shape);
+  return n < all ? n : all;
 }
 
 /* step 1's statistics */

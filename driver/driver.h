@@ -101,6 +101,9 @@ int budget_fit(const Options *o, Graph *g, CodegenOpts *co, Graph **sliced, char
  * it after the front end).  0, or 1 after a message. */
 int drv_calibrate(const Options *o);
 const QuantTable *drv_quant(void);
+/* The table drv_quant gives while t is set (--autotune's one-layer int8 builds: the layer's scales); returns
+ * the one it replaces, to be set back */
+const QuantTable *drv_quant_swap(const QuantTable *t);
 void drv_build_hook(Graph *g);
 /* build.c: compiles o->model into M->so_path.  Returns 0 or an exit status. */
 int model_build(const Options *o, Model *M);

@@ -150,7 +150,7 @@ static const OptSpec opts[] = {
    "40 KiB of shared memory takes fewer; the same bits at every count; docs/gpu.md, \"Pipelined tiles\"); at fp32 "
    "only 2: the 64x64 tiles double-buffered too, not the wide ones alone (\"The float32 GEMM double-buffered\")"},
   {O_AUTOTUNE, "--autotune", NULL, "=SECONDS", CMD_COMPILE | CMD_RUN | CMD_BENCH, 0,
-   "GEMMs (tensor cores at tf32, fp16, bf16; at fp32 the CUDA-core tiles and their stages): try each shape's "
+   "GEMMs (tensor cores at tf32, fp16, bf16, int8; at fp32 the CUDA-core tiles and their stages): try each shape's "
    "candidate tiles on the device within SECONDS, "
    "check each gives the default tile's bits, and keep the fastest on a GPU (under emulation the tile model's "
    "choice); with --train the training step's forward GEMMs take them too; kept in the compile cache's "
@@ -658,11 +658,10 @@ static int check(Options *o) {
   if (o->loss_scale > 0.0 && !(o->precision == PREC_FP16 && (o->cmd == CMD_TRAIN || o->train)))
     return oerr("--loss-scale goes with fp16 training (--precision=fp16 with ncc train, or --train): "
                 "only fp16 gradients need the loss scaled");
-  if (o->autotune > 0 && (o->precision == PREC_INT8 || o->cublas || o->gemm_tile))
-    return oerr("--autotune tries the tiles of ncc's GEMMs (tensor cores at --precision=tf32, fp16 or bf16; at fp32 "
-                "the tiles and stages of the CUDA-core ones); it does not go with %s",
-                o->precision == PREC_INT8 ? "int8 (its GEMMs take the tile model's choice)"
-                : o->cublas ? "--cublas" : "--gemm-tile (a tile forced)");
+  if (o->autotune > 0 && (o->cublas || o->gemm_tile))
+    return oerr("--autotune tries the tiles of ncc's GEMMs (tensor cores at --precision=tf32, fp16, bf16 or int8; at "
+                "fp32 the tiles and stages of the CUDA-core ones); it does not go with %s",
+                o->cublas ? "--cublas" : "--gemm-tile (a tile forced)");
   if (o->gemm_stages && (!o->gemm_pipe || (o->precision == PREC_FP32 && o->gemm_stages != 2) || o->cublas))
     return oerr("--gemm-stages=%d: the stages of the cp.async copies of tf32, fp16, bf16 and int8 tensor-core GEMMs "
                 "(at fp32: 2, every float32 tile that reads four floats a load double-buffered); it does not go with "
