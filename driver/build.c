@@ -64,6 +64,14 @@ static int gpu_probe(char *name, size_t namen, char *why, size_t whyn) {
   if ((rc = init(0)) != 0) { snprintf(why, whyn, "cuInit failed (CUresult %d)", rc); dlclose(h); return 0; }
   if ((rc = count(&n)) != 0 || n <= 0) { snprintf(why, whyn, "the CUDA driver reports no device"); dlclose(h); return 0; }
   if (getname && getname(name, (int)namen, 0) != 0) snprintf(name, namen, "GPU 0");
+  /* its architecture after the name, "NVIDIA H200, sm_90": --autotune's cache lines (the device, so the arch
+   * too) and the report's machine (bench) read it */
+  int (*attr)(int *, int, int) = (int (*)(int *, int, int))dlsym(h, "cuDeviceGetAttribute");
+  int major = 0, minor = 0;
+  if (attr && attr(&major, 75, 0) == 0 && attr(&minor, 76, 0) == 0 && major > 0) {   /* COMPUTE_CAPABILITY_MAJOR, MINOR */
+    size_t l = strlen(name);
+    snprintf(name + l, namen > l ? namen - l : 0, ", sm_%d%d", major, minor);
+  }
   /* the driver stays loaded: the model will use it */
   return 1;
 }
