@@ -1,27 +1,30 @@
 /* autotune.c — --autotune=SECONDS: each GEMM shape's tile tried on the
  * device, within a time budget (docs/gpu.md, "Autotuning").
  *
- * Before the model is built, the driver runs the passes once to find its
- * tensor-core GEMMs (ir_gemm_mma) and float32 tiled ones (ir_fp32_tiled),
- * and keys each by its shape (ir_gemm_key).  For each shape with more than
- * one candidate (ir_tile_candidates: the default tile, then the larger
- * tiles the model may choose; at fp32 ir_fp32_candidates: the default tile
- * and the wider ones, each in one stage and two), while the budget lasts, it
- * builds a model of that one layer (random weights and input from --seed)
- * once per candidate with --gemm-tile (and the stages), runs it, and checks the output
- * against the default tile's: every tile adds each output's products in the
- * same k order, so the bits must be equal; a tile that differs is rejected
- * (an ncc bug, said so).  On a GPU each tile is also timed: the median of
- * AUTOTUNE_RUNS runs of its kernels alone (M_kernel_seconds), after one
- * warm-up; the fastest wins.  Under emulation a time says nothing about a
- * GPU: the tile model's choice (ir_tile_choose) stands, now checked.
+ * Before the model is built (after an int8 calibration), the driver runs
+ * the passes once to find its tensor-core GEMMs (ir_gemm_mma) and float32
+ * tiled ones (ir_fp32_tiled), and keys each by its shape (ir_gemm_key).
+ * For each shape with more than one candidate (ir_tile_candidates: the
+ * default tile, then the larger tiles the model may choose; at fp32
+ * ir_fp32_candidates: the default tile and the wider ones, each in one
+ * stage and two), while the budget lasts, it builds a model of that one
+ * layer (random weights and input from --seed; at int8 quantized at the
+ * model's scales) once per candidate with --gemm-tile (and the stages),
+ * runs it, and checks the output against the default tile's: every tile
+ * adds each output's products in the same k order, so the bits must be
+ * equal; a tile that differs is rejected (an ncc bug, said so).  On a GPU
+ * each tile is also timed: the median of AUTOTUNE_RUNS runs of its kernels
+ * alone (M_kernel_seconds), after one warm-up; the fastest wins.  Under
+ * emulation a time says nothing about a GPU: the tile model's (rule's)
+ * choice stands, now checked.
  *
- * The choices go into PassCtx.tune, which the precision pass reads before
- * the model, and the reason of each into the generated code (the launch's
- * comment).  They are kept in the compile cache's folder, autotune.txt, a
- * line per device and shape:
+ * The choices go into PassCtx.tune, which the precision pass (and
+ * passes_fp32_tiles) read before the model, and the reason of each into
+ * the generated code (the launch's comment).  They are kept in the compile
+ * cache's folder, autotune.txt, a line per device and shape:
  *   DEVICE <tab> KEY <tab> TILE <tab> WHY
- * TILE BMxBN, at fp32 BMxBN/S with S the stages (1 or 2); written atomically; a later build on the same device reads its shapes
+ * TILE is BMxBN, at fp32 BMxBN/S with S the stages (1 or 2); the file is
+ * written atomically; a later build on the same device reads its shapes
  * from there and runs nothing.  Shapes the budget did not reach keep the
  * model's tile and are not written. */
 #include <errno.h>

@@ -146,7 +146,8 @@ static void choose_tiles(Graph *g, const PassCtx *c) {
  * IR_TILE_64x128, the wider ones, or 0): --gemm-tile's (64x64, 64x128 or
  * 128x128), else ir_fp32_tile_choose's
  * rule; with --gemm-pipeline=on, two stages (Node.pipe = 2) for the wide
- * tile, and for the 64 x 64 ones too with --gemm-stages=2 (ir_fp32_pipe_ok);
+ * tile, and for the 64 x 64 and 64 x 128 ones too with --gemm-stages=2
+ * (ir_fp32_pipe_ok, ir_fp32_two_stages);
  * --autotune's tile and stages where it tried the shape (PassCtx.tune, an
  * entry with stages; Node.tile_why its reason); -v prints each choice and
  * its reason.  passes_run calls it after any
