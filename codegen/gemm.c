@@ -75,6 +75,11 @@ typedef struct GemmSpec {
                           stores would meet 8 to a bank, padded 2, and 1 where a warp holds 16 columns at
                           two rows (im2col_tile's b_warp16); int8's byte stores 4, padded 1 (only where a
                           lane's slot is 16 bytes: NJ >= 4) */
+  int b_swz;          /* with b_kfast, the float32 float4 tile (64 x 64): b_tile stores row kk's column rr at
+                          rr ^ 2 where kk & 8 (Bs[kk][rr ^ ((kk & 8) >> 2)]), so that a warp's 16 k of two columns,
+                          rows BN + 4 words apart (16-byte aligned, so k and k + 8 a bank apart by 0), meet 32
+                          banks; the FMA loop reads a row's four columns as one float4 and swaps its halves back in
+                          those rows (kk a constant once ptxas unrolls the loop over k) */
   int b_kfast;        /* b_tile's threads take consecutive k (kk = tid % BK), several columns each: the weight
                           gradients' tiles (wgrad_tile), stored into the CUDA-core kernel's Bs as load_tile
                           stores a k-contiguous operand (tiled: the rows' padding) */
@@ -515,9 +520,10 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
   int ft = ir_fp32_tile(gr->main), wide = ft != IR_TILE_64x64;   /* 128 x 128 or 64 x 128 (ir_fp32_tile_choose) */
   int TM = ft == IR_TILE_128x128 ? 8 : ft == IR_TILE_64x128 ? 4 : tile_of(s->M), TN = wide ? 8 : tile_of(s->N);
   int BM = 16 * TM, BN = 16 * TN;
-  /* not a weight gradient's tile (b_kfast: wgrad_tile's threads take consecutive k, 16 of them a warp, whose
-   * stores into rows of BN + 4 words would meet 2 to a bank) */
-  int vec = TM % 4 == 0 && TN % 4 == 0 && !(s->b_tile[0] && s->b_kfast);
+  /* a weight gradient's tile (b_kfast: wgrad_tile's threads take consecutive k, 16 of them a warp) with its
+   * columns swizzled (b_swz), whose stores into rows of BN + 4 words would meet 2 to a bank unswizzled */
+  int vec = TM % 4 == 0 && TN % 4 == 0 && !(s->b_tile[0] && s->b_kfast && !s->b_swz);
+  NCC_ASSERT(!s->b_swz || vec);
   NCC_ASSERT(vec || !wide);
   /* double-buffered (Node.pipe, ir_fp32_pipe_ok): two stages of both tiles, the next K tile's elements loaded
    * into registers while this one's FMAs run, stored into the other stage after them; one barrier a K tile */
@@ -585,6 +591,12 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
                  q ? "" : "   /* rows 4 ty .. 4 ty + 3 (and 64 on): 128 bits a load */");
     for (int q = 0; q < TN / 4; q++)
       buf_printf(&b, "      ncc_lds4(bf%s, &Bs%s[kk][%s4 * tx]);\n", q ? " + 4" : "", st, q ? "64 + " : "");
+    if (s->b_swz)
+      buf_printf(&b, "      if (kk & 8)   /* rows 8 to 15 hold each four's halves swapped (b_swz) */\n"
+                     "        for (int j = 0; j < %d; j += 4) {\n"
+                     "          float t0 = bf[j], t1 = bf[j + 1];\n"
+                     "          bf[j] = bf[j + 2], bf[j + 1] = bf[j + 3], bf[j + 2] = t0, bf[j + 3] = t1;\n"
+                     "        }\n", TN);
   } else {
     buf_printf(&b, "      for (int i = 0; i < %d; i++) af[i] = As[kk][ty + 16 * i];\n", TM);
     buf_printf(&b, "      for (int j = 0; j < %d; j++) bf[j] = Bs[kk][tx + 16 * j];\n", TN);
@@ -3095,7 +3107,10 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
                      mma_store_rv(sb, sizeof sb, n, rb), taps);
           s.rolled = taps && g.T >= 256;
         } else {
-          wgrad_tile(&s, &wd, x, 16 * tile_of(s.N), 256, "Bs[kk][rr]", rb, taps);
+          /* the float4 tile (64 x 64) with its columns swizzled (b_swz), else a float a load */
+          s.b_swz = tile_of(s.M) == 4 && tile_of(s.N) == 4;
+          wgrad_tile(&s, &wd, x, 16 * tile_of(s.N), 256, s.b_swz ? "Bs[kk][rr ^ ((kk & 8) >> 2)]" : "Bs[kk][rr]", rb,
+                     taps);
         }
       }
       /* C: dweight[z Og + m, ci, kh, kw]: its column n, or tap-major, ci = n % Cg and the tap n / Cg */

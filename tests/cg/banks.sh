@@ -12,7 +12,8 @@
 #     model's choices, at 32 x 32 (4 threads a column) and 128 x 128 (256
 #     threads), and VGG-16 at fp16;
 #   - the CUDA-core kernels' tiles, every store of ResNet-18 at fp32 (the rows'
-#     padding by the operand's order);
+#     padding by the operand's order), and of its fp32 training step (the weight
+#     gradients' float4 tiles, their columns swizzled: b_swz);
 #   - a tensor-core tile stored a row at a time along n, a warp 16 columns wide
 #     (load_tile): the 4096^3 GEMM's B at tf32; and the strided 3 x 3 data
 #     gradients' B (dgrad_tile_taps) of ResNet-18's training step at tf32 and fp16.
@@ -60,6 +61,11 @@ done
 gathered "$work/v_fp16.cu"
 "$ncc" "$src/examples/resnet18.net" --precision=fp32 -o "$work/r_fp32.cu"
 at1 "$work/r_fp32.cu"
+# the fp32 training step: every store, the weight gradients' swizzled float4 tiles among them (b_swz)
+"$ncc" "$src/examples/resnet18.net" --precision=fp32 --train -o "$work/rt_fp32.cu"
+grep -q 'Bs\[kk\]\[rr ^ ((kk & 8) >> 2)\] = v;' "$work/rt_fp32.cu" ||
+  { echo "no weight gradient of ResNet-18's fp32 training step stores a swizzled float4 tile"; exit 1; }
+at1 "$work/rt_fp32.cu"
 # a tile stored a row at a time along n, a warp 16 columns wide (load_tile): the tf32 GEMM's n-contiguous B;
 # the training step's strided 3 x 3 data gradients (dgrad_tile_taps; fused with the residual's sum and the relu)
 "$ncc" "$src/tests/gpu/gemm4096.net" --precision=tf32 -o "$work/g_tf32p.cu"
