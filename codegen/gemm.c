@@ -3124,6 +3124,7 @@ int emit_grad_gemm(Cg *c, const KGroup *gr) {
         const int64_t k[] = {Og * s.N, s.N, 1, tp[0] ? 1 : 0};
         for (int i = 0, t = 0; i < 4; i++) cg_term(&lo, &t, e[i], k[i]);
         s.out_pair = !tp[0] && s.N % 2 == 0;   /* (tap-major columns lie KH KW apart) */
+        s.out_quad = !tp[0] && s.N % 4 == 0;
       }
     }
   }
