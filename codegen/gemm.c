@@ -592,7 +592,7 @@ static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {
     for (int q = 0; q < TN / 4; q++)
       buf_printf(&b, "      ncc_lds4(bf%s, &Bs%s[kk][%s4 * tx]);\n", q ? " + 4" : "", st, q ? "64 + " : "");
     if (s->b_swz)
-      buf_printf(&b, "      if (kk & 8)   /* rows 8 to 15 hold each four's halves swapped (b_swz) */\n"
+      buf_printf(&b, "      if (kk & 8)   /* rows 8 to 15 hold each four's halves swapped, b_swz */\n"
                      "        for (int j = 0; j < %d; j += 4) {\n"
                      "          float t0 = bf[j], t1 = bf[j + 1];\n"
                      "          bf[j] = bf[j + 2], bf[j + 1] = bf[j + 3], bf[j + 2] = t0, bf[j + 3] = t1;\n"
