@@ -385,9 +385,20 @@ int drv_autotune(const Options *o) {
       single++;
       continue;
     }
-    const Line *hit = NULL;
-    for (int k = 0; k < nl && !hit; k++)
-      if (!strcmp(lines[k].dev, devkey) && !strcmp(lines[k].key, j->key)) hit = &lines[k];
+    Line *hit = NULL;
+    int at = -1;   /* the line of this device and shape */
+    for (int k = 0; k < nl && at < 0; k++)
+      if (!strcmp(lines[k].dev, devkey) && !strcmp(lines[k].key, j->key)) at = k;
+    if (at >= 0 && (lines[at].stages != 0) != (j->stg[0] != 0)) {   /* a tensor-core shape's line without stages, a
+                                                                      float32 one's with */
+      rc = drv_error("%s: the line of '%s' %s stages (/1 or /2 after the tile): not ncc's (delete the file to start "
+                     "over)", cpath, j->key, j->stg[0] ? "lacks its" : "has");
+      break;
+    }
+    /* a choice that is none of this build's candidates (other flags: --gemm-pipeline=off leaves out two
+     * stages; or an edited file) is tried again, and its line rewritten */
+    for (int c = 0; at >= 0 && !hit && c < j->nc; c++)
+      if (lines[at].tile == j->cand[c] && lines[at].stages == j->stg[c]) hit = &lines[at];
     if (hit) {
       cached++;
     } else {
@@ -399,16 +410,14 @@ int drv_autotune(const Options *o) {
         continue;
       }
       snprintf(fresh.dev, sizeof fresh.dev, "%s", devkey);
-      lines = realloc(lines, sizeof *lines * (size_t)(nl + 1));
-      if (!lines) ncc_die("out of memory");
-      lines[nl++] = fresh;
-      hit = &lines[nl - 1];
+      if (at < 0) {
+        lines = realloc(lines, sizeof *lines * (size_t)(nl + 1));
+        if (!lines) ncc_die("out of memory");
+        at = nl++;
+      }
+      lines[at] = fresh;
+      hit = &lines[at];
       tuned++, changed = 1;
-    }
-    if ((hit->stages != 0) != (j->stg[0] != 0)) {   /* a tensor-core shape's line without stages, a float32 one's with */
-      rc = drv_error("%s: the line of '%s' %s stages (/1 or /2 after the tile): not ncc's (delete the file to start "
-                     "over)", cpath, j->key, j->stg[0] ? "lacks its" : "has");
-      break;
     }
     TuneEntry *e = &g_tune.e[g_tune.n++];
     snprintf(e->key, sizeof e->key, "%s", hit->key);

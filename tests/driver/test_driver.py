@@ -979,6 +979,18 @@ def _autotune_fp32(ctx):
     if ("/* fc: fp32 tile 128x128, two stages, timed */" not in src or "float acc[8][8];" not in fc
             or "float As[2][16][132];" not in fc):
         raise Failure("a cached 128x128/2 should give the linear the wide tile in two stages: %s" % p.stderr)
+    # --gemm-pipeline=off: a cached choice of two stages is none of this build's candidates, so the linear is
+    # tried again (its three tiles in one stage) and its line rewritten; the convolution's stays
+    p = ctx.ncc_cmd([net, "--autotune=120", "--gemm-pipeline=off", "-o", out2], env=env)
+    show(p)
+    m = re.search(r"autotune: (\d+) GEMM shapes?: (\d+) from \S+, (\d+) tried now \((\d+) builds", p.stderr)
+    fc = [l.split("\t")[2] for l in open(path).read().split("\n") if "\tfp32 linear m=200 k=96 n=160\t" in l]
+    if p.returncode != 0 or not m or m.groups() != ("2", "1", "1", "3") or fc != ["64x64/1"]:
+        raise Failure("with --gemm-pipeline=off a cached 128x128/2 should be tried again in 3 builds and rewritten "
+                      "64x64/1: %s, %s" % (fc, p.stderr))
+    os.unlink(out2)
+    with open(path, "w") as f:
+        f.write(text)
     # with --train: the tiles tried on the inference graph's shapes, the training step's forward GEMMs take them
     # too (MLP, batch 64: fc1 and fc2 in one stage and two, split along K so no wider tile; fc3's 10 columns
     # have one candidate)
