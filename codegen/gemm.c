@@ -507,13 +507,13 @@ static const char *form_name(const KGroup *gr, const char *form, char opn[96]) {
 }
 
 /* The float32 tiled GEMM: 256 threads (16 x 16: tx, ty) a BM x BN tile, K tiles of BK between two
- * barriers; a thread's TM x TN outputs.  Where TM and TN are multiples of 4 (the 64 x 64 tile, 4 x 4 a
+ * barriers (one where double-buffered, Node.pipe); a thread's TM x TN outputs.  Where TM and TN are multiples of 4 (the 64 x 64 tile, 4 x 4 a
  * thread, and the wider ones, ir_fp32_tile: 64 x 128, 4 x 8, and 128 x 128, 8 x 8) each four of a
  * thread's rows (columns) are consecutive, rows 4 ty + i % 4 + 64 (i / 4) and columns 4 tx + j % 4 + 64
  * (j / 4), and a k's four are one 128-bit shared load (ncc_lds4): a warp's loads of A are two addresses
  * (broadcasts), of B 16 consecutive float4 (two wavefronts).  The 64 x 64 tile takes 2 loads for 16 FMAs
- * a k, 64 x 128 3 for 32, 128 x 128 4 for 64.  Smaller tiles (16 TM x 16 TN, TM or TN 1 or 2) keep a float a load, rows ty + 16 i and columns
- * tx + 16 j. */
+ * a k, 64 x 128 3 for 32, 128 x 128 4 for 64.  Smaller tiles (16 TM x 16 TN, TM or TN 1 or 2) keep a
+ * float a load, rows ty + 16 i and columns tx + 16 j. */
 static int f32_epilogue(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Buf *b, int TM, int TN, int vec);
 static int f32_epilogue_quads(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s, Buf *b, int TM, int TN);
 static int tiled(Cg *c, const KGroup *gr, KParams *p, const GemmSpec *s) {

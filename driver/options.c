@@ -148,7 +148,8 @@ static const OptSpec opts[] = {
    "copied by cp.async, so that the copies of "
    "that many K tiles less one are in flight while a tile's MMAs run (default 2; a tile whose stages would pass "
    "40 KiB of shared memory takes fewer; the same bits at every count; docs/gpu.md, \"Pipelined tiles\"); at fp32 "
-   "only 2: the 64x64 tiles double-buffered too, not the wide ones alone (\"The float32 GEMM double-buffered\")"},
+   "only 2: the 64x64 and 64x128 tiles double-buffered too, not the wide ones alone (\"The float32 GEMM "
+   "double-buffered\")"},
   {O_AUTOTUNE, "--autotune", NULL, "=SECONDS", CMD_COMPILE | CMD_RUN | CMD_BENCH, 0,
    "GEMMs (tensor cores at tf32, fp16, bf16, int8; at fp32 the CUDA-core tiles and their stages): try each shape's "
    "candidate tiles on the device within SECONDS, "
