@@ -803,8 +803,8 @@ static inline int ir_fp32_tile(const Node *n) {
 /* The float32 tiled GEMMs that can be double-buffered (Node.pipe = 2; codegen/gemm.c, tiled; docs/gpu.md,
  * "The float32 GEMM double-buffered"): a forward conv2d, linear or matmul on the tiled path whose tile
  * reads four floats a load (the wider ones, or the default where M and N are at least 64).  With
- * --gemm-pipeline=on passes_fp32_tiles gives the wider ones two stages, every one with --gemm-stages=2 at
- * fp32, or --autotune's choice.  The smaller tiles (16 or 32 rows or columns) keep one stage. */
+ * --gemm-pipeline=on passes_fp32_tiles gives the 128 x 128 ones two stages (ir_fp32_two_stages), every
+ * one with --gemm-stages=2 at fp32, or --autotune's choice.  The smaller tiles (16 or 32 rows or columns) keep one stage. */
 int ir_fp32_pipe_ok(const Node *n);
 /* --autotune's configurations of a float32 tiled GEMM (ir_fp32_tiled): tile[i] (IR_TILE_64x64, the
  * default by shape, IR_TILE_64x128 or IR_TILE_128x128) with stages[i] (1 or 2); the first is the default
