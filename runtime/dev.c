@@ -130,7 +130,9 @@ const ncc_backend ncc_backend_emu = {"emu",      emu_open,   emu_close, emu_mall
                                      emu_memset, emu_sync,   emu_launch, emu_sgemm,
                                      NULL,       NULL,    /* host memory: malloc */
                                      /* graphs: recorded and replayed by graph.c */
-                                     NULL, NULL, NULL, NULL, NULL, NULL};
+                                     NULL, NULL, NULL, NULL, NULL, NULL,
+                                     /* streams: ordered by dev.c (NCC_STREAM_ORDER) */
+                                     NULL, NULL, NULL};
 
 /* ---------------------------------------------------------------- dispatch */
 int ncc_dev_open(ncc_dev **out, int kind, const char *kernel_src, const char *jit_opts) {
@@ -167,6 +169,8 @@ int ncc_dev_open(ncc_dev **out, int kind, const char *kernel_src, const char *ji
     be = &ncc_backend_emu;
   }
   d->be = be;
+  d->held_stream = -1;
+  for (int e = 0; e <= NCC_MAX_EVENTS; e++) d->ev_pos[e] = -1;
   rc = be->open(d, kernel_src, jit_opts);
   if (rc) {
     be->close(d);   /* frees what open got before failing; the message stays readable */
@@ -185,6 +189,7 @@ void ncc_dev_close(ncc_dev *d) {
     ncc_free_buffers(d, g);
   }
   if (d->be) d->be->close(d);
+  ncc_dev_rec_free(d->held);
   free(d);
 }
 
@@ -225,14 +230,25 @@ int ncc_host_free(ncc_dev *d, void *p) {
       return ncc_dev_fail((d), NCC_EINTERNAL, "%s during a graph capture: a step captured as a graph " \
                           "must not copy to or from the host or wait for the device", __func__);      \
   } while (0)
-int ncc_memcpy_h2d(ncc_dev *d, void *dst, const void *src, size_t n) { NEED_DEV(d); NOT_CAPTURING(d); return d->be->memcpy_(d, dst, src, n, 0); }
-int ncc_memcpy_d2h(ncc_dev *d, void *dst, const void *src, size_t n) { NEED_DEV(d); NOT_CAPTURING(d); return d->be->memcpy_(d, dst, src, n, 1); }
-int ncc_memcpy_d2d(ncc_dev *d, void *dst, const void *src, size_t n) { NEED_DEV(d); NOT_CAPTURING(d); return d->be->memcpy_(d, dst, src, n, 2); }
+/* copies and syncs are stream 0's, after everything issued to stream 1 (a join) */
+static int copy(ncc_dev *d, void *dst, const void *src, size_t n, int dir) {
+  int rc = ncc_stream_join(d);
+  return rc ? rc : d->be->memcpy_(d, dst, src, n, dir);
+}
+int ncc_memcpy_h2d(ncc_dev *d, void *dst, const void *src, size_t n) { NEED_DEV(d); NOT_CAPTURING(d); return copy(d, dst, src, n, 0); }
+int ncc_memcpy_d2h(ncc_dev *d, void *dst, const void *src, size_t n) { NEED_DEV(d); NOT_CAPTURING(d); return copy(d, dst, src, n, 1); }
+int ncc_memcpy_d2d(ncc_dev *d, void *dst, const void *src, size_t n) { NEED_DEV(d); NOT_CAPTURING(d); return copy(d, dst, src, n, 2); }
 int ncc_memset(ncc_dev *d, void *p, int byte, size_t n) {
   NEED_DEV(d);
-  return d->cap ? ncc_graph_cap_memset(d, p, byte, n) : d->be->memset_(d, p, byte, n);
+  return d->cap ? ncc_graph_cap_memset(d, p, byte, n) : ncc_dev_issue_memset(d, p, byte, n);
 }
-int ncc_sync(ncc_dev *d) { NEED_DEV(d); NOT_CAPTURING(d); return d->be->sync(d); }
+int ncc_sync(ncc_dev *d) {
+  int rc;
+  NEED_DEV(d);
+  NOT_CAPTURING(d);
+  rc = ncc_stream_join(d);
+  return rc ? rc : d->be->sync(d);
+}
 
 /* ---- the per-kernel profile (ncc_rt.h): entries by name, first launch first */
 static struct {
@@ -286,10 +302,134 @@ static int prof_end(ncc_dev *d, int rc, const char *name, double t0) {
   return rc;
 }
 
+/* ---- streams (ncc_rt.h "streams") ----
+ * On a GPU backend the calls go to its streams and events.  The emulator runs
+ * one kernel at a time; NCC_STREAM_ORDER decides which stream's work it holds
+ * back (d->held, a list of records as a capture keeps them) until the other
+ * stream waits for an event recorded after it, or a join: so the order it runs
+ * kernels in is one a GPU may choose, and a wait the code leaves out shows. */
+static int g_stream_order = -1;   /* -1: read NCC_STREAM_ORDER */
+
+void ncc_emu_set_stream_order(int order) {
+  __atomic_store_n(&g_stream_order, order >= 0 && order <= NCC_STREAM_ORDER_MAIN_LAST ? order : 0, __ATOMIC_SEQ_CST);
+}
+int ncc_emu_stream_order(void) {
+  int o = __atomic_load_n(&g_stream_order, __ATOMIC_SEQ_CST);
+  if (o < 0) {
+    const char *e = getenv("NCC_STREAM_ORDER");
+    o = !e ? 0 : !strcmp(e, "side-last") ? NCC_STREAM_ORDER_SIDE_LAST : !strcmp(e, "main-last") ? NCC_STREAM_ORDER_MAIN_LAST : 0;
+    __atomic_store_n(&g_stream_order, o, __ATOMIC_SEQ_CST);
+  }
+  return o;
+}
+
+static int is_native_graphs(const ncc_dev *d) { return d->be->graph_begin != NULL; }
+
+/* Is the current stream's work held back?  Makes the list to hold it in. */
+static int held_now(ncc_dev *d) {
+  int h;
+  if (d->be != &ncc_backend_emu || prof.on) return 0;
+  if (d->held && ncc_dev_recs(d->held) > d->held_done) h = d->held_stream;   /* the order a step began with */
+  else {
+    int o = ncc_emu_stream_order();
+    h = o == NCC_STREAM_ORDER_SIDE_LAST ? 1 : o == NCC_STREAM_ORDER_MAIN_LAST ? 0 : -1;
+  }
+  if (h != d->cur) return 0;
+  if (!d->held && !(d->held = ncc_dev_rec_new())) return 0;   /* out of memory: run it now, in issue order */
+  d->held_stream = h;
+  return 1;
+}
+
+/* Runs the held-back records before position upto */
+static int let_go(ncc_dev *d, int upto) {
+  int rc = 0, n = ncc_dev_recs(d->held);
+  if (!d->held || upto <= d->held_done) return 0;
+  if (upto > n) upto = n;
+  rc = ncc_dev_run_recs(d, d->held, d->held_done, upto, 0);
+  d->held_done = upto;
+  if (d->held_done == n) {   /* all run: every event marks done work */
+    ncc_dev_rec_clear(d->held);
+    d->held_done = 0;
+    for (int e = 0; e <= NCC_MAX_EVENTS; e++) d->ev_pos[e] = -1;
+  }
+  return rc;
+}
+
+int ncc_stream(ncc_dev *d, int s) {
+  NEED_DEV(d);
+  if (s != 0 && s != 1) return ncc_dev_fail(d, NCC_EINTERNAL, "ncc_stream: stream %d (there are 0 and 1)", s);
+  if (prof.on) return 0;   /* a profile times kernels one by one, on stream 0 */
+  if (d->cap && !is_native_graphs(d)) {
+    d->cur = s;
+    d->side_used |= s;
+    return ncc_graph_cap_stream_op(d, 0, s);
+  }
+  if (d->be->stream_set) {
+    int rc = d->be->stream_set(d, s);
+    if (rc) return rc;
+  }
+  d->cur = s;
+  d->side_used |= s;
+  return 0;
+}
+
+int ncc_dev_event_record(ncc_dev *d, int e) {
+  if (prof.on) return 0;
+  if (d->be->event_record) return d->be->event_record(d, e);
+  d->ev_pos[e] = held_now(d) ? ncc_dev_recs(d->held) : -1;
+  return 0;
+}
+
+int ncc_dev_event_wait(ncc_dev *d, int e) {
+  if (prof.on) return 0;
+  if (d->be->event_wait) return d->be->event_wait(d, e);
+  if (d->ev_pos[e] >= 0 && d->cur != d->held_stream) return let_go(d, d->ev_pos[e]);
+  return 0;   /* its work has run, or it is this stream's own */
+}
+
+int ncc_event_record(ncc_dev *d, int e) {
+  NEED_DEV(d);
+  if (e < 0 || e >= NCC_MAX_EVENTS) return ncc_dev_fail(d, NCC_EINTERNAL, "ncc_event_record: event %d (0..%d)", e, NCC_MAX_EVENTS - 1);
+  if (d->cap && !is_native_graphs(d)) return ncc_graph_cap_stream_op(d, 1, e);
+  return ncc_dev_event_record(d, e);
+}
+
+int ncc_event_wait(ncc_dev *d, int e) {
+  NEED_DEV(d);
+  if (e < 0 || e >= NCC_MAX_EVENTS) return ncc_dev_fail(d, NCC_EINTERNAL, "ncc_event_wait: event %d (0..%d)", e, NCC_MAX_EVENTS - 1);
+  if (d->cap && !is_native_graphs(d)) return ncc_graph_cap_stream_op(d, 2, e);
+  return ncc_dev_event_wait(d, e);
+}
+
+int ncc_stream_join(ncc_dev *d) {
+  int rc = 0;
+  NEED_DEV(d);
+  if (d->cap && !is_native_graphs(d)) {
+    if (d->side_used) rc = ncc_graph_cap_stream_op(d, 3, 0);
+  } else if (d->be->stream_set && d->side_used && !prof.on) {
+    /* the last event, libnccrt's own: recorded on 1, waited for on 0 */
+    rc = d->be->stream_set(d, 1);
+    if (!rc) rc = d->be->event_record(d, NCC_MAX_EVENTS);
+    if (!rc) rc = d->be->stream_set(d, 0);
+    if (!rc) rc = d->be->event_wait(d, NCC_MAX_EVENTS);
+  } else if (d->be->stream_set && d->cur) {
+    rc = d->be->stream_set(d, 0);
+  }
+  if (!rc && d->held) rc = let_go(d, ncc_dev_recs(d->held));
+  d->cur = 0;
+  d->side_used = 0;
+  return rc;
+}
+
 int ncc_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block, size_t shmem, void **args) {
   NEED_DEV(d);
   if (!k) return ncc_dev_fail(d, NCC_EINTERNAL, "ncc_launch: no kernel");
   if (d->cap) return ncc_graph_cap_launch(d, k, grid, block, shmem, args);
+  return ncc_dev_issue_launch(d, k, grid, block, shmem, args);
+}
+
+int ncc_dev_issue_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block, size_t shmem, void **args) {
+  if (held_now(d)) return ncc_dev_rec_launch(d, d->held, k, grid, block, shmem, args);
   if (prof.on) {
     double t0;
     int rc = prof_begin(d, &t0);
@@ -322,6 +462,16 @@ int ncc_gemm_ex(ncc_dev *d, int prec, int trans_a, int trans_b, int m, int n, in
   if (d->cap)
     return ncc_graph_cap_sgemm(d, trans_a, trans_b, m, n, k, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
                                stride_c, batch, prec);
+  return ncc_dev_issue_sgemm(d, trans_a, trans_b, m, n, k, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
+                             stride_c, batch, prec);
+}
+
+int ncc_dev_issue_sgemm(ncc_dev *d, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *A,
+                        int lda, long long stride_a, const float *B, int ldb, long long stride_b, float beta, float *C,
+                        int ldc, long long stride_c, int batch, int prec) {
+  if (held_now(d))
+    return ncc_dev_rec_sgemm(d, d->held, trans_a, trans_b, m, n, k, alpha, A, lda, stride_a, B, ldb, stride_b, beta,
+                             C, ldc, stride_c, batch, prec);
   if (prof.on) {
     static const char *const names[] = {"ncc_gemm_ex fp32", "ncc_gemm_ex tf32", "ncc_gemm_ex fp16", "ncc_gemm_ex bf16"};
     double t0;
@@ -333,6 +483,11 @@ int ncc_gemm_ex(ncc_dev *d, int prec, int trans_a, int trans_b, int m, int n, in
   }
   return d->be->sgemm(d, trans_a, trans_b, m, n, k, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
                       stride_c, batch, prec);
+}
+
+int ncc_dev_issue_memset(ncc_dev *d, void *p, int byte, size_t n) {
+  if (held_now(d)) return ncc_dev_rec_memset(d, d->held, p, byte, n);
+  return d->be->memset_(d, p, byte, n);
 }
 
 int ncc_alloc_buffers(ncc_dev *d, int n, const size_t *offsets, const size_t *sizes, void **ptrs, void **arena) {

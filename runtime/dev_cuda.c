@@ -258,7 +258,7 @@ typedef unsigned long long CUdeviceptr;
 typedef int nvrtcResult;
 typedef void *nvrtcProgram;
 typedef void *cublasHandle_t;
-typedef void *CUgraph, *CUgraphExec, *CUgraphNode;
+typedef void *CUgraph, *CUgraphExec, *CUgraphNode, *CUevent;
 /* CUDA_KERNEL_NODE_PARAMS (v2) of cuda.h */
 typedef struct {
   CUfunction func;
@@ -296,6 +296,11 @@ static struct {
   CUresult (*StreamDestroy)(CUstream);
   CUresult (*StreamSynchronize)(CUstream);
   CUresult (*GetErrorString)(CUresult, const char **);
+  /* a second stream and events (optional: without them all runs on one stream) */
+  CUresult (*EventCreate)(CUevent *, unsigned);
+  CUresult (*EventDestroy)(CUevent);
+  CUresult (*EventRecord)(CUevent, CUstream);
+  CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned);
   /* graphs (optional: a driver without them runs every launch directly) */
   CUresult (*StreamBeginCapture)(CUstream, int);
   CUresult (*StreamEndCapture)(CUstream, CUgraph *);
@@ -406,6 +411,10 @@ static int load_cuda_syms(char *why, size_t n) {
   SYM(cu, StreamDestroy, "cuStreamDestroy_v2");
   SYM(cu, StreamSynchronize, "cuStreamSynchronize");
   SYM(cu, GetErrorString, "cuGetErrorString");
+  *(void **)&cu.EventCreate = dlsym(cu.lib, "cuEventCreate");
+  *(void **)&cu.EventDestroy = dlsym(cu.lib, "cuEventDestroy_v2");
+  *(void **)&cu.EventRecord = dlsym(cu.lib, "cuEventRecord");
+  *(void **)&cu.StreamWaitEvent = dlsym(cu.lib, "cuStreamWaitEvent");
   /* the versions cuda.h of CUDA 13 maps these names to */
   *(void **)&cu.StreamBeginCapture = dlsym(cu.lib, "cuStreamBeginCapture_v2");
   *(void **)&cu.StreamEndCapture = dlsym(cu.lib, "cuStreamEndCapture");
@@ -632,8 +641,12 @@ typedef struct jit_state {
   CUdevice dev;
   CUcontext ctx;
   CUstream stream;      /* this device's own: launches, copies, cuBLAS */
+  CUstream side;        /* stream 1 (ncc_stream), made on first use */
+  CUstream cur;         /* where launches, memsets and GEMMs go: stream or side */
+  CUevent ev[NCC_MAX_EVENTS + 1];   /* made on first use */
   CUmodule mod;
   cublasHandle_t blas;
+  CUstream blas_stream; /* the stream the cuBLAS handle was last given */
   int blas_tried;
   int smem_optin;
   /* rounded GEMM operands (ncc_gemm_ex): grown, never moved while a captured
@@ -674,6 +687,7 @@ static int jit_open(ncc_dev *d, const char *src, const char *opts) {
   CU_CHECK(d, cu.PrimaryCtxRetain(&s->ctx, s->dev));
   CU_CHECK(d, cu.CtxSetCurrent(s->ctx));
   CU_CHECK(d, cu.StreamCreate(&s->stream, 1));   /* CU_STREAM_NON_BLOCKING */
+  s->cur = s->stream;
   snprintf(nm, sizeof nm, "cuda: %s (sm_%d%d, jit)", name, major, minor);
   d->graphs_unavailable = !(cu.StreamBeginCapture && cu.StreamEndCapture &&
                             (cu.StreamGetCaptureInfo || cu.StreamGetCaptureInfo2) &&
@@ -730,6 +744,9 @@ static void jit_close(ncc_dev *d) {
   if (s->ctx) cu.CtxSetCurrent(s->ctx);   /* closed from any thread, like every other call */
   if (s->blas) cb.Destroy(s->blas);
   if (s->stream) cu.StreamDestroy(s->stream);
+  if (s->side) cu.StreamDestroy(s->side);
+  for (int i = 0; i <= NCC_MAX_EVENTS; i++)
+    if (s->ev[i]) cu.EventDestroy(s->ev[i]);
   if (s->scratch) cu.MemFree(s->scratch);
   for (int i = 0; i < s->nold; i++) cu.MemFree(s->old[i]);
   free(s->old);
@@ -767,6 +784,7 @@ static int jit_host_free(ncc_dev *d, void *p) {
   return 0;
 }
 #define JIT_STREAM(d) (((jit_state *)ncc_dev_state(d))->stream)
+#define JIT_CUR(d) (((jit_state *)ncc_dev_state(d))->cur)   /* ncc_stream's choice */
 
 /* On the device's stream, after its kernels; synchronous for the caller, who
  * may reuse or read the host buffer at once (also page-locked ones). */
@@ -782,7 +800,7 @@ static int jit_memcpy(ncc_dev *d, void *dst, const void *src, size_t n, int dir)
 }
 static int jit_memset(ncc_dev *d, void *p, int byte, size_t n) {
   JIT_CTX(d);
-  if (n) CU_CHECK(d, cu.MemsetD8Async((CUdeviceptr)(uintptr_t)p, (unsigned char)byte, n, JIT_STREAM(d)));
+  if (n) CU_CHECK(d, cu.MemsetD8Async((CUdeviceptr)(uintptr_t)p, (unsigned char)byte, n, JIT_CUR(d)));
   return 0;
 }
 /* this device's work only: other instances' streams run on */
@@ -823,7 +841,41 @@ static int jit_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 g, ncc_dim3 b, s
   int rc;
   JIT_CTX(d);
   if ((rc = jit_fn(d, k, shmem, &fn)) != 0) return rc;
-  CU_CHECK(d, cu.LaunchKernel(fn, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned)shmem, s->stream, args, NULL));
+  CU_CHECK(d, cu.LaunchKernel(fn, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned)shmem, s->cur, args, NULL));
+  return 0;
+}
+
+/* Streams (ncc_stream): a driver without events keeps everything on one */
+static int jit_streams_ok(void) { return cu.EventCreate && cu.EventDestroy && cu.EventRecord && cu.StreamWaitEvent; }
+static int jit_stream_set(ncc_dev *d, int i) {
+  jit_state *s = (jit_state *)ncc_dev_state(d);
+  JIT_CTX(d);
+  if (i && !s->side && jit_streams_ok()) CU_CHECK(d, cu.StreamCreate(&s->side, 1));   /* CU_STREAM_NON_BLOCKING */
+  s->cur = i && s->side ? s->side : s->stream;
+  return 0;
+}
+static int jit_event(ncc_dev *d, int e, CUevent *out) {
+  jit_state *s = (jit_state *)ncc_dev_state(d);
+  *out = NULL;
+  if (!jit_streams_ok()) return 0;
+  if (!s->ev[e]) CU_CHECK(d, cu.EventCreate(&s->ev[e], 2));   /* CU_EVENT_DISABLE_TIMING */
+  *out = s->ev[e];
+  return 0;
+}
+static int jit_event_record(ncc_dev *d, int e) {
+  CUevent ev;
+  int rc;
+  JIT_CTX(d);
+  if ((rc = jit_event(d, e, &ev)) != 0 || !ev) return rc;
+  CU_CHECK(d, cu.EventRecord(ev, JIT_CUR(d)));
+  return 0;
+}
+static int jit_event_wait(ncc_dev *d, int e) {
+  CUevent ev;
+  int rc;
+  JIT_CTX(d);
+  if ((rc = jit_event(d, e, &ev)) != 0 || !ev) return rc;
+  CU_CHECK(d, cu.StreamWaitEvent(JIT_CUR(d), ev, 0));
   return 0;
 }
 
@@ -863,9 +915,9 @@ static int jit_graph_node(ncc_dev *d, void **node) {
   int status = 0;
   const CUgraphNode *deps = NULL;
   size_t n = 0;
-  if (cu.StreamGetCaptureInfo) CU_CHECK(d, cu.StreamGetCaptureInfo(JIT_STREAM(d), &status, NULL, NULL, &deps, NULL, &n));
-  else CU_CHECK(d, cu.StreamGetCaptureInfo2(JIT_STREAM(d), &status, NULL, NULL, &deps, &n));
-  /* one stream: the node the last call added is the one the next depends on */
+  if (cu.StreamGetCaptureInfo) CU_CHECK(d, cu.StreamGetCaptureInfo(JIT_CUR(d), &status, NULL, NULL, &deps, NULL, &n));
+  else CU_CHECK(d, cu.StreamGetCaptureInfo2(JIT_CUR(d), &status, NULL, NULL, &deps, &n));
+  /* in the launch's stream, the node it added is the one the next depends on */
   if (status != 1 || n != 1) return ncc_dev_fail(d, NCC_EINTERNAL, "graph capture: %zu nodes after a launch", n);
   *node = deps[0];
   return 0;
@@ -913,8 +965,11 @@ static int jit_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alph
     if (rc) return ncc_dev_fail(d, NCC_EUSER, "cannot load cuBLAS (libcublas.so): %s", why);
     if ((st = cb.Create(&s->blas)) != 0)
       return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cublasCreate: status %d", __FILE__, __LINE__, st);
-    if ((st = cb.SetStream(s->blas, s->stream)) != 0)
+  }
+  if (s->blas_stream != s->cur) {   /* the stream ncc_stream chose */
+    if ((st = cb.SetStream(s->blas, s->cur)) != 0)
       return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cublasSetStream: status %d", __FILE__, __LINE__, st);
+    s->blas_stream = s->cur;
   }
   /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands */
   if (prec != NCC_GEMM_FP32) {
@@ -972,4 +1027,5 @@ const ncc_backend ncc_backend_jit = {"jit",      jit_open,   jit_close, jit_mall
                                      jit_memset, jit_sync,   jit_launch, jit_sgemm,
                                      jit_host_alloc, jit_host_free,
                                      jit_graph_begin, jit_graph_end, jit_graph_node, jit_graph_set_args,
-                                     jit_graph_launch, jit_graph_free};
+                                     jit_graph_launch, jit_graph_free,
+                                     jit_stream_set, jit_event_record, jit_event_wait};

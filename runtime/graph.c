@@ -29,7 +29,7 @@
 #include <string.h>
 #include "rt_internal.h"
 
-enum { GR_LAUNCH, GR_SGEMM, GR_MEMSET };
+enum { GR_LAUNCH, GR_SGEMM, GR_MEMSET, GR_STREAM, GR_RECORD, GR_WAIT, GR_JOIN };
 
 typedef struct grec {
   int kind;
@@ -51,6 +51,9 @@ typedef struct grec {
   void *p;
   int byte;
   size_t bytes;
+  /* stream, record, wait: the stream or event (the emulator's own record; a GPU
+   * capture keeps them in the CUDA graph) */
+  int arg;
 } grec;
 
 struct ncc_graph {
@@ -122,6 +125,7 @@ int ncc_graph_begin(ncc_dev *d) {
   if (!d || !d->be) return NCC_EINTERNAL;
   if (d->cap) return ncc_dev_fail(d, NCC_EINTERNAL, "ncc_graph_begin: a capture is already under way");
   if (!d->graphs) return ncc_dev_fail(d, NCC_EINTERNAL, "ncc_graph_begin: graphs are off on this device");
+  if (ncc_stream_join(d) != 0) return NCC_EINTERNAL;   /* a capture starts on stream 0, with nothing pending */
   g = (ncc_graph *)calloc(1, sizeof *g);
   if (!g) return ncc_dev_fail(d, NCC_EUSER, "ncc_graph_begin: out of memory");
   if (native(d)) {
@@ -141,6 +145,7 @@ int ncc_graph_end(ncc_dev *d, ncc_graph **out) {
   if (out) *out = NULL;
   if (!d || !d->be) return NCC_EINTERNAL;
   if (!(g = d->cap)) return ncc_dev_fail(d, NCC_EINTERNAL, "ncc_graph_end: no capture under way");
+  if (ncc_stream_join(d) != 0) g->failed = 1;   /* CUDA ends a capture only with its forks joined */
   d->cap = NULL;
   if (native(d)) rc = d->be->graph_end(d, out && !g->failed ? &g->exec : NULL);
   if (!out) {   /* abandoned: the step failed, and said why */
@@ -186,6 +191,7 @@ int ncc_graph_launch(ncc_dev *d, ncc_graph *g) {
   if (!g) return ncc_dev_fail(d, NCC_EINTERNAL, "ncc_graph_launch: no graph");
   if (d->cap) return ncc_dev_fail(d, NCC_EINTERNAL, "ncc_graph_launch: a capture is under way");
   d->gst.replays++;
+  if ((rc = ncc_stream_join(d)) != 0) return rc;   /* the graph runs on stream 0, after what it was given */
   if (native(d)) {
     for (int i = 0; i < g->n; i++) {
       const grec *r = &g->r[i];
@@ -196,25 +202,61 @@ int ncc_graph_launch(ncc_dev *d, ncc_graph *g) {
     }
     return d->be->graph_launch(d, g->exec);
   }
-  for (int i = 0; i < g->n; i++) {
+  /* the emulator: each record through the device's own calls, which hold a
+   * stream's work back where NCC_STREAM_ORDER says; the step ends joined */
+  rc = ncc_dev_run_recs(d, g, 0, g->n, 1);
+  if (!rc) rc = ncc_stream_join(d);
+  return rc;
+}
+
+int ncc_dev_run_recs(ncc_dev *d, ncc_graph *g, int from, int to, int issue) {
+  int rc = 0;
+  for (int i = from; i < to && !rc; i++) {
     const grec *r = &g->r[i];
-    if (r->kind == GR_LAUNCH) {
-      d->gst.live_updates += r->live;
-      rc = d->be->launch(d, r->k, r->grid, r->block, r->shmem, r->argp);
-    } else if (r->kind == GR_SGEMM) {
-      rc = d->be->sgemm(d, r->ta, r->tb, r->m, r->n, r->kk, r->alpha, r->A, r->lda, r->sa, r->B, r->ldb, r->sb,
-                        r->beta, r->C, r->ldc, r->sc, r->batch, r->prec);
-    } else {
-      rc = d->be->memset_(d, r->p, r->byte, r->bytes);
+    switch (r->kind) {
+    case GR_LAUNCH:
+      d->gst.live_updates += issue && r->live;
+      rc = issue ? ncc_dev_issue_launch(d, r->k, r->grid, r->block, r->shmem, r->argp)
+                 : d->be->launch(d, r->k, r->grid, r->block, r->shmem, r->argp);
+      break;
+    case GR_SGEMM:
+      rc = issue ? ncc_dev_issue_sgemm(d, r->ta, r->tb, r->m, r->n, r->kk, r->alpha, r->A, r->lda, r->sa, r->B,
+                                       r->ldb, r->sb, r->beta, r->C, r->ldc, r->sc, r->batch, r->prec)
+                 : d->be->sgemm(d, r->ta, r->tb, r->m, r->n, r->kk, r->alpha, r->A, r->lda, r->sa, r->B, r->ldb,
+                                r->sb, r->beta, r->C, r->ldc, r->sc, r->batch, r->prec);
+      break;
+    case GR_MEMSET: rc = issue ? ncc_dev_issue_memset(d, r->p, r->byte, r->bytes) : d->be->memset_(d, r->p, r->byte, r->bytes); break;
+    case GR_STREAM: rc = ncc_stream(d, r->arg); break;
+    case GR_RECORD: rc = ncc_dev_event_record(d, r->arg); break;
+    case GR_WAIT: rc = ncc_dev_event_wait(d, r->arg); break;
+    default: rc = ncc_stream_join(d); break;
     }
-    if (rc) return rc;
   }
-  return 0;
+  return rc;
+}
+
+int ncc_dev_recs(const ncc_graph *g) { return g ? g->n : 0; }
+
+ncc_graph *ncc_dev_rec_new(void) { return (ncc_graph *)calloc(1, sizeof(ncc_graph)); }
+
+void ncc_dev_rec_clear(ncc_graph *g) {
+  for (int i = 0; i < g->n; i++) {
+    free(g->r[i].argp);
+    free(g->r[i].snap);
+  }
+  g->n = 0;
+  g->failed = 0;
+}
+
+void ncc_dev_rec_free(ncc_graph *g) {
+  if (!g) return;
+  ncc_dev_rec_clear(g);
+  free(g->r);
+  free(g);
 }
 
 /* ---------------------------------------------------------------- capture */
-static grec *rec_new(ncc_dev *d, int kind) {
-  ncc_graph *g = d->cap;
+static grec *rec_new(ncc_graph *g, int kind) {
   if (g->n == g->cap) {
     int cap = g->cap ? 2 * g->cap : 64;
     grec *r = (grec *)realloc(g->r, sizeof *r * (size_t)cap);
@@ -227,13 +269,19 @@ static grec *rec_new(ncc_dev *d, int kind) {
   return &g->r[g->n++];
 }
 
-static int cap_fail(ncc_dev *d, int code, const char *what, const char *name) {
-  d->cap->failed = 1;
-  return ncc_dev_fail(d, code, "capturing a graph: %s%s%s", what, name ? " " : "", name ? name : "");
+static int rec_fail(ncc_dev *d, ncc_graph *g, int code, const char *what, const char *name) {
+  g->failed = 1;
+  return ncc_dev_fail(d, code, "%s: %s%s%s", g == d->cap ? "capturing a graph" : "holding a stream's work back", what,
+                      name ? " " : "", name ? name : "");
 }
+#define cap_fail(d, code, what, name) rec_fail(d, g, code, what, name)
 
-int ncc_graph_cap_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block, size_t shmem, void **args) {
+/* The launch kept in g: d->cap's (a capture: live arguments read at every
+ * replay), or the emulator's held-back stream's (every argument as it is now) */
+int ncc_dev_rec_launch(ncc_dev *d, ncc_graph *g, const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block, size_t shmem,
+                       void **args) {
   const ncc_kernel_args *ka = NULL;
+  int capture = g == d->cap;
   grec *r;
   size_t off = 0;
   int rc;
@@ -244,7 +292,7 @@ int ncc_graph_cap_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 grid, ncc_dim
         break;
       }
   if (!ka) return cap_fail(d, NCC_EINTERNAL, "no argument table (ncc_dev_kernel_args) for kernel", k->name);
-  if (!(r = rec_new(d, GR_LAUNCH))) return cap_fail(d, NCC_EUSER, "out of memory at kernel", k->name);
+  if (!(r = rec_new(g, GR_LAUNCH))) return cap_fail(d, NCC_EUSER, "out of memory at kernel", k->name);
   r->k = k;
   r->grid = grid;
   r->block = block;
@@ -257,8 +305,8 @@ int ncc_graph_cap_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 grid, ncc_dim
   off = 0;
   for (int i = 0; i < ka->nargs; i++) {
     int j;
-    for (j = 0; j < d->nlive && d->live[j].p != args[i]; j++) {}
-    if (j < d->nlive) {   /* read again at every replay */
+    for (j = 0; capture && j < d->nlive && d->live[j].p != args[i]; j++) {}
+    if (capture && j < d->nlive) {   /* read again at every replay */
       if (d->live[j].n != ka->size[i]) return cap_fail(d, NCC_EINTERNAL, "live value of another size passed to", k->name);
       r->argp[i] = args[i];
       r->live = 1;
@@ -268,38 +316,59 @@ int ncc_graph_cap_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 grid, ncc_dim
       off += (ka->size[i] + 7u) / 8u * 8u;
     }
   }
-  if (!native(d)) return 0;
+  if (!capture || !native(d)) return 0;
   rc = d->be->launch(d, k, grid, block, shmem, args);
   if (!rc && r->live) rc = d->be->graph_node(d, &r->node);
   if (rc) d->cap->failed = 1;
   return rc;
 }
 
-int ncc_graph_cap_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
-                        long long sa, const float *B, int ldb, long long sb, float beta, float *C, int ldc,
-                        long long sc, int batch, int prec) {
+int ncc_graph_cap_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block, size_t shmem, void **args) {
+  return ncc_dev_rec_launch(d, d->cap, k, grid, block, shmem, args);
+}
+
+int ncc_dev_rec_sgemm(ncc_dev *d, ncc_graph *g, int ta, int tb, int m, int n, int k, float alpha, const float *A,
+                      int lda, long long sa, const float *B, int ldb, long long sb, float beta, float *C, int ldc,
+                      long long sc, int batch, int prec) {
   grec *r;
   int rc;
-  if (native(d)) {
+  if (g == d->cap && native(d)) {
     rc = d->be->sgemm(d, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch, prec);
     if (rc) d->cap->failed = 1;
     if (rc) return rc;
   }
-  if (!(r = rec_new(d, GR_SGEMM))) return cap_fail(d, NCC_EUSER, "out of memory at a GEMM", NULL);
+  if (!(r = rec_new(g, GR_SGEMM))) return cap_fail(d, NCC_EUSER, "out of memory at a GEMM", NULL);
   r->ta = ta, r->tb = tb, r->m = m, r->n = n, r->kk = k, r->alpha = alpha, r->beta = beta;
   r->A = A, r->lda = lda, r->sa = sa, r->B = B, r->ldb = ldb, r->sb = sb, r->C = C, r->ldc = ldc, r->sc = sc;
   r->batch = batch, r->prec = prec;
   return 0;
 }
 
-int ncc_graph_cap_memset(ncc_dev *d, void *p, int byte, size_t n) {
+int ncc_graph_cap_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
+                        long long sa, const float *B, int ldb, long long sb, float beta, float *C, int ldc,
+                        long long sc, int batch, int prec) {
+  return ncc_dev_rec_sgemm(d, d->cap, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch, prec);
+}
+
+int ncc_dev_rec_memset(ncc_dev *d, ncc_graph *g, void *p, int byte, size_t n) {
   grec *r;
-  if (native(d)) {
+  if (g == d->cap && native(d)) {
     int rc = d->be->memset_(d, p, byte, n);
     if (rc) d->cap->failed = 1;
     if (rc) return rc;
   }
-  if (!(r = rec_new(d, GR_MEMSET))) return cap_fail(d, NCC_EUSER, "out of memory at a memset", NULL);
+  if (!(r = rec_new(g, GR_MEMSET))) return cap_fail(d, NCC_EUSER, "out of memory at a memset", NULL);
   r->p = p, r->byte = byte, r->bytes = n;
+  return 0;
+}
+
+int ncc_graph_cap_memset(ncc_dev *d, void *p, int byte, size_t n) { return ncc_dev_rec_memset(d, d->cap, p, byte, n); }
+
+/* The emulator's capture: a stream, an event recorded or waited for, a join */
+int ncc_graph_cap_stream_op(ncc_dev *d, int kind, int arg) {
+  ncc_graph *g = d->cap;
+  grec *r = rec_new(g, kind == 0 ? GR_STREAM : kind == 1 ? GR_RECORD : kind == 2 ? GR_WAIT : GR_JOIN);
+  if (!r) return cap_fail(d, NCC_EUSER, "out of memory at a stream's event", NULL);
+  r->arg = arg;
   return 0;
 }

@@ -23,7 +23,11 @@
 typedef struct ncc_cudart_state {
   int dev;
   cudaStream_t stream;
+  cudaStream_t side;          /* stream 1 (ncc_stream), made on first use */
+  cudaStream_t cur;           /* where launches, memsets and GEMMs go: stream or side */
+  cudaEvent_t ev[NCC_MAX_EVENTS + 1];   /* made on first use */
   cublasHandle_t blas;
+  cudaStream_t blas_stream;   /* the stream the cuBLAS handle was last given */
   /* rounded GEMM operands (ncc_gemm_ex): grown, never moved while a captured
    * graph may use it (an outgrown buffer is kept until close) */
   float *scratch;
@@ -35,6 +39,7 @@ typedef struct ncc_cudart_state {
 static __global__ void ncc_round_k(const float *src, long long ld, long long stride, int rows, int cols, int batch,
                                    int prec, float *dst);
 #define NCC_CUDART_STREAM(d) (((ncc_cudart_state *)ncc_dev_state(d))->stream)
+#define NCC_CUDART_CUR(d) (((ncc_cudart_state *)ncc_dev_state(d))->cur)   /* ncc_stream's choice */
 
 #define NCC_CUDART_CHECK(d, call)                                                                         \
   do {                                                                                                    \
@@ -60,6 +65,7 @@ static int ncc_cudart_open(ncc_dev *d, const char *src, const char *opts) {
   if (!s) return ncc_dev_fail(d, NCC_EUSER, "out of memory");
   ncc_dev_set_state(d, s);
   NCC_CUDART_CHECK(d, cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+  s->cur = s->stream;
   snprintf(nm, sizeof nm, "cuda: %s (sm_%d%d)", p.name, p.major, p.minor);
   ncc_dev_set_name(d, nm);
   return 0;
@@ -69,6 +75,9 @@ static void ncc_cudart_close(ncc_dev *d) {
   if (!s) return;
   if (s->blas) cublasDestroy(s->blas);
   if (s->stream) cudaStreamDestroy(s->stream);
+  if (s->side) cudaStreamDestroy(s->side);
+  for (int i = 0; i <= NCC_MAX_EVENTS; i++)
+    if (s->ev[i]) cudaEventDestroy(s->ev[i]);
   if (s->scratch) cudaFree(s->scratch);
   for (int i = 0; i < s->nold; i++) cudaFree(s->old[i]);
   free(s->old);
@@ -99,7 +108,7 @@ static int ncc_cudart_memcpy(ncc_dev *d, void *dst, const void *src, size_t n, i
   return 0;
 }
 static int ncc_cudart_memset(ncc_dev *d, void *p, int byte, size_t n) {
-  if (n) NCC_CUDART_CHECK(d, cudaMemsetAsync(p, byte, n, NCC_CUDART_STREAM(d)));
+  if (n) NCC_CUDART_CHECK(d, cudaMemsetAsync(p, byte, n, NCC_CUDART_CUR(d)));
   return 0;
 }
 /* this device's work only: other instances' streams run on */
@@ -112,8 +121,35 @@ static int ncc_cudart_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 g, ncc_di
   if (shmem > 48 * 1024)   /* above 48 KiB a kernel must opt in */
     NCC_CUDART_CHECK(d, cudaFuncSetAttribute(k->cuda_fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shmem));
   NCC_CUDART_CHECK(d, cudaLaunchKernel(k->cuda_fn, dim3(g.x, g.y, g.z), dim3(b.x, b.y, b.z), args, shmem,
-                                       NCC_CUDART_STREAM(d)));
+                                       NCC_CUDART_CUR(d)));
   NCC_CUDART_CHECK(d, cudaGetLastError());
+  return 0;
+}
+/* streams (ncc_stream) */
+static int ncc_cudart_stream_set(ncc_dev *d, int i) {
+  ncc_cudart_state *s = (ncc_cudart_state *)ncc_dev_state(d);
+  if (i && !s->side) NCC_CUDART_CHECK(d, cudaStreamCreateWithFlags(&s->side, cudaStreamNonBlocking));
+  s->cur = i ? s->side : s->stream;
+  return 0;
+}
+static int ncc_cudart_event(ncc_dev *d, int e, cudaEvent_t *out) {
+  ncc_cudart_state *s = (ncc_cudart_state *)ncc_dev_state(d);
+  if (!s->ev[e]) NCC_CUDART_CHECK(d, cudaEventCreateWithFlags(&s->ev[e], cudaEventDisableTiming));
+  *out = s->ev[e];
+  return 0;
+}
+static int ncc_cudart_event_record(ncc_dev *d, int e) {
+  cudaEvent_t ev;
+  int rc = ncc_cudart_event(d, e, &ev);
+  if (rc) return rc;
+  NCC_CUDART_CHECK(d, cudaEventRecord(ev, NCC_CUDART_CUR(d)));
+  return 0;
+}
+static int ncc_cudart_event_wait(ncc_dev *d, int e) {
+  cudaEvent_t ev;
+  int rc = ncc_cudart_event(d, e, &ev);
+  if (rc) return rc;
+  NCC_CUDART_CHECK(d, cudaStreamWaitEvent(NCC_CUDART_CUR(d), ev, 0));
   return 0;
 }
 static int ncc_cudart_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
@@ -124,8 +160,11 @@ static int ncc_cudart_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, flo
   if (!s->blas) {
     if ((st = cublasCreate(&s->blas)) != CUBLAS_STATUS_SUCCESS)
       return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cublasCreate: status %d", __FILE__, __LINE__, (int)st);
-    if ((st = cublasSetStream(s->blas, s->stream)) != CUBLAS_STATUS_SUCCESS)
+  }
+  if (s->blas_stream != s->cur) {   /* the stream ncc_stream chose */
+    if ((st = cublasSetStream(s->blas, s->cur)) != CUBLAS_STATUS_SUCCESS)
       return ncc_dev_fail(d, NCC_EUSER, "%s:%d: cublasSetStream: status %d", __FILE__, __LINE__, (int)st);
+    s->blas_stream = s->cur;
   }
   /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T */
   if (prec != NCC_GEMM_FP32) {
@@ -148,9 +187,9 @@ static int ncc_cudart_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, flo
     }
     if (m > 0 && n > 0 && k > 0) {
       float *ra = s->scratch, *rb = s->scratch + ea;
-      ncc_round_k<<<(unsigned)((ea + 255) / 256 < 4096 ? (ea + 255) / 256 : 4096), 256, 0, s->stream>>>(
+      ncc_round_k<<<(unsigned)((ea + 255) / 256 < 4096 ? (ea + 255) / 256 : 4096), 256, 0, s->cur>>>(
           A, lda, sa, arows, acols, na, prec, ra);
-      ncc_round_k<<<(unsigned)((eb + 255) / 256 < 4096 ? (eb + 255) / 256 : 4096), 256, 0, s->stream>>>(
+      ncc_round_k<<<(unsigned)((eb + 255) / 256 < 4096 ? (eb + 255) / 256 : 4096), 256, 0, s->cur>>>(
           B, ldb, sb, brows, bcols, nb, prec, rb);
       NCC_CUDART_CHECK(d, cudaGetLastError());
       A = ra, lda = acols, sa = sa ? (long long)arows * acols : 0;
@@ -204,11 +243,11 @@ static int ncc_cudart_graph_node(ncc_dev *d, void **node) {
   const cudaGraphNode_t *deps = NULL;
   size_t n = 0;
 #if CUDART_VERSION >= 13000   /* the signature with edge data */
-  NCC_CUDART_CHECK(d, cudaStreamGetCaptureInfo(NCC_CUDART_STREAM(d), &st, NULL, NULL, &deps, NULL, &n));
+  NCC_CUDART_CHECK(d, cudaStreamGetCaptureInfo(NCC_CUDART_CUR(d), &st, NULL, NULL, &deps, NULL, &n));
 #else
-  NCC_CUDART_CHECK(d, cudaStreamGetCaptureInfo_v2(NCC_CUDART_STREAM(d), &st, NULL, NULL, &deps, &n));
+  NCC_CUDART_CHECK(d, cudaStreamGetCaptureInfo_v2(NCC_CUDART_CUR(d), &st, NULL, NULL, &deps, &n));
 #endif
-  /* one stream: the node the last call added is the one the next depends on */
+  /* in the launch's stream, the node it added is the one the next depends on */
   if (st != cudaStreamCaptureStatusActive || n != 1)
     return ncc_dev_fail(d, NCC_EINTERNAL, "graph capture: %zu nodes after a launch", n);
   *node = (void *)deps[0];
@@ -243,7 +282,8 @@ static const ncc_backend ncc_cudart_backend = {
     ncc_cudart_memcpy, ncc_cudart_memset, ncc_cudart_sync,  ncc_cudart_launch, ncc_cudart_sgemm,
     ncc_cudart_host_alloc, ncc_cudart_host_free,
     ncc_cudart_graph_begin, ncc_cudart_graph_end, ncc_cudart_graph_node, ncc_cudart_graph_set_args,
-    ncc_cudart_graph_launch, ncc_cudart_graph_free};
+    ncc_cudart_graph_launch, ncc_cudart_graph_free,
+    ncc_cudart_stream_set, ncc_cudart_event_record, ncc_cudart_event_wait};
 
 __attribute__((constructor)) static void ncc_cudart_register(void) { ncc_register_cudart(&ncc_cudart_backend); }
 

@@ -284,6 +284,13 @@ typedef struct ncc_backend {
                          size_t shmem, void **args);
   int  (*graph_launch)(ncc_dev *d, void *exec);
   void (*graph_free)(ncc_dev *d, void *exec);
+  /* streams (ncc_stream; NULL: the backend runs everything in issue order on
+   * one stream): stream_set makes stream s (0 or 1) the one launches, GEMMs and
+   * memsets go to; event_record records event e (0..NCC_MAX_EVENTS, the last
+   * libnccrt's own, for joins) on it; event_wait makes it wait for e */
+  int  (*stream_set)(ncc_dev *d, int s);
+  int  (*event_record)(ncc_dev *d, int e);
+  int  (*event_wait)(ncc_dev *d, int e);
 } ncc_backend;
 void ncc_register_cudart(const ncc_backend *b);
 /* For backends: record a failure (printf-style message) and return code. */
@@ -340,6 +347,35 @@ typedef struct ncc_graph_stats {
   long long live_updates; /* kernel nodes whose live arguments a replay refreshed */
 } ncc_graph_stats;
 void ncc_dev_graph_stats(const ncc_dev *d, ncc_graph_stats *s);
+
+/* ---- additions (streams): the work of one step that may overlap ----------
+ * docs/generated-code.md "Streams".  A device has two streams: 0, where the
+ * copies, ncc_sync and graph launches go, and 1, the side stream.  ncc_stream
+ * picks the one the following launches, GEMMs and memsets go to; an event
+ * (0 <= e < NCC_MAX_EVENTS) marks the work issued so far to the stream current
+ * when it was recorded, and ncc_event_wait makes the current stream wait for
+ * it: the generated code records one after a kernel whose result the other
+ * stream needs (or whose operands it will overwrite) and waits for it before
+ * the kernel that does.  ncc_stream_join makes stream 0 wait for everything
+ * issued to stream 1 and makes 0 current again; ncc_sync, the copies,
+ * ncc_graph_begin and ncc_graph_end join first.  A capture follows both
+ * streams (CUDA's fork and join of a captured stream), so a replayed graph
+ * keeps the overlap.
+ * On a GPU the two are CUDA streams and the events CUDA events; while the
+ * per-kernel profile is on, everything goes to stream 0.  The emulator runs one
+ * kernel at a time, in an order the waits allow: NCC_STREAM_ORDER (or
+ * ncc_emu_set_stream_order) "issue" runs each as it is issued; "side-last"
+ * holds stream 1's work back until stream 0 waits for it (or a join), and
+ * "main-last" holds stream 0's until stream 1 waits for it; so a missing wait
+ * gives a wrong result in one of the two. */
+#define NCC_MAX_EVENTS 32
+int ncc_stream(ncc_dev *d, int s);
+int ncc_event_record(ncc_dev *d, int e);
+int ncc_event_wait(ncc_dev *d, int e);
+int ncc_stream_join(ncc_dev *d);
+enum { NCC_STREAM_ORDER_ISSUE = 0, NCC_STREAM_ORDER_SIDE_LAST = 1, NCC_STREAM_ORDER_MAIN_LAST = 2 };
+void ncc_emu_set_stream_order(int order);
+int  ncc_emu_stream_order(void);
 
 #ifdef __cplusplus
 }

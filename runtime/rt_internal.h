@@ -32,6 +32,13 @@ struct ncc_dev {
   struct ncc_live { const void *p; size_t n; } live[16];
   int nlive;
   ncc_graph_stats gst;
+  /* streams (dev.c) */
+  int cur;                     /* the stream launches go to: 0 or 1 */
+  int side_used;               /* stream 1 got work since stream 0 last joined it */
+  ncc_graph *held;             /* emulator: the held-back stream's work (NCC_STREAM_ORDER) */
+  int held_done;               /* ... how many of its records have run */
+  int held_stream;             /* ... whose: 0 or 1 (-1: none held) */
+  int ev_pos[NCC_MAX_EVENTS + 1];   /* emulator: event e marks held's first ev_pos[e] records; -1: nothing held */
 };
 
 NCC_HIDDEN extern const ncc_backend ncc_backend_emu;
@@ -53,6 +60,33 @@ NCC_HIDDEN int ncc_graph_cap_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int
  * (emu_round.c: the kernel header's own functions) */
 NCC_HIDDEN void ncc_round_matrix(int prec, const float *src, int ld, int rows, int cols, float *dst);
 NCC_HIDDEN int ncc_graph_cap_memset(ncc_dev *d, void *p, int byte, size_t n);
+/* kind 0 stream, 1 event recorded, 2 event waited for, 3 join */
+NCC_HIDDEN int ncc_graph_cap_stream_op(ncc_dev *d, int kind, int arg);
+/* A list of records (an ncc_graph) as the emulator's held-back stream keeps
+ * them: every argument's value as the launch passed it */
+NCC_HIDDEN ncc_graph *ncc_dev_rec_new(void);
+NCC_HIDDEN void ncc_dev_rec_clear(ncc_graph *g);
+NCC_HIDDEN void ncc_dev_rec_free(ncc_graph *g);
+NCC_HIDDEN int ncc_dev_recs(const ncc_graph *g);
+NCC_HIDDEN int ncc_dev_rec_launch(ncc_dev *d, ncc_graph *g, const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block,
+                                  size_t shmem, void **args);
+NCC_HIDDEN int ncc_dev_rec_sgemm(ncc_dev *d, ncc_graph *g, int ta, int tb, int m, int n, int k, float alpha,
+                                 const float *A, int lda, long long sa, const float *B, int ldb, long long sb,
+                                 float beta, float *C, int ldc, long long sc, int batch, int prec);
+NCC_HIDDEN int ncc_dev_rec_memset(ncc_dev *d, ncc_graph *g, void *p, int byte, size_t n);
+/* Runs records [from, to) of g: issue 1 through the device's calls below
+ * (a replayed graph), 0 straight to the backend (held-back work let go) */
+NCC_HIDDEN int ncc_dev_run_recs(ncc_dev *d, ncc_graph *g, int from, int to, int issue);
+/* dev.c: a launch, GEMM or memset outside a capture, to the current stream
+ * (the emulator may hold it back); an event recorded or waited for likewise */
+NCC_HIDDEN int ncc_dev_issue_launch(ncc_dev *d, const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block, size_t shmem,
+                                    void **args);
+NCC_HIDDEN int ncc_dev_issue_sgemm(ncc_dev *d, int ta, int tb, int m, int n, int k, float alpha, const float *A,
+                                   int lda, long long sa, const float *B, int ldb, long long sb, float beta, float *C,
+                                   int ldc, long long sc, int batch, int prec);
+NCC_HIDDEN int ncc_dev_issue_memset(ncc_dev *d, void *p, int byte, size_t n);
+NCC_HIDDEN int ncc_dev_event_record(ncc_dev *d, int e);
+NCC_HIDDEN int ncc_dev_event_wait(ncc_dev *d, int e);
 
 /* emu.c */
 NCC_HIDDEN int ncc_emu_launch(const ncc_kernel *k, ncc_dim3 grid, ncc_dim3 block, size_t shmem,

@@ -156,3 +156,12 @@ target_include_directories(rt_test_graph PRIVATE ${NCC_RT_TESTS})
 target_link_libraries(rt_test_graph PRIVATE nccrt Threads::Threads m)
 add_test(NAME rt.graph COMMAND rt_test_graph)
 set_tests_properties(rt.graph PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=2")
+
+# Two streams on the emulator (owner: streams): the orders that hold one
+# stream's work back, events, joins at sync and copies, graphs with both
+add_executable(rt_test_streams ${NCC_RT_TESTS}/test_streams.c)
+target_compile_definitions(rt_test_streams PRIVATE NCC_EMU)
+target_include_directories(rt_test_streams PRIVATE ${NCC_RT_TESTS})
+target_link_libraries(rt_test_streams PRIVATE nccrt Threads::Threads m)
+add_test(NAME rt.streams COMMAND rt_test_streams)
+set_tests_properties(rt.streams PROPERTIES ENVIRONMENT "NCC_EMU_THREADS=2")
