@@ -160,9 +160,21 @@ typedef struct KParams {
   char decl[CG_MAX_PARAMS][80];     /* "const float *__restrict__ weight" */
   char ctype[CG_MAX_PARAMS][32];    /* "const float *" */
   char host[CG_MAX_PARAMS][CG_HOST_LEN];   /* "&m->bufs[BUF_conv1_weight]" */
+  int buf1[CG_MAX_PARAMS];          /* 1 + the buffer a pointer parameter passes (kp_value, kp_buf, ...); 0: none */
 } KParams;
 
+/* The buffers one kernel group's launches pass (cg_launch_b; streams.c of
+ * codegen): which the group reads and which it writes, by buffer index; all:
+ * it touches memory no list says (a cuBLAS call), so it meets every group. */
+typedef struct CgAccess {
+  int n, cap;
+  int *buf;
+  unsigned char *wr;
+  int all;
+} CgAccess;
+
 typedef struct Cg {
+  CgAccess *acc;             /* while a group is emitted: what its launches pass (NULL: not recorded) */
   Graph *g;                  /* the graph being emitted: the inference graph, or gt while
                                 the training step's groups are emitted */
   Graph *gi, *gt;            /* the inference graph; the training graph (NULL: none) */
@@ -180,6 +192,7 @@ typedef struct Cg {
   int nbufname;
   const KGroup *group;       /* the group being emitted (emit_group), for launch comments */
   int work;                  /* workspace buffer index, -1 while none is needed */
+  int work_side;             /* the side stream's own workspace (the streams pass), -1: none */
   size_t work_bytes;
   size_t act_base, act_bytes;  /* the inputs-and-activations region of the arena (= the report's peak_memory) */
   CgKernel *k;
@@ -227,6 +240,13 @@ const char *cg_finish_bounds(Cg *c, const char *op, int flags, const KParams *p,
  * block of 256 threads (the body tests its own row and stores in an if). */
 int cg_rows_finish(Cg *c, const KGroup *gr, KParams *p, Buf *b, int64_t total, int64_t per_block);
 /* Appends the host statements launching `name` with the params' host args. */
+/* Adds buffer buf to a group's access list (wr: written). */
+#define CG_MAX_EVENTS 32   /* ncc_rt.h's NCC_MAX_EVENTS */
+/* The groups of gl whose load_time is load_time, rendered by emit into c->run:
+ * on the streams the streams pass chose, with the waits their buffers need
+ * (codegen/streams.c).  -1: emit failed. */
+int cg_emit_streams(Cg *c, const GroupList *gl, int load_time, int (*emit)(Cg *, const KGroup *));
+void cg_access_add(CgAccess *a, int buf, int wr);
 void cg_launch(Cg *c, const char *name, const KParams *p, long long gx, long long gy, long long gz,
                int bx, int by, size_t shmem);
 

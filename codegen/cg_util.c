@@ -270,6 +270,21 @@ const char *cg_batch_count(const Cg *c, const KGroup *gr, int64_t k, int64_t ful
   return dst;
 }
 
+void cg_access_add(CgAccess *a, int buf, int wr) {
+  for (int i = 0; i < a->n; i++)
+    if (a->buf[i] == buf) {
+      a->wr[i] |= (unsigned char)wr;
+      return;
+    }
+  if (a->n == a->cap) {
+    a->cap = a->cap ? 2 * a->cap : 16;
+    a->buf = xrealloc(a->buf, sizeof(int) * (size_t)a->cap);
+    a->wr = xrealloc(a->wr, (size_t)a->cap);
+  }
+  a->buf[a->n] = buf;
+  a->wr[a->n++] = (unsigned char)wr;
+}
+
 void cg_launch(Cg *c, const char *name, const KParams *p, long long gx, long long gy, long long gz,
                int bx, int by, size_t shmem) {
   cg_launch_b(c, name, p, gx, gy, gz, bx, by, shmem, NULL);
@@ -312,6 +327,11 @@ void cg_launch_b(Cg *c, const char *name, const KParams *p, long long gx, long l
     for (int i = 0; i < c->nk; i++)
       if (!strcmp(c->k[i].name, name)) L->smem_static = c->k[i].smem, L->kernel = c->k[i].name;
   }
+  if (c->acc)   /* what it reads and writes, for the waits between streams */
+    for (int i = 0; i < p->n; i++) {
+      if (p->buf1[i]) cg_access_add(c->acc, p->buf1[i] - 1, strncmp(p->ctype[i], "const", 5) != 0);
+      else if (strstr(p->host[i], "m->bufs[")) c->acc->all = 1;   /* a buffer no kp_ function named */
+    }
   Buf *b = &c->run;
   if (c->group) {   /* which layers this launch computes: the buffers are named below */
     const KGroup *gr = c->group;
@@ -436,6 +456,7 @@ static const char *kp_add(KParams *p, const char *ctype, const char *role, const
   int ptr = strchr(ctype, '*') != NULL;
   snprintf(p->decl[i], sizeof p->decl[i], "%s%s%s", ctype, ptr ? D_RESTRICT " " : " ", name);
   snprintf(p->host[i], sizeof p->host[i], "%s", host);
+  p->buf1[i] = 0;
   /* the C name is the decl's last word */
   return strrchr(p->decl[i], ' ') + 1;
 }
@@ -449,7 +470,9 @@ const char *kp_value(Cg *c, KParams *p, Value *v, int is_out, const char *role) 
       return strrchr(p->decl[i], ' ') + 1;
   char ct[48];
   snprintf(ct, sizeof ct, "%s%s *", is_out ? "" : "const ", cg_elem_type(v));
-  return kp_add(p, ct, role, host);
+  const char *nm = kp_add(p, ct, role, host);
+  p->buf1[p->n - 1] = 1 + cg_buf_of(c, v);
+  return nm;
 }
 
 const char *cg_elem_type(const Value *v) {
@@ -504,9 +527,12 @@ const char *cg_arg_role(const Node *n, int j, char out[32]) {
 
 const char *kp_work(Cg *c, KParams *p, const char *role) {
   char host[CG_HOST_LEN];
-  NCC_ASSERT(c->work >= 0);
-  snprintf(host, sizeof host, "&m->bufs[%s]", cg_buf_name(c, c->work));
-  return kp_add(p, "float *", role, host);
+  int w = c->group && c->group->main->stream && c->work_side >= 0 ? c->work_side : c->work;   /* the side stream's own */
+  NCC_ASSERT(w >= 0);
+  snprintf(host, sizeof host, "&m->bufs[%s]", cg_buf_name(c, w));
+  const char *nm = kp_add(p, "float *", role, host);
+  p->buf1[p->n - 1] = 1 + w;
+  return nm;
 }
 
 const char *kp_int(KParams *p, const char *role, const char *hostvar) {
@@ -524,13 +550,17 @@ const char *kp_float(KParams *p, const char *role, const char *hostvar) {
 const char *kp_buf(Cg *c, KParams *p, int b, int is_out, const char *role) {
   char host[CG_HOST_LEN];
   snprintf(host, sizeof host, "&m->bufs[%s]", cg_buf_name(c, b));
-  return kp_add(p, is_out ? "float *" : "const float *", role, host);
+  const char *nm = kp_add(p, is_out ? "float *" : "const float *", role, host);
+  p->buf1[p->n - 1] = 1 + b;
+  return nm;
 }
 
 const char *kp_flag(Cg *c, KParams *p, int b, int is_out, const char *role) {
   char host[CG_HOST_LEN];
   snprintf(host, sizeof host, "&m->bufs[%s]", cg_buf_name(c, b));
-  return kp_add(p, is_out ? "int *" : "const int *", role, host);
+  const char *nm = kp_add(p, is_out ? "int *" : "const int *", role, host);
+  p->buf1[p->n - 1] = 1 + b;
+  return nm;
 }
 
 void kp_decl(const KParams *p, Buf *b) {

@@ -257,6 +257,7 @@ static int prepare_x(Graph *g, const CodegenOpts *o, Prepared *p, int train_only
   c->o = o;
   c->model = g->model;
   c->work = -1;
+  c->work_side = -1;
   for (int i = 0; i < 4; i++) c->opt_buf[i] = -1;
   c->scale_buf = c->found_buf = -1;
   if (!valid_ident(g->model)) {
@@ -368,20 +369,30 @@ static int prepare_x(Graph *g, const CodegenOpts *o, Prepared *p, int train_only
     c->vbuf = c->vbuf_i;
     p->glt = group_form(gt, lvt->need);
   }
+  /* the side stream's groups (the streams pass) get a workspace of their own:
+   * a kernel there runs while stream 0's run */
+  size_t side_bytes = 0;
   for (int i = 0; i < p->gl.n; i++) {
     size_t w = work_bytes(c, p->gl.g[i].main);
-    if (w > c->work_bytes) c->work_bytes = w;
+    size_t *to = p->gl.g[i].main->stream ? &side_bytes : &c->work_bytes;
+    if (w > *to) *to = w;
   }
   for (int i = 0; i < p->glt.n; i++) {
     c->g = gt, c->vbuf = c->vbuf_t;
     size_t w = work_bytes(c, p->glt.g[i].main);
-    if (w > c->work_bytes) c->work_bytes = w;
+    size_t *to = p->glt.g[i].main->stream ? &side_bytes : &c->work_bytes;
+    if (w > *to) *to = w;
     c->g = g, c->vbuf = c->vbuf_i;
   }
   size_t after = (c->act_base + c->act_bytes + 255) / 256 * 256;
   if (c->work_bytes) {
     c->work = add_buf_at(c, BK_WORK, NULL, c->work_bytes, after);
     after = (after + c->work_bytes + 255) / 256 * 256;
+  }
+  if (side_bytes) {
+    c->work_side = add_span(c, BK_WORK, "side_workspace", side_bytes, after);
+    after = (after + side_bytes + 255) / 256 * 256;
+    c->work_bytes += side_bytes;   /* the report's workspace: both */
   }
   /* training: the gradients (each where its parameter sits in the trainable
    * range) and the optimizer state, laid out like the trainable range */
@@ -415,16 +426,14 @@ static int prepare_x(Graph *g, const CodegenOpts *o, Prepared *p, int train_only
   for (int lt = 0; lt < 2 && !c->err && !train_only; lt++) {
     Buf run = c->run;
     if (lt) { memset(&c->run, 0, sizeof c->run); c->load_time = 1; }
-    for (int i = 0; i < p->gl.n && !c->err; i++)
-      if (p->gl.g[i].load_time == lt && emit_group(c, &p->gl.g[i]) != 0) c->err = 1;
+    if (cg_emit_streams(c, &p->gl, lt, emit_group) != 0) c->err = 1;
     if (lt) { c->load_time = 0; c->prep = c->run; c->run = run; }
   }
   if (gt && !c->err) {
     Buf run = c->run;
     memset(&c->run, 0, sizeof c->run);
     c->g = gt, c->vbuf = c->vbuf_t, c->train = 1;
-    for (int i = 0; i < p->glt.n && !c->err; i++)
-      if (emit_group(c, &p->glt.g[i]) != 0) c->err = 1;
+    if (cg_emit_streams(c, &p->glt, 0, emit_group) != 0) c->err = 1;
     c->g = g, c->vbuf = c->vbuf_i, c->train = 0;
     c->trun = c->run;
     c->run = run;

@@ -2243,6 +2243,11 @@ static void sgemm(Cg *c, const Node *n, int ta, int tb, const char *M, int64_t N
   /* a rounded precision: cuBLAS's reduced-precision compute type (ncc_gemm_ex; the ops' PREC_* are its NCC_GEMM_*) */
   static const char *const gemm_prec[] = {"", "NCC_GEMM_TF32, ", "NCC_GEMM_FP16, ", "NCC_GEMM_BF16, "};
   NCC_ASSERT(n->prec >= PREC_FP32 && n->prec <= PREC_BF16);
+  if (c->acc) {   /* the buffers it passes (the streams pass keeps cuBLAS calls on stream 0) */
+    cg_access_add(c->acc, A, 0);
+    cg_access_add(c->acc, B, 0);
+    cg_access_add(c->acc, C, 1);
+  }
   buf_printf(&c->run,
              "  rc = %s(m->dev, %s%d, %d, %s, %lld, %lld, 1.0f, %s, %lld, %lldLL,\n"
              "                 %s, %lld, %lldLL, 0.0f, %s, %lld, %lldLL, %s);\n"

@@ -602,6 +602,8 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
   int launches = 0, load_kernels = 0;
   double time_us = 0, roofline_us = 0;
   int few_blocks = 0, tails = 0;   /* kernels with fewer blocks than SMs; with a partial last wave past the first */
+  int side_rows = 0;               /* kernels on the side stream (Node.stream) */
+  double side_us = 0;
   int nrows = 0;                   /* the inference rows (kernel groups) the waves: line counts */
   int unmodeled = 0;               /* kernels with no geometry (cuBLAS's): the roofline alone */
   const Value **seen = NULL;   /* inputs of the current kernel, deduplicated */
@@ -747,6 +749,7 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
       }
       if (main_k) collect_add(main_k, us - extra_us);
     }
+    if (!gr->load_time && gr->main->stream) side_rows++, side_us += us;
     if (!gr->load_time) {
       flops = add(flops, fl);
       macs = add(macs, gm);
@@ -779,6 +782,9 @@ void report_print_note(Graph *g, FILE *f, int train, const char *arch_name, cons
     if (unmodeled) fprintf(f, " (%d kernels, cuBLAS's, by the roofline alone)", unmodeled);
     fputc('\n', f);
   }
+  if (side_rows)   /* the streams pass: what may overlap the rest (the time above adds it all up) */
+    fprintf(f, "# streams: %d of %d kernels on the side stream, %.1f us of the modeled time, off the longest chain; "
+               "the time above adds them as if on one stream\n", side_rows, nrows, side_us);
   if (load_kernels || load_bytes)
     fprintf(f, "# load-time: %d kernels, run once after the weights load, not per inference; %s kept for every inference\n", load_kernels,
             human(b1, sizeof b1, (double)load_bytes, "B"));

@@ -261,9 +261,10 @@ static int choose_device(const Options *o, Model *M, const char **nvcc) {
      * thread count, checked mode (--check / NCC_CHECK), fiber order */
     if (o->check) ncc_emu_set_checked(1);
     const char *fo = getenv("NCC_FIBER_ORDER");
-    int t = ncc_emu_threads();
-    snprintf(M->devdesc, sizeof M->devdesc, "emu (%d thread%s%s%s)", t, t == 1 ? "" : "s",
-             ncc_emu_checked() ? ", checked" : "", fo && !strcmp(fo, "reverse") ? ", reverse fiber order" : "");
+    int t = ncc_emu_threads(), so = ncc_emu_stream_order();
+    snprintf(M->devdesc, sizeof M->devdesc, "emu (%d thread%s%s%s%s)", t, t == 1 ? "" : "s",
+             ncc_emu_checked() ? ", checked" : "", fo && !strcmp(fo, "reverse") ? ", reverse fiber order" : "",
+             so == NCC_STREAM_ORDER_SIDE_LAST ? ", side stream last" : so == NCC_STREAM_ORDER_MAIN_LAST ? ", stream 0 last" : "");
   }
   return 0;
 }

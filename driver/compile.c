@@ -162,6 +162,7 @@ PassCtx drv_pass_ctx(const Options *o, int train, int verify) {
   pc.gemm_tile = o->gemm_tile;
   pc.gemm_pipe = o->gemm_pipe;
   pc.gemm_stages = o->gemm_stages;
+  pc.streams = o->streams;
   pc.precision = o->precision;
   pc.loss_scale = o->loss_scale;
   pc.quant = drv_quant();

@@ -27,7 +27,7 @@
 typedef enum {
   O_HELP, O_VERSION, O_LIST_OPTIONS,
   O_OUT, O_EMIT, O_JIT, O_ARCH, O_TRAIN, O_FREEZE,
-  O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_LOSS_SCALE, O_CALIBRATE, O_CAL_METHOD, O_PERCENTILE, O_CAL_CACHE, O_MAX_ERROR, O_FALLBACK, O_GEMM_TILE, O_GEMM_PIPE, O_GEMM_STAGES, O_AUTOTUNE,
+  O_OPT, O_PASSES, O_PRINT_AFTER, O_SET, O_CUBLAS, O_PRECISION, O_LOSS_SCALE, O_CALIBRATE, O_CAL_METHOD, O_PERCENTILE, O_CAL_CACHE, O_MAX_ERROR, O_FALLBACK, O_GEMM_TILE, O_GEMM_PIPE, O_GEMM_STAGES, O_STREAMS, O_AUTOTUNE,
   O_VERBOSE,
   O_MAX_MEMORY, O_WEIGHTS, O_DEVICE, O_CHECK, O_SEED, O_INPUT, O_OUTPUT,
   O_PRINT_OBJECT, O_ITERS, O_WARMUP, O_COMPARE, O_PROFILE,
@@ -143,6 +143,10 @@ static const OptSpec opts[] = {
    "float32 ones, in 16-byte pieces) with cp.async in two stages and load their fragments with ldmatrix, and load "
    "the next K tile's other B elements into registers during the MMAs; the float32 GEMMs' wide tiles are "
    "double-buffered; off: each K tile loaded, then multiplied, as before (docs/gpu.md, \"Pipelined tiles\")"},
+  {O_STREAMS, "--streams", NULL, "=on|off", CMD_ALL, 0,
+   "on (the default): the kernels off the step's longest chain (a downsampling branch, a training step's weight "
+   "gradients) run on a second stream, beside it, each waiting only for the kernels whose buffers it shares "
+   "(-v: how many; docs/generated-code.md, \"Streams\"); off: one stream, in launch order"},
   {O_GEMM_STAGES, "--gemm-stages", NULL, "=2|3|4", CMD_ALL, 0,
    "with --gemm-pipeline=on at tf32, fp16, bf16 or int8: the shared-memory stages of the operands "
    "copied by cp.async, so that the copies of "
@@ -545,6 +549,10 @@ static int apply(Options *o, const OptSpec *s, const char *v) {
     if (strcmp(v, "on") && strcmp(v, "off")) return oerr("--gemm-pipeline=%s: expected on or off", v);
     o->gemm_pipe = !strcmp(v, "on");
     return 0;
+  case O_STREAMS:
+    if (strcmp(v, "on") && strcmp(v, "off")) return oerr("--streams=%s: expected on or off", v);
+    o->streams = !strcmp(v, "on");
+    return 0;
   case O_GEMM_STAGES:
     if (strcmp(v, "2") && strcmp(v, "3") && strcmp(v, "4")) return oerr("--gemm-stages=%s: expected 2, 3 or 4", v);
     o->gemm_stages = v[0] - '0';
@@ -716,6 +724,7 @@ int opts_parse(Command cmd, int argc, char **argv, Options *o) {
   o->warmup = 2;
   o->device = DEVICE_AUTO;
   o->gemm_pipe = 1;   /* o->gemm_stages 0: not given (two stages) */
+  o->streams = 1;
   int flags_end = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];

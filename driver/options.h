@@ -57,6 +57,7 @@ typedef struct Options {
   int int8_fallback;            /* --int8-fallback: PREC_FP16 or PREC_BF16; 0 (PREC_FP32): fp32 */
   int gemm_tile;                /* --gemm-tile: 1 + its index in ir_mma_tiles; 0: the tile model's choice */
   int gemm_pipe;                /* --gemm-pipeline=on (the default) */
+  int streams;                  /* --streams=on (the default): a second stream beside the longest chain */
   int gemm_stages;              /* --gemm-stages: the pipeline's cp.async stages, 2 (the default) to 4 */
   double autotune;              /* --autotune=SECONDS: the budget for trying tiles (0: none) */
   int quiet_init;               /* no flag: the autotuner's own builds do not announce their random weights */

@@ -175,6 +175,7 @@ void ir_clear_schedule(Graph *g) {
     n->grole = GROLE_NONE;
     n->group = 0;
     n->fuse_rule = NULL;
+    n->stream = 0;
     n->out->region = MEM_NONE;
     n->out->offset = 0;
   }

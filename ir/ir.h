@@ -213,6 +213,8 @@ struct Node {
                               GROLE_MAIN, GROLE_EPILOGUE, GROLE_SIDE, GROLE_PROLOGUE */
   int group;               /* the group's index in launch order (valid when grole != GROLE_NONE) */
   const char *fuse_rule;   /* every role but GROLE_MAIN: the name of the fusion rule that put it there */
+  int stream;              /* set by the streams pass on a group's main node: 1 = the group's kernels run on
+                              the side stream, beside work it does not depend on (passes/streams.c); 0: stream 0 */
 };
 
 /* Precisions (--precision; passes/precision.c, docs/precision.md). */
@@ -887,6 +889,9 @@ typedef struct Liveness {
   int *readers;            /* by value id: needed nodes reading it (each once), through views */
   int nvalues;             /* g->next_value_id: size of the by-value arrays */
 } Liveness;
+/* How many launch positions either side of a side-stream group its operands
+ * and values keep their bytes (ir_liveness, passes/streams.c) */
+#define IR_STREAM_REACH 3
 void ir_liveness(const Graph *g, int train, Liveness *lv);
 void ir_liveness_free(Liveness *lv);
 /* May group k store its value in the bytes of a, which dies in group k?  Only

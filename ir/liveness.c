@@ -199,6 +199,29 @@ void ir_liveness(const Graph *g, int train, Liveness *lv) {
       if (r && lv->kind[r->id] == LV_ACT) lv->last[r->id] = lv->end;
     }
   }
+  /* A group on the side stream (Node.stream, passes/streams.c) may run while
+   * the stream-0 groups around it run: its operands stay live, and its values'
+   * bytes are held, IR_STREAM_REACH positions either side of its own, so that
+   * no group it may overlap there shares their bytes and has to wait for it
+   * (codegen makes a kernel wait for the other stream wherever bytes are
+   * shared all the same: this keeps the waits few, it does not make them
+   * right). */
+  for (int i = 0; i < nn; i++) {
+    Node *n = g->nodes[i];
+    int k = lv->gid[i];
+    if (k < 0 || !lv->main[k] || !lv->main[k]->stream) continue;
+    int lo = k + 1 - IR_STREAM_REACH, hi = k + 1 + IR_STREAM_REACH;
+    if (lo < 1) lo = 1;
+    if (hi > lv->end - 1) hi = lv->end - 1;
+    for (int j = 0; j < n->nin; j++) {
+      Value *r = lv->root[n->in[j]->id];
+      if (lv->kind[r->id] == LV_ACT && lv->last[r->id] < hi) lv->last[r->id] = hi;
+    }
+    if (lv->kind[n->out->id] == LV_ACT && lv->first[n->out->id] > lo) {
+      lv->first[n->out->id] = lo;
+      if (lv->last[n->out->id] < k + 1) lv->last[n->out->id] = k + 1;
+    }
+  }
   /* an input no needed node reads has no buffer (a label read only by the loss) */
   for (int i = 0; i < nn; i++) {
     Node *n = g->nodes[i];

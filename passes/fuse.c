@@ -38,6 +38,11 @@
  * Every edge between two kernels that stays unfused is recorded with the rule
  * that refused it and why; `-v` prints them ("not fused: ...").
  *
+ * With streams on (PassCtx.streams, the driver's default), an inference
+ * graph's branches are first put in order (passes_branches_first): where an
+ * elementwise node reads two branches that each have a GEMM, the lighter is
+ * computed first, so that the node joins the heavier branch's kernel and the
+ * lighter one runs beside it on the side stream (passes/streams.c).
  * At -O3 the `recompute` rule first copies cheap kernels (elementwise,
  * batchnorm, pooling) whose value has several elementwise readers, one copy
  * per reader, and groups again: each reader then takes its copy as an
@@ -603,6 +608,7 @@ int pass_fuse(Graph *g, PassCtx *c) {
   /* named explicitly (--passes=fuse at -O0/-O1), fuse applies the -O2 rules */
   F.level = c->opt_level < 2 ? 2 : c->opt_level;
   int nodes0 = g->nnodes, copies = 0, copied_nodes = 0;
+  if (c->streams && !c->train) passes_branches_first(g, c->verbose);   /* see streams.c */
   group(&F);
   if (F.level >= rules[R_RECOMPUTE].level) {
     copies = recompute(&F, &copied_nodes);

@@ -18,6 +18,8 @@ typedef struct PassCtx {
   int gemm_tile;      /* --gemm-tile: 1 + the index in ir_mma_tiles every tensor-core GEMM takes; 0: the model's choice */
   int gemm_pipe;      /* --gemm-pipeline=on: fp16/bf16/int8 GEMMs stage their operands with cp.async and ldmatrix (Node.pipe) */
   int gemm_stages;    /* --gemm-stages: the stages of those copies (2..4; 0: 2) */
+  int streams;        /* --streams=on (the driver's default): the streams pass puts groups off the longest
+                         chain on the side stream; 0: it leaves every group on stream 0 */
   const TuneTable *tune;  /* --autotune: tiles by ir_gemm_key (before the model; after --gemm-tile); NULL: none */
   const QuantTable *quant;
   /* int8: the calibration (activation scales, per-layer choice); NULL: none */
@@ -41,6 +43,11 @@ int pass_plan(Graph *g, PassCtx *c);    /* memory plan: offsets of stored values
 int pass_batch(Graph *g, PassCtx *c);   /* inference: values whose rows follow the batch; Graph.max_batch (batch.c) */
 int pass_precision(Graph *g, PassCtx *c);  /* the math precision of each op from --precision (precision.c) */
 void passes_fp32_tiles(Graph *g, const PassCtx *c);   /* float32 tiled GEMMs' tiles, after any pipeline (precision.c) */
+int pass_streams(Graph *g, PassCtx *c);    /* groups off the longest chain on the side stream (streams.c) */
+/* Before fuse, with streams on, in inference: where an elementwise node reads
+ * two branches that each have a GEMM, the lighter branch is computed first
+ * (streams.c).  Returns how many branches moved. */
+int passes_branches_first(Graph *g, int verbose);
 int pass_storage(Graph *g, PassCtx *c);    /* fp16/bf16/int8: values only rounding (quantizing) GEMMs read stored narrow (storage.c) */
 
 /* Graph edits the passes share (fold.c): every reader of `old` (nodes,

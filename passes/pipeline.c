@@ -21,6 +21,8 @@
  *   -O3  fuse with the -O3 rules too: they trade work or code size for
  *        launches and bytes (recompute: a cheap kernel with several
  *        elementwise readers is computed again inside each).
+ *   From -O2 on, streams (after fuse, before plan) puts the kernel groups
+ *   off the step's longest chain on a second stream (--streams=off: not).
  * `--passes=LIST` runs exactly LIST; fuse named there applies the rules of
  * max(-O2, the -O level).
  *
@@ -31,7 +33,7 @@
  * and nothing computed from the parameters may be kept between steps):
  *   -O0  autodiff
  *   -O1  autodiff, plan
- *   -O2  autodiff, fuse, plan   (-O3 alike; fuse applies its -O3 rules)
+ *   -O2  autodiff, fuse, streams, plan   (-O3 alike; fuse applies its -O3 rules)
  * With --passes=LIST and --train, LIST is taken as given.
  * Every inference pipeline ends with `batch`, an analysis that changes
  * nothing in the graph: it marks the values whose rows follow the batch, so
@@ -56,6 +58,8 @@ static const Pass passes[] = {
   {"fold", pass_fold, "constant folding; inference batchnorm folded into the conv before it (or into a scale/shift), "
                       "its parameter-only arithmetic marked load-time; conv weights reordered tap-major at load"},
   {"fuse", pass_fuse, "kernel groups by named rules: epilogues into their producer's kernel (-v: what stays unfused, and why)"},
+  {"streams", pass_streams, "kernel groups off the step's longest chain (by estimated work) on a second stream, "
+                            "beside it (--streams=off: one stream)"},
   {"plan", pass_plan, "memory plan: arena offsets of stored values; lifetimes that do not meet share bytes, in place where legal"},
   {"batch", pass_batch, "inference: which values keep the batch in their rows, so that one build serves batches 1..N"},
   {"precision", pass_precision, "the math precision of each op from --precision (tf32: GEMM operands rounded to TF32; "
@@ -68,23 +72,23 @@ static const Pass passes[] = {
 static const char *const pipelines[4] = {
   "prune,batch",                 /* -O0 */
   "prune,fold,plan,batch",       /* -O1 */
-  "prune,fold,fuse,plan,batch",  /* -O2 */
-  "prune,fold,fuse,plan,batch",  /* -O3: fuse applies its -O3 rules */
+  "prune,fold,fuse,streams,plan,batch",  /* -O2 */
+  "prune,fold,fuse,streams,plan,batch",  /* -O3: fuse applies its -O3 rules */
 };
 
 /* with --precision other than fp32: the precision pass after fold, before fuse */
 static const char *const prec_pipelines[4] = {
   "prune,precision,storage,batch",
   "prune,fold,precision,storage,plan,batch",
-  "prune,fold,precision,fuse,storage,plan,batch",
-  "prune,fold,precision,fuse,storage,plan,batch",
+  "prune,fold,precision,fuse,storage,streams,plan,batch",
+  "prune,fold,precision,fuse,storage,streams,plan,batch",
 };
 
 static const char *const train_pipelines[4] = {
   "autodiff",                /* -O0 */
   "autodiff,plan",           /* -O1 */
-  "autodiff,fuse,plan",      /* -O2 */
-  "autodiff,fuse,plan",      /* -O3 */
+  "autodiff,fuse,streams,plan",      /* -O2 */
+  "autodiff,fuse,streams,plan",      /* -O3 */
 };
 
 /* with --precision tf32, fp16 or bf16: the precision pass after autodiff, so
@@ -92,8 +96,8 @@ static const char *const train_pipelines[4] = {
 static const char *const prec_train_pipelines[4] = {
   "autodiff,precision,storage",
   "autodiff,precision,storage,plan",
-  "autodiff,precision,fuse,storage,plan",
-  "autodiff,precision,fuse,storage,plan",
+  "autodiff,precision,fuse,storage,streams,plan",
+  "autodiff,precision,fuse,storage,streams,plan",
 };
 
 const Pass *pass_lookup(const char *name) {
