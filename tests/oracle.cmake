@@ -94,14 +94,28 @@ else()
         add_test(NAME train_${_case}_${_v}
                  COMMAND ${NCC_PYTEST} ${NCC_TRAIN_ORACLE_PY} ${_case} --ncc $<TARGET_FILE:ncc>
                          --work ${CMAKE_BINARY_DIR}/train-oracle-work/${_case}_${_v})
+        # the emulator's stream orders too (docs/emulator.md, "Two streams"): the
+        # side stream held back in checked mode, stream 0 on the cuBLAS path
         if(_v STREQUAL "cublas")
-          set(_env "NCC_TRAIN_ORACLE_FLAGS=--cublas")
+          set(_env "NCC_TRAIN_ORACLE_FLAGS=--cublas;NCC_STREAM_ORDER=main-last")
         else()
-          set(_env "NCC_CHECK=1;NCC_FIBER_ORDER=reverse")
+          set(_env "NCC_CHECK=1;NCC_FIBER_ORDER=reverse;NCC_STREAM_ORDER=side-last")
         endif()
         set_tests_properties(train_${_case}_${_v} PROPERTIES
           LABELS "${_labels};matrix" TIMEOUT ${_timeout} SKIP_RETURN_CODE ${NCC_SKIP_CODE}
           ENVIRONMENT "NCC_CACHE_DIR=${NCC_TEST_CACHE_DIR};${_env}")
+      endforeach()
+    endif()
+    # the example models whose steps use both streams, unchecked (the memory
+    # plan's shared bytes), in each held-back order
+    if(_case STREQUAL "ex_resnet18" OR _case STREQUAL "ex_mobilenet_v2")
+      foreach(_o side-last main-last)
+        add_test(NAME train_${_case}_${_o}
+                 COMMAND ${NCC_PYTEST} ${NCC_TRAIN_ORACLE_PY} ${_case} --ncc $<TARGET_FILE:ncc>
+                         --work ${CMAKE_BINARY_DIR}/train-oracle-work/${_case}_${_o})
+        set_tests_properties(train_${_case}_${_o} PROPERTIES
+          LABELS "${_labels};matrix;streams" TIMEOUT ${_timeout} SKIP_RETURN_CODE ${NCC_SKIP_CODE}
+          ENVIRONMENT "NCC_CACHE_DIR=${NCC_TEST_CACHE_DIR};NCC_STREAM_ORDER=${_o}")
       endforeach()
     endif()
   endforeach()

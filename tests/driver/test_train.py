@@ -33,6 +33,16 @@ What they hold `ncc train` to:
                   to an unbroken one (checkpoint and log), a NaN loss stops
                   with status 1 and leaves the checkpoint alone, a
                   checkpoint of another model is refused, --save-grads writes
+  train_streams   a residual block's training step on two streams (the
+                  streams pass, codegen's waits): -v and the generated step
+                  say so; three steps give the same checkpoint, byte for byte,
+                  with the emulator running each launch as it is issued,
+                  holding the side stream back (side-last), holding stream 0
+                  back (main-last), and with --streams=off; built without the
+                  waits (a test hook) both held-back orders give another one;
+                  inference of the same block (the branch written first) runs
+                  its downsampling convolution on the side stream, with the
+                  same outputs in every order
   train_digits    end to end: examples/digits.net on examples/make_digits.py's
                   data, 10 epochs, >= 97% test accuracy (PyTorch: 97.6-99.0%
                   over 8 seeds); `ncc run --weights` on its checkpoint gives
@@ -469,6 +479,92 @@ def _weight_casts(ctx):
         raise Failure("the training step's second convolution (16 input channels) and its data gradient (a "
                       "convolution of 32 input channels) should copy their 16-bit weights, reordered tap-major, "
                       "with cp.async (the first, 1 channel, has no 16-byte rows)")
+
+
+SRES = """model sres
+const N = 8
+input x: f32[N, 1, 8, 8]
+input y: i32[N]
+h = relu(batchnorm2d(conv2d(x, 16, kernel=3, pad=1, bias=false, name="conv1"), name="bn1"))
+%s
+h = relu(a + s)
+logits = linear(flatten(global_avgpool2d(h)), 10, name="fc")
+output logits
+loss = cross_entropy(logits, y)
+train {
+  optimizer sgd(lr=0.1, momentum=0.9)
+  minimize loss
+}
+"""
+SRES_MAIN = """a = relu(batchnorm2d(conv2d(h, 32, kernel=3, stride=2, pad=1, bias=false, name="c2"), name="bn2"))
+a = batchnorm2d(conv2d(a, 32, kernel=3, pad=1, bias=false, name="c3"), name="bn3")"""
+SRES_DS = """s = batchnorm2d(conv2d(h, 32, kernel=1, stride=2, bias=false, name="ds"), name="bnds")"""
+
+
+@case("train_streams")
+def _streams(ctx):
+    """The streams pass and codegen's waits, checked by the emulator's stream orders."""
+    import re
+    import numpy as np
+    net = ctx.write("sres.net", SRES % (SRES_MAIN + "\n" + SRES_DS))
+    d = data(ctx, "d", n=32)
+    cu = ctx.path("sres.cu")
+    p = ctx.ncc_cmd([net, "--train", "-v", "-o", cu])
+    show(p)
+    m = list(re.finditer(r"pass streams: (\d+) of (\d+) kernel groups on the side stream", p.stderr))
+    m = m[-1] if m else None   # the training step's (inference's comes first)
+    if p.returncode != 0 or not m or int(m.group(1)) < 3:
+        raise Failure("-v should say that three or more of the step's kernel groups run on the side stream")
+    src = open(cu).read()
+    step = re.search(r"\nstatic int sres_train_run\(.*?\n}\n", src, re.S)
+    step = step.group(0) if step else ""
+    waits = len(re.findall(r"ncc_event_wait\(m->dev, \d+\)", step))
+    if "ncc_stream(m->dev, 1)" not in step or not waits or "ncc_stream_join(m->dev)" not in step:
+        raise Failure("the training step should go to stream 1, wait for events and end with a join")
+    print("%s of %s groups on the side stream; %d waits in the step" % (m.group(1), m.group(2), waits))
+    runs = (("issue", {}, []), ("side-last", {"NCC_STREAM_ORDER": "side-last"}, []),
+            ("main-last", {"NCC_STREAM_ORDER": "main-last"}, []), ("off", {}, ["--streams=off"]),
+            ("side-last, no waits", {"NCC_STREAM_ORDER": "side-last", "NCC_TEST_STREAMS_NO_WAITS": "1"}, []),
+            ("main-last, no waits", {"NCC_STREAM_ORDER": "main-last", "NCC_TEST_STREAMS_NO_WAITS": "1"}, []))
+    cks = {}
+    for tag, env, extra in runs:
+        ck = ctx.path("ck_%s.safetensors" % tag.replace(" ", "").replace(",", "_"))
+        p = ctx.ncc_cmd(["train", net, "--data", d, "--steps", "3", "--no-shuffle", "--device", "emu", "--seed", "3",
+                         "--checkpoint", ck] + extra, env=env)
+        show(p)
+        if p.returncode != 0:
+            raise Failure("%s: ncc train exited with %d" % (tag, p.returncode))
+        want = {"side-last": "side stream last", "main-last": "stream 0 last"}.get(env.get("NCC_STREAM_ORDER"))
+        if want and want not in p.stdout:
+            raise Failure("%s: the device line should say %r" % (tag, want))
+        cks[tag] = open(ck, "rb").read()
+    for tag in ("side-last", "main-last", "off"):
+        if cks[tag] != cks["issue"]:
+            raise Failure("%s: the checkpoint differs from the one of launches run as issued" % tag)
+    for tag in ("side-last, no waits", "main-last, no waits"):
+        if cks[tag] == cks["issue"]:
+            raise Failure("%s: the same checkpoint: the held-back order did not show the missing waits" % tag)
+    print("3 steps: one checkpoint as issued, side-last, main-last and --streams=off; another without the waits")
+    # inference, the branch written first: its add joins c3's kernel, so ds runs beside c2 and c3
+    net2 = ctx.write("sres2.net", SRES % (SRES_DS + "\n" + SRES_MAIN))
+    x = np.random.RandomState(5).rand(8, 1, 8, 8).astype("float32")
+    xin = ctx.path("x.npy")
+    np.save(xin, x)
+    outs = {}
+    for tag, env, extra in runs[:4]:
+        out = ctx.path("y_%s.npy" % tag)
+        p = ctx.ncc_cmd(["run", net2, "--input", "x=" + xin, "--output", "logits=" + out, "--device", "emu",
+                         "--weights", ctx.path("ck_issue.safetensors"), "-v"] + extra, env=env)
+        show(p)
+        if p.returncode != 0:
+            raise Failure("inference, %s: ncc run exited with %d" % (tag, p.returncode))
+        if tag == "issue" and not re.search(r"pass streams: 1 of \d+ kernel groups on the side stream", p.stderr):
+            raise Failure("inference: the downsampling convolution should be the one group on the side stream")
+        outs[tag] = np.load(out)
+    for tag in ("side-last", "main-last", "off"):
+        if not np.array_equal(outs[tag], outs["issue"]):
+            raise Failure("inference, %s: the outputs differ from those of launches run as issued" % tag)
+    print("inference: ds on the side stream; the same logits in every order")
 
 
 @case("train_digits")

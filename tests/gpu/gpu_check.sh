@@ -33,7 +33,9 @@
 #     64x64 ones in two; and --autotune at fp32)
 #     and with --gemm-stages=3 (three cp.async stages; two the default; mlp4096 with four too).
 #     VGG-16's and ResNet-18's fp16 training steps and ResNet-50's and VGG-16's fp16 inference with --profile: each
-#     kernel timed alone beside the report's modeled time.  Each time is printed whole and for the kernels alone.
+#     kernel timed alone beside the report's modeled time.  ResNet-50 inference (batch 1 and 32) and ResNet-18's
+#     training steps with --streams=off (one stream; two are the default).  Each time is printed whole and for
+#     the kernels alone.
 #     Objects are compiled in parallel first (not the autotuned ones, whose
 #     trials are timed), then timed one at a time
 #  5. PyTorch eager on the same models, steps and GEMM (tests/gpu/torch_bench.py)
@@ -264,6 +266,11 @@ if want bench; then
     echo "examples/resnet50.net --set N=32 --precision=fp16 --iters 10 --profile"
     echo "examples/vgg16.net --set N=32 --precision=fp16 --iters 10 --profile"
     for m in resnet50 mobilenet_v2 vgg16; do echo "env:NCC_GRAPHS=0 examples/$m.net --set N=1"; done
+    # the second stream (docs/generated-code.md, "Streams"): off against on (the default above), at the
+    # batches where kernels leave SMs idle; a training step's weight gradients beside its input gradients
+    for n in 1 32; do echo "examples/resnet50.net --set N=$n --streams=off"; done
+    echo "examples/resnet18.net --set N=32 --train --iters 10 --streams=off"
+    echo "examples/resnet18.net --set N=32 --train --precision=fp16 --iters 10 --streams=off"
   } >"$logs/bench_list.txt"; fi
   # compile every object first, in parallel (the compile cache keeps them)
   bs=${NCC_GPU_BENCH_S:-0}

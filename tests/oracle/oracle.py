@@ -38,6 +38,10 @@ RTOL = 1e-4
 CASES = {}      # name -> (function, labels)
 
 
+# the emulator's stream orders (NCC_STREAM_ORDER) as the device line reports them
+STREAM_ORDERS = {"side-last": "side stream last", "main-last": "stream 0 last"}
+
+
 def case(name, labels=()):
     def deco(f):
         CASES[name] = (f, tuple(labels))
@@ -222,6 +226,8 @@ def run_and_compare(ctx, net_text, params, inputs, refs, flags=(), env=None, net
         raise Failure("checked mode was asked for but the emulator is not in it")
     elif env.get("NCC_FIBER_ORDER") == "reverse" and "reverse fiber order" not in p.stdout:
         raise Failure("reverse fiber order was asked for but not reported")
+    elif env.get("NCC_STREAM_ORDER") in STREAM_ORDERS and STREAM_ORDERS[env["NCC_STREAM_ORDER"]] not in p.stdout:
+        raise Failure("NCC_STREAM_ORDER=%s was asked for but not reported" % env["NCC_STREAM_ORDER"])
     for k, path in outs.items():
         if not os.path.exists(path):
             raise Failure("ncc run wrote no %s" % path)
@@ -1277,6 +1283,12 @@ case("model_resnet18_check", ["model", "check"])(
     lambda ctx: model_case(ctx, "resnet18", 1, 32, ["N=1", "S=32"], flags=["--check"]))
 case("model_resnet18_reverse", ["model", "fiber"])(
     lambda ctx: model_case(ctx, "resnet18", 1, 32, ["N=1", "S=32"], env={"NCC_FIBER_ORDER": "reverse"}))
+# the downsampling convolutions on the side stream (the streams pass), the
+# emulator holding one stream's work back until the other waits for it
+case("model_resnet18_side_last", ["model", "streams"])(
+    lambda ctx: model_case(ctx, "resnet18", 2, 32, ["N=2", "S=32"], env={"NCC_STREAM_ORDER": "side-last"}))
+case("model_resnet18_main_last", ["model", "streams"])(
+    lambda ctx: model_case(ctx, "resnet18", 2, 32, ["N=2", "S=32"], env={"NCC_STREAM_ORDER": "main-last"}))
 case("model_resnet18_O0", ["model"])(lambda ctx: model_case(ctx, "resnet18", 1, 32, ["N=1", "S=32"], flags=["-O0"]))
 case("model_resnet18_O3", ["model"])(lambda ctx: model_case(ctx, "resnet18", 1, 32, ["N=1", "S=32"], flags=["-O3"]))
 case("model_mobilenet_v2", ["model"])(lambda ctx: model_case(ctx, "mobilenet_v2", 2, 32, ["N=2", "S=32"]))

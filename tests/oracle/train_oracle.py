@@ -643,6 +643,9 @@ def run_train(ctx, net, data, steps, weights=None, checkpoint=None, log=None, gr
             raise Failure("NCC_CHECK=1, but ncc train's device line does not say checked")
         if os.environ.get("NCC_FIBER_ORDER") == "reverse" and "reverse fiber order" not in out:
             raise Failure("NCC_FIBER_ORDER=reverse, but ncc train's device line does not say so")
+        so = O.STREAM_ORDERS.get(os.environ.get("NCC_STREAM_ORDER", ""))
+        if so and so not in out:
+            raise Failure("NCC_STREAM_ORDER=%s, but ncc train's device line does not say so" % os.environ["NCC_STREAM_ORDER"])
     return p
 
 
