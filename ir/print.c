@@ -16,8 +16,9 @@
  *
  * After the fuse and plan passes each node line ends with its schedule in
  * braces: the kernel group (k3), the rule that made the node an epilogue
- * (by gemm-epilogue), where its value lives (@4096 in the activation region,
- * @load+256 among the load-time values):
+ * (by gemm-epilogue), on a group's main node "stream 1" where the streams
+ * pass put the group on the side stream, where its value lives (@4096 in
+ * the activation region, @load+256 among the load-time values):
  *
  *   %3 = conv2d(...) ... : f32[64, 10, 24, 24]  # conv1  {k0}
  *   %4 = relu(%3) : f32[64, 10, 24, 24]  # relu1  {k0 by gemm-epilogue @0}
@@ -121,6 +122,7 @@ static void print_schedule(FILE *f, const Graph *g, const Node *n) {
   fputs("  {", f);
   if (grouped) {
     fprintf(f, "k%d", n->group);
+    if (n->grole == GROLE_MAIN && n->stream) fputs(" stream 1", f);   /* the streams pass: the side stream */
     if (n->grole == GROLE_EPILOGUE || n->grole == GROLE_SIDE || n->grole == GROLE_PROLOGUE)
       fprintf(f, "%s by %s", n->grole == GROLE_SIDE ? " side" : n->grole == GROLE_PROLOGUE ? " prologue" : "",
               n->fuse_rule ? n->fuse_rule : "?");

@@ -122,7 +122,7 @@ def launches(cu, model, nb):
     src = open(cu).read()
     body = re.search(r"static int %s_run\(%s \*m\) \{\n(.*?)\n}\n" % (model, model), src, re.S).group(1)
     out = []
-    pat = (r"  /\* (.*?) \*/\n  \{\n.*?ncc_dim3 g_ = \{(.*?), (.*?), (.*?)\}, b_ = \{(\d+)u, (\d+)u, 1u\};\n"
+    pat = (r"  /\* ([^\n]*?) \*/\n  \{\n.*?ncc_dim3 g_ = \{(.*?), (.*?), (.*?)\}, b_ = \{(\d+)u, (\d+)u, 1u\};\n"
            r"\s*rc = ncc_launch\(m->dev, &(\w+)_desc, g_, b_, (\d+), a_\);")
     for m in re.finditer(pat, body, re.S):
         comment, gx, gy, gz, bx, by, kernel, dyn = m.groups()
