@@ -53,6 +53,8 @@ typedef struct Job {
   int model_pick;     /* the tile model's choice (an index in ir_mma_tiles; at fp32 an index in cand) */
   int prec;           /* the GEMM's precision (Node.prec), the one-layer model's */
   float qscale, qscale_b;   /* int8: its activation scales (a matmul's second operand's too) */
+  DType store[2];     /* how the model stores its operands (x; a matmul's b): DT_F32, or narrow (the storage
+                         pass: DT_F16, DT_BF16, DT_I8), which the one layer then stores so too */
 } Job;
 
 /* "128x128" or, at fp32, "128x128/2" (words: "128x128, two stages"): a candidate's or a cache line's tile and
@@ -72,28 +74,36 @@ static void dims_str(char *buf, size_t n, const Shape *s) {
   for (int i = 0; i < s->rank && l < n; i++) l += (size_t)snprintf(buf + l, n - l, "%s%lld", i ? ", " : "", (long long)s->d[i]);
 }
 
-/* The .net of node n alone, without bias or epilogue: the same GEMM */
-static int one_layer(const Node *n, char *net, size_t len) {
-  char a[160], b[160];
+/* The .net of node n alone, without bias or epilogue: the same GEMM.  An
+ * operand the model stores narrow (the storage pass: 16 bits, or int8's one
+ * byte) is computed by a relu of the input, which the one layer's storage
+ * pass then stores narrow too: the GEMM reads it as in the model (cp.async of
+ * 16-bit pieces where the model's does), not the float32 input. */
+static int one_layer(const Node *n, const DType store[2], char *net, size_t len) {
+  char a[160], b[160], xa[32], xb[32], pa[200] = "", pb[200] = "";
   int w;
+  snprintf(xa, sizeof xa, "%s", n->op == OP_MATMUL ? "a" : "x");
+  snprintf(xb, sizeof xb, "b");
+  if (store[0] != DT_F32) snprintf(pa, sizeof pa, "%s_ = relu(%s)   # stored narrow, as the model stores it\n", xa, xa), strcat(xa, "_");
+  if (store[1] != DT_F32) snprintf(pb, sizeof pb, "b_ = relu(b)   # stored narrow, as the model stores it\n"), strcat(xb, "_");
   if (n->op == OP_CONV2D) {
     const Attrs *t = &n->a;
     dims_str(a, sizeof a, &n->in[0]->shape);
     w = snprintf(net, len,
-                 "model tune\ninput x: f32[%s]\n"
-                 "y = conv2d(x, %lld, kernel=[%d, %d], stride=[%d, %d], pad=[%d, %d], dilation=[%d, %d], groups=%d, "
+                 "model tune\ninput x: f32[%s]\n%s"
+                 "y = conv2d(%s, %lld, kernel=[%d, %d], stride=[%d, %d], pad=[%d, %d], dilation=[%d, %d], groups=%d, "
                  "bias=false, name=\"gemm\")\noutput y\n",
-                 a, (long long)n->in[1]->shape.d[0], t->kernel[0], t->kernel[1], t->stride[0], t->stride[1], t->pad[0],
-                 t->pad[1], t->dilation[0], t->dilation[1], t->groups);
+                 a, pa, xa, (long long)n->in[1]->shape.d[0], t->kernel[0], t->kernel[1], t->stride[0], t->stride[1],
+                 t->pad[0], t->pad[1], t->dilation[0], t->dilation[1], t->groups);
   } else if (n->op == OP_LINEAR) {
     dims_str(a, sizeof a, &n->in[0]->shape);
-    w = snprintf(net, len, "model tune\ninput x: f32[%s]\ny = linear(x, %lld, bias=false, name=\"gemm\")\noutput y\n", a,
-                 (long long)n->out->shape.d[n->out->shape.rank - 1]);
+    w = snprintf(net, len, "model tune\ninput x: f32[%s]\n%sy = linear(%s, %lld, bias=false, name=\"gemm\")\noutput y\n",
+                 a, pa, xa, (long long)n->out->shape.d[n->out->shape.rank - 1]);
   } else if (n->op == OP_MATMUL) {
     dims_str(a, sizeof a, &n->in[0]->shape);
     dims_str(b, sizeof b, &n->in[1]->shape);
-    w = snprintf(net, len, "model tune\ninput a: f32[%s]\ninput b: f32[%s]\ny = matmul(a, b, name=\"gemm\")\noutput y\n",
-                 a, b);
+    w = snprintf(net, len, "model tune\ninput a: f32[%s]\ninput b: f32[%s]\n%s%sy = matmul(%s, %s, name=\"gemm\")\noutput y\n",
+                 a, b, pa, pb, xa, xb);
   } else {
     return -1;
   }
@@ -122,7 +132,9 @@ static int collect(const Options *o, Job **jobs, int *nj) {
     int fp32 = !o->cublas && ir_fp32_tiled(n);
     if (n->dead || !(ir_gemm_mma(n) || fp32)) continue;
     Job *j = &(*jobs)[*nj];
-    if (ir_gemm_key(n, j->key, sizeof j->key) != 0 || one_layer(n, j->net, sizeof j->net) != 0) continue;
+    j->store[0] = ir_store_type(n->in[0]);
+    j->store[1] = n->op == OP_MATMUL ? ir_store_type(n->in[1]) : DT_F32;
+    if (ir_gemm_key(n, j->key, sizeof j->key) != 0 || one_layer(n, j->store, j->net, sizeof j->net) != 0) continue;
     int seen = 0;
     for (int k = 0; k < *nj && !seen; k++) seen = !strcmp((*jobs)[k].key, j->key);
     if (seen) continue;
@@ -257,6 +269,15 @@ static int run_tile(const Options *base, const Job *j, const char *net, int t, i
   o.quiet_init = 1;
   Model M;
   int rc = model_build(&o, &M);
+  for (int i = 0; !rc && M.g && i < M.g->nnodes; i++) {   /* its operands stored as the model stores them */
+    const Node *n = M.g->nodes[i];
+    if (n->dead || !n->name || strcmp(n->name, "gemm") || !(ncc_ops[n->op].flags & OPF_GEMM_LIKE)) continue;
+    for (int k = 0; k < (n->op == OP_MATMUL ? 2 : 1); k++) {
+      if (ir_store_type(n->in[k]) != j->store[k])
+        drv_note("autotune: %s: the trial's operand %d is stored as %s, the model's as %s: its times are another "
+                 "kernel's", j->key, k, dtype_name(ir_store_type(n->in[k])), dtype_name(j->store[k]));
+    }
+  }
   if (!rc) rc = model_load(&o, &M);
   if (!rc) rc = model_create(&o, &M);
   if (!rc) rc = model_weights(&o, &M);
@@ -430,10 +451,15 @@ int drv_autotune(const Options *o) {
   rmdir(dir);
   if (!rc && changed) rc = cache_write(cpath, lines, nl);
   if (!rc) {
-    drv_note("autotune: %d GEMM shape%s: %d from %s, %d tried now (%d builds, %.1f s of %g)%s%s", nj,
+    int narrow = 0;
+    for (int k = 0; k < nj; k++) narrow += jobs[k].store[0] != DT_F32 || jobs[k].store[1] != DT_F32;
+    char nw[96] = "";
+    if (narrow) snprintf(nw, sizeof nw, "; %d read%s an operand stored narrow, as the model stores it", narrow,
+                         narrow == 1 ? "s" : "");
+    drv_note("autotune: %d GEMM shape%s: %d from %s, %d tried now (%d builds, %.1f s of %g)%s%s%s", nj,
              nj == 1 ? "" : "s", cached, cpath, tuned, builds, ncc_now() - t0, o->autotune,
              left ? ", the rest over the budget (the tile model's or rule's choice)" : "",
-             single ? ", some with one tile to choose from" : "");
+             single ? ", some with one tile to choose from" : "", nw);
     g_have = 1;
   }
   free(lines);

@@ -888,7 +888,8 @@ def _autotune(ctx):
     the cache's autotune.txt (tab-separated, by device); a second compile
     reads the cache and runs nothing, and gives the same source; a budget too
     small tries nothing and writes nothing; a corrupt cache and bad flags are
-    refused with status 1 and no output."""
+    refused with status 1 and no output.  A GEMM whose operand the model
+    stores in 16 bits is tried reading it so."""
     net, cache, env, out, out2 = tune_setup(ctx)
     p = ctx.ncc_cmd([net, "--precision=fp16", "--autotune=120", "-o", out], env=env)
     show(p)
@@ -915,6 +916,16 @@ def _autotune(ctx):
     m = re.search(r"autotune: (\d+) GEMM shapes?: (\d+) from \S+, (\d+) tried now \((\d+) builds", p.stderr)
     if p.returncode != 0 or not m or m.groups() != ("2", "2", "0", "0") or open(out).read() != src:
         raise Failure("a second compile should take both shapes from the cache, build nothing, and give the same source")
+    # a linear layer reading a value the storage pass stores in 16 bits: its trials read it so (a relu of
+    # the input, stored as fp16), and the one reading the input reads float32, as in the model
+    narrow = ctx.write("narrow.net", "model tunen\ninput q: f32[200, 96]\nh = relu(linear(q, 96, name=\"fc1\"))\n"
+                                     "z = linear(h, 160, name=\"fc2\")\noutput z\n")
+    p = ctx.ncc_cmd([narrow, "--precision=fp16", "--autotune=120", "-o", out2], env=env)
+    show(p)
+    if (p.returncode != 0 or "1 reads an operand stored narrow, as the model stores it" not in p.stderr
+            or "the trial's operand" in p.stderr):
+        raise Failure("fc2's trials should read their operand stored as fp16, as the model stores it; fc1's float32")
+    os.unlink(out2)
     # a budget too small for one build: the tile model's choice, nothing written
     small = ctx.write("small.net", "model small\ninput q: f32[200, 96]\nz = linear(q, 130, name=\"fc\")\noutput z\n")
     p = ctx.ncc_cmd([small, "--precision=bf16", "--autotune=0.000001", "-o", out2], env=env)
@@ -1041,6 +1052,9 @@ def _autotune_int8(ctx):
     if p.returncode != 0 or not m or m.groups() != ("2", "0", "2", "6") or "other bits" in p.stderr:
         raise Failure("expected 2 int8 shapes tried in 6 builds (2 linear tiles, 4 matmul), equal bits: %s"
                       % (m.groups() if m else p.stderr))
+    # q, read by the matmul alone, is stored as int8 (the storage pass): the matmul's trials store it so too
+    if "1 reads an operand stored narrow, as the model stores it" not in p.stderr or "the trial's operand" in p.stderr:
+        raise Failure("the matmul's trials should read their first operand stored as int8, as the model does")
     lines = [l.split("\t") for l in open(os.path.join(cache, "autotune.txt")).read().split("\n")
              if l and not l.startswith("#") and not l.startswith("ncc-autotune")]
     print(lines)
