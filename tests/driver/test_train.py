@@ -43,6 +43,12 @@ What they hold `ncc train` to:
                   inference of the same block (the branch written first) runs
                   its downsampling convolution on the side stream, with the
                   same outputs in every order
+  train_streams_random  twelve random branchy models (convolutions, batchnorm,
+                  residual adds, a second output): inference and two training
+                  steps each give the same bits with one stream and with two,
+                  in every order of the emulator's, with the kernels off the
+                  longest chain on the side stream (so that the waits codegen
+                  derives from each launch's buffers meet many memory plans)
   train_digits    end to end: examples/digits.net on examples/make_digits.py's
                   data, 10 epochs, >= 97% test accuracy (PyTorch: 97.6-99.0%
                   over 8 seeds); `ncc run --weights` on its checkpoint gives
@@ -565,6 +571,91 @@ def _streams(ctx):
         if not np.array_equal(outs[tag], outs["issue"]):
             raise Failure("inference, %s: the outputs differ from those of launches run as issued" % tag)
     print("inference: ds on the side stream; the same logits in every order")
+
+
+def random_net(rng, i):
+    """A random model of residual branches over [2, 8, 8, 8] tensors, with a training head."""
+    lines = ["model rnd%d" % i, "input x: f32[2, 8, 8, 8]", "input y: i32[2]"]
+    ts = ["x"]
+    for k in range(int(rng.integers(5, 10))):
+        r = rng.random()
+        t = ts[int(rng.integers(0, len(ts)))]
+        name = "t%d" % k
+        if r < 0.5 or len(ts) < 2:
+            ks = int(rng.choice([1, 3]))
+            e = "conv2d(%s, 8, kernel=%d, pad=%d, name=\"c%d\")" % (t, ks, ks // 2, k)
+            if rng.random() < 0.4:
+                e = "batchnorm2d(%s, name=\"bn%d\")" % (e, k)
+            if rng.random() < 0.7:
+                e = "relu(%s)" % e
+        else:
+            u = ts[int(rng.integers(0, len(ts)))]
+            e = "relu(%s + %s)" % (t, u) if u != t else "relu(%s)" % t
+        lines.append("%s = %s" % (name, e))
+        ts.append(name)
+    last = ts[-1]
+    lines.append("logits = linear(flatten(global_avgpool2d(%s)), 10, name=\"fc\")" % last)
+    lines.append("output logits")
+    other = ts[int(rng.integers(1, len(ts)))]
+    if other != last:
+        lines.append("output %s" % other)
+    lines += ["loss = cross_entropy(logits, y)", "train {", "  optimizer sgd(lr=0.05, momentum=0.9)",
+              "  minimize loss", "}"]
+    return "\n".join(lines) + "\n", other if other != last else None
+
+
+@case("train_streams_random")
+def _streams_random(ctx):
+    """Random branchy models: the same bits with one stream and two, in every stream order."""
+    import re
+    import numpy as np
+    rng = np.random.default_rng(46)
+    x = rng.uniform(-1, 1, (8, 8, 8, 8)).astype(np.float32)
+    d = ctx.path("data")
+    os.makedirs(d, exist_ok=True)
+    np.save(os.path.join(d, "x.npy"), x)
+    np.save(os.path.join(d, "y.npy"), (np.arange(8) % 10).astype(np.int32))
+    xin = ctx.path("x2.npy")
+    np.save(xin, x[:2])
+    orders = (("off", {}, ["--streams=off"]), ("issue", {}, []), ("side-last", {"NCC_STREAM_ORDER": "side-last"}, []),
+              ("main-last", {"NCC_STREAM_ORDER": "main-last"}, []))
+    side_inf = side_train = 0
+    for i in range(12):
+        text, other = random_net(rng, i)
+        net = ctx.write("rnd%d.net" % i, text)
+        got = {}
+        for tag, env, extra in orders:
+            outs = ["--output", "logits=" + ctx.path("l_%d_%s.npy" % (i, tag))]
+            if other:
+                outs += ["--output", "%s=%s" % (other, ctx.path("o_%d_%s.npy" % (i, tag)))]
+            p = ctx.ncc_cmd(["run", net, "--input", "x=" + xin, "--device", "emu", "--seed", "5", "-v"] + outs + extra,
+                            env=env)
+            if p.returncode != 0:
+                show(p)
+                raise Failure("model %d, %s: ncc run exited with %d" % (i, tag, p.returncode))
+            if tag == "issue":
+                m = re.search(r"pass streams: (\d+) of", p.stderr)
+                side_inf += int(m.group(1)) if m else 0
+            ck = ctx.path("ck_%d_%s.safetensors" % (i, tag))
+            p = ctx.ncc_cmd(["train", net, "--data", d, "--steps", "2", "--no-shuffle", "--device", "emu", "--seed", "5",
+                             "--checkpoint", ck, "-v"] + extra, env=env)
+            if p.returncode != 0:
+                show(p)
+                raise Failure("model %d, %s: ncc train exited with %d" % (i, tag, p.returncode))
+            if tag == "issue":
+                m = re.findall(r"pass streams: (\d+) of", p.stderr)
+                side_train += int(m[-1]) if m else 0
+            got[tag] = [np.load(ctx.path("l_%d_%s.npy" % (i, tag)))] + \
+                ([np.load(ctx.path("o_%d_%s.npy" % (i, tag)))] if other else []) + [open(ck, "rb").read()]
+        for tag in ("issue", "side-last", "main-last"):
+            same = all(np.array_equal(a, b) for a, b in zip(got[tag][:-1], got["off"][:-1])) and got[tag][-1] == got["off"][-1]
+            if not same:
+                print(text)
+                raise Failure("model %d, %s: outputs or checkpoint differ from one stream's" % (i, tag))
+    print("12 random models: %d kernel groups on the side stream in inference, %d in training steps; "
+          "the same bits in every order" % (side_inf, side_train))
+    if side_inf < 5 or side_train < 20:
+        raise Failure("too few side-stream groups for the test to mean much")
 
 
 @case("train_digits")
