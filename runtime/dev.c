@@ -170,7 +170,7 @@ int ncc_dev_open(ncc_dev **out, int kind, const char *kernel_src, const char *ji
   }
   d->be = be;
   d->held_stream = -1;
-  for (int e = 0; e <= NCC_MAX_EVENTS; e++) d->ev_pos[e] = -1;
+  for (int e = 0; e < NCC_DEV_EVENTS; e++) d->ev_pos[e] = -1;
   rc = be->open(d, kernel_src, jit_opts);
   if (rc) {
     be->close(d);   /* frees what open got before failing; the message stays readable */
@@ -350,27 +350,36 @@ static int let_go(ncc_dev *d, int upto) {
   if (d->held_done == n) {   /* all run: every event marks done work */
     ncc_dev_rec_clear(d->held);
     d->held_done = 0;
-    for (int e = 0; e <= NCC_MAX_EVENTS; e++) d->ev_pos[e] = -1;
+    for (int e = 0; e < NCC_DEV_EVENTS; e++) d->ev_pos[e] = -1;
   }
   return rc;
 }
 
+/* libnccrt's own events: stream 0 waits for stream 1 at a join; stream 1's
+ * first work after a join waits for stream 0's before it (the fork), as a
+ * stream captured into a graph must be forked from the capturing one */
+enum { EV_JOIN = NCC_MAX_EVENTS, EV_FORK = NCC_MAX_EVENTS + 1 };
+
 int ncc_stream(ncc_dev *d, int s) {
+  int rc = 0, fork;
   NEED_DEV(d);
   if (s != 0 && s != 1) return ncc_dev_fail(d, NCC_EINTERNAL, "ncc_stream: stream %d (there are 0 and 1)", s);
   if (prof.on) return 0;   /* a profile times kernels one by one, on stream 0 */
+  fork = s == 1 && !d->side_used && d->cur == 0;
   if (d->cap && !is_native_graphs(d)) {
+    if (fork) rc = ncc_graph_cap_stream_op(d, 1, EV_FORK);
+    if (!rc) rc = ncc_graph_cap_stream_op(d, 0, s);
+    if (!rc && fork) rc = ncc_graph_cap_stream_op(d, 2, EV_FORK);
     d->cur = s;
     d->side_used |= s;
-    return ncc_graph_cap_stream_op(d, 0, s);
+    return rc;
   }
-  if (d->be->stream_set) {
-    int rc = d->be->stream_set(d, s);
-    if (rc) return rc;
-  }
+  if (fork) rc = ncc_dev_event_record(d, EV_FORK);
+  if (!rc && d->be->stream_set) rc = d->be->stream_set(d, s);
+  if (rc) return rc;
   d->cur = s;
   d->side_used |= s;
-  return 0;
+  return fork ? ncc_dev_event_wait(d, EV_FORK) : 0;
 }
 
 int ncc_dev_event_record(ncc_dev *d, int e) {
@@ -407,11 +416,11 @@ int ncc_stream_join(ncc_dev *d) {
   if (d->cap && !is_native_graphs(d)) {
     if (d->side_used) rc = ncc_graph_cap_stream_op(d, 3, 0);
   } else if (d->be->stream_set && d->side_used && !prof.on) {
-    /* the last event, libnccrt's own: recorded on 1, waited for on 0 */
+    /* libnccrt's join event: recorded on 1, waited for on 0 */
     rc = d->be->stream_set(d, 1);
-    if (!rc) rc = d->be->event_record(d, NCC_MAX_EVENTS);
+    if (!rc) rc = d->be->event_record(d, EV_JOIN);
     if (!rc) rc = d->be->stream_set(d, 0);
-    if (!rc) rc = d->be->event_wait(d, NCC_MAX_EVENTS);
+    if (!rc) rc = d->be->event_wait(d, EV_JOIN);
   } else if (d->be->stream_set && d->cur) {
     rc = d->be->stream_set(d, 0);
   }

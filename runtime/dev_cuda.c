@@ -643,7 +643,7 @@ typedef struct jit_state {
   CUstream stream;      /* this device's own: launches, copies, cuBLAS */
   CUstream side;        /* stream 1 (ncc_stream), made on first use */
   CUstream cur;         /* where launches, memsets and GEMMs go: stream or side */
-  CUevent ev[NCC_MAX_EVENTS + 1];   /* made on first use */
+  CUevent ev[NCC_DEV_EVENTS];   /* made on first use */
   CUmodule mod;
   cublasHandle_t blas;
   CUstream blas_stream; /* the stream the cuBLAS handle was last given */
@@ -745,7 +745,7 @@ static void jit_close(ncc_dev *d) {
   if (s->blas) cb.Destroy(s->blas);
   if (s->stream) cu.StreamDestroy(s->stream);
   if (s->side) cu.StreamDestroy(s->side);
-  for (int i = 0; i <= NCC_MAX_EVENTS; i++)
+  for (int i = 0; i < NCC_DEV_EVENTS; i++)
     if (s->ev[i]) cu.EventDestroy(s->ev[i]);
   if (s->scratch) cu.MemFree(s->scratch);
   for (int i = 0; i < s->nold; i++) cu.MemFree(s->old[i]);

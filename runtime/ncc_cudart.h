@@ -25,7 +25,7 @@ typedef struct ncc_cudart_state {
   cudaStream_t stream;
   cudaStream_t side;          /* stream 1 (ncc_stream), made on first use */
   cudaStream_t cur;           /* where launches, memsets and GEMMs go: stream or side */
-  cudaEvent_t ev[NCC_MAX_EVENTS + 1];   /* made on first use */
+  cudaEvent_t ev[NCC_DEV_EVENTS];   /* made on first use */
   cublasHandle_t blas;
   cudaStream_t blas_stream;   /* the stream the cuBLAS handle was last given */
   /* rounded GEMM operands (ncc_gemm_ex): grown, never moved while a captured
@@ -76,7 +76,7 @@ static void ncc_cudart_close(ncc_dev *d) {
   if (s->blas) cublasDestroy(s->blas);
   if (s->stream) cudaStreamDestroy(s->stream);
   if (s->side) cudaStreamDestroy(s->side);
-  for (int i = 0; i <= NCC_MAX_EVENTS; i++)
+  for (int i = 0; i < NCC_DEV_EVENTS; i++)
     if (s->ev[i]) cudaEventDestroy(s->ev[i]);
   if (s->scratch) cudaFree(s->scratch);
   for (int i = 0; i < s->nold; i++) cudaFree(s->old[i]);

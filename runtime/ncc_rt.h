@@ -286,8 +286,8 @@ typedef struct ncc_backend {
   void (*graph_free)(ncc_dev *d, void *exec);
   /* streams (ncc_stream; NULL: the backend runs everything in issue order on
    * one stream): stream_set makes stream s (0 or 1) the one launches, GEMMs and
-   * memsets go to; event_record records event e (0..NCC_MAX_EVENTS, the last
-   * libnccrt's own, for joins) on it; event_wait makes it wait for e */
+   * memsets go to; event_record records event e (0 <= e < NCC_DEV_EVENTS, the
+   * last two libnccrt's own: join and fork) on it; event_wait makes it wait for e */
   int  (*stream_set)(ncc_dev *d, int s);
   int  (*event_record)(ncc_dev *d, int e);
   int  (*event_wait)(ncc_dev *d, int e);
@@ -369,6 +369,10 @@ void ncc_dev_graph_stats(const ncc_dev *d, ncc_graph_stats *s);
  * "main-last" holds stream 0's until stream 1 waits for it; so a missing wait
  * gives a wrong result in one of the two. */
 #define NCC_MAX_EVENTS 32
+/* A backend's events: the generated code's 0..NCC_MAX_EVENTS - 1, then libnccrt's own: the
+ * join (NCC_MAX_EVENTS) and the fork (NCC_MAX_EVENTS + 1: stream 1's first work after a
+ * join waits for what stream 0 was given before it, which also takes stream 1 into a capture) */
+#define NCC_DEV_EVENTS (NCC_MAX_EVENTS + 2)
 int ncc_stream(ncc_dev *d, int s);
 int ncc_event_record(ncc_dev *d, int e);
 int ncc_event_wait(ncc_dev *d, int e);

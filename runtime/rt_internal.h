@@ -38,7 +38,7 @@ struct ncc_dev {
   ncc_graph *held;             /* emulator: the held-back stream's work (NCC_STREAM_ORDER) */
   int held_done;               /* ... how many of its records have run */
   int held_stream;             /* ... whose: 0 or 1 (-1: none held) */
-  int ev_pos[NCC_MAX_EVENTS + 1];   /* emulator: event e marks held's first ev_pos[e] records; -1: nothing held */
+  int ev_pos[NCC_DEV_EVENTS];  /* emulator: event e marks held's first ev_pos[e] records; -1: nothing held */
 };
 
 NCC_HIDDEN extern const ncc_backend ncc_backend_emu;

@@ -8,7 +8,9 @@
  *   - "side-last" holds stream 1's work until stream 0 waits for it: without
  *     the wait for event 1 b reads the overwritten a (wrong), with it b is right;
  *   - "main-last" holds stream 0's: without the wait for event 0 b reads a
- *     before it is written, with it b is right;
+ *     before it is written, with it b is right; stream 1's first work after a
+ *     join waits for stream 0's before it (the fork) without an event of the
+ *     caller's;
  *   - ncc_sync and the copies join: held work has run when they return;
  *   - a graph captured with both streams replays the same, in every order;
  *   - a stream other than 0 and 1, an event out of range: errors that say so;
@@ -43,9 +45,13 @@ static int go(ncc_dev *d, const ncc_kernel *kd, const float *in, int k, float *o
   return ncc_launch(d, kd, g, blk, 0, args);
 }
 
-/* the step; wait0/wait1: issue the waits for events 0 and 1 */
+/* the step; wait0/wait1: issue the waits for events 0 and 1.  Stream 1 is
+ * forked first (its first work waits for stream 0's before it), so that
+ * only event 0 orders b's kernel after a's */
 static int step(ncc_dev *d, int wait0, int wait1) {
-  int rc = go(d, &k_set_desc, x, 1, a);                  /* a = x + 1 */
+  int rc = ncc_stream(d, 1);
+  if (!rc) rc = ncc_stream(d, 0);
+  if (!rc) rc = go(d, &k_set_desc, x, 1, a);             /* a = x + 1 */
   if (!rc) rc = ncc_event_record(d, 0);
   if (!rc) rc = ncc_stream(d, 1);
   if (!rc && wait0) rc = ncc_event_wait(d, 0);
@@ -117,6 +123,12 @@ int main(void) {
   CHECK(!b_right() && b[5] == 3.0f, "main-last without the wait: b should read a before it is written");
   reset();
   CHECK(step(d, 1, 1) == 0 && b_right(), "main-last with both waits: b wrong");
+
+  /* the fork: stream 1's first work after a join waits for stream 0's before it */
+  reset();
+  CHECK(go(d, &k_set_desc, x, 1, a) == 0 && ncc_stream(d, 1) == 0 && go(d, &k_twice_desc, a, 3, b) == 0 &&
+            ncc_stream_join(d) == 0 && b_right(),
+        "main-last: stream 1's first launch should follow stream 0's launches before it (the fork)");
 
   /* a graph with both streams: replays right in every order; without the
    * waits it replays wrong in the order that shows them */
