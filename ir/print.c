@@ -29,7 +29,8 @@
  *
  * In the dot form parameters are folded into the label of the node that
  * consumes them, so that a ResNet stays readable, and kernel groups of more
- * than one node are drawn as clusters (compare -O0 with -O3). */
+ * than one node are drawn as clusters (compare -O0 with -O3); a group on the
+ * side stream (the streams pass) is one even alone, in orange, "stream 1". */
 #include <stdlib.h>
 #include <string.h>
 
@@ -252,9 +253,11 @@ void ir_print_dot(Graph *g, FILE *f) {
   for (int i = 0; i < g->nnodes; i++)
     if (gid[i] >= 0) size[gid[i]]++;
   for (int i = 0; i < g->nnodes; i++) {
-    if (role[i] != GROLE_MAIN || size[gid[i]] < 2) continue;
+    int side = g->nodes[i]->stream;   /* the streams pass: on the side stream, drawn even alone */
+    if (role[i] != GROLE_MAIN || (size[gid[i]] < 2 && !side)) continue;
     int k = gid[i];
-    fprintf(f, "  subgraph cluster_k%d {\n    label=\"kernel %d\"; style=\"rounded,filled\"; fillcolor=\"#eef3ff\"; color=\"#5577cc\";\n    ", k, k);
+    fprintf(f, "  subgraph cluster_k%d {\n    label=\"kernel %d%s\"; style=\"rounded,filled\"; fillcolor=\"%s\"; color=\"%s\";\n    ",
+            k, k, side ? ", stream 1" : "", side ? "#fff1e0" : "#eef3ff", side ? "#cc7a29" : "#5577cc");
     for (int j = 0; j < g->nnodes; j++)   /* from 0: a prologue comes before its main node */
       if (gid[j] == k) fprintf(f, "v%d; ", g->nodes[j]->out->id);
     fprintf(f, "\n  }\n");
