@@ -610,6 +610,7 @@ def _gemm_tile(ctx):
         ([net, "--precision=fp16", "--gemm-tile=100x64", "-o", out], ["--gemm-tile=100x64: expected one of"]),
         ([net, "--precision=fp16", "--gemm-tile=128", "-o", out], ["--gemm-tile=128: expected one of"]),
         ([net, "--precision=fp16", "--gemm-pipeline=yes", "-o", out], ["--gemm-pipeline=yes: expected on or off"]),
+        ([net, "--streams=2", "-o", out], ["--streams=2: expected on or off"]),
         ([net, "--precision=fp16", "--gemm-stages=5", "-o", out], ["--gemm-stages=5: expected 2, 3 or 4"]),
         ([net, "--precision=fp16", "--gemm-stages=", "-o", out], ["--gemm-stages=: expected 2, 3 or 4"]),
         # stages where nothing is staged: refused, not ignored
