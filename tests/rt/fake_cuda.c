@@ -2,7 +2,8 @@
  * machine without a GPU: one "device" of compute capability 9.0, host memory
  * as device memory, modules that must be real ELF cubins (as NVRTC makes
  * them) whose symbol names are looked up in the image, and launches that are
- * recorded rather than run, and CUDA graphs by stream capture (below).  Only
+ * recorded rather than run, and CUDA graphs by stream capture (below), with
+ * events and the rules by which a second stream joins a capture.  Only
  * test_jit loads it (LD_LIBRARY_PATH). */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -128,11 +129,55 @@ static void *cap_stream;          /* the stream being captured, if any */
 static fgraph *cap_graph;
 static fnode *cap_last;
 int fake_graph_launches, fake_node_sets, fake_last_set_arg_int = -1;
+/* A second stream takes part in the capture once it waits for an event
+ * recorded on a capturing stream; its work must be joined back (the origin
+ * waiting for an event recorded after it) before the capture ends, else
+ * CUDA_ERROR_STREAM_CAPTURE_UNJOINED.  A launch on a stream outside the
+ * capture while one is under way runs at once, outside the graph: counted
+ * (fake_eager_launches), since a step that does it replays without it. */
+static void *cap_joined;          /* the second stream in the capture, if any */
+static int cap_joined_work;       /* its launches since the origin last waited for it */
+int fake_eager_launches, fake_events, fake_event_waits;
+typedef struct fevent { void *stream; int captured, work; } fevent;
 
+static int capturing(void *stream) { return cap_stream && (stream == cap_stream || stream == cap_joined); }
 static void capture_node(void *stream) {
-  if (!cap_stream || stream != cap_stream) return;
+  if (!cap_stream) return;
+  if (!capturing(stream)) {
+    fake_eager_launches++;
+    return;
+  }
+  if (stream == cap_joined) cap_joined_work++;
   cap_last = calloc(1, sizeof *cap_last);
   cap_last->g = cap_graph;
+}
+CUresult cuEventCreate(void **ev, unsigned flags) {
+  (void)flags;
+  *ev = calloc(1, sizeof(fevent));
+  fake_events++;
+  return *ev ? 0 : 2;
+}
+CUresult cuEventDestroy_v2(void *ev) { free(ev); fake_events--; return 0; }
+CUresult cuEventRecord(void *ev, void *st) {
+  fevent *e = (fevent *)ev;
+  e->stream = st;
+  e->captured = capturing(st);
+  e->work = st == cap_joined ? cap_joined_work : 0;
+  return 0;
+}
+CUresult cuStreamWaitEvent(void *st, void *ev, unsigned flags) {
+  fevent *e = (fevent *)ev;
+  (void)flags;
+  fake_event_waits++;
+  if (!cap_stream) return 0;
+  if (e->captured && !capturing(st)) {   /* st joins the capture */
+    if (cap_joined) return 900;
+    cap_joined = st, cap_joined_work = 0;
+  } else if (!e->captured && capturing(st)) {
+    return 905;   /* CUDA_ERROR_STREAM_CAPTURE_ISOLATION: an event from outside the capture */
+  }
+  if (st == cap_stream && e->stream == cap_joined && e->work == cap_joined_work) cap_joined_work = -1;   /* joined */
+  return 0;
 }
 CUresult cuStreamBeginCapture_v2(void *st, int mode) {
   (void)mode;
@@ -146,15 +191,16 @@ CUresult cuStreamBeginCapture_v2(void *st, int mode) {
 CUresult cuStreamGetCaptureInfo_v3(void *st, int *status, unsigned long long *id, void **graph,
                                    const void **deps, const void **edges, size_t *n) {
   (void)id; (void)graph; (void)edges;
-  *status = st == cap_stream ? 1 : 0;
+  *status = capturing(st) ? 1 : 0;
   *deps = (const void *)&cap_last;   /* one node: the last launch's */
   *n = cap_last ? 1 : 0;
   return 0;
 }
 CUresult cuStreamEndCapture(void *st, void **graph) {
   if (st != cap_stream) return 901;   /* CUDA_ERROR_STREAM_CAPTURE_INVALIDATED */
+  if (cap_joined && cap_joined_work > 0) return 904;   /* CUDA_ERROR_STREAM_CAPTURE_UNJOINED */
   *graph = cap_graph;
-  cap_stream = NULL, cap_graph = NULL, cap_last = NULL;
+  cap_stream = NULL, cap_graph = NULL, cap_last = NULL, cap_joined = NULL;
   return 0;
 }
 CUresult cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long flags) {

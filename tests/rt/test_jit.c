@@ -3,7 +3,8 @@
  * compiles the kernels section to an sm_90 cubin, the cubin is cached under
  * $XDG_CACHE_HOME/ncc and reused, a damaged cache entry is dropped, kernels are
  * found by name, launch geometry and arguments reach cuLaunchKernel, a
- * captured launch's live argument reaches every replay, and
+ * captured launch's live argument reaches every replay, a second stream
+ * takes part in a capture and is joined back before it ends, and
  * failures name the failing call with file:line.  Exits 77 (ctest: skipped)
  * when NVRTC cannot be loaded. */
 #define _GNU_SOURCE
@@ -150,6 +151,30 @@ int main(int argc, char **argv) {
         CHECK(*(int *)dlsym(fake, "fake_last_set_arg_int") == 100 * r && *(int *)dlsym(fake, "fake_graph_launches") == r,
               "replay %d did not pass the live argument's value now", r);
       }
+      ncc_graph_free(d, g);
+      /* two streams (ncc_stream): stream 1 is a second CUDA stream, an event
+       * of the caller's orders it after stream 0's launch; under a capture
+       * stream 1 joins the graph (its first launch waits for stream 0's work:
+       * the fork), so nothing runs outside it, and the join at the end lets
+       * the capture end; a replay refreshes the side launch's live argument */
+      void *s0;
+      CHECK(ncc_launch(d, &k, d3(1, 1, 1), d3(32, 1, 1), 0, args) == 0, "stream 0: %s", ncc_dev_error(d));
+      s0 = *(void **)dlsym(fake, "fake_last_stream");
+      CHECK(ncc_event_record(d, 3) == 0 && ncc_stream(d, 1) == 0 && ncc_event_wait(d, 3) == 0 &&
+                ncc_launch(d, &k, d3(1, 1, 1), d3(32, 1, 1), 0, args) == 0,
+            "stream 1: %s", ncc_dev_error(d));
+      CHECK(*(void **)dlsym(fake, "fake_last_stream") != s0 && *(int *)dlsym(fake, "fake_streams") == 2,
+            "stream 1 should be a second CUDA stream");
+      CHECK(ncc_sync(d) == 0 && *(int *)dlsym(fake, "fake_event_waits") >= 3, "events: %s", ncc_dev_error(d));
+      nn = 7;
+      CHECK(ncc_graph_begin(d) == 0 && ncc_launch(d, &k, d3(2, 1, 1), d3(32, 1, 1), 0, args) == 0 &&
+                ncc_stream(d, 1) == 0 && ncc_launch(d, &k, d3(3, 1, 1), d3(32, 1, 1), 0, args) == 0 &&
+                ncc_graph_end(d, &g) == 0 && g,
+            "capture on two streams: %s", ncc_dev_error(d));
+      CHECK(*(int *)dlsym(fake, "fake_eager_launches") == 0, "a stream-1 launch ran outside the capture");
+      nn = 9;
+      CHECK(g && ncc_graph_launch(d, g) == 0 && *(int *)dlsym(fake, "fake_last_set_arg_int") == 9,
+            "replay on two streams: %s", ncc_dev_error(d));
       ncc_graph_free(d, g);
       ncc_dev_set_graphs(d, 0);
     }
