@@ -571,6 +571,17 @@ def _streams(ctx):
         if not np.array_equal(outs[tag], outs["issue"]):
             raise Failure("inference, %s: the outputs differ from those of launches run as issued" % tag)
     print("inference: ds on the side stream; the same logits in every order")
+    # the report: the side kernel, its modeled time, and the best the overlap could give
+    p = ctx.ncc_cmd([net2, "--emit=report"])
+    m = re.search(r"^# streams: 1 of (\d+) kernels on the side stream, ([\d.]+) us of the modeled time.*"
+                  r"overlapped, at best ([\d.]+) us", p.stdout, re.M)
+    w = re.search(r"^# waves: .*modeled time ([\d.]+) us with waves and occupancy, ([\d.]+) us by the roofline", p.stdout,
+                  re.M)
+    print(m.group(0) if m else p.stdout[-600:])
+    if (p.returncode != 0 or not m or not w or float(m.group(3)) > float(w.group(1))
+            or abs(float(m.group(3)) - max(float(w.group(1)) - float(m.group(2)), float(w.group(2)))) > 0.11):
+        raise Failure("the report should name the side kernel, its time, and the best overlapped time: the larger of "
+                      "stream 0's alone and the roofline")
 
 
 def random_net(rng, i):
