@@ -15,7 +15,8 @@
       barriers; the text table has one row per kernel and a summary line.
       Exits 77 (skipped) when sass_report.py finds no nvcc or disassembler.
   check_sass_report.py --tensor-cores NCC NVCC EXAMPLES WORKDIR
-      the tensor-core GEMMs (--precision=tf32, ir_gemm_mma; ResNet-18 at int8 (IMMA), fp16 and
+      the tensor-core GEMMs (--precision=tf32, ir_gemm_mma; ResNet-50 at tf32, MobileNetV2 at bf16 and
+      VGG-16 at fp16 once each at sm_90; ResNet-18 at int8 (IMMA), fp16 and
       the MLP at bf16 too; ResNet-18 at tf32 with the 128 x 128 tile and at
       int8 with 128 x 64, --gemm-tile, and at fp16 with --gemm-stages (the digits network at 128 x 128 with
       four asked, three given, and the MLP with three; cp.async copies in every main loop where the source
@@ -335,6 +336,15 @@ def tensor_core_tests(ncc, nvcc, examples, work):
         subprocess.run([ncc, os.path.join(examples, net + ".net"), "-O3", "--precision=" + prec, "-o", cu] + sets,
                        check=True)
         cus.append(cu)
+    # the other example models, once each at sm_90 (the rules hold for every tensor-core GEMM of every
+    # model): ResNet-50's bottlenecks at tf32, MobileNetV2's pointwise convolutions at bf16, VGG-16 at fp16
+    for net, sets, prec in (("resnet50", rn, "tf32"), ("mobilenet_v2", rn, "bf16"),
+                            ("vgg16", ["--set", "N=2", "--set", "S=32"], "fp16")):
+        cu = os.path.join(work, "%s_%s.cu" % (net, prec))
+        subprocess.run([ncc, os.path.join(examples, net + ".net"), "-O3", "--precision=" + prec, "-o", cu] + sets,
+                       check=True)
+        cus.append(cu)
+        tiled.append(cu)
     tool = [sys.executable, os.path.join(HERE, "sass_report.py"), "--nvcc", nvcc, "--use", "infer"]
     both = [cu for cu in cus if cu not in tiled]
     data = report_json(tool + ["--json", "--arch", "sm_80,sm_90"] + both)
