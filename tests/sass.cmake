@@ -12,7 +12,8 @@
 #                 makes, ~/.cache/ncc/sass-venv, or $NCC_SASS_VENV): skipped
 #                 without them.
 #   sass.tensor_cores  ResNet-18 and the MLP at --precision=tf32 (and ResNet-18
-#                 at fp16, the MLP at bf16): every tiled
+#                 at fp16, the MLP at bf16; ResNet-50 at tf32, MobileNetV2 at bf16
+#                 and VGG-16 at fp16 at sm_90): every tiled
 #                 GEMM is a tensor-core kernel whose main loop has MMAs, at
 #                 most 2 shared loads per MMA, no spills, no stack frame, >= 2 blocks per SM;
 #                 so too a training step's two strided data gradients by phases
