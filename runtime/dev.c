@@ -366,10 +366,8 @@ int ncc_stream(ncc_dev *d, int s) {
   if (s != 0 && s != 1) return ncc_dev_fail(d, NCC_EINTERNAL, "ncc_stream: stream %d (there are 0 and 1)", s);
   if (prof.on) return 0;   /* a profile times kernels one by one, on stream 0 */
   fork = s == 1 && !d->side_used && d->cur == 0;
-  if (d->cap && !is_native_graphs(d)) {
-    if (fork) rc = ncc_graph_cap_stream_op(d, 1, EV_FORK);
-    if (!rc) rc = ncc_graph_cap_stream_op(d, 0, s);
-    if (!rc && fork) rc = ncc_graph_cap_stream_op(d, 2, EV_FORK);
+  if (d->cap && !is_native_graphs(d)) {   /* the replay's ncc_stream forks as this one would */
+    rc = ncc_graph_cap_stream_op(d, 0, s);
     d->cur = s;
     d->side_used |= s;
     return rc;

@@ -274,7 +274,6 @@ static int rec_fail(ncc_dev *d, ncc_graph *g, int code, const char *what, const 
   return ncc_dev_fail(d, code, "%s: %s%s%s", g == d->cap ? "capturing a graph" : "holding a stream's work back", what,
                       name ? " " : "", name ? name : "");
 }
-#define cap_fail(d, code, what, name) rec_fail(d, g, code, what, name)
 
 /* The launch kept in g: d->cap's (a capture: live arguments read at every
  * replay), or the emulator's held-back stream's (every argument as it is now) */
@@ -291,8 +290,8 @@ int ncc_dev_rec_launch(ncc_dev *d, ncc_graph *g, const ncc_kernel *k, ncc_dim3 g
         ka = &d->kargs[t].t[i];
         break;
       }
-  if (!ka) return cap_fail(d, NCC_EINTERNAL, "no argument table (ncc_dev_kernel_args) for kernel", k->name);
-  if (!(r = rec_new(g, GR_LAUNCH))) return cap_fail(d, NCC_EUSER, "out of memory at kernel", k->name);
+  if (!ka) return rec_fail(d, g, NCC_EINTERNAL, "no argument table (ncc_dev_kernel_args) for kernel", k->name);
+  if (!(r = rec_new(g, GR_LAUNCH))) return rec_fail(d, g, NCC_EUSER, "out of memory at kernel", k->name);
   r->k = k;
   r->grid = grid;
   r->block = block;
@@ -301,13 +300,13 @@ int ncc_dev_rec_launch(ncc_dev *d, ncc_graph *g, const ncc_kernel *k, ncc_dim3 g
   for (int i = 0; i < ka->nargs; i++) off += (ka->size[i] + 7u) / 8u * 8u;
   r->argp = (void **)calloc((size_t)(ka->nargs ? ka->nargs : 1), sizeof(void *));
   r->snap = (unsigned char *)malloc(off ? off : 1);
-  if (!r->argp || !r->snap) return cap_fail(d, NCC_EUSER, "out of memory at kernel", k->name);
+  if (!r->argp || !r->snap) return rec_fail(d, g, NCC_EUSER, "out of memory at kernel", k->name);
   off = 0;
   for (int i = 0; i < ka->nargs; i++) {
     int j;
     for (j = 0; capture && j < d->nlive && d->live[j].p != args[i]; j++) {}
     if (capture && j < d->nlive) {   /* read again at every replay */
-      if (d->live[j].n != ka->size[i]) return cap_fail(d, NCC_EINTERNAL, "live value of another size passed to", k->name);
+      if (d->live[j].n != ka->size[i]) return rec_fail(d, g, NCC_EINTERNAL, "live value of another size passed to", k->name);
       r->argp[i] = args[i];
       r->live = 1;
     } else {              /* the value as the launch passed it */
@@ -337,7 +336,7 @@ int ncc_dev_rec_sgemm(ncc_dev *d, ncc_graph *g, int ta, int tb, int m, int n, in
     if (rc) d->cap->failed = 1;
     if (rc) return rc;
   }
-  if (!(r = rec_new(g, GR_SGEMM))) return cap_fail(d, NCC_EUSER, "out of memory at a GEMM", NULL);
+  if (!(r = rec_new(g, GR_SGEMM))) return rec_fail(d, g, NCC_EUSER, "out of memory at a GEMM", NULL);
   r->ta = ta, r->tb = tb, r->m = m, r->n = n, r->kk = k, r->alpha = alpha, r->beta = beta;
   r->A = A, r->lda = lda, r->sa = sa, r->B = B, r->ldb = ldb, r->sb = sb, r->C = C, r->ldc = ldc, r->sc = sc;
   r->batch = batch, r->prec = prec;
@@ -357,7 +356,7 @@ int ncc_dev_rec_memset(ncc_dev *d, ncc_graph *g, void *p, int byte, size_t n) {
     if (rc) d->cap->failed = 1;
     if (rc) return rc;
   }
-  if (!(r = rec_new(g, GR_MEMSET))) return cap_fail(d, NCC_EUSER, "out of memory at a memset", NULL);
+  if (!(r = rec_new(g, GR_MEMSET))) return rec_fail(d, g, NCC_EUSER, "out of memory at a memset", NULL);
   r->p = p, r->byte = byte, r->bytes = n;
   return 0;
 }
@@ -368,7 +367,7 @@ int ncc_graph_cap_memset(ncc_dev *d, void *p, int byte, size_t n) { return ncc_d
 int ncc_graph_cap_stream_op(ncc_dev *d, int kind, int arg) {
   ncc_graph *g = d->cap;
   grec *r = rec_new(g, kind == 0 ? GR_STREAM : kind == 1 ? GR_RECORD : kind == 2 ? GR_WAIT : GR_JOIN);
-  if (!r) return cap_fail(d, NCC_EUSER, "out of memory at a stream's event", NULL);
+  if (!r) return rec_fail(d, g, NCC_EUSER, "out of memory at a stream's event", NULL);
   r->arg = arg;
   return 0;
 }
